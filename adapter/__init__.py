@@ -1,0 +1,1 @@
+"""The V1 front end: framing, parsing, handlers, server, client and CLI."""

@@ -1,0 +1,203 @@
+"""``python -m adapter`` / ``adapter``: the pod's command line.
+
+Every option can also be set by an environment variable ``ADAPTER_<OPTION>`` (shown in
+``--help``), which is how the docker-compose stack configures pods.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import anyio
+import click
+
+from adapter.settings import Settings
+from mapping.codec import DEFAULT_SEQUENCE_BITS, MAX_SEQUENCE_BITS, MIN_SEQUENCE_BITS
+from mapping.embedded import RedisProcess
+from mapping.errors import ConfigurationError
+from mapping.keys import DEFAULT_PREFIX
+from mapping.store import TopicDefaults
+
+defaults = Settings()
+
+
+@click.group(context_settings={"auto_envvar_prefix": "ADAPTER", "show_default": True})
+def main() -> None:
+    """A Kafka-like V1 line protocol on Redis Streams."""
+
+
+@main.command(context_settings={"auto_envvar_prefix": "ADAPTER"})
+@click.option(
+    "--redis-url",
+    default=None,
+    show_envvar=True,
+    help="redis://HOST:PORT/DB (rediss:// for TLS). Unset: start an embedded "
+    "redis-server with AOF in --data-dir.",
+)
+@click.option("--host", default=defaults.host, show_envvar=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    default=defaults.port,
+    type=click.IntRange(0, 65535),
+    show_envvar=True,
+    help="TCP port to listen on.",
+)
+@click.option(
+    "--data-dir",
+    default=defaults.data_dir,
+    type=click.Path(path_type=Path),
+    show_envvar=True,
+    help="Where the embedded redis-server keeps its AOF.",
+)
+@click.option(
+    "--key-prefix",
+    default=DEFAULT_PREFIX,
+    show_envvar=True,
+    help="Prefix of every Redis key (one deployment per prefix).",
+)
+@click.option(
+    "--sequence-bits",
+    default=DEFAULT_SEQUENCE_BITS,
+    type=click.IntRange(MIN_SEQUENCE_BITS, MAX_SEQUENCE_BITS),
+    show_envvar=True,
+    help="B in offset = (ms << B) | seq; fixed for a deployment at first start.",
+)
+@click.option(
+    "--default-partitions",
+    default=defaults.topic_defaults.partitions,
+    type=click.IntRange(1, 10_000),
+    show_envvar=True,
+    help="Partitions of an auto-created topic.",
+)
+@click.option(
+    "--default-replication-factor",
+    default=defaults.topic_defaults.replication_factor,
+    type=click.IntRange(1, 16),
+    show_envvar=True,
+    help="Replication factor of an auto-created topic (leader + followers).",
+)
+@click.option(
+    "--default-min-insync-replicas",
+    default=defaults.topic_defaults.min_insync_replicas,
+    type=click.IntRange(1, 16),
+    show_envvar=True,
+    help="min ISR of an auto-created topic, for acks=all.",
+)
+@click.option(
+    "--max-line-bytes",
+    default=defaults.max_line_bytes,
+    type=click.IntRange(64),
+    show_envvar=True,
+    help="Longest request line; longer closes the connection.",
+)
+@click.option(
+    "--consume-max-records",
+    default=defaults.consume_max_records,
+    type=click.IntRange(1),
+    show_envvar=True,
+    help="Most records one CONSUME returns.",
+)
+@click.option(
+    "--acks-timeout-ms",
+    default=defaults.acks_timeout_ms,
+    type=click.IntRange(0),
+    show_envvar=True,
+    help="How long acks=all waits before REPLICATION_TIMEOUT.",
+)
+@click.option(
+    "--replica-lag-max-ms",
+    default=defaults.replica_lag_max_ms,
+    type=click.IntRange(0),
+    show_envvar=True,
+    help="A follower not caught up for this long leaves the ISR.",
+)
+@click.option(
+    "--session-timeout-ms",
+    default=defaults.session_timeout_ms,
+    type=click.IntRange(1),
+    show_envvar=True,
+    help="A group member without HEARTBEAT for this long is removed.",
+)
+@click.option(
+    "--redis-timeout-ms",
+    default=defaults.redis_timeout_ms,
+    type=click.IntRange(1),
+    show_envvar=True,
+    help="A Redis call slower than this answers UNAVAILABLE.",
+)
+@click.option(
+    "--replicator/--no-replicator",
+    default=True,
+    show_envvar=True,
+    help="Run the built-in replicator (followers played by pods, one owner each).",
+)
+@click.option(
+    "--redis-wait-replicas",
+    default=defaults.redis_wait_replicas,
+    type=click.IntRange(0),
+    show_envvar=True,
+    help="acks=all also waits until this many Redis replicas have the record (Redis WAIT, "
+    "within the acks timeout); 0: off.",
+)
+@click.option(
+    "--redis-appendfsync",
+    default=defaults.redis_appendfsync,
+    type=click.Choice(["always", "everysec", "no"]),
+    show_envvar=True,
+    help="fsync policy of the embedded redis-server's AOF: always survives a power loss, "
+    "everysec may lose the last second.",
+)
+@click.option(
+    "--log-level",
+    default=defaults.log_level,
+    show_envvar=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def serve(
+    default_partitions: int,
+    default_replication_factor: int,
+    default_min_insync_replicas: int,
+    log_level: str,
+    **options: object,
+) -> None:
+    """Run one stateless adapter pod."""
+    settings = Settings(
+        topic_defaults=TopicDefaults(
+            default_partitions, default_replication_factor, default_min_insync_replicas
+        ),
+        log_level=log_level.upper(),
+        **options,  # type: ignore[arg-type]
+    )
+    logging.basicConfig(
+        level=settings.log_level,
+        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}',
+    )
+    run(settings)
+
+
+def run(settings: Settings) -> None:
+    """Serve until interrupted, with an embedded Redis when no URL is given."""
+    from adapter.server import serve as serve_pod
+
+    embedded: RedisProcess | None = None
+    if settings.redis_url is None:
+        embedded = RedisProcess(settings.data_dir, appendfsync=settings.redis_appendfsync)
+        embedded.start()
+        click.echo(f"embedded redis-server with AOF on {embedded.url}, data in {settings.data_dir}")
+        settings = dataclasses.replace(settings, redis_url=embedded.url)
+    try:
+        anyio.run(serve_pod, settings)
+    except ConfigurationError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+from adapter.topics_cli import topic  # noqa: E402
+
+main.add_command(topic)

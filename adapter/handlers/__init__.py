@@ -1,0 +1,37 @@
+"""The command table: command name -> a small function that validates, calls `mapping`,
+and formats the payload. A handler raises `BrokerError` for an error reply."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from adapter.settings import Settings
+from mapping.store import Store
+
+if TYPE_CHECKING:
+    from mapping.groups import Groups
+    from mapping.replication import Replication
+
+
+@dataclass
+class Context:
+    """What a handler may use; shared by every connection of the pod."""
+
+    settings: Settings
+    store: Store
+    groups: Groups
+    replication: Replication
+
+
+Handler = Callable[[Context, list[str]], Awaitable[str]]
+
+
+def build_table() -> dict[str, Handler]:
+    from adapter.handlers import core, groups, replication
+
+    table: dict[str, Handler] = {}
+    for module in (core, groups, replication):
+        table.update(module.HANDLERS)
+    return table

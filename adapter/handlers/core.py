@@ -1,0 +1,83 @@
+"""PING, PRODUCE, CONSUME and SET_PARTITION_ROLE."""
+
+from __future__ import annotations
+
+from adapter.escaping import escape, unescape
+from adapter.handlers import Context, Handler, args
+from mapping.errors import BadRequest
+from mapping.partitioner import partition_for
+
+PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
+CONSUME_USAGE = "CONSUME requires: <topic> <partition> <offset>"
+ROLE_USAGE = "SET_PARTITION_ROLE requires: <topic> <partition> <leader|follower>"
+ACKS = {"0", "1", "all"}
+# Offsets are signed 64-bit as in Kafka; a larger one would not map to a stream id.
+MAX_OFFSET = (1 << 63) - 1
+
+
+async def ping(context: Context, argv: list[str]) -> str:
+    if argv:
+        raise BadRequest("PING takes no args")
+    return "pong"
+
+
+def _acks(argv: list[str]) -> str:
+    if len(argv) < 3:
+        return "1"
+    name, sep, value = argv[2].partition("=")
+    value = value.lower()
+    if not sep or name.lower() != "acks" or value not in ACKS:
+        raise BadRequest("invalid acks: must be acks=0, acks=1 or acks=all")
+    return value
+
+
+async def produce(context: Context, argv: list[str]) -> str:
+    args.expect_count(argv, PRODUCE_USAGE, 2, 3)
+    topic = args.name(argv[0], "topic")
+    key_text, sep, value_text = argv[1].partition(":")
+    if not sep:
+        raise BadRequest(PRODUCE_USAGE)
+    acks = _acks(argv)
+    key, value = unescape(key_text), unescape(value_text)
+    config = await context.store.topic(topic)
+    partition = partition_for(key, config.partitions)
+    result = await context.store.produce(config, partition, [(key, value)])
+    offset, high_watermark = result.offsets[0], result.high_watermark
+    if acks == "all":
+        high_watermark = await context.replication.wait_for_ack(config, partition, offset)
+    return f"partition={partition} offset={offset} hw={high_watermark}"
+
+
+async def consume(context: Context, argv: list[str]) -> str:
+    args.expect_count(argv, CONSUME_USAGE, 3)
+    topic = args.name(argv[0], "topic")
+    partition = args.integer(argv[1], "partition", minimum=0)
+    offset = args.integer(argv[2], "offset", minimum=0)
+    if offset > MAX_OFFSET:  # beyond any stream id Redis can hold
+        raise BadRequest("invalid offset")
+    config = await context.store.partition_of(topic, partition)
+    result = await context.store.consume(
+        config, partition, offset, context.settings.consume_max_records
+    )
+    messages = ",".join(f"{o}:{escape(v)}" for o, v in result.records)
+    return f"messages={messages} hw={result.high_watermark}"
+
+
+async def set_partition_role(context: Context, argv: list[str]) -> str:
+    args.expect_count(argv, ROLE_USAGE, 3)
+    topic = args.name(argv[0], "topic")
+    partition = args.integer(argv[1], "partition", minimum=0)
+    role = argv[2]
+    if role not in ("leader", "follower"):
+        raise BadRequest("invalid role: must be leader or follower")
+    config = await context.store.partition_of(topic, partition)
+    high_watermark = await context.store.set_role(config, partition, role)
+    return f"topic={topic} partition={partition} role={role} hw={high_watermark}"
+
+
+HANDLERS: dict[str, Handler] = {
+    "PING": ping,
+    "PRODUCE": produce,
+    "CONSUME": consume,
+    "SET_PARTITION_ROLE": set_partition_role,
+}

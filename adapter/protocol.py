@@ -1,0 +1,170 @@
+"""The V1 line protocol, sans-I/O: pure functions over bytes, no sockets.
+
+    request:  V1|<correlation_id>|<command>|<args>
+    replies:  V1|<cid>|OK   V1|<cid>|OK|<payload>   V1|<cid>|ERR|<CODE>|<message>
+
+Lines end with ``\\n`` (a trailing ``\\r`` is dropped). Bytes that are not UTF-8 are carried
+through as surrogate escapes, so any byte string in an argument reaches the handler intact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VERSION = "V1"
+ENCODING = "utf-8"
+ERRORS = "surrogateescape"
+DEFAULT_MAX_LINE_BYTES = 1 << 20
+EXPECTED_FORMAT = "expected format V1|<correlation_id>|<command>|<args>"
+
+
+class ParseError(Exception):
+    """The line is not a V1 request; answered with correlation id 0."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    correlation_id: str
+    command: str  # upper case
+    args: list[str]
+
+
+def parse_request(line: bytes) -> Request:
+    text = line.decode(ENCODING, ERRORS).strip()
+    if not text:
+        raise ParseError("empty request")
+    parts = text.split("|", 3)
+    if len(parts) != 4:
+        raise ParseError(EXPECTED_FORMAT)
+    version, correlation_id, command, args = parts
+    if version != VERSION:
+        raise ParseError(f"unsupported protocol version: expected {VERSION}")
+    correlation_id = correlation_id.strip()
+    if not correlation_id:
+        raise ParseError("missing correlation id")
+    command = command.strip()
+    if not command:
+        raise ParseError("missing command")
+    return Request(correlation_id, command.upper(), args.split())
+
+
+def format_ok(correlation_id: str, payload: str | None = None) -> bytes:
+    if payload is None:
+        return f"{VERSION}|{correlation_id}|OK\n".encode(ENCODING, ERRORS)
+    return f"{VERSION}|{correlation_id}|OK|{payload}\n".encode(ENCODING, ERRORS)
+
+
+def format_error(correlation_id: str, code: str, message: str) -> bytes:
+    # A message never spans lines: it may echo client input.
+    message = message.replace("\n", " ").replace("\r", " ")
+    return f"{VERSION}|{correlation_id}|ERR|{code}|{message}\n".encode(ENCODING, ERRORS)
+
+
+def format_list(items: list[int] | list[str]) -> str:
+    return "[" + " ".join(str(item) for item in items) + "]"
+
+
+def format_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+class LineFramer:
+    """Splits a byte stream into lines.
+
+    ``feed`` returns the complete lines so far. Once a line exceeds ``max_line_bytes`` the
+    framer sets ``overflowed``: the caller answers ``line too long`` and closes.
+    """
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self.max_line_bytes = max_line_bytes
+        self.overflowed = False
+        self._buffer = bytearray()
+
+    def _too_long(self, line: bytes | bytearray, terminated: bool) -> bool:
+        """The limit counts the line without its ``\n`` / ``\r\n`` terminator."""
+        size = len(line)
+        if size <= self.max_line_bytes:
+            return False
+        if terminated:
+            return not (size == self.max_line_bytes + 1 and line.endswith(b"\r"))
+        # An unterminated buffer may still end in the ``\r`` of a ``\r\n``.
+        return size > self.max_line_bytes + 1 or not line.endswith(b"\r")
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self.overflowed:
+            return []
+        complete: list[bytes] = []
+        if b"\n" in data:
+            # Only the new data is searched for line ends: a long line that arrives in many
+            # small reads costs linear time.
+            head, *middle, tail = data.split(b"\n")
+            self._buffer += head
+            lines = [bytes(self._buffer), *middle]
+            self._buffer = bytearray(tail)
+            for line in lines:
+                if self._too_long(line, terminated=True):
+                    self.overflowed = True
+                    self._buffer = bytearray()
+                    return complete
+                complete.append(line[:-1] if line.endswith(b"\r") else line)
+        else:
+            self._buffer += data
+        if self._too_long(self._buffer, terminated=False):
+            self.overflowed = True
+            self._buffer = bytearray()
+        return complete
+
+
+# --- the client side -------------------------------------------------------------------
+
+
+def format_request(correlation_id: str | int, command: str, args: str = "") -> bytes:
+    return f"{VERSION}|{correlation_id}|{command}|{args}\n".encode(ENCODING, ERRORS)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    correlation_id: str
+    ok: bool
+    payload: str = ""  # OK payload
+    code: str = ""  # ERR code
+    message: str = ""  # ERR message
+
+    def fields(self) -> dict[str, str]:
+        return parse_payload(self.payload)
+
+
+def parse_response(line: bytes) -> Response:
+    text = line.decode(ENCODING, ERRORS).rstrip("\r\n")
+    parts = text.split("|", 3)
+    if len(parts) < 3 or parts[0] != VERSION:
+        raise ParseError(f"not a V1 response: {text!r}")
+    _, correlation_id, status, *rest = parts
+    if status == "OK":
+        return Response(correlation_id, True, payload=rest[0] if rest else "")
+    if status == "ERR" and rest:
+        code, _, message = rest[0].partition("|")
+        return Response(correlation_id, False, code=code, message=message)
+    raise ParseError(f"not a V1 response: {text!r}")
+
+
+def parse_payload(payload: str) -> dict[str, str]:
+    """``a=1 b=[0 1] c=`` -> ``{"a": "1", "b": "[0 1]", "c": ""}`` (lists keep their brackets)."""
+    fields: dict[str, str] = {}
+    tokens = payload.split(" ")
+    i = 0
+    while i < len(tokens):
+        name, _, value = tokens[i].partition("=")
+        if value.startswith("[") and not value.endswith("]"):
+            while i + 1 < len(tokens) and not value.endswith("]"):
+                i += 1
+                value += " " + tokens[i]
+        if name:
+            fields[name] = value
+        i += 1
+    return fields
+
+
+def parse_list(text: str) -> list[int]:
+    """``[0 1 2]`` -> ``[0, 1, 2]``."""
+    return [int(item) for item in text.strip("[]").split()]

@@ -1,0 +1,167 @@
+"""The I/O shell: anyio TCP listener around the sans-I/O protocol and the handler table.
+
+Per connection: read what the socket has, answer every complete line (handlers run
+concurrently, so their Redis calls share one pipeline), write all replies in one send, in
+request order. A bad request gets an error reply; a handler bug or a client reset closes
+only that connection; Redis trouble is an UNAVAILABLE reply, never a dead pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
+from functools import partial
+
+import anyio
+from anyio.abc import SocketStream
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from adapter import protocol
+from adapter.handlers import Context, Handler, build_table
+from adapter.settings import Settings
+from mapping.batcher import RedisBatcher
+from mapping.errors import BAD_REQUEST, UNAVAILABLE, UNKNOWN_COMMAND, BrokerError
+from mapping.groups import Groups
+from mapping.keys import Keys
+from mapping.replication import Replication
+from mapping.store import Store, connect, pin_sequence_bits
+
+log = logging.getLogger(__name__)
+READ_SIZE = 1 << 16
+
+
+async def answer(context: Context, table: dict[str, Handler], line: bytes) -> bytes:
+    """The reply to one request line."""
+    try:
+        request = protocol.parse_request(line)
+    except protocol.ParseError as exc:
+        return protocol.format_error("0", BAD_REQUEST, str(exc))
+    handler = table.get(request.command)
+    if handler is None:
+        return protocol.format_error(
+            request.correlation_id, UNKNOWN_COMMAND, f"unknown command {request.command}"
+        )
+    try:
+        payload = await handler(context, request.args)
+    except BrokerError as exc:
+        return protocol.format_error(request.correlation_id, exc.code, exc.message)
+    except RedisError as exc:
+        # A Redis-side failure (OOM, MISCONF, READONLY, a script error, ...) is the backend's
+        # trouble, not the client's: answer it and keep the connection.
+        log.warning("redis error answering %s: %s", request.command, exc)
+        return protocol.format_error(request.correlation_id, UNAVAILABLE, f"redis error: {exc}")
+    return protocol.format_ok(request.correlation_id, payload)
+
+
+async def handle_connection(
+    context: Context, table: dict[str, Handler], stream: SocketStream
+) -> None:
+    framer = protocol.LineFramer(context.settings.max_line_bytes)
+    # Nothing may escape: an exception here would end the listener's task group, and with
+    # it every other connection of the pod.
+    try:
+        async with stream:
+            try:
+                while True:
+                    try:
+                        data = await stream.receive(READ_SIZE)
+                    except (anyio.EndOfStream, anyio.BrokenResourceError):
+                        return
+                    lines = framer.feed(data)
+                    replies = await asyncio.gather(
+                        *(answer(context, table, line) for line in lines)
+                    )
+                    if framer.overflowed:
+                        replies.append(protocol.format_error("0", BAD_REQUEST, "line too long"))
+                    if replies:
+                        await stream.send(b"".join(replies))
+                    if framer.overflowed:
+                        return
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+                return
+            except Exception:
+                log.exception("closing a connection after an unexpected error")
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        return
+    except Exception:
+        log.exception("error while closing a connection")
+
+
+async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
+    """Pin the sequence bits, retrying while Redis is still coming up."""
+    deadline = anyio.current_time() + settings.redis_startup_timeout_s
+    while True:
+        try:
+            await pin_sequence_bits(client, keys, settings.sequence_bits)
+            return
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            error = exc
+        if anyio.current_time() > deadline:
+            raise SystemExit(f"cannot reach Redis at {settings.redis_url}: {error}")
+        log.warning("waiting for Redis at %s: %s", settings.redis_url, error)
+        await anyio.sleep(0.5)
+
+
+async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None:
+    """Run one pod until cancelled. ``settings.redis_url`` must be set."""
+    assert settings.redis_url is not None
+    keys = Keys(settings.key_prefix)
+    async with AsyncExitStack() as stack:
+        client = connect(settings.redis_url, settings.redis_timeout_ms / 1000)
+        stack.push_async_callback(client.aclose)
+        await wait_for_redis(settings, keys, client)
+        batcher = RedisBatcher(client)
+        store = Store(
+            batcher,
+            keys,
+            sequence_bits=settings.sequence_bits,
+            replica_lag_max_ms=settings.replica_lag_max_ms,
+            topic_defaults=settings.topic_defaults,
+        )
+        context = Context(
+            settings,
+            store,
+            groups=Groups(batcher, keys, session_timeout_ms=settings.session_timeout_ms),
+            replication=Replication(
+                client,
+                store,
+                acks_timeout_ms=settings.acks_timeout_ms,
+                run_replicator=settings.replicator,
+                redis_wait_replicas=settings.redis_wait_replicas,
+            ),
+        )
+        table = build_table()
+        listener = await anyio.create_tcp_listener(
+            local_host=settings.host, local_port=settings.port, reuse_port=False
+        )
+        log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, settings.redis_url)
+        with anyio.CancelScope() as shutdown, _stop_on_sigterm(shutdown):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(batcher.run)
+                tasks.start_soon(context.replication.run)
+                tasks.start_soon(listener.serve, partial(handle_connection, context, table))
+                if ready is not None:
+                    ready.set()
+        log.info("stopped serving on %s:%d", settings.host, settings.port)
+
+
+@contextmanager
+def _stop_on_sigterm(scope: anyio.CancelScope) -> Iterator[None]:
+    """SIGTERM (docker stop, kubernetes) ends ``serve`` normally, so the caller's cleanup
+    (the embedded redis-server) runs; without it Python dies on the spot."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, scope.cancel)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)

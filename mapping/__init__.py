@@ -1,0 +1,1 @@
+"""Everything that knows Redis: key names, the offset codec, Lua scripts, partitioner, assignors."""

@@ -1,0 +1,45 @@
+"""Errors that carry a V1 error code, raised by `mapping` and formatted by the adapter."""
+
+from __future__ import annotations
+
+BAD_REQUEST = "BAD_REQUEST"
+UNKNOWN_COMMAND = "UNKNOWN_COMMAND"
+REPLICATION_TIMEOUT = "REPLICATION_TIMEOUT"
+NOT_LEADER = "NOT_LEADER"
+GENERATION_MISMATCH = "GENERATION_MISMATCH"
+# Additive: the backend (Redis) could not be reached or did not answer in time.
+UNAVAILABLE = "UNAVAILABLE"
+
+# Codes a Lua script may raise as an error reply "<CODE> <message>".
+SCRIPT_CODES = frozenset({BAD_REQUEST, NOT_LEADER, GENERATION_MISMATCH, REPLICATION_TIMEOUT})
+
+
+class BrokerError(Exception):
+    """A request failed with a V1 error code; the connection stays usable."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class BadRequest(BrokerError):
+    def __init__(self, message: str) -> None:
+        super().__init__(BAD_REQUEST, message)
+
+
+class Unavailable(BrokerError):
+    def __init__(self, message: str) -> None:
+        super().__init__(UNAVAILABLE, message)
+
+
+class ConfigurationError(Exception):
+    """The pod's settings disagree with the deployment stored in Redis: refuse to start."""
+
+
+def from_script_error(text: str) -> BrokerError | None:
+    """The BrokerError a script's error reply ``"<CODE> <message>"`` stands for, if any."""
+    code, _, message = text.partition(" ")
+    if code in SCRIPT_CODES:
+        return BrokerError(code, message)
+    return None

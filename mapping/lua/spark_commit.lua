@@ -1,0 +1,23 @@
+-- A Spark job's progress into a group's committed offsets, only ever moving forward, so a
+-- re-run micro-batch (same data after a failure) or a late writer cannot move it back.
+-- KEYS[1] = the group's offsets hash.  ARGV = partition1, next_offset1, partition2, ...
+-- Returns the stored value per partition after the update, as strings.
+-- Offsets are exact as Lua numbers (below 2^53, see mapping/codec.py).
+local offsets = KEYS[1]
+-- Validate everything first: a script is not rolled back when it fails half-way.
+for i = 1, #ARGV, 2 do
+  if not string.match(ARGV[i], '^%d+$') or not string.match(ARGV[i + 1] or '', '^%d+$') then
+    return redis.error_reply('BAD_REQUEST invalid offset')
+  end
+end
+local stored = {}
+for i = 1, #ARGV, 2 do
+  local field, wanted = ARGV[i], ARGV[i + 1]
+  local current = redis.call('HGET', offsets, field)
+  if not current or tonumber(wanted) > tonumber(current) then
+    redis.call('HSET', offsets, field, wanted)
+    current = wanted
+  end
+  stored[#stored + 1] = current
+end
+return stored

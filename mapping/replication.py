@@ -1,0 +1,415 @@
+"""Replication: acks=all waiting, Redis WAIT, and the pod's built-in replicator.
+
+acks=all waiting never polls Redis. One pub/sub connection per pod (`Subscriber`) listens to
+the hw channels of partitions that have waiters; every script that moves a partition's hw or
+changes its ISR publishes ``"<hw> <isr_size> <next_change_ms>"`` there (see _partition.lua).
+Waiters are kept in memory per partition, in a heap by offset, and are answered from the
+notifications. Redis calls per partition, not per waiter:
+
+- first waiter of a partition: SUBSCRIBE, and once confirmed one status call (closes the race
+  between the produce and the subscription); the subscription then lingers (``linger_s``) so a
+  steady stream of acks=all producers costs nothing more;
+- while a lagging follower is still counted in the ISR, one status call when it is due to
+  drop out (``next_change_ms``), since time alone changes the ISR and nothing publishes then.
+
+So a thousand concurrent acks=all producers cost their PRODUCE calls (pipelined) plus a few
+calls per partition, whatever their number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import math
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from mapping.errors import REPLICATION_TIMEOUT, BrokerError
+from mapping.store import PartitionStatus, Store, TopicConfig
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[bytes], None]
+
+
+class Subscriber:
+    """One pub/sub connection per pod, multiplexing every channel the pod listens to.
+
+    ``subscribe`` returns once Redis confirmed the subscription, so a caller can then read the
+    current state and miss no later change. After a lost connection every channel is
+    subscribed again and the ``on_reconnect`` callbacks run (notifications may have been
+    missed while it was down).
+    """
+
+    def __init__(self, client: Redis, home_channel: str) -> None:
+        self._client = client
+        # Always subscribed, so the connection is in pub/sub mode from the start.
+        self._home = home_channel.encode()
+        self._handlers: dict[bytes, Handler] = {}
+        self._active: set[bytes] = set()
+        self._unconfirmed: dict[bytes, int] = {}  # SUBSCRIBEs sent, not yet confirmed
+        self._waiting: dict[bytes, list[asyncio.Future[None]]] = {}
+        self._conn = None
+        self._callbacks: list[Callable[[], None]] = []
+        self.messages_received = 0
+
+    def on_reconnect(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    async def subscribe(self, channel: str, handler: Handler) -> None:
+        key = channel.encode()
+        self._handlers[key] = handler
+        if key in self._active:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(key, []).append(future)
+        await self._send("SUBSCRIBE", key)
+        await future
+
+    async def unsubscribe(self, channel: str) -> None:
+        key = channel.encode()
+        self._handlers.pop(key, None)
+        self._active.discard(key)
+        for future in self._waiting.pop(key, []):
+            future.cancel()
+        await self._send("UNSUBSCRIBE", key)
+
+    async def _send(self, command: str, *channels: bytes) -> None:
+        conn = self._conn
+        if conn is None:
+            return  # the reader subscribes every channel in _handlers when it connects
+        if command == "SUBSCRIBE":
+            for key in channels:
+                self._unconfirmed[key] = self._unconfirmed.get(key, 0) + 1
+        try:
+            await conn.send_command(command, *channels, check_health=False)
+        except (OSError, RedisError) as exc:  # the reader sees it too and reconnects
+            log.debug("pub/sub send failed: %s", exc)
+
+    def _confirmed(self, key: bytes) -> None:
+        left = self._unconfirmed.get(key, 1) - 1
+        self._unconfirmed[key] = left
+        # After SUBSCRIBE, UNSUBSCRIBE, SUBSCRIBE only the last confirmation counts.
+        if left <= 0 and key in self._handlers:
+            self._active.add(key)
+            for future in self._waiting.pop(key, []):
+                if not future.done():
+                    future.set_result(None)
+
+    def _dispatch(self, message: object) -> None:
+        if not isinstance(message, list) or len(message) < 3:
+            return
+        kind, channel = message[0], message[1]
+        if kind == b"message":
+            self.messages_received += 1
+            handler = self._handlers.get(channel)
+            if handler is not None:
+                try:
+                    handler(message[2])
+                except Exception:
+                    log.exception("pub/sub handler failed on %r", channel)
+        elif kind == b"subscribe":
+            self._confirmed(channel)
+
+    async def run(self) -> None:
+        backoff = 0.1
+        first = True
+        while True:
+            conn = self._client.connection_pool.make_connection()
+            try:
+                await conn.connect()
+                self._active.clear()
+                channels = [self._home, *self._handlers]
+                self._unconfirmed = dict.fromkeys(channels, 1)
+                self._conn = conn
+                await conn.send_command("SUBSCRIBE", *channels, check_health=False)
+                if not first:
+                    asyncio.ensure_future(self._after_reconnect(list(self._handlers)))
+                first = False
+                backoff = 0.1
+                while True:
+                    # math.inf: block without the client's socket timeout; push_request:
+                    # under RESP3 messages are pushes, which the parser otherwise swallows.
+                    message = await conn.read_response(timeout=math.inf, push_request=True)
+                    self._dispatch(message)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("pub/sub connection lost (%s); reconnecting", exc)
+            finally:
+                self._conn = None
+                self._active.clear()
+                try:
+                    await conn.disconnect()
+                except Exception:
+                    pass
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+
+    async def _after_reconnect(self, channels: list[bytes]) -> None:
+        waits = []
+        for key in channels:
+            if key not in self._active and key in self._handlers:
+                future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._waiting.setdefault(key, []).append(future)
+                waits.append(future)
+        await asyncio.gather(*waits, return_exceptions=True)
+        for callback in self._callbacks:
+            callback()
+
+
+@dataclass
+class _Waiters:
+    """The acks=all waiters of one partition and what the pod knows of its state."""
+
+    config: TopicConfig
+    partition: int
+    channel: str
+    heap: list[tuple[int, int, asyncio.Future[int]]] = field(default_factory=list)
+    live: int = 0
+    activating: bool = False
+    known: bool = False  # subscribed and hw/isr_size are current
+    high_watermark: int = -1
+    isr_size: int = 0
+    recheck: asyncio.TimerHandle | None = None
+    recheck_at: float = 0.0
+    linger: asyncio.TimerHandle | None = None
+
+
+class Replication:
+    def __init__(
+        self,
+        client: Redis,
+        store: Store,
+        *,
+        acks_timeout_ms: int,
+        run_replicator: bool,
+        redis_wait_replicas: int = 0,
+        lease_ms: int | None = None,
+        shards: int = 16,
+        linger_s: float = 30.0,
+        pod_id: str | None = None,
+    ) -> None:
+        """``redis_wait_replicas``: acks=all also waits for Redis ``WAIT`` with this many
+        Redis replicas (0: off), within what is left of the acks timeout.
+        ``lease_ms``: the replicator's lease; default half of replica_lag_max_ms (at least
+        200 ms), so a dead owner's followers are taken over before they leave the ISR."""
+        self.client = client
+        self.store = store
+        self.acks_timeout_ms = acks_timeout_ms
+        self.run_replicator = run_replicator
+        self.redis_wait_replicas = redis_wait_replicas
+        self.linger_s = linger_s
+        self.pod_id = pod_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        prefix = store.keys.prefix
+        self.subscriber = Subscriber(client, f"{prefix}:pod:{self.pod_id}")
+        self.subscriber.on_reconnect(self._recheck_all)
+        self._waiters: dict[tuple[str, int], _Waiters] = {}
+        self._order = itertools.count()
+        self._wait_probe = f"{prefix}:wait_probe"
+        self._wait_next: asyncio.Future[int] | None = None
+        self._wait_running = False
+        self.replicator = None
+        if run_replicator:
+            from mapping.replicator import Replicator
+
+            self.replicator = Replicator(
+                client,
+                store,
+                self.subscriber,
+                pod_id=self.pod_id,
+                lease_ms=lease_ms or max(200, store.replica_lag_max_ms // 2),
+                shards=shards,
+            )
+
+    async def run(self) -> None:
+        """Background work of this pod (notifications, replicator) until cancelled."""
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.subscriber.run())
+            if self.replicator is not None:
+                tasks.create_task(self.replicator.run())
+
+    # acks=all ------------------------------------------------------------------------------
+
+    async def wait_for_ack(self, config: TopicConfig, partition: int, offset: int) -> int:
+        """Wait until hw >= offset with |ISR| >= min ISR; return hw, or REPLICATION_TIMEOUT."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.acks_timeout_ms / 1000
+        high_watermark = await self._wait_high_watermark(config, partition, offset, deadline)
+        if self.redis_wait_replicas > 0:
+            await self._redis_wait(deadline)
+        return high_watermark
+
+    def _satisfied(self, w: _Waiters, offset: int) -> bool:
+        return w.high_watermark >= offset and w.isr_size >= w.config.min_insync_replicas
+
+    async def _wait_high_watermark(
+        self, config: TopicConfig, partition: int, offset: int, deadline: float
+    ) -> int:
+        key = (config.name, partition)
+        w = self._waiters.get(key)
+        if w is None:
+            channel = self.store.keys.partition(config.name, partition).hw_channel
+            w = self._waiters[key] = _Waiters(config, partition, channel)
+        if w.linger is not None:
+            w.linger.cancel()
+            w.linger = None
+        if w.known and self._satisfied(w, offset):
+            self._start_linger(w)
+            return w.high_watermark
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        heapq.heappush(w.heap, (offset, next(self._order), future))
+        w.live += 1
+        if not w.known and not w.activating:
+            w.activating = True
+            asyncio.ensure_future(self._activate(w))
+        try:
+            timeout = max(0.0, deadline - asyncio.get_running_loop().time())
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise BrokerError(
+                REPLICATION_TIMEOUT,
+                f"hw did not reach offset {offset} with min ISR "
+                f"{config.min_insync_replicas} within {self.acks_timeout_ms} ms",
+            ) from None
+        finally:
+            w.live -= 1
+            if w.live == 0:
+                w.heap.clear()
+                self._start_linger(w)
+
+    async def _activate(self, w: _Waiters) -> None:
+        """Subscribe to the partition's hw channel, then read its state once."""
+        try:
+            await self.subscriber.subscribe(w.channel, lambda data: self._on_message(w, data))
+            status = await self.store.partition_status(w.config, w.partition)
+            w.known = True
+            self._apply(w, status.high_watermark, status.isr_size, status.next_change_ms)
+        except (BrokerError, RedisError, OSError) as exc:
+            log.warning("cannot watch %s/%d: %s", w.config.name, w.partition, exc)
+        finally:
+            w.activating = False
+
+    def _on_message(self, w: _Waiters, data: bytes) -> None:
+        parts = data.split()
+        next_change = int(parts[2]) if len(parts) > 2 else -1
+        self._apply(w, int(parts[0]), int(parts[1]), next_change)
+
+    def _apply(self, w: _Waiters, high_watermark: int, isr_size: int, next_change: int) -> None:
+        w.high_watermark = max(w.high_watermark, high_watermark)
+        w.isr_size = isr_size
+        if not w.known:
+            return
+        while w.heap:
+            offset, _, future = w.heap[0]
+            if future.done():
+                heapq.heappop(w.heap)
+            elif self._satisfied(w, offset):
+                heapq.heappop(w.heap)
+                future.set_result(w.high_watermark)
+            else:
+                break
+        if w.heap and next_change >= 0:
+            self._schedule_recheck(w, next_change / 1000)
+
+    def _schedule_recheck(self, w: _Waiters, delay_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        at = loop.time() + delay_s
+        if w.recheck is not None and w.recheck_at <= at:
+            return
+        if w.recheck is not None:
+            w.recheck.cancel()
+        w.recheck_at = at
+        w.recheck = loop.call_at(at, lambda: asyncio.ensure_future(self._recheck(w)))
+
+    async def _recheck(self, w: _Waiters) -> None:
+        w.recheck = None
+        if not w.heap:
+            return
+        try:
+            status: PartitionStatus = await self.store.partition_status(w.config, w.partition)
+        except (BrokerError, RedisError, OSError) as exc:
+            log.warning("cannot read %s/%d: %s", w.config.name, w.partition, exc)
+            return
+        self._apply(w, status.high_watermark, status.isr_size, status.next_change_ms)
+
+    def _recheck_all(self) -> None:
+        """After a pub/sub reconnect: notifications may have been missed."""
+        for w in self._waiters.values():
+            if w.known:
+                asyncio.ensure_future(self._recheck(w))
+
+    def _start_linger(self, w: _Waiters) -> None:
+        if w.linger is None:
+            w.linger = asyncio.get_running_loop().call_later(
+                self.linger_s, lambda: asyncio.ensure_future(self._drop(w))
+            )
+
+    async def _drop(self, w: _Waiters) -> None:
+        """No waiter for a while: stop listening to the partition."""
+        w.linger = None
+        key = (w.config.name, w.partition)
+        if w.live or self._waiters.get(key) is not w or w.activating:
+            return
+        del self._waiters[key]
+        if w.recheck is not None:
+            w.recheck.cancel()
+        await self.subscriber.unsubscribe(w.channel)
+
+    # Redis WAIT ----------------------------------------------------------------------------
+
+    async def _redis_wait(self, deadline: float) -> None:
+        """Wait until ``redis_wait_replicas`` Redis replicas have the record.
+
+        WAIT covers the writes made on the connection it runs on. The batcher's pipelines
+        take whichever pooled connection is free, so WAIT there could run on a connection
+        that did not write this record. Instead each round writes a probe key and runs WAIT
+        on that same connection (one pipeline): Redis replicates in order, so replicas that
+        acknowledged the probe have every earlier write, this record included. Waiters that
+        arrive while a round is in flight share the next round (one WAIT per round, not per
+        request).
+        """
+        loop = asyncio.get_running_loop()
+        if self._wait_next is None:
+            self._wait_next = loop.create_future()
+        future = self._wait_next
+        if not self._wait_running:
+            self._wait_running = True
+            asyncio.ensure_future(self._wait_rounds())
+        try:
+            timeout = max(0.0, deadline - loop.time())
+            replicas = await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            replicas = -1
+        except (BrokerError, RedisError, OSError) as exc:
+            raise BrokerError(REPLICATION_TIMEOUT, f"redis WAIT failed: {exc}") from None
+        if replicas < self.redis_wait_replicas:
+            raise BrokerError(
+                REPLICATION_TIMEOUT,
+                f"{max(replicas, 0)} of {self.redis_wait_replicas} redis replicas "
+                f"acknowledged within {self.acks_timeout_ms} ms",
+            )
+
+    async def _wait_rounds(self) -> None:
+        try:
+            while self._wait_next is not None:
+                future, self._wait_next = self._wait_next, None
+                try:
+                    pipe = self.client.pipeline(transaction=False)
+                    pipe.incr(self._wait_probe)
+                    pipe.execute_command("WAIT", self.redis_wait_replicas, self.acks_timeout_ms)
+                    _, replicas = await pipe.execute()
+                    future.set_result(int(replicas))
+                except Exception as exc:
+                    future.set_exception(exc)
+                    future.exception()  # retrieved: waiters may all have timed out
+        finally:
+            self._wait_running = False

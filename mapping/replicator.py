@@ -1,0 +1,232 @@
+"""The built-in replicator: pods play the follower replicas so acks=all works out of the box.
+
+Ownership. Partitions are spread over ``shards`` lease keys (crc32 of "<topic>:<p>" modulo
+``shards``); a pod plays every follower replica of the partitions in the shards it owns. A
+lease is ``<prefix>:replicator:{leases}:shard:<n>`` holding the owner's pod id, taken with
+SET NX PX and renewed by its owner only (compare-and-set in replicator_tick.lua). Pods
+heartbeat in ``<prefix>:replicator:{leases}:pods`` so each takes about its fair share
+(ceil(shards / live pods)) and gives back the rest. When an owner dies its leases expire and
+the others take them over on their next tick (every lease/3): takeover within about
+lease + lease/3. One tick is one script call, so an idle pod costs 2 calls per tick (tick +
+SMEMBERS of the topics set), whatever the number of partitions.
+
+Waking. No polling: the pod's single pub/sub connection (shared with the acks=all waiters)
+subscribes to the "appended" channel of each owned partition; produce.lua publishes there
+when a follower had everything before the append (an idle follower needs waking). Woken
+partitions are fetched together (one pipeline through the batcher); a partition whose copy
+stopped at the per-call bound is fetched again at once, so a busy partition needs no
+notifications. New topics are announced on ``<prefix>:topics:created``.
+
+Two owners at once (a paused pod whose lease expired) are harmless: REPLICA_FETCH copies
+from the replica stream's own last entry, so concurrent fetches are idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from mapping import scripts
+from mapping.errors import BrokerError
+from mapping.replication import Subscriber
+from mapping.store import (
+    DEFAULT_MAX_COPY,
+    LATEST_OFFSET,
+    Store,
+    TopicConfig,
+    appended_channel,
+    topics_channel,
+)
+
+log = logging.getLogger(__name__)
+
+PartitionId = tuple[str, int]
+
+
+def lease_keys(prefix: str, shards: int) -> list[str]:
+    """The pods set, then one lease key per shard (one hash tag: one script, one slot)."""
+    base = f"{prefix}:replicator:{{leases}}"
+    return [f"{base}:pods", *(f"{base}:shard:{n}" for n in range(shards))]
+
+
+def shard_of(topic: str, partition: int, shards: int) -> int:
+    return zlib.crc32(f"{topic}:{partition}".encode()) % shards
+
+
+class Replicator:
+    def __init__(
+        self,
+        client: Redis,
+        store: Store,
+        subscriber: Subscriber,
+        *,
+        pod_id: str,
+        lease_ms: int,
+        shards: int = 16,
+        max_copy: int = DEFAULT_MAX_COPY,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.subscriber = subscriber
+        self.pod_id = pod_id
+        self.lease_ms = lease_ms
+        self.shards = shards
+        self.max_copy = max_copy
+        self.owned: set[int] = set()
+        self._keys = lease_keys(store.keys.prefix, shards)
+        self._configs: dict[str, TopicConfig] = {}
+        self._partitions: dict[PartitionId, TopicConfig] = {}  # played by this pod
+        self._dirty: set[PartitionId] = set()
+        self._wake = asyncio.Event()
+        self._discover = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+        self.fetches = 0
+
+    async def run(self) -> None:
+        self.subscriber.on_reconnect(self._mark_all_dirty)
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(self._lease_loop())
+                tasks.create_task(self._fetch_loop())
+                tasks.create_task(
+                    self.subscriber.subscribe(
+                        topics_channel(self.store.keys), lambda _: self._discover.set()
+                    )
+                )
+        finally:
+            await self._release()
+
+    async def _tick(self, release: bool = False) -> set[int]:
+        script = scripts.load("replicator_tick")
+        args = [self.pod_id, self.lease_ms, "1" if release else "0"]
+        reply = await self.store.batcher.call(*script.command(self._keys, args))
+        return {int(n) for n in reply}
+
+    async def _release(self) -> None:
+        """On a clean stop, give the leases back so another pod takes over at once."""
+        if not self.owned:
+            return
+        script = scripts.load("replicator_tick")
+        try:
+            with_timeout = asyncio.timeout(1.0)
+            async with with_timeout:
+                await asyncio.shield(
+                    self.client.eval(script.source, len(self._keys), *self._keys,
+                                     self.pod_id, self.lease_ms, "1")
+                )  # fmt: skip
+        except (Exception, asyncio.CancelledError) as exc:
+            log.debug("could not release replicator leases: %s", exc)
+
+    async def _lease_loop(self) -> None:
+        interval = self.lease_ms / 3000
+        while True:
+            self._discover.clear()
+            try:
+                owned = await self._tick()
+                if owned != self.owned:
+                    log.info("replicator %s owns shards %s", self.pod_id, sorted(owned))
+                self.owned = owned
+                await self._sync()
+            except (BrokerError, RedisError, OSError) as exc:
+                log.warning("replicator tick failed: %s", exc)
+            try:
+                await asyncio.wait_for(self._discover.wait(), interval)
+            except TimeoutError:
+                pass
+
+    async def _sync(self) -> None:
+        """Play exactly the partitions of the owned shards (topics with RF > 1)."""
+        names = await self.store.topic_names()
+        missing = [n for n in names if n not in self._configs]
+        for config in await asyncio.gather(*(self.store.topic(n) for n in missing)):
+            self._configs[config.name] = config
+        wanted: dict[PartitionId, TopicConfig] = {}
+        for name in names:
+            config = self._configs[name]
+            if config.replication_factor < 2:
+                continue
+            for p in range(config.partitions):
+                if shard_of(name, p, self.shards) in self.owned:
+                    wanted[(name, p)] = config
+        for pid in [pid for pid in self._partitions if pid not in wanted]:
+            del self._partitions[pid]
+            self._dirty.discard(pid)
+            await self.subscriber.unsubscribe(self._channel(pid))
+        new = [pid for pid in wanted if pid not in self._partitions]
+        for pid in new:
+            self._partitions[pid] = wanted[pid]
+        if new:
+            # Not awaited here: lease renewal must not wait on the pub/sub connection.
+            task = asyncio.ensure_future(self._start(new))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _start(self, new: list[PartitionId]) -> None:
+        # Subscribed first, then fetched once: no append between the two is missed.
+        await asyncio.gather(
+            *(self.subscriber.subscribe(self._channel(pid), self._waker(pid)) for pid in new)
+        )
+        self._dirty.update(pid for pid in new if pid in self._partitions)
+        self._wake.set()
+
+    def _channel(self, pid: PartitionId) -> str:
+        return appended_channel(self.store.keys.partition(*pid))
+
+    def _waker(self, pid: PartitionId):  # noqa: ANN202
+        def wake(_: bytes) -> None:
+            if pid in self._partitions:
+                self._dirty.add(pid)
+                self._wake.set()
+
+        return wake
+
+    def _mark_all_dirty(self) -> None:
+        self._dirty.update(self._partitions)
+        self._wake.set()
+
+    async def _fetch_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch = [pid for pid in self._dirty if pid in self._partitions]
+            self._dirty.clear()
+            if not batch:
+                continue
+            results = await asyncio.gather(
+                *(self._fetch(pid) for pid in batch), return_exceptions=True
+            )
+            failed = []
+            for pid, result in zip(batch, results, strict=True):
+                if result is True:
+                    self._dirty.add(pid)  # the copy bound stopped it: more to copy
+                elif isinstance(result, BaseException):
+                    if isinstance(result, asyncio.CancelledError):
+                        raise result
+                    failed.append(pid)
+                    log.warning("replica fetch of %s/%d failed: %s", *pid, result)
+            if failed:
+                await asyncio.sleep(0.5)  # Redis trouble: retry, not in a tight loop
+                self._dirty.update(failed)
+            if self._dirty:
+                self._wake.set()
+
+    async def _fetch(self, pid: PartitionId) -> bool:
+        """Bring every follower of the partition up to the log end; True if more is left."""
+        config = self._partitions[pid]
+        try:
+            results = await asyncio.gather(
+                *(
+                    self.store.replica_fetch(config, pid[1], r, LATEST_OFFSET, self.max_copy)
+                    for r in range(1, config.replication_factor)
+                )
+            )
+        except BrokerError as exc:
+            if "not leader" in exc.message:
+                return False  # a follower partition: set_role to leader wakes us again
+            raise
+        self.fetches += 1
+        return not all(r.complete for r in results)

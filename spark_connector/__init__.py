@@ -1,0 +1,33 @@
+"""PySpark Python data source "redis-topics": read the adapter's topics straight from Redis.
+
+Call ``spark_connector.register(spark)``, then ``spark.readStream.format("redis-topics")``
+(or ``spark.read``) with options ``redis.url`` and ``topic``; see README for the others.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from spark_connector.options import (
+    ConnectorError,
+    OptionError,
+    RedisUnreachable,
+    TopicNotFound,
+)
+from spark_connector.source import SOURCE_NAME, RedisTopicsDataSource
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``format("redis-topics")`` available in this session."""
+    spark.dataSource.register(RedisTopicsDataSource)
+
+
+__all__ = [
+    "SOURCE_NAME",
+    "ConnectorError",
+    "OptionError",
+    "RedisTopicsDataSource",
+    "RedisUnreachable",
+    "TopicNotFound",
+    "register",
+]

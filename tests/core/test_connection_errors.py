@@ -1,0 +1,58 @@
+"""The connection handler in-process over real TCP: a handler bug or a Redis error closes
+or answers only the connection concerned, never the listener."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from typing import Any
+
+import anyio
+from redis.exceptions import ResponseError
+
+from adapter.handlers import Context
+from adapter.server import handle_connection
+from adapter.settings import Settings
+
+
+async def _ping(context: Context, argv: list[str]) -> str:
+    return "pong"
+
+
+async def _bug(context: Context, argv: list[str]) -> str:
+    raise RuntimeError("handler bug")
+
+
+async def _redis(context: Context, argv: list[str]) -> str:
+    raise ResponseError("ERR script went wrong")
+
+
+TABLE: Any = {"PING": _ping, "BUG": _bug, "REDIS": _redis}
+
+
+class _Context:
+    settings = Settings(max_line_bytes=1024)
+
+
+def test_handler_bug_closes_only_that_connection() -> None:
+    async def main() -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(listener.serve, partial(handle_connection, _Context(), TABLE))
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            good_reader, good_writer = await asyncio.open_connection("127.0.0.1", port)
+
+            writer.write(b"V1|1|PING|\nV1|2|REDIS|\n")
+            assert await reader.readline() == b"V1|1|OK|pong\n"
+            assert (await reader.readline()).startswith(b"V1|2|ERR|UNAVAILABLE|")
+            writer.write(b"V1|3|BUG|\n")
+            assert await reader.read() == b""  # closed
+
+            good_writer.write(b"V1|4|PING|\n")
+            assert await good_reader.readline() == b"V1|4|OK|pong\n"
+            for w in (writer, good_writer):
+                w.close()
+            tasks.cancel_scope.cancel()
+
+    asyncio.run(main())

@@ -1,0 +1,88 @@
+"""`mapping.store.Store` straight against Redis: the produce script's id assignment."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from mapping import codec
+from mapping.batcher import RedisBatcher
+from mapping.errors import BrokerError
+from mapping.keys import Keys
+from mapping.store import Store, TopicDefaults, connect, pin_sequence_bits
+
+
+async def _with_store(
+    redis_url: str, body: Callable[[Store], Awaitable[None]], bits: int = 10
+) -> None:
+    client = connect(redis_url, 5.0)
+    keys = Keys(f"store-{uuid.uuid4().hex[:8]}")
+    await pin_sequence_bits(client, keys, bits)
+    batcher = RedisBatcher(client)
+    runner = asyncio.create_task(batcher.run())
+    try:
+        store = Store(batcher, keys, sequence_bits=bits, topic_defaults=TopicDefaults(3, 1, 1))
+        await body(store)
+    finally:
+        runner.cancel()
+        await client.aclose()
+
+
+@pytest.mark.parametrize("bits", [10, 8])
+def test_2000_records_in_one_script_call(redis_url: str, bits: int) -> None:
+    """One script call runs inside one millisecond of Redis time: 2000 records overflow the
+    sequence space (2^bits) and roll over to the next millisecond, never colliding."""
+
+    async def body(store: Store) -> None:
+        config = await store.topic("burst")
+        records = [(b"k", str(i).encode()) for i in range(2000)]
+        result = await store.produce(config, 0, records)
+        offsets = result.offsets
+        assert len(offsets) == 2000
+        assert all(a < b for a, b in zip(offsets, offsets[1:], strict=False))
+        assert result.high_watermark == offsets[-1]
+        ids = [codec.decode(o, bits) for o in offsets]
+        assert all(seq < 1 << bits for _, seq in ids)
+        assert len({ms for ms, _ in ids}) == -(-2000 // (1 << bits))  # ceil
+        consumed = []
+        position = 0
+        while True:
+            reply = await store.consume(config, 0, position, 1000)
+            if not reply.records:
+                break
+            consumed += reply.records
+            position = reply.records[-1][0] + 1
+        assert consumed == list(zip(offsets, (v for _, v in records), strict=True))
+        # the next produce continues after the rollover
+        more = await store.produce(config, 0, [(b"k", b"next")])
+        assert more.offsets[0] > offsets[-1]
+
+    asyncio.run(_with_store(redis_url, body, bits))
+
+
+def test_concurrent_produces_share_pipelines(redis_url: str) -> None:
+    async def body(store: Store) -> None:
+        config = await store.topic("concurrent")
+        sent = store.batcher.pipelines_sent
+        results = await asyncio.gather(
+            *(store.produce(config, 1, [(b"k", str(i).encode())]) for i in range(2000))
+        )
+        offsets = [r.offsets[0] for r in results]
+        assert all(a < b for a, b in zip(offsets, offsets[1:], strict=False))
+        assert store.batcher.pipelines_sent - sent < 100  # batched, not one per call
+
+    asyncio.run(_with_store(redis_url, body))
+
+
+def test_follower_refuses_produce(redis_url: str) -> None:
+    async def body(store: Store) -> None:
+        config = await store.topic("roles")
+        assert await store.set_role(config, 0, "follower") == -1
+        with pytest.raises(BrokerError) as info:
+            await store.produce(config, 0, [(b"k", b"v")])
+        assert info.value.code == "NOT_LEADER"
+
+    asyncio.run(_with_store(redis_url, body))

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Set up everything `make run` and `make test` need on a fresh Debian/Ubuntu machine:
+# redis-server and a Java runtime (for the Spark tests) from the system packages when
+# missing, then the project's virtualenv. Safe to run again; it only installs what is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+if [ "${SKIP_JAVA:-0}" != 1 ] && ! command -v java >/dev/null 2>&1; then
+  need_apt+=(openjdk-17-jre-headless)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing ${need_apt[*]} with apt-get"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+# The Debian package starts a redis-server on 6379; the project never uses it.
+
+VENV=${VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+if [ ! -f "$VENV/.installed" ] || [ pyproject.toml -nt "$VENV/.installed" ]; then
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -e ".[test,spark]"
+  touch "$VENV/.installed"
+fi
