@@ -11,7 +11,6 @@ import redis
 
 from mapping import scripts
 from mapping.keys import DEFAULT_PREFIX, Keys, is_valid_name
-from mapping.store import topics_channel
 
 _redis_url = click.option(
     "--redis-url",
@@ -70,7 +69,7 @@ def create(
         stored = (int(reply[0]), int(reply[1]), int(reply[2]))
         if reply[3]:
             client.sadd(keys.topics, name)
-            client.publish(topics_channel(keys), name)
+            client.publish(keys.topics_channel, name)
     finally:
         client.close()
     settings = (

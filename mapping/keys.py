@@ -9,6 +9,12 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:part:{<topic>:<p>}:state          hash    role, log_end, hw, isr, replica.<r>.*
     <prefix>:part:{<topic>:<p>}:replica:<r>    stream  follower replica r's copy of the log
     <prefix>:part:{<topic>:<p>}:hw             channel high-watermark notifications
+    <prefix>:part:{<topic>:<p>}:appended       channel new records, for idle followers
+    <prefix>:topics:created                    channel names of newly created topics
+    <prefix>:replicator:{leases}:pods          zset    live pods (replicator heartbeat)
+    <prefix>:replicator:{leases}:shard:<n>     string  owner pod of replicator shard n
+    <prefix>:pod:<pod id>                      channel one pod's private notifications
+    <prefix>:wait_probe                        string  written before Redis WAIT
     <prefix>:groups                            set     "<group> <topic>" pairs
     <prefix>:group:{<group>:<topic>}:<part>    group state (see mapping.groups)
 
@@ -35,6 +41,7 @@ class PartitionKeys:
     log: str
     state: str
     hw_channel: str
+    appended_channel: str
     replica_prefix: str
 
     def replica(self, replica_id: int) -> str:
@@ -65,6 +72,23 @@ class Keys:
     def groups(self) -> str:
         return f"{self.prefix}:groups"
 
+    @property
+    def topics_channel(self) -> str:
+        """Where a newly created topic's name is published (the replicators listen)."""
+        return f"{self.topics}:created"
+
+    @property
+    def wait_probe(self) -> str:
+        return f"{self.prefix}:wait_probe"
+
+    def pod_channel(self, pod_id: str) -> str:
+        return f"{self.prefix}:pod:{pod_id}"
+
+    def replicator_leases(self, shards: int) -> list[str]:
+        """The pods set, then one lease key per shard (one hash tag: one script, one slot)."""
+        base = f"{self.prefix}:replicator:{{leases}}"
+        return [f"{base}:pods", *(f"{base}:shard:{n}" for n in range(shards))]
+
     def topic(self, topic: str) -> str:
         return f"{self.prefix}:topic:{{{topic}}}"
 
@@ -74,6 +98,7 @@ class Keys:
             log=f"{base}:log",
             state=f"{base}:state",
             hw_channel=f"{base}:hw",
+            appended_channel=f"{base}:appended",
             replica_prefix=f"{base}:replica:",
         )
 

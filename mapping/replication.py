@@ -209,12 +209,11 @@ class Replication:
         self.redis_wait_replicas = redis_wait_replicas
         self.linger_s = linger_s
         self.pod_id = pod_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        prefix = store.keys.prefix
-        self.subscriber = Subscriber(client, f"{prefix}:pod:{self.pod_id}")
+        self.subscriber = Subscriber(client, store.keys.pod_channel(self.pod_id))
         self.subscriber.on_reconnect(self._recheck_all)
         self._waiters: dict[tuple[str, int], _Waiters] = {}
         self._order = itertools.count()
-        self._wait_probe = f"{prefix}:wait_probe"
+        self._wait_probe = store.keys.wait_probe
         self._wait_next: asyncio.Future[int] | None = None
         self._wait_running = False
         self.replicator = None

@@ -38,19 +38,11 @@ from mapping.store import (
     LATEST_OFFSET,
     Store,
     TopicConfig,
-    appended_channel,
-    topics_channel,
 )
 
 log = logging.getLogger(__name__)
 
 PartitionId = tuple[str, int]
-
-
-def lease_keys(prefix: str, shards: int) -> list[str]:
-    """The pods set, then one lease key per shard (one hash tag: one script, one slot)."""
-    base = f"{prefix}:replicator:{{leases}}"
-    return [f"{base}:pods", *(f"{base}:shard:{n}" for n in range(shards))]
 
 
 def shard_of(topic: str, partition: int, shards: int) -> int:
@@ -77,7 +69,7 @@ class Replicator:
         self.shards = shards
         self.max_copy = max_copy
         self.owned: set[int] = set()
-        self._keys = lease_keys(store.keys.prefix, shards)
+        self._keys = store.keys.replicator_leases(shards)
         self._configs: dict[str, TopicConfig] = {}
         self._partitions: dict[PartitionId, TopicConfig] = {}  # played by this pod
         self._dirty: set[PartitionId] = set()
@@ -94,7 +86,7 @@ class Replicator:
                 tasks.create_task(self._fetch_loop())
                 tasks.create_task(
                     self.subscriber.subscribe(
-                        topics_channel(self.store.keys), lambda _: self._discover.set()
+                        self.store.keys.topics_channel, lambda _: self._discover.set()
                     )
                 )
         finally:
@@ -174,7 +166,7 @@ class Replicator:
         self._wake.set()
 
     def _channel(self, pid: PartitionId) -> str:
-        return appended_channel(self.store.keys.partition(*pid))
+        return self.store.keys.partition(*pid).appended_channel
 
     def _waker(self, pid: PartitionId):  # noqa: ANN202
         def wake(_: bytes) -> None:

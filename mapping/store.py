@@ -16,22 +16,12 @@ from redis.retry import Retry
 from mapping import codec, scripts
 from mapping.batcher import RedisBatcher
 from mapping.errors import BadRequest, ConfigurationError
-from mapping.keys import Keys, PartitionKeys
+from mapping.keys import Keys
 
 # Offsets past every log end (exact as a Lua double): "copy everything there is".
 LATEST_OFFSET = (1 << 53) - 1
 # Entries one REPLICA_FETCH call copies at most: bounds the time one script holds Redis.
 DEFAULT_MAX_COPY = 1000
-
-
-def appended_channel(pk: PartitionKeys) -> str:
-    """The partition's "new records for an idle follower" channel (beside its hw channel)."""
-    return pk.hw_channel.removesuffix(":hw") + ":appended"
-
-
-def topics_channel(keys: Keys) -> str:
-    """Where a newly created topic's name is published (the replicators listen)."""
-    return f"{keys.topics}:created"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +144,7 @@ class Store:
     async def _announce_topic(self, name: str) -> None:
         await asyncio.gather(
             self.batcher.call("SADD", self.keys.topics, name),
-            self.batcher.call("PUBLISH", topics_channel(self.keys), name),
+            self.batcher.call("PUBLISH", self.keys.topics_channel, name),
         )
 
     async def create_topic(
@@ -185,7 +175,7 @@ class Store:
     ) -> tuple:
         pk = self.keys.partition(config.name, partition)
         return scripts.load(name).command(
-            [pk.log, pk.state, pk.hw_channel, appended_channel(pk), *extra_keys],
+            [pk.log, pk.state, pk.hw_channel, pk.appended_channel, *extra_keys],
             [self.sequence_bits, config.replication_factor, self.replica_lag_max_ms, *args],
         )
 

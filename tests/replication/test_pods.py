@@ -18,7 +18,6 @@ from adapter.cli import main
 from adapter.client import Client, RequestFailed
 from mapping.embedded import RedisProcess
 from mapping.keys import Keys
-from mapping.replicator import lease_keys
 from tests.support import Pod, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,7 +213,7 @@ def test_replicator_owner_killed_another_pod_takes_over(
     args = ("--replica-lag-max-ms", "600", "--acks-timeout-ms", "3000")
     a = start_pod(own_redis.url, *args)
     admin = redis.Redis.from_url(own_redis.url, decode_responses=True)
-    keys = lease_keys(Keys().prefix, 16)
+    keys = Keys().replicator_leases(16)
     wait_until(lambda: all(admin.get(k) for k in keys[1:]), timeout=5)
     b = start_pod(own_redis.url, *args)
 

@@ -10,7 +10,7 @@ import redis
 
 from mapping import codec, scripts
 from mapping.keys import Keys
-from mapping.store import LATEST_OFFSET, appended_channel
+from mapping.store import LATEST_OFFSET
 
 BITS = codec.DEFAULT_SEQUENCE_BITS
 
@@ -27,7 +27,7 @@ class Partition:
     def call(self, name: str, args: list, extra_keys: tuple = ()) -> list:
         script = scripts.load(name)
         keys = [self.keys.log, self.keys.state, self.keys.hw_channel]
-        keys += [appended_channel(self.keys), *extra_keys]
+        keys += [self.keys.appended_channel, *extra_keys]
         return self.client.eval(script.source, len(keys), *keys, BITS, self.rf, self.lag_ms, *args)
 
     def produce(self, *values: str) -> list[int]:
@@ -148,7 +148,7 @@ def test_fetch_on_a_follower_partition_is_refused(part: Partition) -> None:
 
 def test_notifications(part: Partition) -> None:
     pubsub = part.client.pubsub()
-    appended = appended_channel(part.keys)
+    appended = part.keys.appended_channel
     pubsub.subscribe(part.keys.hw_channel, appended)
     for _ in range(2):
         assert pubsub.get_message(timeout=1)["type"] == "subscribe"
