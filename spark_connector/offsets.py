@@ -67,14 +67,19 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
-def connect(opts: SourceOptions) -> redis.Redis:
-    """A synchronous client, checked with PING so an unreachable Redis fails right here."""
-    client = redis.Redis.from_url(
+def client_for(opts: SourceOptions) -> redis.Redis:
+    """A synchronous client with the source's timeouts (not yet connected)."""
+    return redis.Redis.from_url(
         opts.redis_url,
         socket_timeout=opts.timeout_s,
         socket_connect_timeout=opts.timeout_s,
         decode_responses=False,
     )
+
+
+def connect(opts: SourceOptions) -> redis.Redis:
+    """A synchronous client, checked with PING so an unreachable Redis fails right here."""
+    client = client_for(opts)
     try:
         client.ping()
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:

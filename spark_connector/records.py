@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-import redis
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -23,7 +22,7 @@ from pyspark.sql.types import (
 
 from mapping import codec
 from mapping.keys import Keys
-from spark_connector.offsets import RangePartition
+from spark_connector.offsets import RangePartition, client_for
 from spark_connector.options import SourceOptions
 
 
@@ -95,12 +94,7 @@ def read_partition(
     bits = partition.sequence_bits
     log = Keys(opts.key_prefix).partition(opts.topic, partition.partition).log
     last_id = codec.entry_id(partition.end - 1, bits)
-    client = redis.Redis.from_url(
-        opts.redis_url,
-        socket_timeout=opts.timeout_s,
-        socket_connect_timeout=opts.timeout_s,
-        decode_responses=False,
-    )
+    client = client_for(opts)
     try:
         position = partition.start
         while position < partition.end:

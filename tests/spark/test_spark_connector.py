@@ -26,6 +26,7 @@ from mapping.store import TopicDefaults
 from spark_connector import example_pipeline
 from spark_connector.group_commit import commit_group_offsets
 from tests.spark.conftest import ROOT, TopicWriter, free_port
+from tests.support import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -208,20 +209,25 @@ def test_stream_exactly_once_with_concurrent_producer(
     writer.topic(spark_topic)
     produced: dict[int, list[int]] = defaultdict(list)
 
+    sink = Collector()
+
     def produce() -> None:
         for round_ in range(15):
+            if round_ == 8:
+                # Half way, let a trigger finish first, so the rest must come in later ones
+                # however slowly the machine runs.
+                wait_until(lambda: any(sink.sizes()), timeout=60)
             for p in range(3):
                 records = [(b"k", b"r%d-%d" % (round_, i)) for i in range(50)]
                 produced[p] += writer.produce(spark_topic, p, records)
             time.sleep(0.15)
 
-    sink = Collector()
     query = start_stream(
         spark, spark_redis_url, spark_topic, tmp_path / "ckpt", sink, startingOffsets="earliest"
     )
     producer = threading.Thread(target=produce)
     producer.start()
-    producer.join(timeout=60)
+    producer.join(timeout=120)
     try:
         query.processAllAvailable()
     finally:
