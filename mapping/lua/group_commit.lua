@@ -1,0 +1,18 @@
+--! include _group.lua
+-- COMMIT: a member at the current generation stores the committed offset (the next offset
+-- to read) of a partition it owns, and stays alive.  ARGV[3] = consumer id,
+-- ARGV[4] = generation, ARGV[5] = partition, ARGV[6] = offset (decimal strings, stored as
+-- sent, so any 64-bit offset is exact).  Returns 1.
+local member, generation, partition, offset = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local now = now_ms()
+local group = load_group(now)
+local refused = check_member(group, member, generation)
+if refused then return refused end
+local owned = false
+for p in string.gmatch(redis.call('HGET', assignment, member) or '', '%d+') do
+  if p == partition then owned = true end
+end
+if not owned then return mismatch('partition not assigned to member') end
+redis.call('HSET', offsets, partition, offset)
+redis.call('HSET', members, member, heartbeat_text(now))
+return 1

@@ -1,0 +1,10 @@
+--! include _group.lua
+-- HEARTBEAT: a member at the current generation stays alive for another session timeout.
+-- ARGV[3] = consumer id, ARGV[4] = generation.  Returns the generation.
+local member, generation = ARGV[3], ARGV[4]
+local now = now_ms()
+local group = load_group(now)
+local refused = check_member(group, member, generation)
+if refused then return refused end
+redis.call('HSET', members, member, heartbeat_text(now))
+return group.generation
