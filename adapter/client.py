@@ -53,6 +53,14 @@ class ConsumeReply:
         return self.records[-1][0] + 1 if self.records else None
 
 
+@dataclass(frozen=True, slots=True)
+class GroupAssignment:
+    """JOIN / SYNC: the group's generation and this member's partitions."""
+
+    generation: int
+    assigned: list[int]
+
+
 def _bytes(data: bytes | str) -> bytes:
     return data.encode() if isinstance(data, str) else data
 
@@ -79,6 +87,17 @@ def consume_reply(response: protocol.Response) -> ConsumeReply:
         offset, _, value = item.partition(":")
         records.append((int(offset), unescape(value)))
     return ConsumeReply(records, int(fields["hw"]))
+
+
+def assignment_reply(response: protocol.Response) -> GroupAssignment:
+    fields = ok(response)
+    assigned = protocol.parse_list(fields["assigned"])
+    return GroupAssignment(int(fields["generation"]), assigned)
+
+
+def join_args(group: str, topic: str, consumer_id: str, assignor: str | None = None) -> str:
+    suffix = f" assignor={assignor}" if assignor else ""
+    return f"{group} {topic} {consumer_id}{suffix}"
 
 
 class Client:
@@ -162,6 +181,41 @@ class Client:
 
     def consume(self, topic: str, partition: int, offset: int) -> ConsumeReply:
         return consume_reply(self.request("CONSUME", f"{topic} {partition} {offset}"))
+
+    # Consumer groups: a GENERATION_MISMATCH raises RequestFailed (then JOIN again).
+
+    def join(
+        self, group: str, topic: str, consumer_id: str, assignor: str | None = None
+    ) -> GroupAssignment:
+        return assignment_reply(
+            self.request("JOIN", join_args(group, topic, consumer_id, assignor))
+        )
+
+    def sync(self, group: str, topic: str, consumer_id: str, generation: int) -> GroupAssignment:
+        return assignment_reply(self.request("SYNC", f"{group} {topic} {consumer_id} {generation}"))
+
+    def heartbeat(self, group: str, topic: str, consumer_id: str, generation: int) -> None:
+        ok(self.request("HEARTBEAT", f"{group} {topic} {consumer_id} {generation}"))
+
+    def leave(self, group: str, topic: str, consumer_id: str, generation: int) -> None:
+        ok(self.request("LEAVE", f"{group} {topic} {consumer_id} {generation}"))
+
+    def commit(
+        self,
+        group: str,
+        topic: str,
+        consumer_id: str,
+        generation: int,
+        partition: int,
+        offset: int,
+    ) -> None:
+        """Store ``offset`` (the next offset to read: last processed + 1) for ``partition``."""
+        args = f"{group} {topic} {consumer_id} {generation} {partition} {offset}"
+        ok(self.request("COMMIT", args))
+
+    def committed(self, group: str, topic: str, partition: int) -> int:
+        """OFFSET: the committed offset (next to read); 0 when nothing is committed."""
+        return int(ok(self.request("OFFSET", f"{group} {topic} {partition}"))["offset"])
 
 
 class AsyncClient:
