@@ -295,3 +295,39 @@ class AsyncClient:
 
     async def consume(self, topic: str, partition: int, offset: int) -> ConsumeReply:
         return consume_reply(await self.request("CONSUME", f"{topic} {partition} {offset}"))
+
+    # Consumer groups, as on Client.
+
+    async def join(
+        self, group: str, topic: str, consumer_id: str, assignor: str | None = None
+    ) -> GroupAssignment:
+        args = join_args(group, topic, consumer_id, assignor)
+        return assignment_reply(await self.request("JOIN", args))
+
+    async def sync(
+        self, group: str, topic: str, consumer_id: str, generation: int
+    ) -> GroupAssignment:
+        args = f"{group} {topic} {consumer_id} {generation}"
+        return assignment_reply(await self.request("SYNC", args))
+
+    async def heartbeat(self, group: str, topic: str, consumer_id: str, generation: int) -> None:
+        ok(await self.request("HEARTBEAT", f"{group} {topic} {consumer_id} {generation}"))
+
+    async def leave(self, group: str, topic: str, consumer_id: str, generation: int) -> None:
+        ok(await self.request("LEAVE", f"{group} {topic} {consumer_id} {generation}"))
+
+    async def commit(
+        self,
+        group: str,
+        topic: str,
+        consumer_id: str,
+        generation: int,
+        partition: int,
+        offset: int,
+    ) -> None:
+        args = f"{group} {topic} {consumer_id} {generation} {partition} {offset}"
+        ok(await self.request("COMMIT", args))
+
+    async def committed(self, group: str, topic: str, partition: int) -> int:
+        response = await self.request("OFFSET", f"{group} {topic} {partition}")
+        return int(ok(response)["offset"])

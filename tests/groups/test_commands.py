@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 import redis
 
-from adapter.client import Client, RequestFailed
+from adapter.client import AsyncClient, Client, RequestFailed
 from tests.core.helpers import KEYS, exchange
 from tests.support import Pod
 
@@ -75,6 +76,25 @@ def test_client_methods(pod: Pod, group: str, topic: str) -> None:
         )
         client.leave(group, topic, "b", 2)
         assert client.sync(group, topic, "a", 3).assigned == [0, 1, 2]
+
+
+def test_async_client_methods(pod: Pod, group: str, topic: str) -> None:
+    async def body() -> None:
+        async with await AsyncClient.connect("127.0.0.1", pod.port) as client:
+            # Concurrent JOINs on one connection: pipelined, each a generation of its own.
+            a, b = await asyncio.gather(
+                client.join(group, topic, "a"), client.join(group, topic, "b")
+            )
+            assert (a.generation, b.generation) == (1, 2)
+            assert (await client.sync(group, topic, "a", 2)).assigned == [0, 2]
+            await client.heartbeat(group, topic, "b", 2)
+            await client.commit(group, topic, "b", 2, 1, 3)
+            assert await client.committed(group, topic, 1) == 3
+            await client.leave(group, topic, "b", 2)
+            with pytest.raises(RequestFailed, match="unknown member"):
+                await client.heartbeat(group, topic, "b", 3)
+
+    asyncio.run(body())
 
 
 GENERATION_ERRORS = [
