@@ -48,6 +48,10 @@ def test_group_round_trip(pod: Pod, group: str, topic: str) -> None:
         )
         assert ok(client, f"V1|11|JOIN|{group} {topic} c0") == "generation=5 assigned=[0 1]"
         assert ok(client, f"V1|12|OFFSET|{group} {topic} 0") == "offset=42"
+        ok(client, f"V1|13|JOIN|{group} {topic} c2")
+        # Four members over three partitions under range: the last one gets none.
+        assert ok(client, f"V1|14|JOIN|{group} {topic} c3") == "generation=7 assigned=[]"
+        assert ok(client, f"V1|15|SYNC|{group} {topic} c3 7") == "generation=7 assigned=[]"
 
 
 def test_commands_are_case_insensitive_and_assignor_too(pod: Pod, group: str, topic: str) -> None:
