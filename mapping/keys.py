@@ -16,7 +16,10 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:pod:<pod id>                      channel one pod's private notifications
     <prefix>:wait_probe                        string  written before Redis WAIT
     <prefix>:groups                            set     "<group> <topic>" pairs
-    <prefix>:group:{<group>:<topic>}:<part>    group state (see mapping.groups)
+    <prefix>:group:{<group>:<topic>}:meta        hash  generation, assignor, partitions
+    <prefix>:group:{<group>:<topic>}:members     hash  consumer id -> last heartbeat (ms)
+    <prefix>:group:{<group>:<topic>}:assignment  hash  consumer id -> partitions "0 3 6"
+    <prefix>:group:{<group>:<topic>}:offsets     hash  partition -> committed (next) offset
 
 Names are validated before they get here (``[A-Za-z0-9._-]``, 1-249 characters), so a
 name can never contain ``{``, ``}`` or ``:`` and every key is unambiguous.
