@@ -181,16 +181,7 @@ class GroupConsumer:
                 if not records:
                     self._stopping.wait(self.idle_wait_s)
                     continue
-                for partition, batch in itertools.groupby(records, key=lambda r: r.partition):
-                    if self._rejoin.is_set() or self._stopping.is_set():
-                        break  # the group changed: the rest may not be ours any more
-                    last = None
-                    for record in batch:
-                        callback(record)
-                        last = record
-                    assert last is not None
-                    if not self.commit(partition, last.offset + 1):
-                        break
+                self._hand_out(records, callback)
             except RequestFailed as exc:
                 if exc.code != UNAVAILABLE:
                     raise
@@ -203,6 +194,26 @@ class GroupConsumer:
                 self._disconnect()
                 self._rejoin.set()
                 self._stopping.wait(RETRY_WAIT_S)
+
+    def _hand_out(self, records: list[Record], callback: Callable[[Record], object]) -> None:
+        """Call back and commit partition by partition. Whatever is not handed out (the group
+        changed, stop(), the callback raised) is fetched again by the next poll."""
+        unhandled: dict[int, int] = {}  # partition -> first offset the callback did not finish
+        for record in records:
+            unhandled.setdefault(record.partition, record.offset)
+        try:
+            for partition, batch in itertools.groupby(records, key=lambda r: r.partition):
+                if self._rejoin.is_set() or self._stopping.is_set():
+                    return  # the group changed: the rest may not be ours any more
+                for record in batch:
+                    callback(record)
+                    unhandled[partition] = record.offset + 1
+                if not self.commit(partition, unhandled[partition]):
+                    return
+        finally:
+            for partition, offset in unhandled.items():
+                if partition in self._positions:
+                    self._positions[partition] = offset
 
     def stop(self) -> None:
         """Make ``run`` return after the record in hand (safe from any thread)."""

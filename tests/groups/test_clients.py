@@ -193,3 +193,38 @@ def test_commit_after_the_group_moved_on_is_refused(pod: Pod, topic: str, group:
             assert client.committed(group, topic, 1) == 0
     finally:
         consumer.close()
+
+
+def test_callback_failure_commits_nothing_past_it_and_retries(
+    pod: Pod, topic: str, group: str
+) -> None:
+    produce(pod, topic, 30, "r")
+    consumer = GroupConsumer(group, topic, "a", port=pod.port, idle_wait_s=0.02)
+    handed: list[Record] = []
+
+    def fail_on_tenth(record: Record) -> None:
+        if len(handed) == 9:
+            raise RuntimeError("boom")
+        handed.append(record)
+
+    try:
+        with pytest.raises(RuntimeError, match="boom"):
+            consumer.run(fail_on_tenth)
+        assert len(handed) == 9
+        with pod.client() as client:
+            for partition in range(3):  # nothing committed past what the callback finished
+                done = [r.offset for r in handed if r.partition == partition]
+                assert client.committed(group, topic, partition) <= max(done, default=-1) + 1
+        # Running again hands out everything not yet handled, the failed record included.
+        again = Collector()
+        thread = threading.Thread(target=consumer.run, args=(again,), daemon=True)
+        thread.start()
+        wait_until(
+            lambda: (
+                {r.value for r in handed} | again.values() == {f"r{i}".encode() for i in range(30)}
+            )
+        )
+        consumer.stop()
+        thread.join(timeout=30)
+    finally:
+        consumer.close()
