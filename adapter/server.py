@@ -23,9 +23,9 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from adapter import protocol
-from adapter.handlers import Context, Handler, build_table
+from adapter.handlers import Context, Handler, Starter, build_starters, build_table
 from adapter.settings import Settings
-from mapping.batcher import RedisBatcher
+from mapping.batcher import Pending, RedisBatcher
 from mapping.errors import BAD_REQUEST, UNAVAILABLE, UNKNOWN_COMMAND, BrokerError
 from mapping.groups import Groups
 from mapping.keys import Keys
@@ -44,19 +44,113 @@ async def answer(context: Context, table: dict[str, Handler], line: bytes) -> by
         return protocol.format_error("0", BAD_REQUEST, str(exc))
     handler = table.get(request.command)
     if handler is None:
-        return protocol.format_error(
-            request.correlation_id, UNKNOWN_COMMAND, f"unknown command {request.command}"
-        )
+        return _unknown(request)
+    return await _run_handler(context, handler, request)
+
+
+def _unknown(request: protocol.Request) -> bytes:
+    return protocol.format_error(
+        request.correlation_id, UNKNOWN_COMMAND, f"unknown command {request.command}"
+    )
+
+
+async def _run_handler(context: Context, handler: Handler, request: protocol.Request) -> bytes:
     try:
         payload = await handler(context, request.args)
-    except BrokerError as exc:
-        return protocol.format_error(request.correlation_id, exc.code, exc.message)
-    except RedisError as exc:
-        # A Redis-side failure (OOM, MISCONF, READONLY, a script error, ...) is the backend's
-        # trouble, not the client's: answer it and keep the connection.
-        log.warning("redis error answering %s: %s", request.command, exc)
-        return protocol.format_error(request.correlation_id, UNAVAILABLE, f"redis error: {exc}")
+    except (BrokerError, RedisError) as exc:
+        return _error_reply(request, exc)
     return protocol.format_ok(request.correlation_id, payload)
+
+
+def _error_reply(request: protocol.Request, exc: BrokerError | RedisError) -> bytes:
+    if isinstance(exc, BrokerError):
+        return protocol.format_error(request.correlation_id, exc.code, exc.message)
+    # A Redis-side failure (OOM, MISCONF, READONLY, a script error, ...) is the backend's
+    # trouble, not the client's: answer it and keep the connection.
+    log.warning("redis error answering %s: %s", request.command, exc)
+    return protocol.format_error(request.correlation_id, UNAVAILABLE, f"redis error: {exc}")
+
+
+# What `_start` gives per line: a finished reply, a task answering it, or a started hot
+# command's pending payload.
+_Started = bytes | asyncio.Task | tuple[protocol.Request, Pending]
+
+
+def _start(
+    context: Context, table: dict[str, Handler], starters: dict[str, Starter], line: bytes
+) -> _Started:
+    try:
+        request = protocol.parse_request(line)
+    except protocol.ParseError as exc:
+        return protocol.format_error("0", BAD_REQUEST, str(exc))
+    handler = table.get(request.command)
+    if handler is None:
+        return _unknown(request)
+    starter = starters.get(request.command)
+    if starter is not None:
+        try:
+            pending = starter(context, request.args)
+        except BrokerError as exc:
+            return _error_reply(request, exc)
+        if pending is not None:
+            return (request, pending)
+    return asyncio.ensure_future(_run_handler(context, handler, request))
+
+
+def _finish(started: _Started) -> bytes:
+    if isinstance(started, bytes):
+        return started
+    if isinstance(started, asyncio.Task):
+        return started.result()
+    request, pending = started
+    try:
+        return protocol.format_ok(request.correlation_id, pending.result())
+    except (BrokerError, RedisError) as exc:
+        return _error_reply(request, exc)
+
+
+async def answer_lines(
+    context: Context,
+    table: dict[str, Handler],
+    lines: list[bytes],
+    starters: dict[str, Starter] | None = None,
+) -> list[bytes]:
+    """The replies to lines read together, in order.
+
+    Every request is started before any is waited for, so their Redis calls share one
+    pipeline. Hot commands (``starters``: PRODUCE, CONSUME) are validated and queued right
+    here with no task of their own; the rest run as one task each. A handler bug raises
+    (the caller closes the connection).
+    """
+    if starters is None:
+        starters = _STARTERS
+    started: list[_Started] = []
+    for line in lines:
+        item = _start(context, table, starters, line)
+        if isinstance(item, asyncio.Task):
+            # A task queues its Redis calls later: the requests after it take the same way,
+            # so a connection's calls reach Redis in request order.
+            starters = {}
+        started.append(item)
+    waiting = set()
+    for item in started:
+        if isinstance(item, asyncio.Task):
+            waiting.add(item)
+        elif isinstance(item, tuple) and not item[1].future.done():
+            waiting.add(item[1].future)
+    try:
+        if waiting:
+            # asyncio.wait never cancels what it waits for: queued futures may be shared by
+            # other connections' requests.
+            await asyncio.wait(waiting)
+        return [_finish(item) for item in started]
+    finally:
+        for item in started:
+            if isinstance(item, asyncio.Task) and not item.done():
+                item.cancel()
+
+
+_STARTERS = build_starters()
 
 
 async def handle_connection(
@@ -74,9 +168,7 @@ async def handle_connection(
                     except (anyio.EndOfStream, anyio.BrokenResourceError):
                         return
                     lines = framer.feed(data)
-                    replies = await asyncio.gather(
-                        *(answer(context, table, line) for line in lines)
-                    )
+                    replies = await answer_lines(context, table, lines)
                     if framer.overflowed:
                         replies.append(protocol.format_error("0", BAD_REQUEST, "line too long"))
                     if replies:

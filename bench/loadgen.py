@@ -65,7 +65,9 @@ class NotAvailable(Exception):
     """The adapter does not serve this workload (groups before they exist)."""
 
 
-def _lines(load: Load, conn: int, generation: str = "", assigned: list[int] | None = None) -> list[bytes]:
+def _lines(
+    load: Load, conn: int, generation: str = "", assigned: list[int] | None = None
+) -> list[bytes]:
     value = ("v" * load.value_size)[: load.value_size]
     lines: list[str] = []
     if load.kind == "produce":

@@ -35,7 +35,7 @@ from typing import Any
 
 import click
 
-from adapter.client import Client, RequestFailed
+from adapter.client import Client
 from bench import baseline, loadgen
 from bench.stats import Histogram
 from mapping.embedded import RedisProcess, free_port
@@ -360,8 +360,11 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
 
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},  # fmt: skip
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },  # fmt: skip
         "options": options.__dict__,
         "rows": [row.__dict__ for row in rows],
         "memory": memory,

@@ -7,14 +7,17 @@ Every method builds script calls from `keys`, `codec` and `scripts`, sends them 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from mapping import codec, scripts
-from mapping.batcher import RedisBatcher
+from mapping.batcher import Pending, RedisBatcher
 from mapping.errors import BadRequest, ConfigurationError
 from mapping.keys import Keys
 
@@ -73,6 +76,12 @@ class PartitionStatus:
     role: str
 
 
+def _consume_result(reply: list[Any]) -> ConsumeResult:
+    # The script returns offsets as integers (hiredis gives ints) and values as bytes.
+    records = list(zip(reply[1::2], reply[2::2], strict=True))
+    return ConsumeResult(records=records, high_watermark=int(reply[0]))
+
+
 def connect(url: str, timeout_s: float = 5.0) -> Redis:
     """A client for the adapter: bytes replies, bounded waits, and no automatic retries
     (a retried pipeline could append a produce twice)."""
@@ -114,9 +123,14 @@ class Store:
         self.topic_defaults = topic_defaults
         # Partition counts never change, so a topic's settings are cached for the pod's life.
         self._topics: dict[str, asyncio.Future[TopicConfig]] = {}
+        self._known: dict[str, TopicConfig] = {}  # the resolved ones: no await needed
+        self._produce_builders: dict[tuple[str, int], Callable[[list[Any]], tuple]] = {}
 
     async def topic(self, name: str) -> TopicConfig:
         """The topic's settings, creating it with the defaults on first use."""
+        known = self._known.get(name)
+        if known is not None:
+            return known
         future = self._topics.get(name)
         if future is None:
             future = asyncio.ensure_future(self._ensure_topic(name))
@@ -127,6 +141,8 @@ class Store:
     def _forget_failed(self, name: str, future: asyncio.Future[TopicConfig]) -> None:
         if future.cancelled() or future.exception() is not None:
             self._topics.pop(name, None)
+        else:
+            self._known[name] = future.result()
 
     async def _ensure_topic(self, name: str) -> TopicConfig:
         d = self.topic_defaults
@@ -179,22 +195,46 @@ class Store:
             [self.sequence_bits, config.replication_factor, self.replica_lag_max_ms, *args],
         )
 
+    def known_topic(self, name: str) -> TopicConfig | None:
+        """The topic's settings if this pod has them already (no Redis call needed)."""
+        return self._known.get(name)
+
+    def start_produce(
+        self, config: TopicConfig, partition: int, records: list[tuple[bytes, bytes]]
+    ) -> Pending[ProduceResult]:
+        """Queue an append; concurrent appends to one partition share one script call."""
+        group = (config.name, partition)
+        build = self._produce_builders.get(group)
+        if build is None:
+            build = self._produce_builders[group] = partial(
+                self._partition_call, "produce", config, partition
+            )
+        future, first = self.batcher.append(group, build, [p for r in records for p in r])
+        start = 1 + first // 2  # items are key, value pairs; the reply is hw, offsets...
+        end = start + len(records)
+        return Pending(
+            future,
+            lambda reply: ProduceResult([int(o) for o in reply[start:end]], int(reply[0])),
+        )
+
     async def produce(
         self, config: TopicConfig, partition: int, records: list[tuple[bytes, bytes]]
     ) -> ProduceResult:
-        flat = [part for record in records for part in record]
-        reply = await self.batcher.call(*self._partition_call("produce", config, partition, flat))
-        return ProduceResult(offsets=[int(o) for o in reply[1:]], high_watermark=int(reply[0]))
+        return await self.start_produce(config, partition, records)
+
+    def start_consume(
+        self, config: TopicConfig, partition: int, offset: int, max_records: int
+    ) -> Pending[ConsumeResult]:
+        start = codec.entry_id(offset, self.sequence_bits)
+        future = self.batcher.submit(
+            *self._partition_call("consume", config, partition, [start, max_records])
+        )
+        return Pending(future, _consume_result)
 
     async def consume(
         self, config: TopicConfig, partition: int, offset: int, max_records: int
     ) -> ConsumeResult:
-        start = codec.entry_id(offset, self.sequence_bits)
-        reply = await self.batcher.call(
-            *self._partition_call("consume", config, partition, [start, max_records])
-        )
-        records = [(int(reply[i]), reply[i + 1]) for i in range(1, len(reply), 2)]
-        return ConsumeResult(records=records, high_watermark=int(reply[0]))
+        return await self.start_consume(config, partition, offset, max_records)
 
     async def set_role(self, config: TopicConfig, partition: int, role: str) -> int:
         """Store the partition's role for every pod; returns its high watermark."""

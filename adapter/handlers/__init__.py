@@ -11,6 +11,7 @@ from adapter.settings import Settings
 from mapping.store import Store
 
 if TYPE_CHECKING:
+    from mapping.batcher import Pending
     from mapping.groups import Groups
     from mapping.replication import Replication
 
@@ -26,6 +27,10 @@ class Context:
 
 
 Handler = Callable[[Context, list[str]], Awaitable[str]]
+# A hot command's synchronous start: validates (raising BrokerError) and queues its Redis
+# call, returning the pending payload; None when it needs the full handler (say, the topic
+# is not known yet). It never replaces the command's Handler, only skips its task.
+Starter = Callable[[Context, list[str]], "Pending[str] | None"]
 
 
 def build_table() -> dict[str, Handler]:
@@ -35,3 +40,9 @@ def build_table() -> dict[str, Handler]:
     for module in (core, groups, replication):
         table.update(module.HANDLERS)
     return table
+
+
+def build_starters() -> dict[str, Starter]:
+    from adapter.handlers import core
+
+    return dict(core.STARTERS)
