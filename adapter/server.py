@@ -34,6 +34,9 @@ from mapping.store import Store, connect, pin_sequence_bits
 
 log = logging.getLogger(__name__)
 READ_SIZE = 1 << 16
+# Lines answered together at most; their replies are sent before the next ones start.
+MAX_LINES_AT_ONCE = 1024
+REPLY_BYTES_AT_ONCE = 1 << 20
 
 
 async def answer(context: Context, table: dict[str, Handler], line: bytes) -> bytes:
@@ -157,6 +160,8 @@ async def handle_connection(
     context: Context, table: dict[str, Handler], stream: SocketStream
 ) -> None:
     framer = protocol.LineFramer(context.settings.max_line_bytes)
+    flow = _Flow()
+    _read_only_when_asked(stream)
     # Nothing may escape: an exception here would end the listener's task group, and with
     # it every other connection of the pod.
     try:
@@ -168,7 +173,7 @@ async def handle_connection(
                     except (anyio.EndOfStream, anyio.BrokenResourceError):
                         return
                     lines = framer.feed(data)
-                    replies = await answer_lines(context, table, lines)
+                    replies = await _answer_and_send(context, table, stream, flow, lines)
                     if framer.overflowed:
                         replies.append(protocol.format_error("0", BAD_REQUEST, "line too long"))
                     if replies:
@@ -183,6 +188,59 @@ async def handle_connection(
         return
     except Exception:
         log.exception("error while closing a connection")
+
+
+def _read_only_when_asked(stream: SocketStream) -> None:
+    """Backpressure on the reading side. anyio's asyncio stream reads while ``receive``
+    waits and pauses after, but a new connection starts with its transport reading; under a
+    steady flood ``receive`` never has to wait, so it would never pause, and the pod would
+    queue everything the client sends. Paused now, it reads only what it is asked for."""
+    transport = getattr(stream, "_transport", None)  # anyio's asyncio backend
+    pause = getattr(transport, "pause_reading", None)
+    if pause is not None:
+        pause()
+
+
+class _Flow:
+    """How many lines of one connection are answered together: starts small, doubles while
+    replies stay small, halves when a slice's replies pass REPLY_BYTES_AT_ONCE (CONSUME)."""
+
+    __slots__ = ("lines_at_once",)
+
+    def __init__(self) -> None:
+        self.lines_at_once = 64
+
+    def update(self, lines: int, reply_bytes: int) -> None:
+        if reply_bytes > REPLY_BYTES_AT_ONCE:
+            self.lines_at_once = max(1, lines // 2)
+        elif lines >= self.lines_at_once:
+            self.lines_at_once = min(MAX_LINES_AT_ONCE, self.lines_at_once * 2)
+
+
+async def _answer_and_send(
+    context: Context,
+    table: dict[str, Handler],
+    stream: SocketStream,
+    flow: _Flow,
+    lines: list[bytes],
+) -> list[bytes]:
+    """Answer ``lines`` in slices, sending each slice's replies before starting the next;
+    returns the replies of the last slice, not yet sent.
+
+    Backpressure: ``send`` waits while the socket's buffers are full, and the connection is
+    not read meanwhile, so a client that does not read its replies holds at most one slice
+    of replies (and one read of requests) in this pod, never an unbounded queue.
+    """
+    first = 0
+    while True:
+        size = flow.lines_at_once
+        chunk = lines[first : first + size]
+        replies = await answer_lines(context, table, chunk)
+        flow.update(len(chunk), sum(map(len, replies)))
+        first += size
+        if first >= len(lines):
+            return replies
+        await stream.send(b"".join(replies))
 
 
 async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
@@ -230,7 +288,10 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         )
         table = build_table()
         listener = await anyio.create_tcp_listener(
-            local_host=settings.host, local_port=settings.port, reuse_port=False
+            local_host=settings.host,
+            local_port=settings.port,
+            # --workers: every worker listens on the port; the kernel spreads connections.
+            reuse_port=settings.workers > 1,
         )
         log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, settings.redis_url)
         with anyio.CancelScope() as shutdown, _stop_on_sigterm(shutdown):
