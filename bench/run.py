@@ -121,10 +121,23 @@ class AdapterPods:
                 raise RuntimeError("adapter did not start")
             time.sleep(0.1)
 
+        # Every worker must listen before the load starts, or one takes all connections.
+        while self.workers > 1 and not (
+            len(self.pids()) == self.workers and all(_listening(p, self.port) for p in self.pids())
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError("adapter workers did not all start listening")
+            time.sleep(0.1)
+
     def pids(self) -> list[int]:
         """The serving processes: the pod, or its workers under ``--workers``."""
-        children = _children(self.process.pid)
-        return children if self.workers > 1 and children else [self.process.pid]
+        if self.workers == 1:
+            return [self.process.pid]
+        return [
+            pid
+            for pid in _children(self.process.pid)
+            if b"spawn_main" in _cmdline(pid)  # not multiprocessing's resource tracker
+        ]
 
     def rss_mib(self) -> float:
         return sum(_rss_kib(pid) for pid in self.pids()) / 1024
@@ -139,6 +152,13 @@ class AdapterPods:
                 self.process.wait()
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _children(pid: int) -> list[int]:
     found: list[int] = []
     with contextlib.suppress(OSError):
@@ -146,6 +166,22 @@ def _children(pid: int) -> list[int]:
             text = Path(f"/proc/{pid}/task/{task}/children").read_text()
             found += [int(child) for child in text.split()]
     return found
+
+
+def _listening(pid: int, port: int) -> bool:
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if (int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A"
+                and fields[9] in inodes):  # fmt: skip
+            return True
+    return False
 
 
 def _rss_kib(pid: int) -> int:

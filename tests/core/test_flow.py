@@ -36,6 +36,24 @@ def _sockets(pid: int) -> int:
     return count
 
 
+def _listening(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a socket listening on ``port``."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local_port = int(fields[1].rsplit(":", 1)[1], 16)
+        if local_port == port and fields[3] == "0A" and fields[9] in inodes:
+            return True
+    return False
+
+
 def _rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -46,6 +64,7 @@ def _rss_kib(pid: int) -> int:
 def test_workers_share_the_port(start_pod: StartPod, redis_url: str, topic: str) -> None:
     pod = start_pod(redis_url, *RF1, "--workers", "2")
     workers = wait_until(lambda: len(_workers(pod)) == 2 and _workers(pod))
+    wait_until(lambda: all(_listening(pid, pod.port) for pid in workers), timeout=30)
     before = {pid: _sockets(pid) for pid in workers}
     clients = [pod.client() for _ in range(40)]
     try:
