@@ -187,16 +187,19 @@ class _Connection(asyncio.Protocol):
             return
         if runner.load.rate:
             self.next_due += self.interval
-            if self.next_due <= now:
-                self.send(1, self.next_due)
+            if self.next_due <= now:  # overdue: the reply came back late
+                self.send(1, now)
             else:
                 asyncio.get_running_loop().call_later(self.next_due - now, self._send_due)
         elif done:
             self.send(done, now)
 
     def _send_due(self) -> None:
-        if time.perf_counter() < self.runner.stop_at:
-            self.send(1, self.next_due)
+        now = time.perf_counter()
+        if now < self.runner.stop_at:
+            # Timers fire up to ~1 ms late: that delay is the generator's, not the server's,
+            # so the clock starts at the real send (the schedule itself does not drift).
+            self.send(1, now)
         elif self.transport is not None:
             self.transport.close()
 

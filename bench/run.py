@@ -344,17 +344,16 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                                    "rss_mib": pods.rss_mib()})  # fmt: skip
                     log(_format_row(row))
 
-        # unpipelined PRODUCE at half its best one-at-a-time rate
-        unpipelined = [r for r in rows if r.system == "adapter" and r.name == "PRODUCE acks=1"
-                       and r.mode == "one-at-a-time"]  # fmt: skip
-        if unpipelined:
-            best = max(unpipelined, key=lambda r: r.requests_per_s)
-            connections = min(16, best.connections)
+        # unpipelined PRODUCE on one connection at half its one-at-a-time maximum: the
+        # latency of a request that never queues behind another
+        single = [r for r in rows if r.system == "adapter" and r.name == "PRODUCE acks=1"
+                  and r.mode == "one-at-a-time" and r.connections == 1]  # fmt: skip
+        if single:
             load = loadgen.Load(
                 port=pods.port,
                 kind="produce",
-                connections=connections,
-                rate=best.requests_per_s / 2,
+                connections=1,
+                rate=single[0].requests_per_s / 2,
                 warmup_s=options.warmup_s,
                 duration_s=options.duration_s,
                 topic=f"bench-p-{run_id}",

@@ -15,6 +15,7 @@ order it was made). One EVALSHA of 500 records costs Redis and redis-py far less
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Callable, Generator, Hashable
 from typing import Any, Generic, TypeVar
@@ -83,6 +84,7 @@ class RedisBatcher:
         self._client = client
         self._queue: list[_Call] = []
         self._open: dict[Hashable, _Combined] = {}
+        self._connection: Any = None  # the flusher's own connection (see _execute)
         self._wakeup = asyncio.Event()
         self.pipelines_sent = 0
         self.calls_sent = 0
@@ -182,12 +184,47 @@ class RedisBatcher:
                 future.set_exception(Unavailable(message))
 
     async def _execute(self, commands: list[tuple]) -> list[Any]:
+        """Send ``commands`` as one pipeline; error replies come back as exceptions."""
+        self.pipelines_sent += 1
+        self.calls_sent += len(commands)
+        if isinstance(self._client, Redis):
+            return await self._execute_on_own_connection(commands)
+        # Any other client (a cluster client, a test double): redis-py's pipeline.
         pipe = self._client.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command(*command)
-        self.pipelines_sent += 1
-        self.calls_sent += len(commands)
         return await pipe.execute(raise_on_error=False)
+
+    async def _execute_on_own_connection(self, commands: list[tuple]) -> list[Any]:
+        """What ``pipeline().execute(raise_on_error=False)`` does, on a connection the
+        flusher keeps (one pipeline is in flight at a time): a redis-py Pipeline object per
+        batch costs more than the round trip itself."""
+        connection = self._connection
+        if connection is None:
+            connection = self._connection = await self._client.connection_pool.get_connection()
+        callbacks = self._client.response_callbacks
+        replies: list[Any] = []
+        try:
+            await connection.send_packed_command(
+                connection.pack_commands(commands), check_health=False
+            )
+            for command in commands:
+                try:
+                    reply = await connection.read_response()
+                except ResponseError as exc:
+                    replies.append(exc)
+                    continue
+                callback = callbacks.get(command[0])
+                if callback is not None:  # as redis-py's own replies (SMEMBERS: a set, ...)
+                    reply = callback(reply)
+                    if inspect.isawaitable(reply):
+                        reply = await reply
+                replies.append(reply)
+        except BaseException:
+            # Replies may be left unread: the connection is out of step, drop it.
+            await connection.disconnect(nowait=True)
+            raise
+        return replies
 
     async def _load_scripts(self, shas: set[str]) -> None:
         for sha in shas:

@@ -27,7 +27,6 @@ def test_bench_short_mode(tmp_path: Path) -> None:
         ("raw EVALSHA produce", 1, "pipelined", 1),
         ("raw EVALSHA produce", 1, "one-at-a-time", 1),
         ("raw XRANGE pages", 1, "pipelined", 1),
-        ("PRODUCE acks=1 @ half max", 4, "paced", 1),
         ("PRODUCE acks=1", 16, "pipelined", 2),
     }
     for name in ("PRODUCE acks=1", "PRODUCE acks=all", "CONSUME"):
@@ -35,6 +34,8 @@ def test_bench_short_mode(tmp_path: Path) -> None:
             for mode in ("pipelined", "one-at-a-time"):
                 expected.add((name, connections, mode, 1))
     assert expected <= rows, expected - rows
+    assert any(r["name"] == "PRODUCE acks=1 @ half max" and r["mode"] == "paced"
+               for r in results["rows"])  # fmt: skip
     groups = [r for r in results["rows"] if r["name"] == "groups mix"]
     if groups:
         assert len(groups) == 4
