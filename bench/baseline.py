@@ -16,7 +16,6 @@ from bench.stats import Histogram
 from mapping import codec, scripts
 from mapping.keys import Keys
 from mapping.partitioner import partition_for
-from mapping.store import appended_channel
 
 
 @dataclass
@@ -35,7 +34,7 @@ def _produce_calls(keys: Keys, topic: str, partitions: int, value: bytes, count:
         pk = keys.partition(topic, partition_for(key, partitions))
         calls.append(
             script.command(
-                [pk.log, pk.state, pk.hw_channel, appended_channel(pk)],
+                [pk.log, pk.state, pk.hw_channel, pk.appended_channel],
                 [codec.DEFAULT_SEQUENCE_BITS, 1, 10_000, key, value],
             )
         )
