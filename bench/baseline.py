@@ -70,16 +70,29 @@ def produce_pipelined(
 
 
 def produce_round_trips(
-    url: str, keys: Keys, topic: str, partitions: int, value_size: int, seconds: float
+    url: str,
+    keys: Keys,
+    topic: str,
+    partitions: int,
+    value_size: int,
+    seconds: float,
+    rate: float | None = None,
 ) -> Measured:
-    """EVALSHA produce one at a time: the raw round trip."""
+    """EVALSHA produce one at a time: the raw round trip; with ``rate``, one call every
+    1/rate s (sleeping in between, as the paced adapter row does)."""
     client = _client(url)
     calls = _produce_calls(keys, topic, partitions, b"v" * value_size, 256)
     histogram = Histogram()
     done = 0
     start = time.perf_counter()
     end = start + seconds
+    due = start
     while (now := time.perf_counter()) < end:
+        if rate:
+            due += 1 / rate
+            if due > now:
+                time.sleep(due - now)
+            now = time.perf_counter()
         client.execute_command(*calls[done % len(calls)])
         histogram.add(time.perf_counter() - now)
         done += 1

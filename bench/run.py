@@ -205,6 +205,7 @@ class Options:
     prefill: int
     workers: int
     groups: bool
+    soak_s: float
 
 
 def _prefill(port: int, topic: str, count: int, value_size: int) -> list[tuple[int, int]]:
@@ -363,9 +364,23 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
             row = _adapter_row("PRODUCE acks=1 @ half max", load, 1, "paced")
             if row.p99_us and raw_rtt.p99_us:
                 row.ratio, row.ratio_to = row.p99_us / raw_rtt.p99_us, "p99 / raw EVALSHA p99"
-            rows.append(row)
+            # The same pace straight to Redis: shows what idling between requests costs
+            # on this machine (wake-ups), apart from the adapter.
+            m = baseline.produce_round_trips(
+                server.url, keys, f"bench-raw-{run_id}", PARTITIONS, options.value_size,
+                seconds, rate=load.rate,
+            )  # fmt: skip
+            raw_paced = _row("raw EVALSHA produce", "redis", 1, "paced", m.operations,
+                             m.records, m.seconds, m.histogram)  # fmt: skip
+            if row.p99_us and raw_paced.p99_us:
+                row.extra["p99_vs_raw_paced_p99"] = row.p99_us / raw_paced.p99_us
+                row.ratio_to += f" ({row.p99_us / raw_paced.p99_us:.2f}x raw paced p99)"
+            rows += [row, raw_paced]
             log(_format_row(row))
+            log(_format_row(raw_paced))
         memory.append({"after": "all one-worker rows", "rss_mib": pods.rss_mib()})
+        if options.soak_s > 0:
+            memory += _soak(pods, options, f"bench-soak-{run_id}", log)
         pods.stop()
 
         # (3) --workers N against one worker, same load
@@ -406,6 +421,31 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
         "notes": notes,
         "targets": _targets(rows),
     }
+
+
+def _soak(pods: AdapterPods, options: Options, topic: str, log: Any) -> list[dict[str, Any]]:
+    """Sustained pipelined PRODUCE over 64 connections that come and go (a new set every
+    step), RSS after each step: growth per request or per connection would show here."""
+    samples = []
+    steps = 6
+    for step in range(steps):
+        load = loadgen.Load(
+            port=pods.port,
+            kind="produce",
+            connections=64,
+            window=_window("produce", 64, True),
+            warmup_s=0.1,
+            duration_s=options.soak_s / steps,
+            topic=topic,
+            value_size=options.value_size,
+            processes=options.load_procs,
+        )
+        result = loadgen.run_load(load)
+        sample = {"after": f"soak step {step + 1}/{steps}", "rss_mib": pods.rss_mib(),
+                  "requests": result.requests, "errors": result.errors}  # fmt: skip
+        log(f"soak {sample}")
+        samples.append(sample)
+    return samples
 
 
 def _ratio(value: float, base: Row, records: bool = False) -> float | None:
@@ -517,6 +557,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
 @click.option("--workers", type=int, default=2, help="Also run PRODUCE on --workers N.")
 @click.option("--groups/--no-groups", default=True, help="Run the groups mix rows.")
 @click.option(
+    "--soak",
+    type=float,
+    default=30.0,
+    help="Seconds of sustained PRODUCE watching the adapter's RSS (0: none).",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(path_type=Path),
@@ -535,6 +581,7 @@ def main(
     prefill: int,
     workers: int,
     groups: bool,
+    soak: float,
     json_path: Path | None,
     plot_path: Path | None,
 ) -> None:
@@ -542,8 +589,11 @@ def main(
     counts = [int(c) for c in connections.split(",") if c.strip()]
     if short:
         duration, warmup, prefill = min(duration, 0.3), min(warmup, 0.1), min(prefill, 3000)
+        soak = min(soak, 0.6)
         counts = [c for c in counts if c <= 16] or [1]
-    options = Options(duration, warmup, counts, load_procs, value_size, prefill, workers, groups)
+    options = Options(
+        duration, warmup, counts, load_procs, value_size, prefill, workers, groups, soak
+    )
     results = run(options, log=lambda line: click.echo(line, err=True))
     click.echo(format_table(results))
     if json_path is None:
