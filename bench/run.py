@@ -533,8 +533,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
     labels = [f"{r['name']} {r['connections']}c {r['mode']} w{r['workers']}" for r in rows]
     figure, (left, right) = plt.subplots(1, 2, figsize=(14, 0.32 * len(rows) + 2))
     colors = ["tab:gray" if r["system"] == "redis" else "tab:blue" for r in rows]
-    left.barh(labels, [r["requests_per_s"] for r in rows], color=colors)
-    left.set_xlabel("requests/s")
+    left.barh(labels, [r["records_per_s"] for r in rows], color=colors)
+    left.set_xlabel("records/s (one per PRODUCE; CONSUME and XRANGE: records returned)")
+    left.set_xscale("log")
     left.invert_yaxis()
     right.barh(labels, [r["p99_us"] or 0 for r in rows], color=colors)
     right.set_xlabel("p99 latency (us)")
