@@ -2,19 +2,29 @@
 
 What runs where (a 2-core machine is the reference):
 
-- one ``redis-server`` started here (``mapping.embedded.RedisProcess``, a free port, AOF
-  off: the benchmark measures CPU, not the disk), shared by every row;
-- the baseline: this process, redis-py + hiredis straight to that Redis;
-- the adapter: ``python -m adapter serve`` child processes (``--workers 1``, then ``2``);
-- the load: ``--load-procs`` generator processes (``bench.loadgen``), never inside the
-  adapter's process. On 2 cores, Redis, the adapter and the generators share the cores, so
-  the ratios are what one such machine gets end to end; no CPU pinning is done.
+- one ``redis-server`` started here (``mapping.embedded.RedisProcess``, a free port, never
+  6379; AOF off: the benchmark measures CPU, not the disk), shared by every row;
+- the baseline: this process, redis-py + hiredis straight to that Redis, while nothing
+  else runs: the adapter's produce script one record per EVALSHA, 1024 per pipeline round
+  trip; the same one at a time (the raw round trip); XRANGE ... COUNT 1000 pages, 16 per
+  round trip, from the same page starts the CONSUME rows read;
+- the adapter: a ``python -m adapter serve`` child process (then ``--workers 2``);
+- the load: ``--load-procs`` generator processes (``bench.loadgen``, asyncio + uvloop when
+  installed), never inside the adapter's process. On 2 cores Redis, the adapter and the
+  generator share the cores (no pinning), so a ratio is what one such machine gets end to
+  end; ``--workers 2`` in particular competes with Redis and the generator for the same 2
+  cores.
 
-Rows: PRODUCE acks=1 / acks=all, CONSUME and a groups mix (JOIN 1 : HEARTBEAT 4 : COMMIT 5)
-over 1, 16 and 256 connections, pipelined (1024 requests in flight in all, split over the
-connections; CONSUME 32) and one at a time; then unpipelined PRODUCE paced at half its
-maximum rate, and PRODUCE through ``--workers 2``. Topics have one replica (RF 1), so acks=all
-measures the waiting path, not a replicator.
+Rows: PRODUCE acks=1 / acks=all, CONSUME and a groups mix (JOIN 1 : HEARTBEAT 4 : COMMIT 5,
+each connection its own group; skipped with "groups not available" when JOIN answers
+UNKNOWN_COMMAND) over 1, 16 and 256 connections, pipelined (1024 requests in flight over all
+connections, at least 2 each; CONSUME 32) and one at a time; then PRODUCE on one connection
+paced at half its one-at-a-time maximum (latency from the real send; the same pace straight
+to Redis is measured too, since idling between requests costs wake-ups on a VM); then
+PRODUCE through ``--workers 2``; then ``--soak`` seconds of PRODUCE over fresh connections
+watching the adapter's RSS. Topics have 3 partitions and one replica (RF 1), so acks=all
+measures the waiting path, not a replicator. Ratios: PRODUCE rows against the raw EVALSHA
+rate of the same mode, CONSUME against raw XRANGE records/s, --workers 2 against one worker.
 """
 
 from __future__ import annotations
