@@ -557,7 +557,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     figure.savefig(path, dpi=100)
 
 
-@click.command()
+@click.command(context_settings={"show_default": True})
 @click.option("--short", is_flag=True, help="A few seconds in all: proves the bench works.")
 @click.option("--duration", type=float, default=3.0, help="Measured seconds per row.")
 @click.option("--warmup", type=float, default=0.5, help="Unmeasured seconds before each row.")
