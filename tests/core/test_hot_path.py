@@ -83,3 +83,22 @@ def test_produce_to_a_follower_partition_fails_every_combined_request(
         assert client.request("SET_PARTITION_ROLE", f"{topic} 2 follower").ok
     replies = _send(pod, [("PRODUCE", produce_args(topic, "user1", f"v{i}")) for i in range(20)])
     assert [r.code for r in replies] == ["NOT_LEADER"] * 20
+
+
+def test_a_long_pipeline_is_answered_in_order_across_slices(pod: Pod, topic: str) -> None:
+    """Thousands of requests in one send are answered in slices (backpressure), in order."""
+    with pod.client() as client:
+        client.produce(topic, "user1", "first")
+    requests = []
+    for i in range(3000):
+        if i % 3 == 0:
+            requests.append(("PING", ""))
+        elif i % 3 == 1:
+            requests.append(("PRODUCE", produce_args(topic, f"k{i}", f"v{i}")))
+        else:
+            requests.append(("NOPE", ""))
+    replies = _send(pod, requests)
+    assert [r.correlation_id for r in replies] == [str(i) for i in range(3000)]
+    assert all(r.payload == "pong" for r in replies[0::3])
+    assert all(r.ok and "offset=" in r.payload for r in replies[1::3])
+    assert all(r.code == "UNKNOWN_COMMAND" for r in replies[2::3])
