@@ -177,7 +177,7 @@ async def handle_connection(
                     if framer.overflowed:
                         replies.append(protocol.format_error("0", BAD_REQUEST, "line too long"))
                     if replies:
-                        await stream.send(b"".join(replies))
+                        await _send(stream, b"".join(replies))
                     if framer.overflowed:
                         return
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
@@ -188,6 +188,24 @@ async def handle_connection(
         return
     except Exception:
         log.exception("error while closing a connection")
+
+
+async def _send(stream: SocketStream, data: bytes) -> None:
+    """``stream.send`` without its extra event-loop turn when the socket can take the data
+    at once (anyio yields after every write); a full or failing socket takes the normal
+    path, which waits or raises."""
+    protocol_ = getattr(stream, "_protocol", None)  # anyio's asyncio backend
+    transport = getattr(stream, "_transport", None)
+    if (
+        protocol_ is None
+        or transport is None
+        or not protocol_.write_event.is_set()
+        or protocol_.exception is not None
+        or transport.is_closing()
+    ):
+        await stream.send(data)
+        return
+    transport.write(data)
 
 
 def _read_only_when_asked(stream: SocketStream) -> None:
@@ -240,7 +258,7 @@ async def _answer_and_send(
         first += size
         if first >= len(lines):
             return replies
-        await stream.send(b"".join(replies))
+        await _send(stream, b"".join(replies))
 
 
 async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
