@@ -76,6 +76,11 @@ class PartitionStatus:
     role: str
 
 
+def _mark_retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 def _records_upto(entries: list[Any], high_watermark: int, bits: int) -> list[tuple[int, bytes]]:
     """(offset, value) of XRANGE entries up to the high watermark. Entries are raw
     ``[id, [field, value, ...]]`` (see ``connect``) or redis-py's ``(id, {field: value})``."""
@@ -252,6 +257,8 @@ class Store:
         status = self.batcher.submit(
             *self._partition_call("partition_status", config, partition, [])
         )
+        # When both fail, the error answered is the XRANGE's: mark this one seen too.
+        status.add_done_callback(_mark_retrieved)
         log = self.keys.partition(config.name, partition).log
         start = codec.entry_id(offset, self.sequence_bits)
         entries = self.batcher.submit("XRANGE", log, start, "+", "COUNT", max_records)
