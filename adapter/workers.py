@@ -10,9 +10,13 @@ is not (the others go on serving).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import multiprocessing
+import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
@@ -22,9 +26,22 @@ from adapter.settings import Settings
 
 log = logging.getLogger(__name__)
 RESTART_DELAY_S = 1.0
+_PR_SET_PDEATHSIG = 1
 # A worker that fails sooner than this after its start (bad settings, no Redis) would only
 # fail again: it is not restarted.
 MIN_UPTIME_S = 5.0
+
+
+def _child(target: Callable[[Settings], None], settings: Settings) -> None:
+    """A worker: it goes when the parent goes, even on SIGKILL (Linux), so no orphan keeps
+    listening on the port."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+            if os.getppid() == 1:  # the parent died before the prctl
+                return
+    target(settings)
 
 
 def run_workers(settings: Settings, target: Callable[[Settings], None]) -> None:
@@ -36,7 +53,9 @@ def run_workers(settings: Settings, target: Callable[[Settings], None]) -> None:
     started_at: dict[int, float] = {}
 
     def start(index: int) -> BaseProcess:
-        process = context.Process(target=target, args=(settings,), name=f"adapter-worker-{index}")
+        process = context.Process(
+            target=_child, args=(target, settings), name=f"adapter-worker-{index}"
+        )
         process.start()
         started_at[index] = time.monotonic()
         return process
