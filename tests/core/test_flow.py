@@ -144,3 +144,10 @@ def test_a_client_that_never_reads_gets_backpressure(
     sock.close()
     with pod.client() as other:
         assert other.ping() == "pong"
+
+
+def test_workers_go_with_a_killed_parent(start_pod: StartPod, redis_url: str) -> None:
+    pod = start_pod(redis_url, *RF1, "--workers", "2")
+    workers = wait_until(lambda: len(_workers(pod)) == 2 and _workers(pod))
+    pod.kill()  # SIGKILL: no chance to stop them itself
+    wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), timeout=30)
