@@ -75,8 +75,8 @@ def _error_reply(request: protocol.Request, exc: BrokerError | RedisError) -> by
 
 
 # What `_start` gives per line: a finished reply, a task answering it, or a started hot
-# command's pending payload.
-_Started = bytes | asyncio.Task | tuple[protocol.Request, Pending]
+# command's pending payload (or its task, whose Redis calls are queued already).
+_Started = bytes | asyncio.Task | tuple[protocol.Request, Pending | asyncio.Task]
 
 
 def _start(
@@ -112,6 +112,16 @@ def _finish(started: _Started) -> bytes:
         return _error_reply(request, exc)
 
 
+def _awaited(item: _Started) -> asyncio.Future | None:
+    """What ``item`` still waits for, if anything."""
+    if isinstance(item, asyncio.Task):
+        return item
+    if isinstance(item, tuple):
+        future = item[1] if isinstance(item[1], asyncio.Task) else item[1].future
+        return None if future.done() else future
+    return None
+
+
 async def answer_lines(
     context: Context,
     table: dict[str, Handler],
@@ -135,12 +145,7 @@ async def answer_lines(
             # so a connection's calls reach Redis in request order.
             starters = {}
         started.append(item)
-    waiting = set()
-    for item in started:
-        if isinstance(item, asyncio.Task):
-            waiting.add(item)
-        elif isinstance(item, tuple) and not item[1].future.done():
-            waiting.add(item[1].future)
+    waiting = {future for future in map(_awaited, started) if future is not None}
     try:
         if waiting:
             # asyncio.wait never cancels what it waits for: queued futures may be shared by
@@ -149,8 +154,9 @@ async def answer_lines(
         return [_finish(item) for item in started]
     finally:
         for item in started:
-            if isinstance(item, asyncio.Task) and not item.done():
-                item.cancel()
+            task = item[1] if isinstance(item, tuple) else item
+            if isinstance(task, asyncio.Task) and not task.done():
+                task.cancel()
 
 
 _STARTERS = build_starters()

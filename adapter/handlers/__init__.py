@@ -3,6 +3,7 @@ and formats the payload. A handler raises `BrokerError` for an error reply."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,9 +29,10 @@ class Context:
 
 Handler = Callable[[Context, list[str]], Awaitable[str]]
 # A hot command's synchronous start: validates (raising BrokerError) and queues its Redis
-# call, returning the pending payload; None when it needs the full handler (say, the topic
-# is not known yet). It never replaces the command's Handler, only skips its task.
-Starter = Callable[[Context, list[str]], "Pending[str] | None"]
+# calls, returning the pending payload (or a task for what must wait further, such as
+# acks=all); None when it needs the full handler (say, the topic is not known yet). It
+# never replaces the command's Handler, only starts it without a task of its own.
+Starter = Callable[[Context, list[str]], "Pending[str] | asyncio.Task[str] | None"]
 
 
 def build_table() -> dict[str, Handler]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from adapter.escaping import escape, unescape
 from adapter.handlers import Context, Handler, Starter, args
 from mapping.batcher import Pending
 from mapping.errors import BadRequest
 from mapping.partitioner import partition_for
-from mapping.store import ConsumeResult
+from mapping.store import ConsumeResult, ProduceResult, TopicConfig
 
 PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
 CONSUME_USAGE = "CONSUME requires: <topic> <partition> <offset>"
@@ -55,17 +57,29 @@ async def produce(context: Context, argv: list[str]) -> str:
     return f"partition={partition} offset={offset} hw={high_watermark}"
 
 
-def produce_now(context: Context, argv: list[str]) -> Pending[str] | None:
-    """PRODUCE queued without a task of its own (known topic, acks 0 or 1); None: not
-    possible here, run ``produce``."""
+def produce_now(context: Context, argv: list[str]) -> Pending[str] | asyncio.Task[str] | None:
+    """PRODUCE queued right away for a known topic: acks 0 or 1 with no task of its own,
+    acks=all with a task only for the wait; None: not possible here, run ``produce``."""
     topic, key, value, acks = _produce_args(argv)
     config = context.store.known_topic(topic)
-    if config is None or acks == "all":
+    if config is None:
         return None
     partition = partition_for(key, config.partitions)
-    return context.store.start_produce(config, partition, [(key, value)]).then(
+    pending = context.store.start_produce(config, partition, [(key, value)])
+    if acks == "all":
+        return asyncio.ensure_future(_acked(context, config, partition, pending))
+    return pending.then(
         lambda r: f"partition={partition} offset={r.offsets[0]} hw={r.high_watermark}"
     )
+
+
+async def _acked(
+    context: Context, config: TopicConfig, partition: int, pending: Pending[ProduceResult]
+) -> str:
+    result = await pending
+    offset = result.offsets[0]
+    high_watermark = await context.replication.wait_for_ack(config, partition, offset)
+    return f"partition={partition} offset={offset} hw={high_watermark}"
 
 
 def _consume_args(argv: list[str]) -> tuple[str, int, int]:
