@@ -38,7 +38,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -616,7 +615,3 @@ def main(
     if plot_path is not None:
         plot(results, plot_path)
         click.echo(f"plot: {plot_path}")
-
-
-def iter_rows(results: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield from results["rows"]
