@@ -150,6 +150,13 @@ def main() -> None:
     "everysec may lose the last second.",
 )
 @click.option(
+    "--workers",
+    default=defaults.workers,
+    type=click.IntRange(1, 512),
+    show_envvar=True,
+    help="Adapter processes sharing --port (SO_REUSEPORT), so one host uses all its cores.",
+)
+@click.option(
     "--log-level",
     default=defaults.log_level,
     show_envvar=True,
@@ -170,11 +177,15 @@ def serve(
         log_level=log_level.upper(),
         **options,  # type: ignore[arg-type]
     )
+    _configure_logging(settings)
+    run(settings)
+
+
+def _configure_logging(settings: Settings) -> None:
     logging.basicConfig(
         level=settings.log_level,
         format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}',
     )
-    run(settings)
 
 
 def run(settings: Settings) -> None:
@@ -188,7 +199,12 @@ def run(settings: Settings) -> None:
         click.echo(f"embedded redis-server with AOF on {embedded.url}, data in {settings.data_dir}")
         settings = dataclasses.replace(settings, redis_url=embedded.url)
     try:
-        anyio.run(serve_pod, settings)
+        if settings.workers > 1:
+            from adapter.workers import run_workers
+
+            run_workers(settings, _worker_main)
+        else:
+            anyio.run(serve_pod, settings)
     except ConfigurationError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
@@ -196,6 +212,17 @@ def run(settings: Settings) -> None:
     finally:
         if embedded is not None:
             embedded.stop()
+
+
+def _worker_main(settings: Settings) -> None:
+    """One of ``--workers`` processes (spawned, so it sets itself up)."""
+    from adapter.server import serve as serve_pod
+
+    _configure_logging(settings)
+    try:
+        anyio.run(serve_pod, settings)
+    except KeyboardInterrupt:
+        pass
 
 
 from adapter.topics_cli import topic  # noqa: E402

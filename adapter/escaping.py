@@ -14,6 +14,8 @@ from adapter.protocol import ENCODING, ERRORS
 _ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
 # Bytes always escaped in replies: control bytes, space, '%', ',', '|', DEL.
 _ALWAYS = frozenset(range(0x00, 0x21)) | {ord("%"), ord(","), ord("|"), 0x7F}
+# Any byte that may need escaping (non-ASCII included): its absence is the common fast path.
+_MAYBE_ESCAPED = re.compile(rb"[\x00-\x20%,|\x7f-\xff]")
 
 
 def unescape(text: str) -> bytes:
@@ -27,6 +29,8 @@ def unescape(text: str) -> bytes:
 def escape(data: bytes, also: str = "") -> str:
     """Bytes -> text safe inside a reply (or request) token; ``also`` adds characters to
     escape (a client escapes ``:`` in keys)."""
+    if not also and _MAYBE_ESCAPED.search(data) is None:
+        return data.decode("ascii")
     extra = frozenset(also.encode())
     text = data.decode(ENCODING, ERRORS)
     if text.isascii() and not any(b in _ALWAYS or b in extra for b in data):

@@ -23,9 +23,9 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from adapter import protocol
-from adapter.handlers import Context, Handler, build_table
+from adapter.handlers import Context, Handler, Starter, build_starters, build_table
 from adapter.settings import Settings
-from mapping.batcher import RedisBatcher
+from mapping.batcher import Pending, RedisBatcher
 from mapping.errors import BAD_REQUEST, UNAVAILABLE, UNKNOWN_COMMAND, BrokerError
 from mapping.groups import Groups
 from mapping.keys import Keys
@@ -34,6 +34,9 @@ from mapping.store import Store, connect, pin_sequence_bits
 
 log = logging.getLogger(__name__)
 READ_SIZE = 1 << 16
+# Lines answered together at most; their replies are sent before the next ones start.
+MAX_LINES_AT_ONCE = 1024
+REPLY_BYTES_AT_ONCE = 1 << 20
 
 
 async def answer(context: Context, table: dict[str, Handler], line: bytes) -> bytes:
@@ -44,25 +47,127 @@ async def answer(context: Context, table: dict[str, Handler], line: bytes) -> by
         return protocol.format_error("0", BAD_REQUEST, str(exc))
     handler = table.get(request.command)
     if handler is None:
-        return protocol.format_error(
-            request.correlation_id, UNKNOWN_COMMAND, f"unknown command {request.command}"
-        )
+        return _unknown(request)
+    return await _run_handler(context, handler, request)
+
+
+def _unknown(request: protocol.Request) -> bytes:
+    return protocol.format_error(
+        request.correlation_id, UNKNOWN_COMMAND, f"unknown command {request.command}"
+    )
+
+
+async def _run_handler(context: Context, handler: Handler, request: protocol.Request) -> bytes:
     try:
         payload = await handler(context, request.args)
-    except BrokerError as exc:
-        return protocol.format_error(request.correlation_id, exc.code, exc.message)
-    except RedisError as exc:
-        # A Redis-side failure (OOM, MISCONF, READONLY, a script error, ...) is the backend's
-        # trouble, not the client's: answer it and keep the connection.
-        log.warning("redis error answering %s: %s", request.command, exc)
-        return protocol.format_error(request.correlation_id, UNAVAILABLE, f"redis error: {exc}")
+    except (BrokerError, RedisError) as exc:
+        return _error_reply(request, exc)
     return protocol.format_ok(request.correlation_id, payload)
+
+
+def _error_reply(request: protocol.Request, exc: BrokerError | RedisError) -> bytes:
+    if isinstance(exc, BrokerError):
+        return protocol.format_error(request.correlation_id, exc.code, exc.message)
+    # A Redis-side failure (OOM, MISCONF, READONLY, a script error, ...) is the backend's
+    # trouble, not the client's: answer it and keep the connection.
+    log.warning("redis error answering %s: %s", request.command, exc)
+    return protocol.format_error(request.correlation_id, UNAVAILABLE, f"redis error: {exc}")
+
+
+# What `_start` gives per line: a finished reply, a task answering it, or a started hot
+# command's pending payload (or its task, whose Redis calls are queued already).
+_Started = bytes | asyncio.Task | tuple[protocol.Request, Pending | asyncio.Task]
+
+
+def _start(
+    context: Context, table: dict[str, Handler], starters: dict[str, Starter], line: bytes
+) -> _Started:
+    try:
+        request = protocol.parse_request(line)
+    except protocol.ParseError as exc:
+        return protocol.format_error("0", BAD_REQUEST, str(exc))
+    handler = table.get(request.command)
+    if handler is None:
+        return _unknown(request)
+    starter = starters.get(request.command)
+    if starter is not None:
+        try:
+            pending = starter(context, request.args)
+        except BrokerError as exc:
+            return _error_reply(request, exc)
+        if pending is not None:
+            return (request, pending)
+    return asyncio.ensure_future(_run_handler(context, handler, request))
+
+
+def _finish(started: _Started) -> bytes:
+    if isinstance(started, bytes):
+        return started
+    if isinstance(started, asyncio.Task):
+        return started.result()
+    request, pending = started
+    try:
+        return protocol.format_ok(request.correlation_id, pending.result())
+    except (BrokerError, RedisError) as exc:
+        return _error_reply(request, exc)
+
+
+def _awaited(item: _Started) -> asyncio.Future | None:
+    """What ``item`` still waits for, if anything."""
+    if isinstance(item, asyncio.Task):
+        return item
+    if isinstance(item, tuple):
+        future = item[1] if isinstance(item[1], asyncio.Task) else item[1].future
+        return None if future.done() else future
+    return None
+
+
+async def answer_lines(
+    context: Context,
+    table: dict[str, Handler],
+    lines: list[bytes],
+    starters: dict[str, Starter] | None = None,
+) -> list[bytes]:
+    """The replies to lines read together, in order.
+
+    Every request is started before any is waited for, so their Redis calls share one
+    pipeline. Hot commands (``starters``: PRODUCE, CONSUME) are validated and queued right
+    here with no task of their own; the rest run as one task each. A handler bug raises
+    (the caller closes the connection).
+    """
+    if starters is None:
+        starters = _STARTERS
+    started: list[_Started] = []
+    for line in lines:
+        item = _start(context, table, starters, line)
+        if isinstance(item, asyncio.Task):
+            # A task queues its Redis calls later: the requests after it take the same way,
+            # so a connection's calls reach Redis in request order.
+            starters = {}
+        started.append(item)
+    waiting = {future for future in map(_awaited, started) if future is not None}
+    try:
+        if waiting:
+            # asyncio.wait never cancels what it waits for: queued futures may be shared by
+            # other connections' requests.
+            await asyncio.wait(waiting)
+        return [_finish(item) for item in started]
+    finally:
+        for item in started:
+            task = item[1] if isinstance(item, tuple) else item
+            if isinstance(task, asyncio.Task) and not task.done():
+                task.cancel()
+
+
+_STARTERS = build_starters()
 
 
 async def handle_connection(
     context: Context, table: dict[str, Handler], stream: SocketStream
 ) -> None:
     framer = protocol.LineFramer(context.settings.max_line_bytes)
+    flow = _Flow()
+    _read_only_when_asked(stream)
     # Nothing may escape: an exception here would end the listener's task group, and with
     # it every other connection of the pod.
     try:
@@ -74,13 +179,11 @@ async def handle_connection(
                     except (anyio.EndOfStream, anyio.BrokenResourceError):
                         return
                     lines = framer.feed(data)
-                    replies = await asyncio.gather(
-                        *(answer(context, table, line) for line in lines)
-                    )
+                    replies = await _answer_and_send(context, table, stream, flow, lines)
                     if framer.overflowed:
                         replies.append(protocol.format_error("0", BAD_REQUEST, "line too long"))
                     if replies:
-                        await stream.send(b"".join(replies))
+                        await _send(stream, b"".join(replies))
                     if framer.overflowed:
                         return
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
@@ -91,6 +194,77 @@ async def handle_connection(
         return
     except Exception:
         log.exception("error while closing a connection")
+
+
+async def _send(stream: SocketStream, data: bytes) -> None:
+    """``stream.send`` without its extra event-loop turn when the socket can take the data
+    at once (anyio yields after every write); a full or failing socket takes the normal
+    path, which waits or raises."""
+    protocol_ = getattr(stream, "_protocol", None)  # anyio's asyncio backend
+    transport = getattr(stream, "_transport", None)
+    if (
+        protocol_ is None
+        or transport is None
+        or not protocol_.write_event.is_set()
+        or protocol_.exception is not None
+        or transport.is_closing()
+    ):
+        await stream.send(data)
+        return
+    transport.write(data)
+
+
+def _read_only_when_asked(stream: SocketStream) -> None:
+    """Backpressure on the reading side. anyio's asyncio stream reads while ``receive``
+    waits and pauses after, but a new connection starts with its transport reading; under a
+    steady flood ``receive`` never has to wait, so it would never pause, and the pod would
+    queue everything the client sends. Paused now, it reads only what it is asked for."""
+    transport = getattr(stream, "_transport", None)  # anyio's asyncio backend
+    pause = getattr(transport, "pause_reading", None)
+    if pause is not None:
+        pause()
+
+
+class _Flow:
+    """How many lines of one connection are answered together: starts small, doubles while
+    replies stay small, halves when a slice's replies pass REPLY_BYTES_AT_ONCE (CONSUME)."""
+
+    __slots__ = ("lines_at_once",)
+
+    def __init__(self) -> None:
+        self.lines_at_once = 64
+
+    def update(self, lines: int, reply_bytes: int) -> None:
+        if reply_bytes > REPLY_BYTES_AT_ONCE:
+            self.lines_at_once = max(1, lines // 2)
+        elif lines >= self.lines_at_once:
+            self.lines_at_once = min(MAX_LINES_AT_ONCE, self.lines_at_once * 2)
+
+
+async def _answer_and_send(
+    context: Context,
+    table: dict[str, Handler],
+    stream: SocketStream,
+    flow: _Flow,
+    lines: list[bytes],
+) -> list[bytes]:
+    """Answer ``lines`` in slices, sending each slice's replies before starting the next;
+    returns the replies of the last slice, not yet sent.
+
+    Backpressure: ``send`` waits while the socket's buffers are full, and the connection is
+    not read meanwhile, so a client that does not read its replies holds at most one slice
+    of replies (and one read of requests) in this pod, never an unbounded queue.
+    """
+    first = 0
+    while True:
+        size = flow.lines_at_once
+        chunk = lines[first : first + size]
+        replies = await answer_lines(context, table, chunk)
+        flow.update(len(chunk), sum(map(len, replies)))
+        first += size
+        if first >= len(lines):
+            return replies
+        await _send(stream, b"".join(replies))
 
 
 async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
@@ -138,7 +312,10 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         )
         table = build_table()
         listener = await anyio.create_tcp_listener(
-            local_host=settings.host, local_port=settings.port, reuse_port=False
+            local_host=settings.host,
+            local_port=settings.port,
+            # --workers: every worker listens on the port; the kernel spreads connections.
+            reuse_port=settings.workers > 1,
         )
         log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, settings.redis_url)
         with anyio.CancelScope() as shutdown, _stop_on_sigterm(shutdown):

@@ -30,3 +30,4 @@ class Settings:
     log_level: str = "INFO"
     redis_wait_replicas: int = 0  # acks=all also waits for Redis WAIT <n> (0: off)
     redis_appendfsync: str = "everysec"  # the embedded redis-server's AOF fsync policy
+    workers: int = 1  # processes sharing the port through SO_REUSEPORT

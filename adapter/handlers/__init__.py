@@ -3,6 +3,7 @@ and formats the payload. A handler raises `BrokerError` for an error reply."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -11,6 +12,7 @@ from adapter.settings import Settings
 from mapping.store import Store
 
 if TYPE_CHECKING:
+    from mapping.batcher import Pending
     from mapping.groups import Groups
     from mapping.replication import Replication
 
@@ -26,6 +28,11 @@ class Context:
 
 
 Handler = Callable[[Context, list[str]], Awaitable[str]]
+# A hot command's synchronous start: validates (raising BrokerError) and queues its Redis
+# calls, returning the pending payload (or a task for what must wait further, such as
+# acks=all); None when it needs the full handler (say, the topic is not known yet). It
+# never replaces the command's Handler, only starts it without a task of its own.
+Starter = Callable[[Context, list[str]], "Pending[str] | asyncio.Task[str] | None"]
 
 
 def build_table() -> dict[str, Handler]:
@@ -35,3 +42,9 @@ def build_table() -> dict[str, Handler]:
     for module in (core, groups, replication):
         table.update(module.HANDLERS)
     return table
+
+
+def build_starters() -> dict[str, Starter]:
+    from adapter.handlers import core
+
+    return dict(core.STARTERS)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from adapter.escaping import escape, unescape
-from adapter.handlers import Context, Handler, args
+from adapter.handlers import Context, Handler, Starter, args
+from mapping.batcher import Pending
 from mapping.errors import BadRequest
 from mapping.partitioner import partition_for
+from mapping.store import ConsumeResult, ProduceResult, TopicConfig
 
 PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
 CONSUME_USAGE = "CONSUME requires: <topic> <partition> <offset>"
@@ -31,14 +35,19 @@ def _acks(argv: list[str]) -> str:
     return value
 
 
-async def produce(context: Context, argv: list[str]) -> str:
+def _produce_args(argv: list[str]) -> tuple[str, bytes, bytes, str]:
+    """(topic, key, value, acks) of a valid PRODUCE."""
     args.expect_count(argv, PRODUCE_USAGE, 2, 3)
     topic = args.name(argv[0], "topic")
     key_text, sep, value_text = argv[1].partition(":")
     if not sep:
         raise BadRequest(PRODUCE_USAGE)
     acks = _acks(argv)
-    key, value = unescape(key_text), unescape(value_text)
+    return topic, unescape(key_text), unescape(value_text), acks
+
+
+async def produce(context: Context, argv: list[str]) -> str:
+    topic, key, value, acks = _produce_args(argv)
     config = await context.store.topic(topic)
     partition = partition_for(key, config.partitions)
     result = await context.store.produce(config, partition, [(key, value)])
@@ -48,19 +57,67 @@ async def produce(context: Context, argv: list[str]) -> str:
     return f"partition={partition} offset={offset} hw={high_watermark}"
 
 
-async def consume(context: Context, argv: list[str]) -> str:
+def produce_now(context: Context, argv: list[str]) -> Pending[str] | asyncio.Task[str] | None:
+    """PRODUCE queued right away for a known topic: acks 0 or 1 with no task of its own,
+    acks=all with a task only for the wait; None: not possible here, run ``produce``."""
+    topic, key, value, acks = _produce_args(argv)
+    config = context.store.known_topic(topic)
+    if config is None:
+        return None
+    partition = partition_for(key, config.partitions)
+    pending = context.store.start_produce(config, partition, [(key, value)])
+    if acks == "all":
+        return asyncio.ensure_future(_acked(context, config, partition, pending))
+    return pending.then(
+        lambda r: f"partition={partition} offset={r.offsets[0]} hw={r.high_watermark}"
+    )
+
+
+async def _acked(
+    context: Context, config: TopicConfig, partition: int, pending: Pending[ProduceResult]
+) -> str:
+    result = await pending
+    offset = result.offsets[0]
+    high_watermark = await context.replication.wait_for_ack(config, partition, offset)
+    return f"partition={partition} offset={offset} hw={high_watermark}"
+
+
+def _consume_args(argv: list[str]) -> tuple[str, int, int]:
     args.expect_count(argv, CONSUME_USAGE, 3)
     topic = args.name(argv[0], "topic")
     partition = args.integer(argv[1], "partition", minimum=0)
     offset = args.integer(argv[2], "offset", minimum=0)
     if offset > MAX_OFFSET:  # beyond any stream id Redis can hold
         raise BadRequest("invalid offset")
+    return topic, partition, offset
+
+
+def _consume_payload(result: ConsumeResult) -> str:
+    messages = ",".join([f"{o}:{escape(v)}" for o, v in result.records])
+    return f"messages={messages} hw={result.high_watermark}"
+
+
+async def consume(context: Context, argv: list[str]) -> str:
+    topic, partition, offset = _consume_args(argv)
     config = await context.store.partition_of(topic, partition)
     result = await context.store.consume(
         config, partition, offset, context.settings.consume_max_records
     )
-    messages = ",".join(f"{o}:{escape(v)}" for o, v in result.records)
-    return f"messages={messages} hw={result.high_watermark}"
+    return _consume_payload(result)
+
+
+def consume_now(context: Context, argv: list[str]) -> Pending[str] | None:
+    """CONSUME queued without a task of its own (known topic); None: run ``consume``."""
+    topic, partition, offset = _consume_args(argv)
+    config = context.store.known_topic(topic)
+    if config is None:
+        return None
+    if not 0 <= partition < config.partitions:
+        raise BadRequest("invalid partition")
+    pending = context.store.start_consume(
+        config, partition, offset, context.settings.consume_max_records
+    )
+    return pending.then(_consume_payload)
 
 
 async def set_partition_role(context: Context, argv: list[str]) -> str:
@@ -74,6 +131,9 @@ async def set_partition_role(context: Context, argv: list[str]) -> str:
     high_watermark = await context.store.set_role(config, partition, role)
     return f"topic={topic} partition={partition} role={role} hw={high_watermark}"
 
+
+# The hot commands, validated and queued right in the connection's loop (see server.py).
+STARTERS: dict[str, Starter] = {"PRODUCE": produce_now, "CONSUME": consume_now}
 
 HANDLERS: dict[str, Handler] = {
     "PING": ping,

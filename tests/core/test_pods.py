@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from mapping.embedded import free_port
+from mapping.embedded import RedisProcess, free_port
 from mapping.keys import Keys
 from tests.core.helpers import RF1, closed_by_peer, exchange, raw_connection, read_lines
 from tests.support import ROOT, Pod, port_open, wait_until
@@ -42,9 +42,13 @@ def test_consume_per_call_limit(start_pod: StartPod, redis_url: str, topic: str)
         assert client.consume(topic, 2, position).records == []
 
 
-def test_consume_bounded_by_high_watermark(start_pod: StartPod, redis_url: str, topic: str) -> None:
+def test_consume_bounded_by_high_watermark(
+    start_pod: StartPod, own_redis: RedisProcess, topic: str
+) -> None:
     """With replication factor 3 and nobody replicating, hw stays -1: records are in the log
-    but CONSUME shows none of them."""
+    but CONSUME shows none of them. (A Redis of its own: on the shared one, another pod's
+    replicator could play the followers.)"""
+    redis_url = own_redis.url
     pod = start_pod(redis_url, "--no-replicator", "--replica-lag-max-ms", "600000")
     with pod.client() as client:
         produced = client.produce_many(topic, [("user1", "a"), ("user1", "b")])

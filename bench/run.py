@@ -1,0 +1,617 @@
+"""``python -m bench``: the raw-Redis baseline and the adapter side by side, in one run.
+
+What runs where (a 2-core machine is the reference):
+
+- one ``redis-server`` started here (``mapping.embedded.RedisProcess``, a free port, never
+  6379; AOF off: the benchmark measures CPU, not the disk), shared by every row;
+- the baseline: this process, redis-py + hiredis straight to that Redis, while nothing
+  else runs: the adapter's produce script one record per EVALSHA, 1024 per pipeline round
+  trip; the same one at a time (the raw round trip); XRANGE ... COUNT 1000 pages, 16 per
+  round trip, from the same page starts the CONSUME rows read;
+- the adapter: a ``python -m adapter serve`` child process (then ``--workers 2``);
+- the load: ``--load-procs`` generator processes (``bench.loadgen``, asyncio + uvloop when
+  installed), never inside the adapter's process. On 2 cores Redis, the adapter and the
+  generator share the cores (no pinning), so a ratio is what one such machine gets end to
+  end; ``--workers 2`` in particular competes with Redis and the generator for the same 2
+  cores.
+
+Rows: PRODUCE acks=1 / acks=all, CONSUME and a groups mix (JOIN 1 : HEARTBEAT 4 : COMMIT 5,
+each connection its own group; skipped with "groups not available" when JOIN answers
+UNKNOWN_COMMAND) over 1, 16 and 256 connections, pipelined (1024 requests in flight over all
+connections, at least 2 each; CONSUME 32) and one at a time; then PRODUCE on one connection
+paced at half its one-at-a-time maximum (latency from the real send; the same pace straight
+to Redis is measured too, since idling between requests costs wake-ups on a VM); then
+PRODUCE through ``--workers 2``; then ``--soak`` seconds of PRODUCE over fresh connections
+watching the adapter's RSS. Topics have 3 partitions and one replica (RF 1), so acks=all
+measures the waiting path, not a replicator. Ratios: PRODUCE rows against the raw EVALSHA
+rate of the same mode, CONSUME against raw XRANGE records/s, --workers 2 against one worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from adapter.client import Client
+from bench import baseline, loadgen
+from bench.stats import Histogram
+from mapping.embedded import RedisProcess, free_port
+from mapping.keys import DEFAULT_PREFIX, Keys
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTITIONS = 3
+PIPELINE_DEPTH = 1024  # requests in flight per pipelined row, over all its connections
+CONSUME_DEPTH = 32  # CONSUME replies are ~1000 records each
+
+
+@dataclass
+class Row:
+    name: str
+    system: str  # "redis" (baseline) or "adapter"
+    connections: int
+    mode: str  # "pipelined", "one-at-a-time", "paced"
+    requests_per_s: float
+    records_per_s: float
+    p50_us: float | None
+    p99_us: float | None
+    p999_us: float | None
+    workers: int = 1
+    ratio: float | None = None
+    ratio_to: str = ""
+    errors: int = 0
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _row(name: str, system: str, connections: int, mode: str, requests: int, records: int,
+         seconds: float, histogram: Histogram, **kwargs: Any) -> Row:  # fmt: skip
+    return Row(
+        name,
+        system,
+        connections,
+        mode,
+        requests / seconds if seconds else 0.0,
+        records / seconds if seconds else 0.0,
+        histogram.percentile_us(0.50),
+        histogram.percentile_us(0.99),
+        histogram.percentile_us(0.999),
+        **kwargs,
+    )
+
+
+# --- the adapter under test ----------------------------------------------------------------
+
+
+class AdapterPods:
+    """``python -m adapter serve --workers N`` as a child process."""
+
+    def __init__(self, redis_url: str, workers: int, log_dir: Path, extra: list[str]) -> None:
+        self.port = free_port()
+        self.workers = workers
+        command = [
+            sys.executable, "-m", "adapter", "serve",
+            "--redis-url", redis_url,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--default-partitions", str(PARTITIONS),
+            "--default-replication-factor", "1",
+            "--default-min-insync-replicas", "1",
+            "--no-replicator",
+            "--log-level", "WARNING",
+            *extra,
+        ]  # fmt: skip
+        if workers > 1:
+            command += ["--workers", str(workers)]
+        self.log_path = log_dir / f"adapter-w{workers}-{self.port}.log"
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, stdout=self.log_path.open("ab"), stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"adapter exited: {self.log_path.read_text()}")
+            with contextlib.suppress(OSError):
+                with Client("127.0.0.1", self.port, timeout=2) as client:
+                    if client.ping() == "pong":
+                        break
+            if time.monotonic() > deadline:
+                raise RuntimeError("adapter did not start")
+            time.sleep(0.1)
+
+        # Every worker must listen before the load starts, or one takes all connections.
+        while self.workers > 1 and not (
+            len(self.pids()) == self.workers and all(_listening(p, self.port) for p in self.pids())
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError("adapter workers did not all start listening")
+            time.sleep(0.1)
+
+    def pids(self) -> list[int]:
+        """The serving processes: the pod, or its workers under ``--workers``."""
+        if self.workers == 1:
+            return [self.process.pid]
+        return [
+            pid
+            for pid in _children(self.process.pid)
+            if b"spawn_main" in _cmdline(pid)  # not multiprocessing's resource tracker
+        ]
+
+    def rss_mib(self) -> float:
+        return sum(_rss_kib(pid) for pid in self.pids()) / 1024
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            text = Path(f"/proc/{pid}/task/{task}/children").read_text()
+            found += [int(child) for child in text.split()]
+    return found
+
+
+def _listening(pid: int, port: int) -> bool:
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if (int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A"
+                and fields[9] in inodes):  # fmt: skip
+            return True
+    return False
+
+
+def _rss_kib(pid: int) -> int:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+@dataclass
+class Options:
+    duration_s: float
+    warmup_s: float
+    connections: list[int]
+    load_procs: int
+    value_size: int
+    prefill: int
+    workers: int
+    groups: bool
+    soak_s: float
+
+
+def _prefill(port: int, topic: str, count: int, value_size: int) -> list[tuple[int, int]]:
+    """Write ``count`` records through the adapter; return full-page CONSUME starts."""
+    offsets: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    value = b"v" * value_size
+    with Client("127.0.0.1", port, timeout=120) as client:
+        for start in range(0, count, 5000):
+            records = [(f"k{i % 256}", value) for i in range(start, min(count, start + 5000))]
+            for reply in client.produce_many(topic, records):
+                offsets[reply.partition].append(reply.offset)
+    pages = []
+    for partition, found in offsets.items():
+        for i in range(0, len(found) - 999, 1000):
+            pages.append((partition, found[i]))
+    if not pages:
+        raise click.ClickException("prefill too small for one full CONSUME page")
+    return pages
+
+
+def _groups_available(port: int) -> str:
+    """'' when the adapter serves JOIN, else why not."""
+    with Client("127.0.0.1", port, timeout=10) as client:
+        reply = client.request("JOIN", f"bench-probe-{uuid.uuid4().hex[:6]} bench-probe c0")
+    if not reply.ok and reply.code == "UNKNOWN_COMMAND":
+        return "groups not available (JOIN answers UNKNOWN_COMMAND)"
+    if not reply.ok:
+        return f"groups not available (JOIN answers {reply.code} {reply.message})"
+    return ""
+
+
+def _window(kind: str, connections: int, pipelined: bool) -> int:
+    if not pipelined:
+        return 1
+    depth = CONSUME_DEPTH if kind == "consume" else PIPELINE_DEPTH
+    return max(2, depth // connections)
+
+
+def _adapter_row(name: str, load: loadgen.Load, workers: int, mode: str) -> Row:
+    result = loadgen.run_load(load)
+    if result.not_available:
+        return Row(name, "adapter", load.connections, mode, 0, 0, None, None, None,
+                   workers=workers, note=result.not_available)  # fmt: skip
+    records = result.records if load.kind == "consume" else result.requests
+    row = _row(name, "adapter", load.connections, mode, result.requests, records,
+               load.duration_s, result.histogram, workers=workers, errors=result.errors,
+               note=result.error_sample)  # fmt: skip
+    row.extra["window"] = load.window
+    if load.rate:
+        row.extra["offered_per_s"] = load.rate
+    return row
+
+
+def run(options: Options, log: Any = print) -> dict[str, Any]:
+    rows: list[Row] = []
+    memory: list[dict[str, Any]] = []
+    notes: list[str] = []
+    keys = Keys(DEFAULT_PREFIX)
+    run_id = uuid.uuid4().hex[:6]
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
+        server = RedisProcess(tmp / "redis", appendonly=False)
+        stack.callback(server.stop)
+        server.start()
+        log(f"redis-server on {server.url}; adapter logs in {tmp}")
+
+        def start_pods(workers: int) -> AdapterPods:
+            pods = AdapterPods(server.url, workers, tmp, [])
+            stack.callback(pods.stop)
+            return pods
+
+        pods = start_pods(1)
+        consume_topic = f"bench-c-{run_id}"
+        pages = _prefill(pods.port, consume_topic, options.prefill, options.value_size)
+        log(f"prefilled {options.prefill} records: {len(pages)} full CONSUME pages")
+
+        # (1) the baseline, while nothing else runs
+        seconds = options.duration_s
+        m = baseline.produce_pipelined(server.url, keys, f"bench-raw-{run_id}", PARTITIONS,
+                                       options.value_size, seconds, PIPELINE_DEPTH)  # fmt: skip
+        raw_produce = _row("raw EVALSHA produce", "redis", 1, "pipelined", m.operations,
+                           m.records, m.seconds, m.histogram)  # fmt: skip
+        m = baseline.produce_round_trips(server.url, keys, f"bench-raw-{run_id}", PARTITIONS,
+                                         options.value_size, seconds)  # fmt: skip
+        raw_rtt = _row("raw EVALSHA produce", "redis", 1, "one-at-a-time", m.operations,
+                       m.records, m.seconds, m.histogram)  # fmt: skip
+        m = baseline.xrange_pages(server.url, keys, consume_topic, pages, seconds, 16)
+        raw_xrange = _row("raw XRANGE pages", "redis", 1, "pipelined", m.operations, m.records,
+                          m.seconds, m.histogram)  # fmt: skip
+        rows += [raw_produce, raw_rtt, raw_xrange]
+        for row in rows:
+            log(_format_row(row))
+
+        # (2) the adapter, one process
+        groups_note = "" if options.groups else "groups skipped (--no-groups)"
+        if not groups_note:
+            groups_note = _groups_available(pods.port)
+        if groups_note:
+            notes.append(groups_note)
+            log(groups_note)
+        memory.append({"after": "start", "rss_mib": pods.rss_mib()})
+        workloads = [
+            ("PRODUCE acks=1", "produce", "1"),
+            ("PRODUCE acks=all", "produce", "all"),
+            ("CONSUME", "consume", "1"),
+            ("groups mix", "groups", "1"),
+        ]
+        for name, kind, acks in workloads:
+            if kind == "groups" and groups_note:
+                continue
+            for connections in options.connections:
+                for pipelined in (True, False):
+                    mode = "pipelined" if pipelined else "one-at-a-time"
+                    load = loadgen.Load(
+                        port=pods.port,
+                        kind=kind,
+                        connections=connections,
+                        window=_window(kind, connections, pipelined),
+                        warmup_s=options.warmup_s,
+                        duration_s=options.duration_s,
+                        topic=consume_topic if kind == "consume" else f"bench-p-{run_id}",
+                        acks=acks,
+                        value_size=options.value_size,
+                        pages=tuple(pages),
+                        group_prefix=f"bench-g-{run_id}-{connections}-{mode}",
+                        processes=options.load_procs,
+                    )
+                    row = _adapter_row(name, load, 1, mode)
+                    if kind == "produce":
+                        base = raw_produce if pipelined else raw_rtt
+                        row.ratio, row.ratio_to = _ratio(row.requests_per_s, base), base.mode
+                    elif kind == "consume":
+                        row.ratio = _ratio(row.records_per_s, raw_xrange, records=True)
+                        row.ratio_to = "XRANGE records/s"
+                    rows.append(row)
+                    memory.append({"after": f"{name} {connections} {mode}",
+                                   "rss_mib": pods.rss_mib()})  # fmt: skip
+                    log(_format_row(row))
+
+        # unpipelined PRODUCE on one connection at half its one-at-a-time maximum: the
+        # latency of a request that never queues behind another
+        single = [r for r in rows if r.system == "adapter" and r.name == "PRODUCE acks=1"
+                  and r.mode == "one-at-a-time" and r.connections == 1]  # fmt: skip
+        if single:
+            load = loadgen.Load(
+                port=pods.port,
+                kind="produce",
+                connections=1,
+                rate=single[0].requests_per_s / 2,
+                warmup_s=options.warmup_s,
+                duration_s=options.duration_s,
+                topic=f"bench-p-{run_id}",
+                value_size=options.value_size,
+                processes=options.load_procs,
+            )
+            row = _adapter_row("PRODUCE acks=1 @ half max", load, 1, "paced")
+            if row.p99_us and raw_rtt.p99_us:
+                row.ratio, row.ratio_to = row.p99_us / raw_rtt.p99_us, "p99 / raw EVALSHA p99"
+            # The same pace straight to Redis: shows what idling between requests costs
+            # on this machine (wake-ups), apart from the adapter.
+            m = baseline.produce_round_trips(
+                server.url, keys, f"bench-raw-{run_id}", PARTITIONS, options.value_size,
+                seconds, rate=load.rate,
+            )  # fmt: skip
+            raw_paced = _row("raw EVALSHA produce", "redis", 1, "paced", m.operations,
+                             m.records, m.seconds, m.histogram)  # fmt: skip
+            if row.p99_us and raw_paced.p99_us:
+                row.extra["p99_vs_raw_paced_p99"] = row.p99_us / raw_paced.p99_us
+                row.ratio_to += f" ({row.p99_us / raw_paced.p99_us:.2f}x raw paced p99)"
+            rows += [row, raw_paced]
+            log(_format_row(row))
+            log(_format_row(raw_paced))
+        memory.append({"after": "all one-worker rows", "rss_mib": pods.rss_mib()})
+        if options.soak_s > 0:
+            memory += _soak(pods, options, f"bench-soak-{run_id}", log)
+        pods.stop()
+
+        # (3) --workers N against one worker, same load
+        if options.workers > 1:
+            pods = start_pods(options.workers)
+            for connections in sorted({16, max(options.connections)}):
+                load = loadgen.Load(
+                    port=pods.port,
+                    kind="produce",
+                    connections=connections,
+                    window=_window("produce", connections, True),
+                    warmup_s=options.warmup_s,
+                    duration_s=options.duration_s,
+                    topic=f"bench-p-{run_id}",
+                    value_size=options.value_size,
+                    processes=options.load_procs,
+                )
+                row = _adapter_row("PRODUCE acks=1", load, options.workers, "pipelined")
+                single = next((r for r in rows if r.name == "PRODUCE acks=1" and r.workers == 1
+                               and r.mode == "pipelined" and r.connections == connections),
+                              None)  # fmt: skip
+                if single is not None:
+                    row.ratio, row.ratio_to = _ratio(row.requests_per_s, single), "1 worker"
+                rows.append(row)
+                log(_format_row(row))
+            pods.stop()
+
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },  # fmt: skip
+        "options": options.__dict__,
+        "rows": [row.__dict__ for row in rows],
+        "memory": memory,
+        "notes": notes,
+        "targets": _targets(rows),
+    }
+
+
+def _soak(pods: AdapterPods, options: Options, topic: str, log: Any) -> list[dict[str, Any]]:
+    """Sustained pipelined PRODUCE over 64 connections that come and go (a new set every
+    step), RSS after each step: growth per request or per connection would show here."""
+    samples = []
+    steps = 6
+    for step in range(steps):
+        load = loadgen.Load(
+            port=pods.port,
+            kind="produce",
+            connections=64,
+            window=_window("produce", 64, True),
+            warmup_s=0.1,
+            duration_s=options.soak_s / steps,
+            topic=topic,
+            value_size=options.value_size,
+            processes=options.load_procs,
+        )
+        result = loadgen.run_load(load)
+        sample = {"after": f"soak step {step + 1}/{steps}", "rss_mib": pods.rss_mib(),
+                  "requests": result.requests, "errors": result.errors}  # fmt: skip
+        log(f"soak {sample}")
+        samples.append(sample)
+    return samples
+
+
+def _ratio(value: float, base: Row, records: bool = False) -> float | None:
+    reference = base.records_per_s if records else base.requests_per_s
+    return value / reference if reference else None
+
+
+def _targets(rows: list[Row]) -> list[dict[str, Any]]:
+    """The issue's goals, each read off one row."""
+
+    def find(name: str, mode: str, workers: int = 1) -> list[Row]:
+        return [r for r in rows if r.name == name and r.mode == mode and r.workers == workers
+                and r.ratio is not None]  # fmt: skip
+
+    targets = []
+
+    def best(goal: str, candidates: list[Row], threshold: float, lower: bool = False) -> None:
+        if not candidates:
+            targets.append({"goal": goal, "value": None, "met": False, "row": "not measured"})
+            return
+        pick = min(candidates, key=lambda r: r.ratio) if lower else max(
+            candidates, key=lambda r: r.ratio)  # fmt: skip
+        assert pick.ratio is not None
+        met = pick.ratio <= threshold if lower else pick.ratio >= threshold
+        where = f"{pick.name}, {pick.connections} conn, {pick.mode}, {pick.workers} worker(s)"
+        targets.append({"goal": goal, "value": round(pick.ratio, 2), "met": met, "row": where})
+
+    best("pipelined PRODUCE acks=1, one process >= 1.0x raw EVALSHA",
+         find("PRODUCE acks=1", "pipelined"), 1.0)  # fmt: skip
+    best("CONSUME >= 0.8x raw XRANGE records/s", find("CONSUME", "pipelined"), 0.8)
+    best("--workers 2 >= 1.6x one worker", find("PRODUCE acks=1", "pipelined", 2), 1.6)
+    best("p99 unpipelined PRODUCE at half max rate <= 3x raw EVALSHA p99",
+         find("PRODUCE acks=1 @ half max", "paced"), 3.0, lower=True)  # fmt: skip
+    return targets
+
+
+# --- output --------------------------------------------------------------------------------
+
+HEADER = (
+    f"{'row':<26} {'sys':<7} {'w':>1} {'conn':>4} {'mode':<13} {'req/s':>9} {'rec/s':>9} "
+    f"{'p50 us':>8} {'p99 us':>8} {'p999 us':>8} {'ratio':>6}  vs / note"
+)
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _format_row(row: Row) -> str:
+    note = row.ratio_to
+    if row.errors:
+        note += f" ERRORS={row.errors} {row.note!r}"
+    elif row.note:
+        note += f" {row.note}"
+    return (
+        f"{row.name:<26} {row.system:<7} {row.workers:>1} {row.connections:>4} {row.mode:<13} "
+        f"{_num(row.requests_per_s):>9} {_num(row.records_per_s):>9} {_num(row.p50_us):>8} "
+        f"{_num(row.p99_us):>8} {_num(row.p999_us):>8} {_num(row.ratio, 2):>6}  {note}"
+    )
+
+
+def format_table(results: dict[str, Any]) -> str:
+    lines = [HEADER, "-" * len(HEADER)]
+    lines += [_format_row(Row(**row)) for row in results["rows"]]
+    lines.append("")
+    for target in results["targets"]:
+        status = "MET " if target["met"] else "MISS"
+        lines.append(f"[{status}] {target['goal']}: {target['value']}  ({target['row']})")
+    rss = [m["rss_mib"] for m in results["memory"]]
+    if rss:
+        lines.append(f"adapter RSS MiB over the run: {' '.join(f'{r:.1f}' for r in rss)}")
+    lines += results["notes"]
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise click.ClickException("plotting needs matplotlib: pip install -e .[bench]") from exc
+    rows = [r for r in results["rows"] if r["requests_per_s"]]
+    labels = [f"{r['name']} {r['connections']}c {r['mode']} w{r['workers']}" for r in rows]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(14, 0.32 * len(rows) + 2))
+    colors = ["tab:gray" if r["system"] == "redis" else "tab:blue" for r in rows]
+    left.barh(labels, [r["records_per_s"] for r in rows], color=colors)
+    left.set_xlabel("records/s (one per PRODUCE; CONSUME and XRANGE: records returned)")
+    left.set_xscale("log")
+    left.invert_yaxis()
+    right.barh(labels, [r["p99_us"] or 0 for r in rows], color=colors)
+    right.set_xlabel("p99 latency (us)")
+    right.set_xscale("log")
+    right.invert_yaxis()
+    right.set_yticklabels([])
+    figure.suptitle("adapter (blue) vs raw redis-py (gray), same Redis")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--short", is_flag=True, help="A few seconds in all: proves the bench works.")
+@click.option("--duration", type=float, default=3.0, help="Measured seconds per row.")
+@click.option("--warmup", type=float, default=0.5, help="Unmeasured seconds before each row.")
+@click.option("--connections", default="1,16,256", help="Connection counts, comma-separated.")
+@click.option("--load-procs", type=int, default=1, help="Load generator processes.")
+@click.option("--value-size", type=int, default=100, help="Bytes per record value.")
+@click.option("--prefill", type=int, default=30_000, help="Records written for CONSUME.")
+@click.option("--workers", type=int, default=2, help="Also run PRODUCE on --workers N.")
+@click.option("--groups/--no-groups", default=True, help="Run the groups mix rows.")
+@click.option(
+    "--soak",
+    type=float,
+    default=30.0,
+    help="Seconds of sustained PRODUCE watching the adapter's RSS (0: none).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where the JSON goes (default bench-results/bench-<time>.json).",
+)
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
+              help="Also draw a PNG (needs the 'bench' extra: matplotlib).")  # fmt: skip
+def main(
+    short: bool,
+    duration: float,
+    warmup: float,
+    connections: str,
+    load_procs: int,
+    value_size: int,
+    prefill: int,
+    workers: int,
+    groups: bool,
+    soak: float,
+    json_path: Path | None,
+    plot_path: Path | None,
+) -> None:
+    """Benchmark the adapter against raw redis-py on one fresh redis-server."""
+    counts = [int(c) for c in connections.split(",") if c.strip()]
+    if short:
+        duration, warmup, prefill = min(duration, 0.3), min(warmup, 0.1), min(prefill, 3000)
+        soak = min(soak, 0.6)
+        counts = [c for c in counts if c <= 16] or [1]
+    options = Options(
+        duration, warmup, counts, load_procs, value_size, prefill, workers, groups, soak
+    )
+    results = run(options, log=lambda line: click.echo(line, err=True))
+    click.echo(format_table(results))
+    if json_path is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        json_path = ROOT / "bench-results" / f"bench-{stamp}.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(results, indent=2))
+    click.echo(f"JSON: {json_path}")
+    if plot_path is not None:
+        plot(results, plot_path)
+        click.echo(f"plot: {plot_path}")

@@ -1,0 +1,52 @@
+"""``python -m bench --short`` runs end to end and writes its table and JSON (no timings
+are asserted: the benchmark measures, tests only prove it works)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import ROOT
+
+
+def test_bench_short_mode(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--short", "--connections", "1,4", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    rows = {(r["name"], r["connections"], r["mode"], r["workers"]) for r in results["rows"]}
+    expected = {
+        ("raw EVALSHA produce", 1, "pipelined", 1),
+        ("raw EVALSHA produce", 1, "one-at-a-time", 1),
+        ("raw XRANGE pages", 1, "pipelined", 1),
+        ("PRODUCE acks=1", 16, "pipelined", 2),
+    }
+    for name in ("PRODUCE acks=1", "PRODUCE acks=all", "CONSUME"):
+        for connections in (1, 4):
+            for mode in ("pipelined", "one-at-a-time"):
+                expected.add((name, connections, mode, 1))
+    assert expected <= rows, expected - rows
+    assert any(r["name"] == "PRODUCE acks=1 @ half max" and r["mode"] == "paced"
+               for r in results["rows"])  # fmt: skip
+    groups = [r for r in results["rows"] if r["name"] == "groups mix"]
+    if groups:
+        assert len(groups) == 4
+    else:
+        assert any("groups not available" in note for note in results["notes"])
+    for row in results["rows"]:
+        if row["note"].startswith("groups not available"):
+            continue
+        assert row["requests_per_s"] > 0 and row["errors"] == 0, row
+        assert row["p50_us"] is not None and row["p99_us"] >= row["p50_us"]
+    assert [t["goal"] for t in results["targets"]]
+    assert len(results["memory"]) > 1 and all(m["rss_mib"] > 0 for m in results["memory"])
+    table = done.stdout
+    assert "raw EVALSHA produce" in table and "PRODUCE acks=1" in table and "ratio" in table
