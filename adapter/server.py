@@ -25,12 +25,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from adapter import protocol
 from adapter.handlers import Context, Handler, build_table
 from adapter.settings import Settings
-from mapping.batcher import RedisBatcher
 from mapping.errors import BAD_REQUEST, UNAVAILABLE, UNKNOWN_COMMAND, BrokerError
 from mapping.groups import Groups
 from mapping.keys import Keys
 from mapping.replication import Replication
-from mapping.store import Store, connect, pin_sequence_bits
+from mapping.store import Store, connect, make_batcher, pin_sequence_bits
 
 log = logging.getLogger(__name__)
 READ_SIZE = 1 << 16
@@ -116,7 +115,7 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         client = connect(settings.redis_url, settings.redis_timeout_ms / 1000)
         stack.push_async_callback(client.aclose)
         await wait_for_redis(settings, keys, client)
-        batcher = RedisBatcher(client)
+        batcher = make_batcher(client)
         store = Store(
             batcher,
             keys,

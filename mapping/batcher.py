@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -33,6 +34,7 @@ class RedisBatcher:
         self._wakeup = asyncio.Event()
         self.pipelines_sent = 0
         self.calls_sent = 0
+        self.on_flush: Callable[[int], None] | None = None  # metrics: called with batch size
 
     async def call(self, *command: Any) -> Any:
         """Queue one Redis command and wait for its reply.
@@ -99,6 +101,8 @@ class RedisBatcher:
             pipe.execute_command(*command)
         self.pipelines_sent += 1
         self.calls_sent += len(commands)
+        if self.on_flush is not None:
+            self.on_flush(len(commands))
         return await pipe.execute(raise_on_error=False)
 
     async def _load_scripts(self, shas: set[str]) -> None:

@@ -10,11 +10,11 @@ import asyncio
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+from redis.asyncio.cluster import RedisCluster
 
 from mapping import codec, scripts
 from mapping.batcher import RedisBatcher
+from mapping.cluster import connect_async
 from mapping.errors import BadRequest, ConfigurationError
 from mapping.keys import Keys
 
@@ -75,14 +75,18 @@ class PartitionStatus:
 
 def connect(url: str, timeout_s: float = 5.0) -> Redis:
     """A client for the adapter: bytes replies, bounded waits, and no automatic retries
-    (a retried pipeline could append a produce twice)."""
-    return Redis.from_url(
-        url,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=timeout_s,
-        retry=Retry(NoBackoff(), 0),
-        decode_responses=False,
-    )
+    (a retried pipeline could append a produce twice). A ``redis+cluster://`` URL gives a
+    cluster client (see mapping.cluster)."""
+    return connect_async(url, timeout_s)  # type: ignore[return-value]
+
+
+def make_batcher(client: Redis) -> RedisBatcher:
+    """The batcher for this client: one pipeline per turn, or concurrent calls on a cluster."""
+    if isinstance(client, RedisCluster):
+        from mapping.cluster_batcher import ClusterBatcher
+
+        return ClusterBatcher(client)  # type: ignore[return-value]
+    return RedisBatcher(client)
 
 
 async def pin_sequence_bits(client: Redis, keys: Keys, bits: int) -> None:
