@@ -150,6 +150,34 @@ def main() -> None:
     "everysec may lose the last second.",
 )
 @click.option(
+    "--shutdown-timeout-ms",
+    default=defaults.shutdown_timeout_ms,
+    type=click.IntRange(0),
+    show_envvar=True,
+    help="On SIGTERM the pod stops accepting and answers what it has read; connections "
+    "still busy after this long are closed.",
+)
+@click.option(
+    "--metrics-port",
+    default=defaults.metrics_port,
+    type=click.IntRange(0, 65535),
+    show_envvar=True,
+    help="Serve Prometheus metrics on this port at /metrics (0: off).",
+)
+@click.option(
+    "--metrics-host",
+    default=defaults.metrics_host,
+    show_envvar=True,
+    help="Address of the metrics endpoint.",
+)
+@click.option(
+    "--retention-interval-ms",
+    default=defaults.retention_interval_ms,
+    type=click.IntRange(0),
+    show_envvar=True,
+    help="How often the pod enforces topic retention (0: never; one pod at a time does it).",
+)
+@click.option(
     "--log-level",
     default=defaults.log_level,
     show_envvar=True,

@@ -39,8 +39,16 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             base / f"node{i}",
             appendonly=True,
             # The bus port is set: the default (port + 10000) fails for ports above 55535.
-            extra_args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                        "--cluster-node-timeout", "5000", "--cluster-port", str(free_port())],
+            extra_args=[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "5000",
+                "--cluster-port",
+                str(free_port()),
+            ],
         )  # fmt: skip
         for i in range(3)
     ]

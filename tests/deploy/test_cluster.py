@@ -6,12 +6,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
-import redis
 
-from adapter.client import Client
 from mapping.cluster import connect_sync
 from mapping.keys import Keys
-from tests.support import Pod
 
 pytestmark = pytest.mark.slow
 
