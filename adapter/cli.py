@@ -7,12 +7,12 @@ Every option can also be set by an environment variable ``ADAPTER_<OPTION>`` (sh
 from __future__ import annotations
 
 import dataclasses
-import logging
 from pathlib import Path
 
 import anyio
 import click
 
+from adapter import logs
 from adapter.settings import Settings
 from mapping.codec import DEFAULT_SEQUENCE_BITS, MAX_SEQUENCE_BITS, MIN_SEQUENCE_BITS
 from mapping.embedded import RedisProcess
@@ -178,12 +178,20 @@ def main() -> None:
     help="How often the pod enforces topic retention (0: never; one pod at a time does it).",
 )
 @click.option(
+    "--log-format",
+    default="json",
+    show_envvar=True,
+    type=click.Choice(logs.FORMATS),
+    help="json: one JSON object per line (for log collectors); text: plain lines.",
+)
+@click.option(
     "--log-level",
     default=defaults.log_level,
     show_envvar=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
 def serve(
+    log_format: str,
     default_partitions: int,
     default_replication_factor: int,
     default_min_insync_replicas: int,
@@ -198,10 +206,7 @@ def serve(
         log_level=log_level.upper(),
         **options,  # type: ignore[arg-type]
     )
-    logging.basicConfig(
-        level=settings.log_level,
-        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}',
-    )
+    logs.configure(settings.log_level, log_format)
     run(settings)
 
 

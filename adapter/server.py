@@ -146,11 +146,20 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             ),
         )
         table = build_table()
+        draining = Draining()
+        if settings.metrics_port:
+            from adapter.metrics import Metrics
+
+            metrics = Metrics()
+            table = metrics.instrument(table)
+            batcher.on_flush = metrics.on_flush
+            metrics.connections.set_function(lambda: len(draining.streams))
+            metrics.watch_lag(settings.redis_url, keys, settings.redis_timeout_ms / 1000)
+            stack.callback(metrics.serve(settings.metrics_port, settings.metrics_host))
         listener = await anyio.create_tcp_listener(
             local_host=settings.host, local_port=settings.port, reuse_port=False
         )
         log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, settings.redis_url)
-        draining = Draining()
         connection = partial(draining.track, partial(handle_connection, context, table))
         async with anyio.create_task_group() as background:
             background.start_soon(batcher.run)
