@@ -231,6 +231,7 @@ def run(settings: Settings) -> None:
             embedded.stop()
 
 
-from adapter.topics_cli import topic  # noqa: E402
+from adapter.topics_cli import inspect_group, topic  # noqa: E402
 
 main.add_command(topic)
+main.add_command(inspect_group)

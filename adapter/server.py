@@ -37,6 +37,7 @@ from mapping.errors import (
 from mapping.groups import Groups
 from mapping.keys import Keys
 from mapping.replication import Replication
+from mapping.retention import RetentionTask
 from mapping.store import Store, connect, make_batcher, pin_sequence_bits
 
 log = logging.getLogger(__name__)
@@ -164,6 +165,14 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         async with anyio.create_task_group() as background:
             background.start_soon(batcher.run)
             background.start_soon(context.replication.run)
+            background.start_soon(
+                RetentionTask(
+                    store,
+                    client,
+                    pod_id=context.replication.pod_id,
+                    interval_ms=settings.retention_interval_ms,
+                ).run
+            )
             async with anyio.create_task_group() as connections:
                 with anyio.CancelScope() as accepting, _stop_on_sigterm(accepting):
                     if ready is not None:
