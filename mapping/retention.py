@@ -35,7 +35,7 @@ class TrimResult:
     topic: str
     partition: int
     trimmed: int
-    first_kept: int  # -1: nothing to trim
+    first_kept: int  # the first offset left in the log; -1: empty
 
 
 async def retention(store: Store, topic: str) -> Retention:

@@ -6,7 +6,8 @@
 -- ARGV[4] = retention ms (-1: none), ARGV[5] = retention bytes (-1: none; measured with
 -- MEMORY USAGE, an estimate), ARGV[6] = floor offset (-1: no floor), ARGV[7] = most entries
 -- trimmed per call (the next run goes on).
--- Returns {entries trimmed from the log, first offset kept (-1: nothing to trim)}.
+-- Returns {entries trimmed from the log, first offset left in the log (-1: empty)}.
+-- The state hash's `log_start` records the trim point (offsets below it are gone).
 local log, state = KEYS[1], KEYS[2]
 local limit = 2 ^ tonumber(ARGV[1])
 local retention_ms, retention_bytes = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -57,4 +58,6 @@ for i = 5, #KEYS do
   end
 end
 redis.call('HSET', state, 'log_start', fmt(cut))
-return {trimmed, cut}
+local kept = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)
+if #kept == 0 then return {trimmed, -1} end
+return {trimmed, id_offset(kept[1][1], limit)}
