@@ -231,7 +231,9 @@ def run(settings: Settings) -> None:
             embedded.stop()
 
 
+from adapter.health_cli import ping  # noqa: E402
 from adapter.topics_cli import inspect_group, topic  # noqa: E402
 
 main.add_command(topic)
 main.add_command(inspect_group)
+main.add_command(ping)
