@@ -98,3 +98,72 @@ def test_groups_on_the_cluster(cluster_url: str, start_pod, topic: str) -> None:
         assert committed.ok, committed
         offset = client.request("OFFSET", f"g1 {topic} {reply.partition}")
         assert offset.payload == f"offset={reply.offset + 1}"
+
+
+def test_operations_cli_and_retention_on_the_cluster(cluster_url: str, start_pod) -> None:
+    from click.testing import CliRunner
+
+    from adapter.cli import main
+
+    topic = _topics(1)[0]
+    base = ["--redis-url", cluster_url]
+
+    def cli(*args: str) -> str:
+        result = CliRunner().invoke(main, [*args, *base])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    cli("topic", "create", topic, "--replication-factor", "1", "--min-insync-replicas", "1")
+    pod = start_pod(cluster_url)
+    with pod.client() as client:
+        sent = client.produce_many(topic, [("user1", f"v{i}") for i in range(4)])
+    partition = sent[0].partition
+    described = cli("inspect", "topic", topic).splitlines()
+    assert described[1 + partition].startswith(
+        f"partition={partition} role=leader log_end={sent[-1].offset} hw={sent[-1].offset}"
+    )
+    assert f"topic={topic} partitions=3" in cli("inspect", "topics")
+    cluster = connect_sync(cluster_url)
+    try:
+        cluster.sadd(Keys().groups, f"g {topic}")
+        cluster.hset(Keys().group("g", topic).offsets, str(partition), sent[2].offset)
+    finally:
+        cluster.close()
+    assert cli("inspect", "group", "g", topic).splitlines()[1 + partition].endswith("lag=2")
+    cli("topic", "alter", topic, "--retention-ms", "0")
+    trimmed = cli("topic", "trim", topic).splitlines()[partition]
+    assert trimmed == (
+        f"topic={topic} partition={partition} trimmed=2 first_offset={sent[2].offset}"
+    )
+
+
+def test_spark_connector_reads_and_commits_on_the_cluster(cluster_url: str, start_pod) -> None:
+    """The connector's Redis side (what Spark's driver and executors call) on a cluster."""
+    from spark_connector import offsets
+    from spark_connector.group_commit import commit_group_offsets
+    from spark_connector.options import parse_options
+    from spark_connector.records import read_partition, source_schema
+
+    topic = _topics(1)[0]
+    pod = start_pod(cluster_url, "--default-replication-factor", "1",
+                    "--default-min-insync-replicas", "1")  # fmt: skip
+    with pod.client() as client:
+        sent = client.produce_many(topic, [(f"k{i}", f"v{i}") for i in range(12)])
+    opts = parse_options({"redis.url": cluster_url, "topic": topic})
+    keys = Keys()
+    driver = offsets.connect(opts)
+    try:
+        info = offsets.describe_topic(driver, keys, topic)
+        ends = offsets.end_positions(driver, keys, topic, info.partitions)
+        read: dict[bytes, int] = {}
+        for p in range(info.partitions):
+            split = offsets.RangePartition(p, 0, ends[p], info.sequence_bits)
+            for batch in read_partition(opts, source_schema(), split):
+                for row in batch.to_pylist():
+                    read[row["value"].encode()] = row["offset"]
+        assert read == {f"v{i}".encode(): r.offset for i, r in enumerate(sent)}
+        stored = commit_group_offsets(driver, keys, "spark", topic, ends)
+        assert stored == ends
+        assert offsets.group_positions(driver, keys, "spark", topic, info.partitions) == ends
+    finally:
+        driver.close()
