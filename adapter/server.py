@@ -178,7 +178,11 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                     if ready is not None:
                         ready.set()
                     await _accept(listener, connections, connection)
-                # SIGTERM: stop accepting, answer what was read, then stop.
+                # SIGTERM: stop accepting, answer what was read, then stop. Connections the
+                # kernel already completed (in the listen backlog) are taken and drained
+                # too: closing the listener would reset them with their requests unread.
+                with anyio.move_on_after(0.05):
+                    await _accept(listener, connections, connection)
                 await listener.aclose()
                 log.info("SIGTERM: draining %d connection(s)", len(draining.streams))
                 draining.stop()
@@ -195,15 +199,42 @@ async def _accept(
     handler: Callable[[SocketStream], Awaitable[None]],
 ) -> None:
     """Accept until cancelled; connections live in their own task group, so that stopping
-    the accept loop does not cancel them (``listener.serve`` would)."""
+    the accept loop does not cancel them (``listener.serve`` would).
+
+    Accepting is "wait until readable, then a plain non-blocking accept()": a cancellation
+    (SIGTERM) can only land while waiting, never between the kernel handing over a
+    connection and its task starting, where the connection would be dropped with a reset.
+    """
 
     async def accept_on(one: anyio.abc.SocketListener) -> None:
+        raw = one.extra(SocketAttribute.raw_socket)
         while True:
-            connections.start_soon(handler, await one.accept())
+            await anyio.wait_readable(raw)
+            try:
+                sock, _ = raw.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                continue  # taken by another process on the port, or gone already
+            connections.start_soon(_serve_socket, handler, sock)
 
     async with anyio.create_task_group() as accepting:
         for one in listener.listeners:
             accepting.start_soon(accept_on, one)
+
+
+async def _serve_socket(
+    handler: Callable[[SocketStream], Awaitable[None]], sock: socket.socket
+) -> None:
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        stream = await SocketStream.from_socket(sock)
+    except (OSError, ValueError):  # reset by the client before it was taken (anyio
+        # reports "the socket must be connected"): nothing to answer
+        sock.close()
+        return
+    except BaseException:
+        sock.close()
+        raise
+    await handler(stream)
 
 
 class Draining:

@@ -16,6 +16,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+import anyio
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -146,9 +147,8 @@ class RetentionTask:
         keys = self.store.keys.retention_lease
         source = scripts.load("replicator_tick").source
         try:
-            async with asyncio.timeout(1.0):
-                await asyncio.shield(
-                    self.client.eval(source, len(keys), *keys, *self._lease_args(True))
-                )
-        except (Exception, asyncio.CancelledError) as exc:
+            # Shielded: this runs while the pod's task group is being cancelled.
+            with anyio.move_on_after(1.0, shield=True):
+                await self.client.eval(source, len(keys), *keys, *self._lease_args(True))
+        except Exception as exc:
             log.debug("could not release the retention lease: %s", exc)
