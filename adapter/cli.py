@@ -7,12 +7,12 @@ Every option can also be set by an environment variable ``ADAPTER_<OPTION>`` (sh
 from __future__ import annotations
 
 import dataclasses
-import logging
 from pathlib import Path
 
 import anyio
 import click
 
+from adapter import logs
 from adapter.settings import Settings
 from mapping.codec import DEFAULT_SEQUENCE_BITS, MAX_SEQUENCE_BITS, MIN_SEQUENCE_BITS
 from mapping.embedded import RedisProcess
@@ -157,6 +157,41 @@ def main() -> None:
     help="Adapter processes sharing --port (SO_REUSEPORT), so one host uses all its cores.",
 )
 @click.option(
+    "--shutdown-timeout-ms",
+    default=defaults.shutdown_timeout_ms,
+    type=click.IntRange(0),
+    show_envvar=True,
+    help="On SIGTERM the pod stops accepting and answers what it has read; connections "
+    "still busy after this long are closed.",
+)
+@click.option(
+    "--metrics-port",
+    default=defaults.metrics_port,
+    type=click.IntRange(0, 65535),
+    show_envvar=True,
+    help="Serve Prometheus metrics on this port at /metrics (0: off).",
+)
+@click.option(
+    "--metrics-host",
+    default=defaults.metrics_host,
+    show_envvar=True,
+    help="Address of the metrics endpoint.",
+)
+@click.option(
+    "--retention-interval-ms",
+    default=defaults.retention_interval_ms,
+    type=click.IntRange(0),
+    show_envvar=True,
+    help="How often the pod enforces topic retention (0: never; one pod at a time does it).",
+)
+@click.option(
+    "--log-format",
+    default="json",
+    show_envvar=True,
+    type=click.Choice(logs.FORMATS),
+    help="json: one JSON object per line (for log collectors); text: plain lines.",
+)
+@click.option(
     "--log-level",
     default=defaults.log_level,
     show_envvar=True,
@@ -177,15 +212,8 @@ def serve(
         log_level=log_level.upper(),
         **options,  # type: ignore[arg-type]
     )
-    _configure_logging(settings)
+    logs.configure(settings.log_level, settings.log_format)
     run(settings)
-
-
-def _configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level,
-        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}',
-    )
 
 
 def run(settings: Settings) -> None:
@@ -218,13 +246,16 @@ def _worker_main(settings: Settings) -> None:
     """One of ``--workers`` processes (spawned, so it sets itself up)."""
     from adapter.server import serve as serve_pod
 
-    _configure_logging(settings)
+    logs.configure(settings.log_level, settings.log_format)
     try:
         anyio.run(serve_pod, settings)
     except KeyboardInterrupt:
         pass
 
 
-from adapter.topics_cli import topic  # noqa: E402
+from adapter.health_cli import ping  # noqa: E402
+from adapter.topics_cli import inspect_group, topic  # noqa: E402
 
 main.add_command(topic)
+main.add_command(inspect_group)
+main.add_command(ping)

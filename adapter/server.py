@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Iterator
+import socket
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from functools import partial
 
 import anyio
-from anyio.abc import SocketStream
+from anyio.abc import SocketAttribute, SocketStream
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
@@ -25,12 +26,20 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from adapter import protocol
 from adapter.handlers import Context, Handler, Starter, build_starters, build_table
 from adapter.settings import Settings
-from mapping.batcher import Pending, RedisBatcher
-from mapping.errors import BAD_REQUEST, UNAVAILABLE, UNKNOWN_COMMAND, BrokerError
+from mapping.batcher import Pending
+from mapping.cluster import is_cluster_url
+from mapping.errors import (
+    BAD_REQUEST,
+    UNAVAILABLE,
+    UNKNOWN_COMMAND,
+    BrokerError,
+    ConfigurationError,
+)
 from mapping.groups import Groups
 from mapping.keys import Keys
 from mapping.replication import Replication
-from mapping.store import Store, connect, pin_sequence_bits
+from mapping.retention import RetentionTask
+from mapping.store import Store, connect, make_batcher, pin_sequence_bits
 
 log = logging.getLogger(__name__)
 READ_SIZE = 1 << 16
@@ -136,7 +145,7 @@ async def answer_lines(
     (the caller closes the connection).
     """
     if starters is None:
-        starters = _STARTERS
+        starters = context.starters if context.starters is not None else _STARTERS
     started: list[_Started] = []
     for line in lines:
         item = _start(context, table, starters, line)
@@ -287,10 +296,12 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
     assert settings.redis_url is not None
     keys = Keys(settings.key_prefix)
     async with AsyncExitStack() as stack:
+        if settings.redis_wait_replicas and is_cluster_url(settings.redis_url):
+            raise ConfigurationError("--redis-wait-replicas is not supported on Redis Cluster")
         client = connect(settings.redis_url, settings.redis_timeout_ms / 1000)
         stack.push_async_callback(client.aclose)
         await wait_for_redis(settings, keys, client)
-        batcher = RedisBatcher(client)
+        batcher = make_batcher(client)
         store = Store(
             batcher,
             keys,
@@ -311,6 +322,17 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             ),
         )
         table = build_table()
+        draining = Draining()
+        if settings.metrics_port:
+            from adapter.metrics import Metrics
+
+            metrics = Metrics()
+            table = metrics.instrument(table)
+            context.starters = metrics.instrument_starters(build_starters())
+            batcher.on_flush = metrics.on_flush
+            metrics.connections.set_function(lambda: len(draining.streams))
+            metrics.watch_lag(settings.redis_url, keys, settings.redis_timeout_ms / 1000)
+            stack.callback(metrics.serve(settings.metrics_port, settings.metrics_host))
         listener = await anyio.create_tcp_listener(
             local_host=settings.host,
             local_port=settings.port,
@@ -318,20 +340,123 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             reuse_port=settings.workers > 1,
         )
         log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, settings.redis_url)
-        with anyio.CancelScope() as shutdown, _stop_on_sigterm(shutdown):
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(batcher.run)
-                tasks.start_soon(context.replication.run)
-                tasks.start_soon(listener.serve, partial(handle_connection, context, table))
-                if ready is not None:
-                    ready.set()
+        connection = partial(draining.track, partial(handle_connection, context, table))
+        async with anyio.create_task_group() as background:
+            background.start_soon(batcher.run)
+            background.start_soon(context.replication.run)
+            background.start_soon(
+                RetentionTask(
+                    store,
+                    client,
+                    pod_id=context.replication.pod_id,
+                    interval_ms=settings.retention_interval_ms,
+                ).run
+            )
+            async with anyio.create_task_group() as connections:
+                with anyio.CancelScope() as accepting, _stop_on_sigterm(accepting):
+                    if ready is not None:
+                        ready.set()
+                    await _accept(listener, connections, connection)
+                # SIGTERM: stop accepting, answer what was read, then stop. Connections the
+                # kernel already completed (in the listen backlog) are taken and drained
+                # too: closing the listener would reset them with their requests unread.
+                with anyio.move_on_after(0.05):
+                    await _accept(listener, connections, connection)
+                await listener.aclose()
+                log.info("SIGTERM: draining %d connection(s)", len(draining.streams))
+                draining.stop()
+                connections.cancel_scope.deadline = (
+                    anyio.current_time() + settings.shutdown_timeout_ms / 1000
+                )
+            background.cancel_scope.cancel()
         log.info("stopped serving on %s:%d", settings.host, settings.port)
+
+
+async def _accept(
+    listener: anyio.abc.MultiListener[SocketStream],
+    connections: anyio.abc.TaskGroup,
+    handler: Callable[[SocketStream], Awaitable[None]],
+) -> None:
+    """Accept until cancelled; connections live in their own task group, so that stopping
+    the accept loop does not cancel them (``listener.serve`` would).
+
+    Accepting is "wait until readable, then a plain non-blocking accept()": a cancellation
+    (SIGTERM) can only land while waiting, never between the kernel handing over a
+    connection and its task starting, where the connection would be dropped with a reset.
+    """
+
+    async def accept_on(one: anyio.abc.SocketListener) -> None:
+        raw = one.extra(SocketAttribute.raw_socket)
+        while True:
+            await anyio.wait_readable(raw)
+            try:
+                sock, _ = raw.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                continue  # taken by another process on the port, or gone already
+            connections.start_soon(_serve_socket, handler, sock)
+
+    async with anyio.create_task_group() as accepting:
+        for one in listener.listeners:
+            accepting.start_soon(accept_on, one)
+
+
+async def _serve_socket(
+    handler: Callable[[SocketStream], Awaitable[None]], sock: socket.socket
+) -> None:
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        stream = await SocketStream.from_socket(sock)
+    except (OSError, ValueError):  # reset by the client before it was taken (anyio
+        # reports "the socket must be connected"): nothing to answer
+        sock.close()
+        return
+    except BaseException:
+        sock.close()
+        raise
+    await handler(stream)
+
+
+class Draining:
+    """Graceful shutdown of the open connections.
+
+    ``stop`` shuts the read side of every connection (``shutdown(SHUT_RD)``): the kernel still
+    hands over what the client had already sent, then end-of-stream, so each connection
+    answers every request it read, in order, and closes. Nothing is cancelled mid-request.
+    """
+
+    def __init__(self) -> None:
+        self.streams: set[SocketStream] = set()
+        self.stopping = False
+
+    async def track(
+        self, handler: Callable[[SocketStream], Awaitable[None]], stream: SocketStream
+    ) -> None:
+        self.streams.add(stream)
+        if self.stopping:
+            _shut_reads(stream)
+        try:
+            await handler(stream)
+        finally:
+            self.streams.discard(stream)
+
+    def stop(self) -> None:
+        self.stopping = True
+        for stream in list(self.streams):
+            _shut_reads(stream)
+
+
+def _shut_reads(stream: SocketStream) -> None:
+    try:
+        stream.extra(SocketAttribute.raw_socket).shutdown(socket.SHUT_RD)
+    except (OSError, anyio.TypedAttributeLookupError):
+        pass  # already closed by the client
 
 
 @contextmanager
 def _stop_on_sigterm(scope: anyio.CancelScope) -> Iterator[None]:
-    """SIGTERM (docker stop, kubernetes) ends ``serve`` normally, so the caller's cleanup
-    (the embedded redis-server) runs; without it Python dies on the spot."""
+    """SIGTERM (docker stop, kubernetes) cancels ``scope`` (the accept loop), so ``serve``
+    drains and ends normally and the caller's cleanup (the embedded redis-server) runs;
+    without it Python dies on the spot."""
     loop = asyncio.get_running_loop()
     try:
         loop.add_signal_handler(signal.SIGTERM, scope.cancel)

@@ -29,5 +29,10 @@ class Settings:
     replicator: bool = True
     log_level: str = "INFO"
     redis_wait_replicas: int = 0  # acks=all also waits for Redis WAIT <n> (0: off)
+    shutdown_timeout_ms: int = 10_000  # SIGTERM: longest wait for open requests' answers
+    log_format: str = "json"  # json (one object per line) or text
+    metrics_port: int = 0  # Prometheus endpoint on this port (0: off)
+    metrics_host: str = "0.0.0.0"
+    retention_interval_ms: int = 30_000  # how often the pod's retention task runs
     redis_appendfsync: str = "everysec"  # the embedded redis-server's AOF fsync policy
     workers: int = 1  # processes sharing the port through SO_REUSEPORT

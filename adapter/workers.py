@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -44,6 +45,14 @@ def _child(target: Callable[[Settings], None], settings: Settings) -> None:
     target(settings)
 
 
+def _for_worker(settings: Settings, index: int) -> Settings:
+    """Worker ``index``'s settings: its own metrics port (``--metrics-port`` + index), since
+    every worker keeps its own counters."""
+    if settings.metrics_port == 0:
+        return settings
+    return dataclasses.replace(settings, metrics_port=settings.metrics_port + index)
+
+
 def run_workers(settings: Settings, target: Callable[[Settings], None]) -> None:
     if settings.port == 0:
         raise SystemExit("--workers needs a fixed --port (every worker listens on it)")
@@ -54,7 +63,9 @@ def run_workers(settings: Settings, target: Callable[[Settings], None]) -> None:
 
     def start(index: int) -> BaseProcess:
         process = context.Process(
-            target=_child, args=(target, settings), name=f"adapter-worker-{index}"
+            target=_child,
+            args=(target, _for_worker(settings, index)),
+            name=f"adapter-worker-{index}",
         )
         process.start()
         started_at[index] = time.monotonic()

@@ -88,6 +88,7 @@ class RedisBatcher:
         self._wakeup = asyncio.Event()
         self.pipelines_sent = 0
         self.calls_sent = 0
+        self.on_flush: Callable[[int], None] | None = None  # metrics: called with batch size
 
     async def call(self, *command: Any) -> Any:
         """Queue one Redis command and wait for its reply.
@@ -187,6 +188,11 @@ class RedisBatcher:
         """Send ``commands`` as one pipeline; error replies come back as exceptions."""
         self.pipelines_sent += 1
         self.calls_sent += len(commands)
+        if self.on_flush is not None:
+            self.on_flush(len(commands))
+        return await self._send(commands)
+
+    async def _send(self, commands: list[tuple]) -> list[Any]:
         if isinstance(self._client, Redis):
             return await self._execute_on_own_connection(commands)
         # Any other client (a cluster client, a test double): redis-py's pipeline.

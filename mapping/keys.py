@@ -16,6 +16,7 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:pod:<pod id>                      channel one pod's private notifications
     <prefix>:wait_probe                        string  written before Redis WAIT
     <prefix>:groups                            set     "<group> <topic>" pairs
+    <prefix>:retention:{lease}:pods|:owner     retention task lease (one pod trims at a time)
     <prefix>:group:{<group>:<topic>}:meta        hash  generation, assignor, partitions
     <prefix>:group:{<group>:<topic>}:members     hash  consumer id -> last heartbeat (ms)
     <prefix>:group:{<group>:<topic>}:assignment  hash  consumer id -> partitions "0 3 6"
@@ -91,6 +92,12 @@ class Keys:
         """The pods set, then one lease key per shard (one hash tag: one script, one slot)."""
         base = f"{self.prefix}:replicator:{{leases}}"
         return [f"{base}:pods", *(f"{base}:shard:{n}" for n in range(shards))]
+
+    @property
+    def retention_lease(self) -> list[str]:
+        """The pods set and the one lease key of the retention task (one hash tag)."""
+        base = f"{self.prefix}:retention:{{lease}}"
+        return [f"{base}:pods", f"{base}:owner"]
 
     def topic(self, topic: str) -> str:
         return f"{self.prefix}:topic:{{{topic}}}"

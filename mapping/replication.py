@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from mapping.cluster import pubsub_connection
 from mapping.errors import REPLICATION_TIMEOUT, BrokerError
 from mapping.store import PartitionStatus, Store, TopicConfig
 
@@ -123,7 +124,7 @@ class Subscriber:
         backoff = 0.1
         first = True
         while True:
-            conn = self._client.connection_pool.make_connection()
+            conn = pubsub_connection(self._client)
             try:
                 await conn.connect()
                 self._active.clear()

@@ -13,11 +13,11 @@ from functools import partial
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+from redis.asyncio.cluster import RedisCluster
 
 from mapping import codec, scripts
 from mapping.batcher import Pending, RedisBatcher
+from mapping.cluster import connect_async
 from mapping.errors import BadRequest, ConfigurationError
 from mapping.keys import Keys
 
@@ -102,22 +102,26 @@ def _records_upto(entries: list[Any], high_watermark: int, bits: int) -> list[tu
 
 def connect(url: str, timeout_s: float = 5.0) -> Redis:
     """A client for the adapter: bytes replies, bounded waits, and no automatic retries
-    (a retried pipeline could append a produce twice)."""
-    client = Redis.from_url(
-        url,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=timeout_s,
-        retry=Retry(NoBackoff(), 0),
-        decode_responses=False,
-    )
+    (a retried pipeline could append a produce twice). A ``redis+cluster://`` URL gives a
+    cluster client (see mapping.cluster)."""
+    client = connect_async(url, timeout_s)
     # CONSUME pages stay hiredis' lists: redis-py's dict per entry costs more than the rest
     # of a CONSUME (``_records_upto`` reads both shapes).
     client.set_response_callback("XRANGE", _raw)
-    return client
+    return client  # type: ignore[return-value]
 
 
 def _raw(response: Any, **options: Any) -> Any:
     return response
+
+
+def make_batcher(client: Redis) -> RedisBatcher:
+    """The batcher for this client: one pipeline per turn, or concurrent calls on a cluster."""
+    if isinstance(client, RedisCluster):
+        from mapping.cluster_batcher import ClusterBatcher
+
+        return ClusterBatcher(client)  # type: ignore[return-value]
+    return RedisBatcher(client)
 
 
 async def pin_sequence_bits(client: Redis, keys: Keys, bits: int) -> None:

@@ -16,6 +16,7 @@ import redis
 from pyspark.sql.datasource import InputPartition
 
 from mapping import codec
+from mapping.cluster import connect_sync
 from mapping.keys import Keys
 from spark_connector.options import (
     KAFKA_EARLIEST,
@@ -69,7 +70,7 @@ def redacted(url: str) -> str:
 
 def client_for(opts: SourceOptions) -> redis.Redis:
     """A synchronous client with the source's timeouts (not yet connected)."""
-    return redis.Redis.from_url(
+    return connect_sync(  # a redis+cluster:// URL gives a cluster client
         opts.redis_url,
         socket_timeout=opts.timeout_s,
         socket_connect_timeout=opts.timeout_s,

@@ -168,8 +168,13 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     url = opts.get("redis.url", "").strip()
     if not url:
         raise OptionError("option redis.url is required, e.g. redis://localhost:6379/0")
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise OptionError(f"option redis.url must be a redis://, rediss:// or unix:// URL: {url!r}")
+    if not url.startswith(
+        ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
+    ):
+        raise OptionError(
+            f"option redis.url must be a redis://, rediss://, unix:// or redis+cluster:// URL: "
+            f"{url!r}"
+        )
     topic = opts.get("topic", "")
     if not topic:
         raise OptionError("option topic is required")

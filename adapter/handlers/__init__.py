@@ -17,6 +17,13 @@ if TYPE_CHECKING:
     from mapping.replication import Replication
 
 
+# A hot command's synchronous start: validates (raising BrokerError) and queues its Redis
+# calls, returning the pending payload (or a task for what must wait further, such as
+# acks=all); None when it needs the full handler (say, the topic is not known yet). It
+# never replaces the command's Handler, only starts it without a task of its own.
+Starter = Callable[["Context", list[str]], "Pending[str] | asyncio.Task[str] | None"]
+
+
 @dataclass
 class Context:
     """What a handler may use; shared by every connection of the pod."""
@@ -25,14 +32,11 @@ class Context:
     store: Store
     groups: Groups
     replication: Replication
+    # The hot commands' starters (see ``Starter``); None: the default table's.
+    starters: dict[str, Starter] | None = None
 
 
 Handler = Callable[[Context, list[str]], Awaitable[str]]
-# A hot command's synchronous start: validates (raising BrokerError) and queues its Redis
-# calls, returning the pending payload (or a task for what must wait further, such as
-# acks=all); None when it needs the full handler (say, the topic is not known yet). It
-# never replaces the command's Handler, only starts it without a task of its own.
-Starter = Callable[[Context, list[str]], "Pending[str] | asyncio.Task[str] | None"]
 
 
 def build_table() -> dict[str, Handler]:

@@ -32,6 +32,7 @@ TABLE: Any = {"PING": _ping, "BUG": _bug, "REDIS": _redis}
 
 class _Context:
     settings = Settings(max_line_bytes=1024)
+    starters = None
 
 
 def test_handler_bug_closes_only_that_connection() -> None:

@@ -265,7 +265,10 @@ def test_topic_cli_create_and_describe(redis_url: str, prefix: str, topic: str) 
     described = runner.invoke(main, ["topic", "describe", topic, *base])
     assert described.exit_code == 0, described.output
     lines = described.output.splitlines()
-    assert lines[0] == f"topic={topic} partitions=2 replication_factor=2 min_insync_replicas=2"
+    assert lines[0] == (
+        f"topic={topic} partitions=2 replication_factor=2 min_insync_replicas=2 "
+        "retention_ms=-1 retention_bytes=-1 retention_ignore_groups=false"
+    )
     assert lines[1].startswith("partition=0 role=leader log_end=-1 hw=-1")
 
 

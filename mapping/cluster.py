@@ -1,0 +1,75 @@
+"""Redis Cluster support: which URL names a cluster, and clients for either kind of Redis.
+
+A URL ``redis+cluster://host:port`` (``rediss+cluster://`` for TLS) names any node of a Redis
+Cluster; the client discovers the others. Every key carries a hash tag (see mapping.keys), so
+each script touches one slot and runs unchanged on a cluster. What differs:
+
+- redis-py cannot queue EVALSHA in a cluster pipeline, so a cluster pod sends its calls with
+  ``ClusterBatcher`` (mapping/cluster_batcher.py) instead of ``RedisBatcher``;
+- pub/sub: a cluster propagates PUBLISH to every node, so the pod's one pub/sub connection
+  may be to any node (``pubsub_connection`` picks the next one on each reconnect);
+- Redis ``WAIT`` (``--redis-wait-replicas``) is per node and is refused on a cluster.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import redis
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster as SyncRedisCluster
+from redis.retry import Retry
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+AsyncClient = Redis | RedisCluster
+SyncClient = redis.Redis | SyncRedisCluster
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
+
+
+def plain_url(url: str) -> str:
+    """The URL redis-py understands: ``redis+cluster://`` -> ``redis://``."""
+    scheme, sep, rest = url.partition("://")
+    return f"{CLUSTER_SCHEMES.get(scheme.lower(), scheme)}{sep}{rest}"
+
+
+def connect_async(url: str, timeout_s: float, **options: Any) -> AsyncClient:
+    """An asyncio client for a single Redis or a cluster, with no automatic retries (a
+    retried produce could append twice). Cluster redirections (MOVED/ASK) still apply."""
+    common = dict(
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 0),
+        decode_responses=False,
+        **options,
+    )
+    if is_cluster_url(url):
+        # Room for the batcher's concurrent calls (it bounds them below this).
+        return RedisCluster.from_url(plain_url(url), max_connections=256, **common)
+    return Redis.from_url(url, **common)
+
+
+def connect_sync(url: str, **options: Any) -> SyncClient:
+    """A synchronous client (CLI, Spark connector) for a single Redis or a cluster."""
+    if is_cluster_url(url):
+        return SyncRedisCluster.from_url(plain_url(url), **options)
+    return redis.Redis.from_url(url, **options)
+
+
+_next_node = itertools.count()
+
+
+def pubsub_connection(client: AsyncClient) -> Any:
+    """A new, unconnected connection for SUBSCRIBE: from the pool of a single Redis, or to
+    one of the cluster's nodes (the next one each time, so a lost node is left behind)."""
+    if isinstance(client, RedisCluster):
+        nodes = client.get_nodes() or [client.get_default_node()]
+        node = nodes[next(_next_node) % len(nodes)]
+        return node.connection_class(**node.connection_kwargs)
+    return client.connection_pool.make_connection()

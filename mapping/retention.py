@@ -1,0 +1,154 @@
+"""Topic retention: trim old records by time and size, never past what groups still need.
+
+A topic's retention lives in its hash (``retention_ms``, ``retention_bytes``,
+``retention_ignore_groups``; -1 / absent: unlimited), set with ``adapter topic create`` or
+``adapter topic alter``. One pod at a time enforces it (a lease, taken and renewed with the
+replicator's lease script, so a dead owner is replaced within a few intervals): every
+``interval_ms`` it runs ``retention_trim.lua`` on each partition of each topic with a
+retention. The script trims only committed records (at most hw) and, unless the topic says
+``retention_ignore_groups``, only below the slowest committed offset of the topic's groups
+(a group listed in the groups set that has not committed on a partition holds it from 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import anyio
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from mapping import scripts
+from mapping.errors import BrokerError
+from mapping.inspect import Retention, retention_of
+from mapping.store import Store
+
+log = logging.getLogger(__name__)
+
+# Entries one script call trims at most, so one call never holds Redis for long.
+MAX_TRIM_PER_CALL = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class TrimResult:
+    topic: str
+    partition: int
+    trimmed: int
+    first_kept: int  # the first offset left in the log; -1: empty
+
+
+async def retention(store: Store, topic: str) -> Retention:
+    fields = await store.batcher.call("HGETALL", store.keys.topic(topic))
+    return retention_of(fields)
+
+
+async def group_floors(store: Store, topic: str, partitions: int) -> dict[int, int]:
+    """Per partition, the slowest committed offset of the topic's groups (absent: no group)."""
+    pairs = await store.batcher.call("SMEMBERS", store.keys.groups)
+    groups = []
+    for raw in pairs:
+        group, _, group_topic = raw.decode().partition(" ")
+        if group_topic == topic:
+            groups.append(group)
+    offsets = await asyncio.gather(
+        *(store.batcher.call("HGETALL", store.keys.group(g, topic).offsets) for g in groups)
+    )
+    floors: dict[int, int] = {}
+    for committed in offsets:
+        by_partition = {int(p): int(o) for p, o in committed.items()}
+        for p in range(partitions):
+            position = by_partition.get(p, 0)
+            floors[p] = min(floors.get(p, position), position)
+    return floors
+
+
+async def enforce_topic(store: Store, topic: str) -> list[TrimResult]:
+    """Apply the topic's retention to each partition once (one script call each)."""
+    settings = await retention(store, topic)
+    if not settings.enabled:
+        return []
+    config = await store.topic(topic)
+    floors = {} if settings.ignore_groups else await group_floors(store, topic, config.partitions)
+    script = scripts.load("retention_trim")
+    calls = []
+    for p in range(config.partitions):
+        pk = store.keys.partition(topic, p)
+        replicas = [pk.replica(r) for r in range(1, config.replication_factor)]
+        calls.append(
+            store.batcher.call(
+                *script.command(
+                    [pk.log, pk.state, pk.hw_channel, pk.appended_channel, *replicas],
+                    [store.sequence_bits, config.replication_factor, store.replica_lag_max_ms,
+                     settings.ms, settings.bytes, floors.get(p, -1), MAX_TRIM_PER_CALL],
+                )
+            )
+        )  # fmt: skip
+    replies = await asyncio.gather(*calls)
+    return [TrimResult(topic, p, int(r[0]), int(r[1])) for p, r in enumerate(replies)]
+
+
+async def enforce_all(store: Store) -> list[TrimResult]:
+    results: list[TrimResult] = []
+    for topic in await store.topic_names():
+        results.extend(await enforce_topic(store, topic))
+    return results
+
+
+class RetentionTask:
+    """The pod's periodic retention run, by whichever pod holds the lease."""
+
+    def __init__(self, store: Store, client: Redis, *, pod_id: str, interval_ms: int) -> None:
+        self.store = store
+        self.client = client  # for the release at shutdown, when the batcher has stopped
+        self.pod_id = pod_id
+        self.interval_ms = interval_ms
+        self.owner = False
+        self.runs = 0
+
+    async def run(self) -> None:
+        if self.interval_ms <= 0:
+            return
+        try:
+            while True:
+                try:
+                    await self.tick()
+                except (BrokerError, RedisError, OSError) as exc:
+                    log.warning("retention run failed: %s", exc)
+                await asyncio.sleep(self.interval_ms / 1000)
+        finally:
+            if self.owner:
+                await self._release()
+
+    async def tick(self) -> None:
+        owner = bool(await self._lease(release=False))
+        if owner != self.owner:
+            log.info("retention owner: %s", "this pod" if owner else "another pod")
+        self.owner = owner
+        if owner:
+            trimmed = [r for r in await enforce_all(self.store) if r.trimmed]
+            self.runs += 1
+            for r in trimmed:
+                log.info("retention trimmed %d record(s) of %s/%d; first kept offset %d",
+                         r.trimmed, r.topic, r.partition, r.first_kept)  # fmt: skip
+
+    def _lease_args(self, release: bool) -> list:
+        # The replicator's lease script with one shard: heartbeat, take it when free, renew.
+        return [self.pod_id, max(3 * self.interval_ms, 1000), "1" if release else "0"]
+
+    async def _lease(self, release: bool) -> list:
+        script = scripts.load("replicator_tick")
+        keys = self.store.keys.retention_lease
+        return await self.store.batcher.call(*script.command(keys, self._lease_args(release)))
+
+    async def _release(self) -> None:
+        """On a clean stop, give the lease back so another pod takes over at once."""
+        keys = self.store.keys.retention_lease
+        source = scripts.load("replicator_tick").source
+        try:
+            # Shielded: this runs while the pod's task group is being cancelled.
+            with anyio.move_on_after(1.0, shield=True):
+                await self.client.eval(source, len(keys), *keys, *self._lease_args(True))
+        except Exception as exc:
+            log.debug("could not release the retention lease: %s", exc)
