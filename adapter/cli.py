@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import click
 
+from adapter.security_cli import check_tls_options, security_options
 from adapter.settings import Settings
 from mapping.codec import DEFAULT_SEQUENCE_BITS, MAX_SEQUENCE_BITS, MIN_SEQUENCE_BITS
 from mapping.embedded import RedisProcess
@@ -149,6 +150,7 @@ def main() -> None:
     help="fsync policy of the embedded redis-server's AOF: always survives a power loss, "
     "everysec may lose the last second.",
 )
+@security_options
 @click.option(
     "--log-level",
     default=defaults.log_level,
@@ -163,6 +165,7 @@ def serve(
     **options: object,
 ) -> None:
     """Run one stateless adapter pod."""
+    check_tls_options(options)
     settings = Settings(
         topic_defaults=TopicDefaults(
             default_partitions, default_replication_factor, default_min_insync_replicas
@@ -198,6 +201,8 @@ def run(settings: Settings) -> None:
             embedded.stop()
 
 
+from adapter.security_cli import user  # noqa: E402
 from adapter.topics_cli import topic  # noqa: E402
 
 main.add_command(topic)
+main.add_command(user)

@@ -14,40 +14,56 @@ import signal
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from functools import partial
+from typing import Any
 
 import anyio
-from anyio.abc import SocketStream
+from anyio.abc import Listener, SocketStream
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from adapter import protocol
+from adapter import protocol, tls
+from adapter.auth import Authenticator, AuthGate, HashLookup
 from adapter.handlers import Context, Handler, build_table
+from adapter.limits import ConnectionSlots, in_flight_batches, timeout_or_inf, tune_socket
 from adapter.settings import Settings
 from mapping.batcher import RedisBatcher
-from mapping.errors import BAD_REQUEST, UNAVAILABLE, UNKNOWN_COMMAND, BrokerError
+from mapping.errors import (
+    BAD_REQUEST,
+    UNAVAILABLE,
+    UNKNOWN_COMMAND,
+    BrokerError,
+    ConfigurationError,
+)
 from mapping.groups import Groups
 from mapping.keys import Keys
 from mapping.replication import Replication
-from mapping.store import Store, connect, pin_sequence_bits
+from mapping.startup import check_redis
+from mapping.store import Store, connect
 
 log = logging.getLogger(__name__)
 READ_SIZE = 1 << 16
 
 
-async def answer(context: Context, table: dict[str, Handler], line: bytes) -> bytes:
-    """The reply to one request line."""
+async def answer(
+    context: Context, table: dict[str, Handler], line: bytes, gate: AuthGate | None = None
+) -> bytes:
+    """The reply to one request line (``gate``: the connection's AUTH state)."""
     try:
         request = protocol.parse_request(line)
     except protocol.ParseError as exc:
         return protocol.format_error("0", BAD_REQUEST, str(exc))
-    handler = table.get(request.command)
-    if handler is None:
-        return protocol.format_error(
-            request.correlation_id, UNKNOWN_COMMAND, f"unknown command {request.command}"
-        )
     try:
+        if gate is not None:
+            refusal = await gate.screen(request)
+            if refusal is not None:
+                return refusal
+        handler = table.get(request.command)
+        if handler is None:
+            return protocol.format_error(
+                request.correlation_id, UNKNOWN_COMMAND, f"unknown command {request.command}"
+            )
         payload = await handler(context, request.args)
     except BrokerError as exc:
         return protocol.format_error(request.correlation_id, exc.code, exc.message)
@@ -60,33 +76,58 @@ async def answer(context: Context, table: dict[str, Handler], line: bytes) -> by
 
 
 async def handle_connection(
-    context: Context, table: dict[str, Handler], stream: SocketStream
+    context: Context,
+    table: dict[str, Handler],
+    stream: SocketStream,
+    *,
+    slots: ConnectionSlots | None = None,
+    authenticator: Authenticator | None = None,
 ) -> None:
-    framer = protocol.LineFramer(context.settings.max_line_bytes)
+    settings = context.settings
+    framer = protocol.LineFramer(settings.max_line_bytes)
+    gate = AuthGate(authenticator)
+    idle_s = timeout_or_inf(settings.idle_timeout_s)
     # Nothing may escape: an exception here would end the listener's task group, and with
     # it every other connection of the pod.
     try:
         async with stream:
+            if slots is not None and not slots.try_acquire():
+                with anyio.move_on_after(1):
+                    await stream.send(slots.refusal())
+                return
             try:
+                tune_socket(stream, settings.tcp_keepalive_s)
                 while True:
-                    try:
-                        data = await stream.receive(READ_SIZE)
-                    except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    data = b""
+                    with anyio.move_on_after(idle_s):
+                        try:
+                            data = await stream.receive(READ_SIZE)
+                        except (anyio.EndOfStream, anyio.BrokenResourceError):
+                            return
+                    if not data:  # idle for too long: close quietly, as Kafka does
                         return
                     lines = framer.feed(data)
-                    replies = await asyncio.gather(
-                        *(answer(context, table, line) for line in lines)
-                    )
+                    for batch in in_flight_batches(lines, settings.max_in_flight):
+                        replies = await asyncio.gather(
+                            *(answer(context, table, line, gate) for line in batch)
+                        )
+                        # a peer that takes no reply for the idle timeout is dropped
+                        with anyio.fail_after(idle_s):
+                            await stream.send(b"".join(replies))
                     if framer.overflowed:
-                        replies.append(protocol.format_error("0", BAD_REQUEST, "line too long"))
-                    if replies:
-                        await stream.send(b"".join(replies))
-                    if framer.overflowed:
+                        line_too_long = protocol.format_error("0", BAD_REQUEST, "line too long")
+                        with anyio.move_on_after(idle_s):
+                            await stream.send(line_too_long)
                         return
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
                 return
+            except TimeoutError:
+                log.info("closing a connection whose peer took no reply for %ss", idle_s)
             except Exception:
                 log.exception("closing a connection after an unexpected error")
+            finally:
+                if slots is not None:
+                    slots.release()
     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         return
     except Exception:
@@ -94,18 +135,57 @@ async def handle_connection(
 
 
 async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
-    """Pin the sequence bits, retrying while Redis is still coming up."""
+    """Run the startup checks (mapping/startup.py), retrying while Redis is still coming up."""
     deadline = anyio.current_time() + settings.redis_startup_timeout_s
     while True:
         try:
-            await pin_sequence_bits(client, keys, settings.sequence_bits)
+            await check_redis(
+                client,
+                keys,
+                sequence_bits=settings.sequence_bits,
+                require_aof=settings.require_aof,
+                url=settings.redis_url or "",
+            )
             return
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             error = exc
         if anyio.current_time() > deadline:
-            raise SystemExit(f"cannot reach Redis at {settings.redis_url}: {error}")
+            raise ConfigurationError(
+                f"cannot reach Redis at {settings.redis_url} within "
+                f"{settings.redis_startup_timeout_s:g}s: {error}"
+            )
         log.warning("waiting for Redis at %s: %s", settings.redis_url, error)
         await anyio.sleep(0.5)
+
+
+async def open_listener(settings: Settings) -> Listener[Any]:
+    """The client listener: plain TCP, or TLS when a certificate is configured."""
+    listener: Listener[Any] = await anyio.create_tcp_listener(
+        local_host=settings.host, local_port=settings.port, reuse_port=False
+    )
+    if settings.tls_cert is not None:
+        context = tls.server_context(
+            settings.tls_cert, settings.tls_key or settings.tls_cert, settings.tls_client_ca
+        )
+        listener = tls.QuietTLSListener(
+            listener,
+            context,
+            standard_compatible=False,
+            handshake_timeout=tls.HANDSHAKE_TIMEOUT_S,
+        )
+    return listener
+
+
+def users_in_redis(settings: Settings, batcher: RedisBatcher, keys: Keys) -> HashLookup | None:
+    """AUTH's lookup of a user's hash in Redis, when --auth-redis is on."""
+    if not settings.auth_redis:
+        return None
+
+    async def lookup(user: str) -> str | None:
+        encoded = await batcher.call("HGET", keys.users, user)
+        return encoded.decode() if encoded is not None else None
+
+    return lookup
 
 
 async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None:
@@ -113,7 +193,9 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
     assert settings.redis_url is not None
     keys = Keys(settings.key_prefix)
     async with AsyncExitStack() as stack:
-        client = connect(settings.redis_url, settings.redis_timeout_ms / 1000)
+        client = connect(
+            settings.redis_url, settings.redis_timeout_ms / 1000, **settings.redis_options()
+        )
         stack.push_async_callback(client.aclose)
         await wait_for_redis(settings, keys, client)
         batcher = RedisBatcher(client)
@@ -137,15 +219,22 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             ),
         )
         table = build_table()
-        listener = await anyio.create_tcp_listener(
-            local_host=settings.host, local_port=settings.port, reuse_port=False
+        authenticator = Authenticator.from_options(
+            settings.auth_file, users_in_redis(settings, batcher, keys)
         )
+        slots = ConnectionSlots(settings.max_connections)
+        listener = await open_listener(settings)
         log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, settings.redis_url)
         with anyio.CancelScope() as shutdown, _stop_on_sigterm(shutdown):
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(batcher.run)
                 tasks.start_soon(context.replication.run)
-                tasks.start_soon(listener.serve, partial(handle_connection, context, table))
+                tasks.start_soon(
+                    listener.serve,
+                    partial(
+                        handle_connection, context, table, slots=slots, authenticator=authenticator
+                    ),
+                )
                 if ready is not None:
                     ready.set()
         log.info("stopped serving on %s:%d", settings.host, settings.port)

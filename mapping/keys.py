@@ -17,6 +17,7 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:wait_probe                        string  written before Redis WAIT
     <prefix>:groups                            set     "<group> <topic>" pairs
     <prefix>:group:{<group>:<topic>}:<part>    group state (see mapping.groups)
+    <prefix>:users                             hash    client user -> password hash (AUTH)
 
 Names are validated before they get here (``[A-Za-z0-9._-]``, 1-249 characters), so a
 name can never contain ``{``, ``}`` or ``:`` and every key is unambiguous.
@@ -88,6 +89,11 @@ class Keys:
         """The pods set, then one lease key per shard (one hash tag: one script, one slot)."""
         base = f"{self.prefix}:replicator:{{leases}}"
         return [f"{base}:pods", *(f"{base}:shard:{n}" for n in range(shards))]
+
+    @property
+    def users(self) -> str:
+        """Client credentials for AUTH: field = user name, value = salted password hash."""
+        return f"{self.prefix}:users"
 
     def topic(self, topic: str) -> str:
         return f"{self.prefix}:topic:{{{topic}}}"

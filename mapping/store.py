@@ -73,15 +73,17 @@ class PartitionStatus:
     role: str
 
 
-def connect(url: str, timeout_s: float = 5.0) -> Redis:
+def connect(url: str, timeout_s: float = 5.0, **options: object) -> Redis:
     """A client for the adapter: bytes replies, bounded waits, and no automatic retries
-    (a retried pipeline could append a produce twice)."""
+    (a retried pipeline could append a produce twice). ``options``: credentials and TLS
+    files beyond what the URL carries (``rediss://USER:PASSWORD@HOST:PORT/DB``)."""
     return Redis.from_url(
         url,
         socket_timeout=timeout_s,
         socket_connect_timeout=timeout_s,
         retry=Retry(NoBackoff(), 0),
         decode_responses=False,
+        **options,
     )
 
 
@@ -187,11 +189,18 @@ class Store:
         return ProduceResult(offsets=[int(o) for o in reply[1:]], high_watermark=int(reply[0]))
 
     async def consume(
-        self, config: TopicConfig, partition: int, offset: int, max_records: int
+        self,
+        config: TopicConfig,
+        partition: int,
+        offset: int,
+        max_records: int,
+        max_bytes: int = 0,
     ) -> ConsumeResult:
+        """``max_bytes``: stop once the values reach this many bytes (the first record is
+        always returned, so a consumer makes progress); 0: no byte limit."""
         start = codec.entry_id(offset, self.sequence_bits)
         reply = await self.batcher.call(
-            *self._partition_call("consume", config, partition, [start, max_records])
+            *self._partition_call("consume", config, partition, [start, max_records, max_bytes])
         )
         records = [(int(reply[i]), reply[i + 1]) for i in range(1, len(reply), 2)]
         return ConsumeResult(records=records, high_watermark=int(reply[0]))

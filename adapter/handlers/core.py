@@ -57,7 +57,11 @@ async def consume(context: Context, argv: list[str]) -> str:
         raise BadRequest("invalid offset")
     config = await context.store.partition_of(topic, partition)
     result = await context.store.consume(
-        config, partition, offset, context.settings.consume_max_records
+        config,
+        partition,
+        offset,
+        context.settings.consume_max_records,
+        context.settings.consume_max_bytes,
     )
     messages = ",".join(f"{o}:{escape(v)}" for o, v in result.records)
     return f"messages={messages} hw={result.high_watermark}"

@@ -1,0 +1,96 @@
+"""Per-pod and per-connection limits, kept out of the connection loop so it stays short.
+
+- ``ConnectionSlots``: at most ``--max-connections`` open client connections per pod; one
+  more gets ``V1|0|ERR|UNAVAILABLE|too many connections ...`` and is closed (a client may
+  retry, or go to another pod).
+- ``tune_socket``: TCP keepalive probes, so a peer that vanished (host down, cable pulled,
+  NAT entry gone) is detected and its connection closed instead of being kept forever, and
+  a send to such a peer fails after the same time (``TCP_USER_TIMEOUT``).
+- ``in_flight_batches``: a connection has at most ``--max-in-flight`` requests being
+  answered at once. The loop answers one batch, sends its replies, and reads nothing more
+  until that send is done: a client that pipelines without reading fills its socket
+  buffers and is then simply not read from, so a pod never buffers more than one batch of
+  replies per connection (at most max-in-flight replies, each bounded by the line limit or
+  ``--consume-max-bytes``).
+- The idle timeout (``--idle-timeout-s``) closes a connection that sends nothing for that
+  long with nothing outstanding, or whose peer does not take a reply for that long.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+from collections.abc import Iterator, Sequence
+
+from anyio.abc import SocketAttribute
+from anyio.abc import SocketStream as AnyByteStream
+
+from adapter import protocol
+from mapping.errors import UNAVAILABLE
+
+log = logging.getLogger(__name__)
+
+
+class ConnectionSlots:
+    """Counts a pod's open client connections against its maximum (0: no maximum)."""
+
+    def __init__(self, maximum: int = 0) -> None:
+        self.maximum = maximum
+        self.active = 0
+
+    def try_acquire(self) -> bool:
+        if self.maximum and self.active >= self.maximum:
+            return False
+        self.active += 1
+        return True
+
+    def release(self) -> None:
+        self.active -= 1
+
+    def refusal(self) -> bytes:
+        return protocol.format_error(
+            "0", UNAVAILABLE, f"too many connections: this pod allows {self.maximum}"
+        )
+
+
+def timeout_or_inf(seconds: float) -> float:
+    """A limit of 0 means "none"."""
+    return seconds if seconds > 0 else math.inf
+
+
+def tune_socket(stream: AnyByteStream, keepalive_s: int) -> None:
+    """Turn on TCP keepalive: the first probe after ``keepalive_s`` idle seconds, then
+    every third of that, dropped after 3 unanswered probes (0: leave the OS defaults)."""
+    if keepalive_s <= 0:
+        return
+    try:
+        sock: socket.socket = stream.extra(SocketAttribute.raw_socket)
+    except Exception:  # not a socket (a test's memory stream)
+        return
+    interval = max(1, keepalive_s // 3)
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (
+        ("TCP_KEEPIDLE", keepalive_s),
+        ("TCP_KEEPINTVL", interval),
+        ("TCP_KEEPCNT", 3),
+        # unacknowledged data to a vanished peer: give up after the same time
+        ("TCP_USER_TIMEOUT", (keepalive_s + 3 * interval) * 1000),
+    ):
+        if hasattr(socket, name):  # Linux has all; macOS lacks some
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    for level, option, value in options:
+        try:
+            sock.setsockopt(level, option, value)
+        except OSError as exc:
+            log.debug("setsockopt %s failed: %s", option, exc)
+
+
+def in_flight_batches(lines: Sequence[bytes], max_in_flight: int) -> Iterator[Sequence[bytes]]:
+    """``lines`` in request order, at most ``max_in_flight`` at a time (0: all at once)."""
+    if max_in_flight <= 0 or len(lines) <= max_in_flight:
+        if lines:
+            yield lines
+        return
+    for start in range(0, len(lines), max_in_flight):
+        yield lines[start : start + max_in_flight]
