@@ -20,8 +20,14 @@ import anyio.to_thread
 
 from adapter import protocol
 from adapter.escaping import unescape
-from mapping.auth import DUMMY_HASH, load_auth_file, verify_password
-from mapping.errors import AUTH_FAILED, AUTH_REQUIRED, BAD_REQUEST, BrokerError
+from mapping.auth import DUMMY_HASH, CredentialsError, load_auth_file, verify_password
+from mapping.errors import (
+    AUTH_FAILED,
+    AUTH_REQUIRED,
+    BAD_REQUEST,
+    BrokerError,
+    ConfigurationError,
+)
 
 AUTH_USAGE = "AUTH requires: <user> <password>"
 # Looks a user's encoded hash up in Redis (None: no such user).
@@ -44,7 +50,11 @@ class Authenticator:
         """None when authentication is off (no file and no Redis users)."""
         if auth_file is None and redis_lookup is None:
             return None
-        return cls(load_auth_file(auth_file) if auth_file else None, redis_lookup)
+        try:
+            file_users = load_auth_file(auth_file) if auth_file else None
+        except (OSError, UnicodeDecodeError, CredentialsError) as exc:
+            raise ConfigurationError(f"--auth-file: {exc}") from None
+        return cls(file_users, redis_lookup)
 
     async def check(self, user: str, password: bytes) -> bool:
         encoded = self.file_users.get(user)
