@@ -6,11 +6,12 @@
 - ``tune_socket``: TCP keepalive probes, so a peer that vanished (host down, cable pulled,
   NAT entry gone) is detected and its connection closed instead of being kept forever, and
   a send to such a peer fails after the same time (``TCP_USER_TIMEOUT``).
-- ``in_flight_batches``: a connection has at most ``--max-in-flight`` requests being
-  answered at once. The loop answers one batch, sends its replies, and reads nothing more
-  until that send is done: a client that pipelines without reading fills its socket
-  buffers and is then simply not read from, so a pod never buffers more than one batch of
-  replies per connection (at most max-in-flight replies, each bounded by the line limit or
+- ``in_flight_batches`` and ``stop_reading_ahead``: a connection has at most
+  ``--max-in-flight`` requests being answered at once. The loop answers one batch, sends
+  its replies, and reads nothing more until that send is done: a client that pipelines
+  without reading fills its socket buffers and is then simply not read from, so a pod
+  never buffers more than one read (64 KiB) of requests and one batch of replies per
+  connection (at most max-in-flight replies, each bounded by the line limit or
   ``--consume-max-bytes``).
 - The idle timeout (``--idle-timeout-s``) closes a connection that sends nothing for that
   long with nothing outstanding, or whose peer does not take a reply for that long.
@@ -84,6 +85,21 @@ def tune_socket(stream: AnyByteStream, keepalive_s: int) -> None:
             sock.setsockopt(level, option, value)
         except OSError as exc:
             log.debug("setsockopt %s failed: %s", option, exc)
+
+
+def stop_reading_ahead(stream: object) -> None:
+    """Call after each ``receive``: no more bytes are read from the socket until the next.
+
+    anyio's asyncio socket stream pauses its transport only after a ``receive`` that had to
+    wait; when data was already queued, reading stays on, and the transport keeps pulling
+    everything a client sends into memory while the connection is busy answering. Pausing
+    here leaves the bytes in the kernel, whose full buffers then stop the client. (Private
+    attributes, looked up defensively: without them, this does nothing.)"""
+    inner = getattr(stream, "transport_stream", stream)  # through a TLSStream
+    transport = getattr(inner, "_transport", None)
+    pause = getattr(transport, "pause_reading", None)
+    if pause is not None and not transport.is_closing():
+        pause()
 
 
 def in_flight_batches(lines: Sequence[bytes], max_in_flight: int) -> Iterator[Sequence[bytes]]:

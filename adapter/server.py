@@ -26,7 +26,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from adapter import protocol, tls
 from adapter.auth import Authenticator, AuthGate, HashLookup
 from adapter.handlers import Context, Handler, build_table
-from adapter.limits import ConnectionSlots, in_flight_batches, timeout_or_inf, tune_socket
+from adapter.limits import (
+    ConnectionSlots,
+    in_flight_batches,
+    stop_reading_ahead,
+    timeout_or_inf,
+    tune_socket,
+)
 from adapter.settings import Settings
 from mapping.batcher import RedisBatcher
 from mapping.errors import (
@@ -104,6 +110,7 @@ async def handle_connection(
                             data = await stream.receive(READ_SIZE)
                         except (anyio.EndOfStream, anyio.BrokenResourceError):
                             return
+                        stop_reading_ahead(stream)  # backpressure: see adapter/limits.py
                     if not data:  # idle for too long: close quietly, as Kafka does
                         return
                     lines = framer.feed(data)
