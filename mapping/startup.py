@@ -54,7 +54,7 @@ async def check_redis(
             f"the Redis user lacks a permission the adapter needs ({exc}); grant it the keys "
             f"'~{keys.prefix}:*', the channels '&{keys.prefix}:*' and the commands "
             "'+@read +@write +@stream +@hash +@set +@sortedset +@pubsub +@scripting "
-            "+@connection +info +wait'"
+            "+@connection +time +info' (or '+@all -@dangerous +info')"
         ) from None
     if require_aof:
         await _check_aof(client, url)
