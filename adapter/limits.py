@@ -19,11 +19,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import socket
 from collections.abc import Iterator, Sequence
 
+import anyio
 from anyio.abc import SocketAttribute
 from anyio.abc import SocketStream as AnyByteStream
 
@@ -100,6 +102,20 @@ def stop_reading_ahead(stream: object) -> None:
     pause = getattr(transport, "pause_reading", None)
     if pause is not None and not transport.is_closing():
         pause()
+
+
+async def close_after(stream: AnyByteStream, reply: bytes, linger_s: float = 2.0) -> None:
+    """Send a last reply before closing (``line too long``). Closing a socket with unread
+    input makes the kernel send a reset, which can destroy the reply before the client
+    reads it; so the write side is shut first and what the client still sends is read and
+    dropped for a moment (at most 16 MiB)."""
+    with anyio.move_on_after(linger_s), contextlib.suppress(anyio.EndOfStream):
+        await stream.send(reply)
+        with contextlib.suppress(Exception):
+            await stream.send_eof()
+        dropped = 0
+        while dropped < 16 << 20:
+            dropped += len(await stream.receive(1 << 16))
 
 
 def in_flight_batches(lines: Sequence[bytes], max_in_flight: int) -> Iterator[Sequence[bytes]]:

@@ -28,6 +28,7 @@ from adapter.auth import Authenticator, AuthGate, HashLookup
 from adapter.handlers import Context, Handler, build_table
 from adapter.limits import (
     ConnectionSlots,
+    close_after,
     in_flight_batches,
     stop_reading_ahead,
     timeout_or_inf,
@@ -123,8 +124,7 @@ async def handle_connection(
                             await stream.send(b"".join(replies))
                     if framer.overflowed:
                         line_too_long = protocol.format_error("0", BAD_REQUEST, "line too long")
-                        with anyio.move_on_after(idle_s):
-                            await stream.send(line_too_long)
+                        await close_after(stream, line_too_long)
                         return
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
                 return
