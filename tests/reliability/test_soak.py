@@ -18,7 +18,7 @@ from tests.reliability.helpers import fd_count, rss_bytes
 from tests.support import Pod, wait_until
 
 StartPod = Callable[..., Pod]
-SOAK_S = 8.0  # per phase; two phases
+SOAK_S = 6.0  # per phase; two phases
 THREADS = 8
 
 
