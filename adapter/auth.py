@@ -21,6 +21,7 @@ import anyio.to_thread
 from adapter import protocol
 from adapter.escaping import unescape
 from mapping.auth import DUMMY_HASH, CredentialsError, load_auth_file, verify_password
+from mapping.batcher import RedisBatcher
 from mapping.errors import (
     AUTH_FAILED,
     AUTH_REQUIRED,
@@ -28,6 +29,7 @@ from mapping.errors import (
     BrokerError,
     ConfigurationError,
 )
+from mapping.keys import Keys
 
 AUTH_USAGE = "AUTH requires: <user> <password>"
 # Looks a user's encoded hash up in Redis (None: no such user).
@@ -63,6 +65,17 @@ class Authenticator:
         # scrypt takes ~50 ms of CPU: off the event loop. An unknown user costs the same.
         matches = await anyio.to_thread.run_sync(verify_password, password, encoded or DUMMY_HASH)
         return matches and encoded is not None
+
+
+def users_in_redis(batcher: RedisBatcher, keys: Keys) -> HashLookup:
+    """Looks a user's hash up in Redis (``--auth-redis``), so users added or removed with
+    ``python -m adapter user`` count from the next AUTH on, in every pod."""
+
+    async def lookup(user: str) -> str | None:
+        encoded = await batcher.call("HGET", keys.users, user)
+        return encoded.decode() if encoded is not None else None
+
+    return lookup
 
 
 class AuthGate:

@@ -14,17 +14,16 @@ import signal
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from functools import partial
-from typing import Any
 
 import anyio
-from anyio.abc import Listener, SocketStream
+from anyio.abc import SocketStream
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from adapter import protocol, tls
-from adapter.auth import Authenticator, AuthGate, HashLookup
+from adapter.auth import Authenticator, AuthGate, users_in_redis
 from adapter.handlers import Context, Handler, build_table
 from adapter.limits import (
     ConnectionSlots,
@@ -46,7 +45,7 @@ from mapping.errors import (
 from mapping.groups import Groups
 from mapping.keys import Keys
 from mapping.replication import Replication
-from mapping.startup import check_redis
+from mapping.startup import check_redis, redact
 from mapping.store import Store, connect
 
 log = logging.getLogger(__name__)
@@ -144,6 +143,7 @@ async def handle_connection(
 async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
     """Run the startup checks (mapping/startup.py), retrying while Redis is still coming up."""
     deadline = anyio.current_time() + settings.redis_startup_timeout_s
+    redis_at = redact(settings.redis_url or "")  # never log a password
     while True:
         try:
             await check_redis(
@@ -151,48 +151,18 @@ async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
                 keys,
                 sequence_bits=settings.sequence_bits,
                 require_aof=settings.require_aof,
-                url=settings.redis_url or "",
+                url=redis_at,
             )
             return
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             error = exc
         if anyio.current_time() > deadline:
             raise ConfigurationError(
-                f"cannot reach Redis at {settings.redis_url} within "
+                f"cannot reach Redis at {redis_at} within "
                 f"{settings.redis_startup_timeout_s:g}s: {error}"
             )
-        log.warning("waiting for Redis at %s: %s", settings.redis_url, error)
+        log.warning("waiting for Redis at %s: %s", redis_at, error)
         await anyio.sleep(0.5)
-
-
-async def open_listener(settings: Settings) -> Listener[Any]:
-    """The client listener: plain TCP, or TLS when a certificate is configured."""
-    listener: Listener[Any] = await anyio.create_tcp_listener(
-        local_host=settings.host, local_port=settings.port, reuse_port=False
-    )
-    if settings.tls_cert is not None:
-        context = tls.server_context(
-            settings.tls_cert, settings.tls_key or settings.tls_cert, settings.tls_client_ca
-        )
-        listener = tls.QuietTLSListener(
-            listener,
-            context,
-            standard_compatible=False,
-            handshake_timeout=tls.HANDSHAKE_TIMEOUT_S,
-        )
-    return listener
-
-
-def users_in_redis(settings: Settings, batcher: RedisBatcher, keys: Keys) -> HashLookup | None:
-    """AUTH's lookup of a user's hash in Redis, when --auth-redis is on."""
-    if not settings.auth_redis:
-        return None
-
-    async def lookup(user: str) -> str | None:
-        encoded = await batcher.call("HGET", keys.users, user)
-        return encoded.decode() if encoded is not None else None
-
-    return lookup
 
 
 async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None:
@@ -227,11 +197,12 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         )
         table = build_table()
         authenticator = Authenticator.from_options(
-            settings.auth_file, users_in_redis(settings, batcher, keys)
+            settings.auth_file, users_in_redis(batcher, keys) if settings.auth_redis else None
         )
         slots = ConnectionSlots(settings.max_connections)
-        listener = await open_listener(settings)
-        log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, settings.redis_url)
+        listener = await tls.open_listener(settings)
+        redis_at = redact(settings.redis_url)
+        log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, redis_at)
         with anyio.CancelScope() as shutdown, _stop_on_sigterm(shutdown):
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(batcher.run)

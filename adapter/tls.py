@@ -6,9 +6,13 @@ from __future__ import annotations
 import logging
 import ssl
 from pathlib import Path
+from typing import Any
 
-from anyio.abc import AnyByteStream
+import anyio
+from anyio.abc import AnyByteStream, Listener
 from anyio.streams.tls import TLSListener
+
+from adapter.settings import Settings
 
 log = logging.getLogger(__name__)
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -35,6 +39,21 @@ def client_context(
     if cert is not None:
         context.load_cert_chain(certfile=cert, keyfile=key)
     return context
+
+
+async def open_listener(settings: Settings) -> Listener[Any]:
+    """The pod's client listener: plain TCP, or TLS when a certificate is configured."""
+    listener: Listener[Any] = await anyio.create_tcp_listener(
+        local_host=settings.host, local_port=settings.port, reuse_port=False
+    )
+    if settings.tls_cert is None:
+        return listener
+    context = server_context(
+        settings.tls_cert, settings.tls_key or settings.tls_cert, settings.tls_client_ca
+    )
+    return QuietTLSListener(
+        listener, context, standard_compatible=False, handshake_timeout=HANDSHAKE_TIMEOUT_S
+    )
 
 
 class QuietTLSListener(TLSListener):

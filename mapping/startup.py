@@ -5,6 +5,8 @@ scripts, a sequence-bits mismatch with the deployment, AOF off when durability i
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 from redis.asyncio import Redis
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
@@ -15,6 +17,17 @@ from mapping.store import pin_sequence_bits
 # XRANGE/XREVRANGE with exclusive "(" bounds (6.2), scripts that call TIME before writing
 # (effects replication, default since 5.0), ACL users (6.0).
 MIN_REDIS_VERSION = (6, 2, 0)
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for logs and messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:" if parts.username else ":"
+    host = parts.hostname or ""
+    netloc = f"{user}***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _text(value: object) -> str:

@@ -55,6 +55,7 @@ def test_acl_user_in_the_url(start_pod: StartPod, acl_redis: RedisProcess, topic
         produced = client.produce(topic, "user1", "acl")
         assert client.consume(topic, produced.partition, 0).records == [(produced.offset, b"acl")]
         produced = client.produce(topic, "user1", "all", acks="all")  # WAIT, pub/sub too
+    assert "adapter-pw" not in pod.log() and "adapter:***@" in pod.log()
 
 
 def test_acl_user_in_options(start_pod: StartPod, acl_redis: RedisProcess, topic: str) -> None:
@@ -65,10 +66,12 @@ def test_acl_user_in_options(start_pod: StartPod, acl_redis: RedisProcess, topic
 
 
 def test_wrong_redis_password_is_a_clear_startup_error(acl_redis: RedisProcess) -> None:
-    url = f"redis://adapter:wrong@127.0.0.1:{acl_redis.port}/0"
+    url = f"redis://adapter:not-Zq81@127.0.0.1:{acl_redis.port}/0"
     result = serve_and_exit("--redis-url", url)
     assert result.returncode != 0
     assert "refused the credentials" in result.stderr, result.stderr
+    assert "redis://adapter:***@127.0.0.1" in result.stderr
+    assert "Zq81" not in result.stderr + result.stdout  # the password is never shown
 
 
 def test_missing_acl_permission_is_a_clear_startup_error(own_redis: RedisProcess) -> None:
