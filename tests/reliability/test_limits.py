@@ -5,12 +5,16 @@ bound), and the byte limit of CONSUME."""
 from __future__ import annotations
 
 import select
+import shutil
 import socket
+import subprocess
 from collections.abc import Callable
+
+import pytest
 
 from adapter.limits import ConnectionSlots, in_flight_batches, tune_socket
 from tests.core.helpers import RF1, closed_by_peer, raw_connection, read_lines
-from tests.reliability.helpers import rss_bytes
+from tests.reliability.helpers import fd_count, rss_bytes
 from tests.support import Pod, wait_until
 
 StartPod = Callable[..., Pod]
@@ -127,3 +131,36 @@ def test_client_that_never_reads_cannot_make_the_pod_buffer(
     sock.close()
     with pod.client() as client:  # the pod is fine, and drops the abandoned connection
         assert client.ping() == "pong"
+
+
+def test_keepalive_on_a_pod_connection(start_pod: StartPod, redis_url: str) -> None:
+    """The pod's side of a client connection runs a keepalive timer (seen with ``ss -o``)."""
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed")
+    pod = start_pod(redis_url, *RF1, "--tcp-keepalive-s", "7")
+    with pod.client() as client:
+        assert client.ping() == "pong"
+        local_port = client._sock.getsockname()[1]
+        shown = subprocess.run(
+            ["ss", "-tnoH", "state", "established", f"( dport = :{local_port} )"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout  # fmt: skip
+        assert f":{pod.port}" in shown and "timer:(keepalive" in shown, shown
+
+
+def test_peer_that_takes_no_reply_is_dropped(
+    start_pod: StartPod, redis_url: str, topic: str
+) -> None:
+    pod = start_pod(redis_url, *RF1, "--idle-timeout-s", "1", "--consume-max-bytes", "0")
+    assert pod.process is not None
+    with pod.client() as client:
+        partition = client.produce(topic, "user1", "x" * 50_000).partition
+        client.produce_many(topic, [("user1", "x" * 50_000)] * 99)
+    idle_fds = fd_count(pod.process.pid)
+    sock = raw_connection(pod.port)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 12)
+    # 5 MB replies that are never read: the pod's send blocks, then it gives up
+    sock.sendall(f"V1|1|CONSUME|{topic} {partition} 0\n".encode() * 4)
+    wait_until(lambda: "took no reply" in pod.log(), timeout=30)
+    wait_until(lambda: fd_count(pod.process.pid) <= idle_fds, timeout=30)
+    sock.close()
