@@ -48,7 +48,7 @@ garbage = st.one_of(
 
 
 @settings(
-    max_examples=40,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
