@@ -12,7 +12,7 @@ from adapter.protocol import LineFramer, ParseError, parse_request
 
 MAX = 64
 tokens = st.text(
-    alphabet=st.characters(blacklist_characters="|\n\r", blacklist_categories=("Zs", "Cc")),
+    alphabet=st.characters(blacklist_characters="|\n\r", blacklist_categories=("Zs", "Cc", "Cs")),
     min_size=1,
     max_size=12,
 )
