@@ -10,9 +10,9 @@
   ``--max-in-flight`` requests being answered at once. The loop answers one batch, sends
   its replies, and reads nothing more until that send is done: a client that pipelines
   without reading fills its socket buffers and is then simply not read from, so a pod
-  never buffers more than one read (64 KiB) of requests and one batch of replies per
-  connection (at most max-in-flight replies, each bounded by the line limit or
-  ``--consume-max-bytes``).
+  never holds more per connection than one read (64 KiB), one unfinished line (at most
+  ``--max-line-bytes``) and one batch of replies (at most max-in-flight replies, each
+  bounded by the line limit or ``--consume-max-bytes``).
 - The idle timeout (``--idle-timeout-s``) closes a connection that sends nothing for that
   long with nothing outstanding, or whose peer does not take a reply for that long.
 """
@@ -26,8 +26,7 @@ import socket
 from collections.abc import Iterator, Sequence
 
 import anyio
-from anyio.abc import SocketAttribute
-from anyio.abc import SocketStream as AnyByteStream
+from anyio.abc import AnyByteStream, SocketAttribute
 
 from adapter import protocol
 from mapping.errors import UNAVAILABLE
