@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import anyio
 import anyio.to_thread
 
 from adapter import protocol
@@ -32,6 +33,7 @@ from mapping.errors import (
 from mapping.keys import Keys
 
 AUTH_USAGE = "AUTH requires: <user> <password>"
+VERIFY_THREADS = 2
 # Looks a user's encoded hash up in Redis (None: no such user).
 HashLookup = Callable[[str], Awaitable[str | None]]
 
@@ -44,6 +46,8 @@ class Authenticator:
     ) -> None:
         self.file_users = file_users or {}
         self.redis_lookup = redis_lookup
+        # A storm of AUTH attempts uses at most this many cores; the rest wait their turn.
+        self._hashing = anyio.CapacityLimiter(VERIFY_THREADS)
 
     @classmethod
     def from_options(
@@ -63,7 +67,9 @@ class Authenticator:
         if encoded is None and self.redis_lookup is not None:
             encoded = await self.redis_lookup(user)
         # scrypt takes ~50 ms of CPU: off the event loop. An unknown user costs the same.
-        matches = await anyio.to_thread.run_sync(verify_password, password, encoded or DUMMY_HASH)
+        matches = await anyio.to_thread.run_sync(
+            verify_password, password, encoded or DUMMY_HASH, limiter=self._hashing
+        )
         return matches and encoded is not None
 
 
