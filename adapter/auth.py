@@ -87,10 +87,19 @@ def users_in_redis(batcher: RedisBatcher, keys: Keys) -> HashLookup:
 class AuthGate:
     """One connection's authentication state."""
 
-    def __init__(self, authenticator: Authenticator | None) -> None:
+    def __init__(self, authenticator: Authenticator | None, auth_timeout_s: float = 0) -> None:
         self.authenticator = authenticator
         self.user: str | None = None
         self._pending: asyncio.Future[None] | None = None  # the last AUTH not yet decided
+        # An unauthenticated connection is closed at this time, so connections that never
+        # authenticate cannot hold the pod's connection slots (0: no such limit).
+        self._deadline = anyio.current_time() + auth_timeout_s if auth_timeout_s > 0 else None
+
+    def receive_timeout(self, idle_s: float) -> float:
+        """How long the connection may wait for its next bytes."""
+        if self.authenticator is None or self.user is not None or self._deadline is None:
+            return idle_s
+        return max(0.0, min(idle_s, self._deadline - anyio.current_time()))
 
     async def screen(self, request: protocol.Request) -> bytes | None:
         """The reply when the gate answers ``request`` itself (AUTH, or a refusal); None

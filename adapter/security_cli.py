@@ -93,6 +93,14 @@ SERVE_OPTIONS = [
         help="Require AUTH <user> <password>; users stored in Redis (`adapter user add`).",
     ),
     click.option(
+        "--auth-timeout-s",
+        default=defaults.auth_timeout_s,
+        type=click.FloatRange(0),
+        show_envvar=True,
+        help="With authentication on: close a connection that has not authenticated this "
+        "long after it opened (0: never).",
+    ),
+    click.option(
         "--redis-username", default=None, show_envvar=True, help="Redis ACL user (or in the URL)."
     ),
     click.option(

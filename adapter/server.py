@@ -91,7 +91,7 @@ async def handle_connection(
 ) -> None:
     settings = context.settings
     framer = protocol.LineFramer(settings.max_line_bytes)
-    gate = AuthGate(authenticator)
+    gate = AuthGate(authenticator, settings.auth_timeout_s)
     idle_s = timeout_or_inf(settings.idle_timeout_s)
     # Nothing may escape: an exception here would end the listener's task group, and with
     # it every other connection of the pod.
@@ -105,13 +105,13 @@ async def handle_connection(
                 tune_socket(stream, settings.tcp_keepalive_s)
                 while True:
                     data = b""
-                    with anyio.move_on_after(idle_s):
+                    with anyio.move_on_after(gate.receive_timeout(idle_s)):
                         try:
                             data = await stream.receive(READ_SIZE)
                         except (anyio.EndOfStream, anyio.BrokenResourceError):
                             return
                         stop_reading_ahead(stream)  # backpressure: see adapter/limits.py
-                    if not data:  # idle for too long: close quietly, as Kafka does
+                    if not data:  # idle, or no AUTH, for too long: close quietly, as Kafka does
                         return
                     lines = framer.feed(data)
                     for batch in in_flight_batches(lines, settings.max_in_flight):

@@ -43,6 +43,7 @@ class Settings:
     # Client authentication (adapter/auth.py): on when either is set
     auth_file: Path | None = None
     auth_redis: bool = False
+    auth_timeout_s: float = 30.0  # a connection not authenticated by then is closed
     # Toward Redis: credentials and TLS beyond what --redis-url carries
     redis_username: str | None = None
     redis_password: str | None = None

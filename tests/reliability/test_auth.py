@@ -19,7 +19,7 @@ from mapping.auth import (
     parse_auth_file,
     verify_password,
 )
-from tests.core.helpers import KEYS, RF1, raw_connection, read_lines
+from tests.core.helpers import KEYS, RF1, closed_by_peer, raw_connection, read_lines
 from tests.reliability.helpers import CustomPod
 from tests.support import ROOT, Pod
 
@@ -128,6 +128,22 @@ def test_requests_pipelined_behind_auth_wait_for_it(
     assert replies[1] == b"V1|2|OK|user=alice"
     assert all(r.startswith(f"V1|{i}|OK|partition=".encode()) for i, r in enumerate(replies[2:], 3))
     sock.close()
+
+
+def test_connection_that_never_authenticates_is_closed(
+    start_custom_pod: StartPod, redis_url: str, auth_file: Path
+) -> None:
+    pod = start_custom_pod(
+        redis_url, *RF1, "--auth-file", str(auth_file), "--auth-timeout-s", "0.5", connect=plain
+    )
+    with plain(pod.port) as authenticated:
+        authenticated.auth("alice", "s3cret")
+        stranger = raw_connection(pod.port, timeout=30)
+        stranger.sendall(b"V1|1|PING|\n")
+        assert read_lines(stranger, 1)[0].startswith(b"V1|1|ERR|AUTH_REQUIRED|")
+        assert closed_by_peer(stranger)  # blocks until the pod closes it
+        stranger.close()
+        assert authenticated.ping() == "pong"  # opened as early, but authenticated
 
 
 def test_auth_when_authentication_is_off(pod: Pod) -> None:
