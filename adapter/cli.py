@@ -13,6 +13,7 @@ import anyio
 import click
 
 from adapter import logs
+from adapter.security_cli import check_tls_options, security_options
 from adapter.settings import Settings
 from mapping.codec import DEFAULT_SEQUENCE_BITS, MAX_SEQUENCE_BITS, MIN_SEQUENCE_BITS
 from mapping.embedded import RedisProcess
@@ -149,6 +150,7 @@ def main() -> None:
     help="fsync policy of the embedded redis-server's AOF: always survives a power loss, "
     "everysec may lose the last second.",
 )
+@security_options
 @click.option(
     "--workers",
     default=defaults.workers,
@@ -205,6 +207,7 @@ def serve(
     **options: object,
 ) -> None:
     """Run one stateless adapter pod."""
+    check_tls_options(options)
     settings = Settings(
         topic_defaults=TopicDefaults(
             default_partitions, default_replication_factor, default_min_insync_replicas
@@ -254,8 +257,10 @@ def _worker_main(settings: Settings) -> None:
 
 
 from adapter.health_cli import ping  # noqa: E402
+from adapter.security_cli import user  # noqa: E402
 from adapter.topics_cli import inspect_group, topic  # noqa: E402
 
 main.add_command(topic)
 main.add_command(inspect_group)
 main.add_command(ping)
+main.add_command(user)

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import itertools
 import socket
+import ssl
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -69,6 +70,11 @@ def produce_args(topic: str, key: bytes | str, value: bytes | str, acks: str = "
     return f"{topic} {escape(_bytes(key), also=':')}:{escape(_bytes(value))} acks={acks}"
 
 
+def auth_args(user: str, password: bytes | str) -> str:
+    """The password is percent-escaped, so it may hold any byte, spaces included."""
+    return f"{user} {escape(_bytes(password))}"
+
+
 def ok(response: protocol.Response) -> dict[str, str]:
     if not response.ok:
         raise RequestFailed(response)
@@ -101,11 +107,27 @@ def join_args(group: str, topic: str, consumer_id: str, assignor: str | None = N
 
 
 class Client:
-    """Blocking client over one TCP connection."""
+    """Blocking client over one TCP connection; ``ssl_context`` (see
+    `adapter.tls.client_context`) for a pod serving TLS."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 9092, timeout: float = 30.0) -> None:
-        self._sock = socket.create_connection((host, port), timeout=timeout)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        timeout: float = 30.0,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> None:
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:
+            try:
+                sock = ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
+            except BaseException:
+                sock.close()
+                raise
+        self._sock = sock
         self._reader = self._sock.makefile("rb")
         self._ids = itertools.count(1)
 
@@ -168,6 +190,10 @@ class Client:
         ok(response)
         return response.payload
 
+    def auth(self, user: str, password: bytes | str) -> None:
+        """AUTH on this connection; `RequestFailed` (AUTH_FAILED) on a wrong password."""
+        ok(self.request("AUTH", auth_args(user, password)))
+
     def produce(
         self, topic: str, key: bytes | str, value: bytes | str, acks: str = "1"
     ) -> ProduceReply:
@@ -229,8 +255,21 @@ class AsyncClient:
         self._read_task = asyncio.create_task(self._read_loop())
 
     @classmethod
-    async def connect(cls, host: str = "127.0.0.1", port: int = 9092) -> AsyncClient:
-        reader, writer = await asyncio.open_connection(host, port, limit=1 << 24)
+    async def connect(
+        cls,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> AsyncClient:
+        reader, writer = await asyncio.open_connection(
+            host,
+            port,
+            limit=1 << 24,
+            ssl=ssl_context,
+            server_hostname=(server_hostname or host) if ssl_context is not None else None,
+        )
         return cls(reader, writer)
 
     async def close(self) -> None:
@@ -287,6 +326,9 @@ class AsyncClient:
 
     async def request(self, command: str, args: str = "") -> protocol.Response:
         return (await self.pipeline([(command, args)]))[0]
+
+    async def auth(self, user: str, password: bytes | str) -> None:
+        ok(await self.request("AUTH", auth_args(user, password)))
 
     async def produce(
         self, topic: str, key: bytes | str, value: bytes | str, acks: str = "1"

@@ -23,8 +23,16 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from adapter import protocol
+from adapter import protocol, tls
+from adapter.auth import Authenticator, AuthGate, users_in_redis
 from adapter.handlers import Context, Handler, Starter, build_starters, build_table
+from adapter.limits import (
+    ConnectionSlots,
+    close_after,
+    stop_reading_ahead,
+    timeout_or_inf,
+    tune_socket,
+)
 from adapter.settings import Settings
 from mapping.batcher import Pending
 from mapping.cluster import is_cluster_url
@@ -39,7 +47,8 @@ from mapping.groups import Groups
 from mapping.keys import Keys
 from mapping.replication import Replication
 from mapping.retention import RetentionTask
-from mapping.store import Store, connect, make_batcher, pin_sequence_bits
+from mapping.startup import check_redis, redact
+from mapping.store import Store, connect, make_batcher
 
 log = logging.getLogger(__name__)
 READ_SIZE = 1 << 16
@@ -48,16 +57,15 @@ MAX_LINES_AT_ONCE = 1024
 REPLY_BYTES_AT_ONCE = 1 << 20
 
 
-async def answer(context: Context, table: dict[str, Handler], line: bytes) -> bytes:
-    """The reply to one request line."""
+async def answer(
+    context: Context, table: dict[str, Handler], line: bytes, gate: AuthGate | None = None
+) -> bytes:
+    """The reply to one request line (``gate``: the connection's AUTH state)."""
     try:
         request = protocol.parse_request(line)
     except protocol.ParseError as exc:
         return protocol.format_error("0", BAD_REQUEST, str(exc))
-    handler = table.get(request.command)
-    if handler is None:
-        return _unknown(request)
-    return await _run_handler(context, handler, request)
+    return await _answer_request(context, table, request, gate)
 
 
 def _unknown(request: protocol.Request) -> bytes:
@@ -66,8 +74,17 @@ def _unknown(request: protocol.Request) -> bytes:
     )
 
 
-async def _run_handler(context: Context, handler: Handler, request: protocol.Request) -> bytes:
+async def _answer_request(
+    context: Context, table: dict[str, Handler], request: protocol.Request, gate: AuthGate | None
+) -> bytes:
     try:
+        if gate is not None:
+            refusal = await gate.screen(request)
+            if refusal is not None:
+                return refusal
+        handler = table.get(request.command)
+        if handler is None:
+            return _unknown(request)
         payload = await handler(context, request.args)
     except (BrokerError, RedisError) as exc:
         return _error_reply(request, exc)
@@ -89,12 +106,19 @@ _Started = bytes | asyncio.Task | tuple[protocol.Request, Pending | asyncio.Task
 
 
 def _start(
-    context: Context, table: dict[str, Handler], starters: dict[str, Starter], line: bytes
+    context: Context,
+    table: dict[str, Handler],
+    starters: dict[str, Starter],
+    line: bytes,
+    gate: AuthGate | None = None,
 ) -> _Started:
     try:
         request = protocol.parse_request(line)
     except protocol.ParseError as exc:
         return protocol.format_error("0", BAD_REQUEST, str(exc))
+    if gate is not None and (request.command == "AUTH" or not gate.open):
+        # AUTH, and anything before it is decided, goes through the gate in a task.
+        return asyncio.ensure_future(_answer_request(context, table, request, gate))
     handler = table.get(request.command)
     if handler is None:
         return _unknown(request)
@@ -106,7 +130,7 @@ def _start(
             return _error_reply(request, exc)
         if pending is not None:
             return (request, pending)
-    return asyncio.ensure_future(_run_handler(context, handler, request))
+    return asyncio.ensure_future(_answer_request(context, table, request, None))
 
 
 def _finish(started: _Started) -> bytes:
@@ -136,6 +160,7 @@ async def answer_lines(
     table: dict[str, Handler],
     lines: list[bytes],
     starters: dict[str, Starter] | None = None,
+    gate: AuthGate | None = None,
 ) -> list[bytes]:
     """The replies to lines read together, in order.
 
@@ -148,7 +173,7 @@ async def answer_lines(
         starters = context.starters if context.starters is not None else _STARTERS
     started: list[_Started] = []
     for line in lines:
-        item = _start(context, table, starters, line)
+        item = _start(context, table, starters, line, gate)
         if isinstance(item, asyncio.Task):
             # A task queues its Redis calls later: the requests after it take the same way,
             # so a connection's calls reach Redis in request order.
@@ -172,37 +197,67 @@ _STARTERS = build_starters()
 
 
 async def handle_connection(
-    context: Context, table: dict[str, Handler], stream: SocketStream
+    context: Context,
+    table: dict[str, Handler],
+    stream: SocketStream,
+    *,
+    slots: ConnectionSlots | None = None,
+    authenticator: Authenticator | None = None,
 ) -> None:
-    framer = protocol.LineFramer(context.settings.max_line_bytes)
-    flow = _Flow()
+    settings = context.settings
+    framer = protocol.LineFramer(settings.max_line_bytes)
+    gate = AuthGate(authenticator, settings.auth_timeout_s)
+    idle_s = timeout_or_inf(settings.idle_timeout_s)
+    flow = _Flow(settings.max_in_flight)
     _read_only_when_asked(stream)
     # Nothing may escape: an exception here would end the listener's task group, and with
     # it every other connection of the pod.
     try:
         async with stream:
+            if slots is not None and not slots.try_acquire():
+                with anyio.move_on_after(1):
+                    await stream.send(slots.refusal())
+                return
             try:
+                tune_socket(stream, settings.tcp_keepalive_s)
                 while True:
-                    try:
-                        data = await stream.receive(READ_SIZE)
-                    except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    data = b""
+                    with anyio.move_on_after(gate.receive_timeout(idle_s)):
+                        try:
+                            data = await stream.receive(READ_SIZE)
+                        except (anyio.EndOfStream, anyio.BrokenResourceError):
+                            return
+                        stop_reading_ahead(stream)  # backpressure: see adapter/limits.py
+                    if not data:  # idle, or no AUTH, for too long: close quietly, as Kafka does
                         return
                     lines = framer.feed(data)
-                    replies = await _answer_and_send(context, table, stream, flow, lines)
+                    # a peer that takes no reply for the idle timeout is dropped
+                    with anyio.fail_after(idle_s):
+                        replies = await _answer_and_send(context, table, stream, flow, lines, gate)
+                        if replies:
+                            await _send(stream, b"".join(replies))
                     if framer.overflowed:
-                        replies.append(protocol.format_error("0", BAD_REQUEST, "line too long"))
-                    if replies:
-                        await _send(stream, b"".join(replies))
-                    if framer.overflowed:
+                        line_too_long = protocol.format_error("0", BAD_REQUEST, "line too long")
+                        await close_after(stream, line_too_long)
                         return
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
                 return
+            except TimeoutError:
+                log.info("closing a connection whose peer took no reply for %ss", idle_s)
             except Exception:
                 log.exception("closing a connection after an unexpected error")
+            finally:
+                if slots is not None:
+                    slots.release()
     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         return
     except Exception:
         log.exception("error while closing a connection")
+
+
+# Larger replies take anyio's send, which waits while the peer does not read: a peer that
+# takes no reply is then dropped after the idle timeout instead of buffered in the pod.
+DIRECT_WRITE_BYTES = 1 << 16
 
 
 async def _send(stream: SocketStream, data: bytes) -> None:
@@ -214,6 +269,7 @@ async def _send(stream: SocketStream, data: bytes) -> None:
     if (
         protocol_ is None
         or transport is None
+        or len(data) > DIRECT_WRITE_BYTES
         or not protocol_.write_event.is_set()
         or protocol_.exception is not None
         or transport.is_closing()
@@ -236,18 +292,20 @@ def _read_only_when_asked(stream: SocketStream) -> None:
 
 class _Flow:
     """How many lines of one connection are answered together: starts small, doubles while
-    replies stay small, halves when a slice's replies pass REPLY_BYTES_AT_ONCE (CONSUME)."""
+    replies stay small, halves when a slice's replies pass REPLY_BYTES_AT_ONCE (CONSUME);
+    never more than ``--max-in-flight``."""
 
-    __slots__ = ("lines_at_once",)
+    __slots__ = ("lines_at_once", "most")
 
-    def __init__(self) -> None:
-        self.lines_at_once = 64
+    def __init__(self, max_in_flight: int = 0) -> None:
+        self.most = min(max_in_flight, MAX_LINES_AT_ONCE) if max_in_flight else MAX_LINES_AT_ONCE
+        self.lines_at_once = min(64, self.most)
 
     def update(self, lines: int, reply_bytes: int) -> None:
         if reply_bytes > REPLY_BYTES_AT_ONCE:
             self.lines_at_once = max(1, lines // 2)
         elif lines >= self.lines_at_once:
-            self.lines_at_once = min(MAX_LINES_AT_ONCE, self.lines_at_once * 2)
+            self.lines_at_once = min(self.most, self.lines_at_once * 2)
 
 
 async def _answer_and_send(
@@ -256,6 +314,7 @@ async def _answer_and_send(
     stream: SocketStream,
     flow: _Flow,
     lines: list[bytes],
+    gate: AuthGate | None = None,
 ) -> list[bytes]:
     """Answer ``lines`` in slices, sending each slice's replies before starting the next;
     returns the replies of the last slice, not yet sent.
@@ -268,7 +327,7 @@ async def _answer_and_send(
     while True:
         size = flow.lines_at_once
         chunk = lines[first : first + size]
-        replies = await answer_lines(context, table, chunk)
+        replies = await answer_lines(context, table, chunk, gate=gate)
         flow.update(len(chunk), sum(map(len, replies)))
         first += size
         if first >= len(lines):
@@ -277,17 +336,27 @@ async def _answer_and_send(
 
 
 async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
-    """Pin the sequence bits, retrying while Redis is still coming up."""
+    """Run the startup checks (mapping/startup.py), retrying while Redis is still coming up."""
     deadline = anyio.current_time() + settings.redis_startup_timeout_s
+    redis_at = redact(settings.redis_url or "")  # never log a password
     while True:
         try:
-            await pin_sequence_bits(client, keys, settings.sequence_bits)
+            await check_redis(
+                client,
+                keys,
+                sequence_bits=settings.sequence_bits,
+                require_aof=settings.require_aof,
+                url=redis_at,
+            )
             return
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             error = exc
         if anyio.current_time() > deadline:
-            raise SystemExit(f"cannot reach Redis at {settings.redis_url}: {error}")
-        log.warning("waiting for Redis at %s: %s", settings.redis_url, error)
+            raise ConfigurationError(
+                f"cannot reach Redis at {redis_at} within "
+                f"{settings.redis_startup_timeout_s:g}s: {error}"
+            )
+        log.warning("waiting for Redis at %s: %s", redis_at, error)
         await anyio.sleep(0.5)
 
 
@@ -298,7 +367,9 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
     async with AsyncExitStack() as stack:
         if settings.redis_wait_replicas and is_cluster_url(settings.redis_url):
             raise ConfigurationError("--redis-wait-replicas is not supported on Redis Cluster")
-        client = connect(settings.redis_url, settings.redis_timeout_ms / 1000)
+        client = connect(
+            settings.redis_url, settings.redis_timeout_ms / 1000, **settings.redis_options()
+        )
         stack.push_async_callback(client.aclose)
         await wait_for_redis(settings, keys, client)
         batcher = make_batcher(client)
@@ -339,8 +410,16 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             # --workers: every worker listens on the port; the kernel spreads connections.
             reuse_port=settings.workers > 1,
         )
-        log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, settings.redis_url)
-        connection = partial(draining.track, partial(handle_connection, context, table))
+        authenticator = Authenticator.from_options(
+            settings.auth_file, users_in_redis(batcher, keys) if settings.auth_redis else None
+        )
+        slots = ConnectionSlots(settings.max_connections)
+        serve_one = partial(
+            handle_connection, context, table, slots=slots, authenticator=authenticator
+        )
+        connection = partial(draining.track, tls.serve_over_tls(settings, serve_one))
+        redis_at = redact(settings.redis_url)
+        log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, redis_at)
         async with anyio.create_task_group() as background:
             background.start_soon(batcher.run)
             background.start_soon(context.replication.run)

@@ -36,3 +36,39 @@ class Settings:
     retention_interval_ms: int = 30_000  # how often the pod's retention task runs
     redis_appendfsync: str = "everysec"  # the embedded redis-server's AOF fsync policy
     workers: int = 1  # processes sharing the port through SO_REUSEPORT
+    # Limits (adapter/limits.py); 0 turns a limit off.
+    max_connections: int = 1000
+    idle_timeout_s: float = 600.0
+    tcp_keepalive_s: int = 60
+    max_in_flight: int = 1000  # requests of one connection answered at once
+    consume_max_bytes: int = 1 << 20  # value bytes per CONSUME (at least one record)
+    # TLS on the client listener (adapter/tls.py)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None  # set: clients need a certificate this CA signed
+    # Client authentication (adapter/auth.py): on when either is set
+    auth_file: Path | None = None
+    auth_redis: bool = False
+    auth_timeout_s: float = 30.0  # a connection not authenticated by then is closed
+    # Toward Redis: credentials and TLS beyond what --redis-url carries
+    redis_username: str | None = None
+    redis_password: str | None = None
+    redis_tls_ca: Path | None = None
+    redis_tls_cert: Path | None = None
+    redis_tls_key: Path | None = None
+    require_aof: bool = False  # refuse to start when Redis has AOF off
+
+    def redis_options(self) -> dict[str, object]:
+        """Keyword arguments for the Redis client beyond the URL."""
+        options: dict[str, object] = {}
+        if self.redis_username is not None:
+            options["username"] = self.redis_username
+        if self.redis_password is not None:
+            options["password"] = self.redis_password
+        if self.redis_tls_ca is not None:
+            options["ssl_ca_certs"] = str(self.redis_tls_ca)
+        if self.redis_tls_cert is not None:
+            options["ssl_certfile"] = str(self.redis_tls_cert)
+        if self.redis_tls_key is not None:
+            options["ssl_keyfile"] = str(self.redis_tls_key)
+        return options

@@ -9,6 +9,10 @@ NOT_LEADER = "NOT_LEADER"
 GENERATION_MISMATCH = "GENERATION_MISMATCH"
 # Additive: the backend (Redis) could not be reached or did not answer in time.
 UNAVAILABLE = "UNAVAILABLE"
+# Additive, only when client authentication is on (see adapter/auth.py): a command before a
+# successful AUTH, and an AUTH with a wrong user or password.
+AUTH_REQUIRED = "AUTH_REQUIRED"
+AUTH_FAILED = "AUTH_FAILED"
 
 # Codes a Lua script may raise as an error reply "<CODE> <message>".
 SCRIPT_CODES = frozenset({BAD_REQUEST, NOT_LEADER, GENERATION_MISMATCH, REPLICATION_TIMEOUT})

@@ -21,6 +21,7 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:group:{<group>:<topic>}:members     hash  consumer id -> last heartbeat (ms)
     <prefix>:group:{<group>:<topic>}:assignment  hash  consumer id -> partitions "0 3 6"
     <prefix>:group:{<group>:<topic>}:offsets     hash  partition -> committed (next) offset
+    <prefix>:users                             hash    client user -> password hash (AUTH)
 
 Names are validated before they get here (``[A-Za-z0-9._-]``, 1-249 characters), so a
 name can never contain ``{``, ``}`` or ``:`` and every key is unambiguous.
@@ -98,6 +99,11 @@ class Keys:
         """The pods set and the one lease key of the retention task (one hash tag)."""
         base = f"{self.prefix}:retention:{{lease}}"
         return [f"{base}:pods", f"{base}:owner"]
+
+    @property
+    def users(self) -> str:
+        """Client credentials for AUTH: field = user name, value = salted password hash."""
+        return f"{self.prefix}:users"
 
     def topic(self, topic: str) -> str:
         return f"{self.prefix}:topic:{{{topic}}}"

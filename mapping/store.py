@@ -81,10 +81,14 @@ def _mark_retrieved(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def _records_upto(entries: list[Any], high_watermark: int, bits: int) -> list[tuple[int, bytes]]:
-    """(offset, value) of XRANGE entries up to the high watermark. Entries are raw
-    ``[id, [field, value, ...]]`` (see ``connect``) or redis-py's ``(id, {field: value})``."""
+def _records_upto(
+    entries: list[Any], high_watermark: int, bits: int, max_bytes: int = 0
+) -> list[tuple[int, bytes]]:
+    """(offset, value) of XRANGE entries up to the high watermark and, past the first,
+    within ``max_bytes`` of values (0: no limit). Entries are raw ``[id, [field, value,
+    ...]]`` (see ``connect``) or redis-py's ``(id, {field: value})``."""
     records: list[tuple[int, bytes]] = []
+    total = 0
     for entry_id, fields in entries:
         offset = codec.entry_offset(entry_id, bits)
         if offset > high_watermark:
@@ -96,15 +100,19 @@ def _records_upto(entries: list[Any], high_watermark: int, bits: int) -> list[tu
         else:
             named = dict(zip(fields[::2], fields[1::2], strict=False))
             value = named.get(b"value", b"")
+        total += len(value)
+        if max_bytes and total > max_bytes and records:
+            break
         records.append((offset, value))
     return records
 
 
-def connect(url: str, timeout_s: float = 5.0) -> Redis:
+def connect(url: str, timeout_s: float = 5.0, **options: object) -> Redis:
     """A client for the adapter: bytes replies, bounded waits, and no automatic retries
     (a retried pipeline could append a produce twice). A ``redis+cluster://`` URL gives a
-    cluster client (see mapping.cluster)."""
-    client = connect_async(url, timeout_s)
+    cluster client (see mapping.cluster). ``options``: credentials and TLS files beyond
+    what the URL carries (``rediss://USER:PASSWORD@HOST:PORT/DB``)."""
+    client = connect_async(url, timeout_s, **options)
     # CONSUME pages stay hiredis' lists: redis-py's dict per entry costs more than the rest
     # of a CONSUME (``_records_upto`` reads both shapes).
     client.set_response_callback("XRANGE", _raw)
@@ -253,11 +261,18 @@ class Store:
         return await self.start_produce(config, partition, records)
 
     def start_consume(
-        self, config: TopicConfig, partition: int, offset: int, max_records: int
+        self,
+        config: TopicConfig,
+        partition: int,
+        offset: int,
+        max_records: int,
+        max_bytes: int = 0,
     ) -> Pending[ConsumeResult]:
         """Records at or after ``offset`` and at most hw: the partition's hw (ISR refreshed by
         a script) and a plain XRANGE go in one pipeline, and what lies above hw is dropped
-        here. A native XRANGE costs Redis far less than copying entries through Lua."""
+        here. A native XRANGE costs Redis far less than copying entries through Lua.
+        ``max_bytes``: stop once the values reach this many bytes (the first record always
+        comes, so a consumer makes progress); 0: no byte limit."""
         status = self.batcher.submit(
             *self._partition_call("partition_status", config, partition, [])
         )
@@ -270,14 +285,21 @@ class Store:
 
         def finish(reply: list[Any]) -> ConsumeResult:
             high_watermark = int(status.result()[0])
-            return ConsumeResult(_records_upto(reply, high_watermark, bits), high_watermark)
+            return ConsumeResult(
+                _records_upto(reply, high_watermark, bits, max_bytes), high_watermark
+            )
 
         return Pending(entries, finish)
 
     async def consume(
-        self, config: TopicConfig, partition: int, offset: int, max_records: int
+        self,
+        config: TopicConfig,
+        partition: int,
+        offset: int,
+        max_records: int,
+        max_bytes: int = 0,
     ) -> ConsumeResult:
-        return await self.start_consume(config, partition, offset, max_records)
+        return await self.start_consume(config, partition, offset, max_records, max_bytes)
 
     async def set_role(self, config: TopicConfig, partition: int, role: str) -> int:
         """Store the partition's role for every pod; returns its high watermark."""

@@ -101,7 +101,11 @@ async def consume(context: Context, argv: list[str]) -> str:
     topic, partition, offset = _consume_args(argv)
     config = await context.store.partition_of(topic, partition)
     result = await context.store.consume(
-        config, partition, offset, context.settings.consume_max_records
+        config,
+        partition,
+        offset,
+        context.settings.consume_max_records,
+        context.settings.consume_max_bytes,
     )
     return _consume_payload(result)
 
@@ -115,7 +119,11 @@ def consume_now(context: Context, argv: list[str]) -> Pending[str] | None:
     if not 0 <= partition < config.partitions:
         raise BadRequest("invalid partition")
     pending = context.store.start_consume(
-        config, partition, offset, context.settings.consume_max_records
+        config,
+        partition,
+        offset,
+        context.settings.consume_max_records,
+        context.settings.consume_max_bytes,
     )
     return pending.then(_consume_payload)
 

@@ -1,6 +1,7 @@
 --! include _partition.lua
 -- Records at or after a position and at most the high watermark, oldest first.
--- ARGV[4] = start entry id, ARGV[5] = max records.  Returns {hw, offset1, value1, ...}.
+-- ARGV[4] = start entry id, ARGV[5] = max records, ARGV[6] = max value bytes (0: no limit;
+-- the first record is returned whatever its size).  Returns {hw, offset1, value1, ...}.
 local log, state, hw_channel = KEYS[1], KEYS[2], KEYS[3]
 local limit = 2 ^ tonumber(ARGV[1])
 local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -11,6 +12,8 @@ if hw < 0 then
   return reply
 end
 local entries = redis.call('XRANGE', log, ARGV[4], offset_id(hw, limit), 'COUNT', tonumber(ARGV[5]))
+local max_bytes = tonumber(ARGV[6] or '0')
+local total = 0
 for _, entry in ipairs(entries) do
   local offset = id_offset(entry[1], limit)
   local fields = entry[2]
@@ -20,6 +23,10 @@ for _, entry in ipairs(entries) do
       value = fields[j + 1]
       break
     end
+  end
+  total = total + #value
+  if max_bytes > 0 and total > max_bytes and #reply > 1 then
+    break
   end
   reply[#reply + 1] = offset
   reply[#reply + 1] = value

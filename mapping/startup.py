@@ -1,0 +1,89 @@
+"""Checks a pod runs against Redis before it serves, each failing with a message that says
+what to change: Redis unreachable or refusing the credentials, a Redis too old for the
+scripts, a sequence-bits mismatch with the deployment, AOF off when durability is required.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from redis.asyncio import Redis
+from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
+
+from mapping.errors import ConfigurationError
+from mapping.keys import Keys
+from mapping.store import pin_sequence_bits
+
+# XRANGE/XREVRANGE with exclusive "(" bounds (6.2), scripts that call TIME before writing
+# (effects replication, default since 5.0), ACL users (6.0).
+MIN_REDIS_VERSION = (6, 2, 0)
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for logs and messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:" if parts.username else ":"
+    host = parts.hostname or ""
+    netloc = f"{user}***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+
+
+async def check_redis(
+    client: Redis, keys: Keys, *, sequence_bits: int, require_aof: bool, url: str
+) -> None:
+    """Raise ``ConfigurationError`` when this pod must not serve with this Redis.
+    Connection errors (Redis not up yet) propagate for the caller to retry."""
+    try:
+        info = await client.info("server")
+    except AuthenticationError as exc:
+        raise ConfigurationError(
+            f"Redis at {url} refused the credentials ({exc}): check the user name and password "
+            "in --redis-url (redis://USER:PASSWORD@HOST:PORT/DB) or --redis-username/"
+            "--redis-password"
+        ) from None
+    except NoPermissionError:
+        info = None  # an ACL user without INFO: the version cannot be checked, go on
+    if info is not None:
+        version = _text(info.get("redis_version", "0"))
+        if parse_version(version) < MIN_REDIS_VERSION:
+            wanted = ".".join(map(str, MIN_REDIS_VERSION))
+            raise ConfigurationError(
+                f"Redis at {url} is version {version}; the adapter needs {wanted} or newer"
+            )
+    try:
+        await pin_sequence_bits(client, keys, sequence_bits)
+    except NoPermissionError as exc:
+        raise ConfigurationError(
+            f"the Redis user lacks a permission the adapter needs ({exc}); grant it the keys "
+            f"'~{keys.prefix}:*', the channels '&{keys.prefix}:*' and the commands "
+            "'+@read +@write +@stream +@hash +@set +@sortedset +@pubsub +@scripting "
+            "+@connection +time +info' (or '+@all -@dangerous +info')"
+        ) from None
+    if require_aof:
+        await _check_aof(client, url)
+
+
+async def _check_aof(client: Redis, url: str) -> None:
+    try:
+        persistence = await client.info("persistence")
+    except (NoPermissionError, ResponseError) as exc:
+        raise ConfigurationError(
+            f"--require-aof: cannot read INFO persistence from Redis at {url} ({exc}); "
+            "grant the Redis user +info"
+        ) from None
+    if str(persistence.get("aof_enabled", "0")) != "1":
+        raise ConfigurationError(
+            f"--require-aof: Redis at {url} has AOF off, so acknowledged records would be lost "
+            "on a Redis restart; turn it on (CONFIG SET appendonly yes, and appendonly yes in "
+            "redis.conf) or start the pod without --require-aof"
+        )
