@@ -100,7 +100,10 @@ def test_pod_runs_as_compose_configures_it(compose: dict, redis_url: str) -> Non
     )  # fmt: skip
     try:
         check = service["healthcheck"]["test"][1:]
-        check = [str(port) if a == "9092" else a for a in check]
+        # the image's python is the project's; here it is this virtualenv's
+        check = [
+            sys.executable if a == "python" else str(port) if a == "9092" else a for a in check
+        ]
         wait_until(lambda: subprocess.run(check, cwd=ROOT, capture_output=True).returncode == 0,
                    timeout=30, interval=0.2)  # fmt: skip
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
