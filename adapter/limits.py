@@ -6,8 +6,9 @@
 - ``tune_socket``: TCP keepalive probes, so a peer that vanished (host down, cable pulled,
   NAT entry gone) is detected and its connection closed instead of being kept forever, and
   a send to such a peer fails after the same time (``TCP_USER_TIMEOUT``).
-- ``in_flight_batches`` and ``stop_reading_ahead``: a connection has at most
-  ``--max-in-flight`` requests being answered at once. The loop answers one batch, sends
+- ``stop_reading_ahead`` (with the server's slices of at most ``--max-in-flight`` lines): a
+  connection has at most that many requests being answered at once. The loop answers one
+  slice, sends
   its replies, and reads nothing more until that send is done: a client that pipelines
   without reading fills its socket buffers and is then simply not read from, so a pod
   never holds more per connection than one read (64 KiB), one unfinished line (at most
@@ -23,7 +24,6 @@ import contextlib
 import logging
 import math
 import socket
-from collections.abc import Iterator, Sequence
 
 import anyio
 from anyio.abc import AnyByteStream, SocketAttribute
@@ -115,13 +115,3 @@ async def close_after(stream: AnyByteStream, reply: bytes, linger_s: float = 2.0
         dropped = 0
         while dropped < 16 << 20:
             dropped += len(await stream.receive(1 << 16))
-
-
-def in_flight_batches(lines: Sequence[bytes], max_in_flight: int) -> Iterator[Sequence[bytes]]:
-    """``lines`` in request order, at most ``max_in_flight`` at a time (0: all at once)."""
-    if max_in_flight <= 0 or len(lines) <= max_in_flight:
-        if lines:
-            yield lines
-        return
-    for start in range(0, len(lines), max_in_flight):
-        yield lines[start : start + max_in_flight]

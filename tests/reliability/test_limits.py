@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from adapter.limits import ConnectionSlots, in_flight_batches, tune_socket
+from adapter.limits import tune_socket
 from tests.core.helpers import RF1, closed_by_peer, raw_connection, read_lines
 from tests.reliability.helpers import fd_count, rss_bytes
 from tests.support import Pod, wait_until
@@ -66,21 +66,6 @@ def test_keepalive_is_set_on_a_socket() -> None:
         if hasattr(socket, "TCP_KEEPIDLE"):
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 30
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == 3
-
-
-def test_in_flight_batches_keep_order() -> None:
-    lines = [str(i).encode() for i in range(10)]
-    assert [list(b) for b in in_flight_batches(lines, 4)] == [
-        lines[0:4],
-        lines[4:8],
-        lines[8:10],
-    ]
-    assert [list(b) for b in in_flight_batches(lines, 0)] == [lines]
-    assert list(in_flight_batches([], 4)) == []
-    slots = ConnectionSlots(1)
-    assert slots.try_acquire() and not slots.try_acquire()
-    slots.release()
-    assert slots.try_acquire()
 
 
 def test_consume_max_bytes(start_pod: StartPod, redis_url: str, topic: str) -> None:
