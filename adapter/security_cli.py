@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-import redis
 
 from adapter.settings import Settings
+from adapter.topics_cli import _key_prefix, _redis_url
 from mapping.auth import RedisUsers, hash_password
-from mapping.keys import DEFAULT_PREFIX, Keys, is_valid_name
+from mapping.cluster import connect_sync
+from mapping.keys import Keys, is_valid_name
 
 defaults = Settings()
 _file = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -170,21 +171,6 @@ def _user_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     return value
 
 
-_redis_url = click.option(
-    "--redis-url",
-    required=True,
-    envvar="ADAPTER_REDIS_URL",
-    show_envvar=True,
-    help="redis://[USER:PASSWORD@]HOST:PORT/DB of the deployment.",
-)
-_key_prefix = click.option(
-    "--key-prefix",
-    default=DEFAULT_PREFIX,
-    envvar="ADAPTER_KEY_PREFIX",
-    show_envvar=True,
-    show_default=True,
-    help="Prefix of every Redis key.",
-)
 _password = click.option(
     "--password",
     prompt=True,
@@ -196,7 +182,7 @@ _password = click.option(
 
 
 def _users(redis_url: str, key_prefix: str) -> RedisUsers:
-    return RedisUsers(redis.Redis.from_url(redis_url), Keys(key_prefix))
+    return RedisUsers(connect_sync(redis_url), Keys(key_prefix))
 
 
 @click.group()
