@@ -209,7 +209,8 @@ async def handle_connection(
     gate = AuthGate(authenticator, settings.auth_timeout_s)
     idle_s = timeout_or_inf(settings.idle_timeout_s)
     flow = _Flow(settings.max_in_flight)
-    _read_only_when_asked(stream)
+    # Read only when asked, from the start: see stop_reading_ahead.
+    stop_reading_ahead(stream)
     # Nothing may escape: an exception here would end the listener's task group, and with
     # it every other connection of the pod.
     try:
@@ -277,17 +278,6 @@ async def _send(stream: SocketStream, data: bytes) -> None:
         await stream.send(data)
         return
     transport.write(data)
-
-
-def _read_only_when_asked(stream: SocketStream) -> None:
-    """Backpressure on the reading side. anyio's asyncio stream reads while ``receive``
-    waits and pauses after, but a new connection starts with its transport reading; under a
-    steady flood ``receive`` never has to wait, so it would never pause, and the pod would
-    queue everything the client sends. Paused now, it reads only what it is asked for."""
-    transport = getattr(stream, "_transport", None)  # anyio's asyncio backend
-    pause = getattr(transport, "pause_reading", None)
-    if pause is not None:
-        pause()
 
 
 class _Flow:
