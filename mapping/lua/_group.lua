@@ -1,3 +1,4 @@
+--! include _clock.lua
 -- Shared by the group scripts: one (group, topic) is four hashes under one hash tag.
 --   KEYS[1] meta        generation, assignor, partitions
 --   KEYS[2] members     consumer id -> last heartbeat (ms, Redis clock)
@@ -9,15 +10,6 @@ local meta, members, assignment, offsets = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local session_timeout_ms = tonumber(ARGV[1])
 local partition_count = tonumber(ARGV[2])
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- A heartbeat time as Redis stores it: all digits (Lua's default format would round).
-local function heartbeat_text(now)
-  return string.format('%.0f', now)
-end
 
 local function mismatch(message)
   return redis.error_reply('GENERATION_MISMATCH ' .. message)

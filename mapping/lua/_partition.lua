@@ -1,17 +1,10 @@
+--! include _clock.lua
 -- Shared by every script that touches one partition: the clock, ISR and high watermark.
 -- Partition scripts take KEYS = {log, state, hw_channel, appended_channel, ...} and
 -- ARGV[1..3] = {sequence_bits, replication_factor, replica_lag_max_ms}; their own arguments
 -- follow from ARGV[4].  (Channels are passed as KEYS: they carry the partition's hash tag.)
 -- Offsets are Lua numbers (doubles): exact because offsets stay below 2^53 (see codec).
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
-local function fmt(n)
-  return string.format('%.0f', n)
-end
 
 local function replica_field(r, name)
   return 'replica.' .. r .. '.' .. name

@@ -14,5 +14,5 @@ for p in string.gmatch(redis.call('HGET', assignment, member) or '', '%d+') do
 end
 if not owned then return mismatch('partition not assigned to member') end
 redis.call('HSET', offsets, partition, offset)
-redis.call('HSET', members, member, heartbeat_text(now))
+redis.call('HSET', members, member, fmt(now))
 return 1

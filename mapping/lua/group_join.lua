@@ -11,7 +11,7 @@ local generation, assignor = 0, 'round_robin'
 if group then generation, assignor = group.generation, group.assignor end
 if wanted ~= '' then assignor = wanted end
 local known = redis.call('HEXISTS', members, member) == 1
-redis.call('HSET', members, member, heartbeat_text(now))
+redis.call('HSET', members, member, fmt(now))
 if not group or not known or assignor ~= group.assignor then
   generation = generation + 1
   rebalance(generation, assignor)

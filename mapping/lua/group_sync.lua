@@ -6,5 +6,5 @@ local now = now_ms()
 local group = load_group(now)
 local refused = check_member(group, member, generation)
 if refused then return refused end
-redis.call('HSET', members, member, heartbeat_text(now))
+redis.call('HSET', members, member, fmt(now))
 return {group.generation, redis.call('HGET', assignment, member) or ''}
