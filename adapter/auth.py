@@ -13,6 +13,7 @@ that AUTH's outcome before it is let through or refused.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -93,7 +94,7 @@ class AuthGate:
         self._pending: asyncio.Future[None] | None = None  # the last AUTH not yet decided
         # An unauthenticated connection is closed at this time, so connections that never
         # authenticate cannot hold the pod's connection slots (0: no such limit).
-        self._deadline = anyio.current_time() + auth_timeout_s if auth_timeout_s > 0 else None
+        self._deadline = time.monotonic() + auth_timeout_s if auth_timeout_s > 0 else None
 
     @property
     def open(self) -> bool:
@@ -101,11 +102,12 @@ class AuthGate:
         still being decided."""
         return self.authenticator is None or (self.user is not None and self._pending is None)
 
-    def receive_timeout(self, idle_s: float) -> float:
-        """How long the connection may wait for its next bytes."""
-        if self.authenticator is None or self.user is not None or self._deadline is None:
-            return idle_s
-        return max(0.0, min(idle_s, self._deadline - anyio.current_time()))
+    @property
+    def closes_at(self) -> float | None:
+        """When this connection is closed unless it authenticates first (loop time)."""
+        if self.authenticator is None or self.user is not None:
+            return None
+        return self._deadline
 
     async def screen(self, request: protocol.Request) -> bytes | None:
         """The reply when the gate answers ``request`` itself (AUTH, or a refusal); None

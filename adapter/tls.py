@@ -3,18 +3,12 @@ to require client certificates signed by that CA) and for clients of the adapter
 
 from __future__ import annotations
 
-import logging
 import ssl
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-
-import anyio
-from anyio.abc import AnyByteStream
-from anyio.streams.tls import TLSStream
 
 from adapter.settings import Settings
 
-log = logging.getLogger(__name__)
+# A client that has not finished its TLS handshake by then is dropped.
 HANDSHAKE_TIMEOUT_S = 10.0
 
 
@@ -41,29 +35,10 @@ def client_context(
     return context
 
 
-def serve_over_tls(
-    settings: Settings, handler: Callable[[AnyByteStream], Awaitable[None]]
-) -> Callable[[AnyByteStream], Awaitable[None]]:
-    """``handler`` itself on plain TCP; with a certificate configured, ``handler`` on the
-    TLS stream once the handshake succeeded. A failed handshake (a plain-text client, a bad
-    or missing client certificate, a scanner) is the client's problem: one log line, no
-    traceback, the pod goes on."""
+def listener_context(settings: Settings) -> ssl.SSLContext | None:
+    """The client listener's TLS context; None for plain TCP (no certificate configured)."""
     if settings.tls_cert is None:
-        return handler
-    context = server_context(
+        return None
+    return server_context(
         settings.tls_cert, settings.tls_key or settings.tls_cert, settings.tls_client_ca
     )
-
-    async def over_tls(stream: AnyByteStream) -> None:
-        try:
-            with anyio.fail_after(HANDSHAKE_TIMEOUT_S):
-                wrapped = await TLSStream.wrap(
-                    stream, server_side=True, ssl_context=context, standard_compatible=False
-                )
-        except Exception as exc:  # ssl errors, resets, the handshake timeout
-            await anyio.aclose_forcefully(stream)
-            log.info("TLS handshake failed: %s", exc)
-            return
-        await handler(wrapped)
-
-    return over_tls

@@ -1,4 +1,4 @@
-"""The connection handler in-process over real TCP: a handler bug or a Redis error closes
+"""The connection protocol in-process over real TCP: a handler bug or a Redis error closes
 or answers only the connection concerned, never the listener."""
 
 from __future__ import annotations
@@ -7,11 +7,10 @@ import asyncio
 from functools import partial
 from typing import Any
 
-import anyio
 from redis.exceptions import ResponseError
 
+from adapter.connection import Connection
 from adapter.handlers import Context
-from adapter.server import handle_connection
 from adapter.settings import Settings
 
 
@@ -37,10 +36,10 @@ class _Context:
 
 def test_handler_bug_closes_only_that_connection() -> None:
     async def main() -> None:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(listener.serve, partial(handle_connection, _Context(), TABLE))
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(partial(Connection, _Context(), TABLE), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             good_reader, good_writer = await asyncio.open_connection("127.0.0.1", port)
 
@@ -54,6 +53,5 @@ def test_handler_bug_closes_only_that_connection() -> None:
             assert await good_reader.readline() == b"V1|4|OK|pong\n"
             for w in (writer, good_writer):
                 w.close()
-            tasks.cancel_scope.cancel()
 
     asyncio.run(main())

@@ -53,15 +53,8 @@ def test_idle_connection_is_closed(start_pod: StartPod, redis_url: str) -> None:
 
 
 def test_keepalive_is_set_on_a_socket() -> None:
-    class Stream:
-        def __init__(self, sock: socket.socket) -> None:
-            self.sock = sock
-
-        def extra(self, attribute: object) -> socket.socket:
-            return self.sock
-
     with socket.socket() as sock:
-        tune_socket(Stream(sock), 30)  # type: ignore[arg-type]
+        tune_socket(sock, 30)
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
         if hasattr(socket, "TCP_KEEPIDLE"):
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 30

@@ -1,4 +1,4 @@
-"""`adapter.server.answer` and the batcher's failure handling, without sockets or Redis."""
+"""`adapter.answer.answer` and the batcher's failure handling, without sockets or Redis."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
+from adapter.answer import answer
 from adapter.handlers import Context
-from adapter.server import answer
 from mapping.batcher import RedisBatcher
 from mapping.errors import BadRequest, BrokerError, Unavailable
 

@@ -1,0 +1,304 @@
+"""One client connection: an ``asyncio.Protocol`` around the sans-I/O core.
+
+Bytes that arrive are split into lines and answered in slices right in the read callback
+(adapter/answer.py starts a whole slice before any of it waits, so the slice's Redis calls
+share the pod's next pipeline); when the last reply of a slice is ready it is written in one
+go, in request order, and the next slice starts. There is no task per connection or per
+read: with anyio streams each read cost a task wake-up, an extra loop turn, cancel scopes
+and an ``asyncio.wait``, about four times the CPU per request at 256 connections
+(measured with ``python -m bench``; see the README).
+
+Limits (see adapter/limits.py for the numbers):
+
+- at most one slice (``--max-in-flight`` lines, fewer while replies are large) is being
+  answered at once;
+- reading pauses while a whole next slice is waiting, and while the socket does not take
+  the replies (``pause_writing``): a client that pipelines without reading is left with
+  full socket buffers, and the pod holds at most one read, one slice and one slice of
+  replies for it;
+- a connection that sends nothing for ``--idle-timeout-s`` with nothing outstanding, or
+  whose peer takes no reply for that long, is closed; one that has not authenticated by
+  ``--auth-timeout-s`` too;
+- a too-long line gets ``line too long`` after the replies before it, then the connection
+  is closed;
+- a handler bug closes only this connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from adapter import answer, protocol
+from adapter.auth import Authenticator, AuthGate
+from adapter.handlers import Context, Handler
+from adapter.limits import ConnectionSlots, tune_socket
+from mapping.errors import BAD_REQUEST
+
+log = logging.getLogger(__name__)
+
+# Lines answered together at most; their replies are sent before the next ones start.
+MAX_LINES_AT_ONCE = 1024
+REPLY_BYTES_AT_ONCE = 1 << 20
+# After "line too long": what the client still sends is read and dropped for this long (at
+# most DROP_BYTES): closing a socket with unread input resets it, which could destroy the
+# error reply before the client reads it.
+LINGER_S = 2.0
+TIMER_SLACK_S = 0.01
+DROP_BYTES = 16 << 20
+
+
+class Flow:
+    """How many lines of one connection are answered together: starts small, doubles while
+    replies stay small, halves when a slice's replies pass REPLY_BYTES_AT_ONCE (CONSUME);
+    never more than ``--max-in-flight``."""
+
+    __slots__ = ("lines_at_once", "most")
+
+    def __init__(self, max_in_flight: int = 0) -> None:
+        self.most = min(max_in_flight, MAX_LINES_AT_ONCE) if max_in_flight else MAX_LINES_AT_ONCE
+        self.lines_at_once = min(64, self.most)
+
+    def update(self, lines: int, reply_bytes: int) -> None:
+        if reply_bytes > REPLY_BYTES_AT_ONCE:
+            self.lines_at_once = max(1, lines // 2)
+        elif lines >= self.lines_at_once:
+            self.lines_at_once = min(self.most, self.lines_at_once * 2)
+
+
+class Connection(asyncio.Protocol):
+    def __init__(
+        self,
+        context: Context,
+        table: dict[str, Handler],
+        *,
+        slots: ConnectionSlots | None = None,
+        authenticator: Authenticator | None = None,
+    ) -> None:
+        settings = context.settings
+        self.context = context
+        self.table = table
+        self.slots = slots
+        self.loop = asyncio.get_running_loop()
+        self.framer = protocol.LineFramer(settings.max_line_bytes)
+        self.gate = AuthGate(authenticator, settings.auth_timeout_s)
+        self.flow = Flow(settings.max_in_flight)
+        self.idle_s = settings.idle_timeout_s if settings.idle_timeout_s > 0 else None
+        self.keepalive_s = settings.tcp_keepalive_s
+        self.closed: asyncio.Future[None] = self.loop.create_future()
+        self.transport: asyncio.Transport | None = None
+        self._backlog: list[bytes] = []  # lines read, not yet started
+        self._slice: list[answer.Started] | None = None  # started, some still waiting
+        self._waiting = 0
+        self._eof = False
+        self._lingering = False  # "line too long" sent: dropping input until closed
+        self._dropped = 0
+        self._reading_paused = False
+        self._write_stalled_at: float | None = None
+        self._last_activity = self.loop.time()
+        self._timer: asyncio.TimerHandle | None = None
+        self._has_slot = False
+
+    # --- asyncio callbacks ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        if self.slots is not None:
+            if not self.slots.try_acquire():
+                transport.write(self.slots.refusal())
+                transport.close()
+                return
+            self._has_slot = True
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            tune_socket(sock, self.keepalive_s)
+        self._arm_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._has_slot and self.slots is not None:
+            self.slots.release()
+            self._has_slot = False
+        if self._timer is not None:
+            self._timer.cancel()
+        started, self._slice = self._slice, None
+        if started is not None:
+            answer.cancel(started)
+        self._backlog = []
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            self._dropped += len(data)
+            if self._dropped > DROP_BYTES:
+                self.close()
+            return
+        self._last_activity = self.loop.time()
+        lines = self.framer.feed(data)
+        if lines:
+            if self._backlog:
+                self._backlog += lines
+            else:
+                self._backlog = lines
+        self._pump()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._pump()
+        return True  # keep the write side: the replies to what was read still go out
+
+    def pause_writing(self) -> None:
+        self._write_stalled_at = self.loop.time()
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_stalled_at = None
+        self._last_activity = self.loop.time()
+        self._pump()
+
+    # --- answering ------------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Start slices while none is waiting; close once all is answered after the end of
+        the input (or a too-long line); pause or resume reading."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        while self._slice is None and self._backlog and self._write_stalled_at is None:
+            size = self.flow.lines_at_once
+            lines = self._backlog[:size]
+            del self._backlog[:size]
+            started = answer.start(self.context, self.table, lines, self.gate)
+            futures = {future for future in map(answer.awaited, started) if future is not None}
+            if futures:
+                self._slice, self._waiting = started, len(futures)
+                for future in futures:
+                    future.add_done_callback(self._one_done)
+            elif not self._reply(started):
+                return
+        if self._slice is None and not self._backlog:
+            if self.framer.overflowed and not self._lingering:
+                self._line_too_long()
+                return
+            if self._eof:
+                self.close()
+                return
+        self._update_reading()
+
+    def _one_done(self, _: asyncio.Future) -> None:
+        if self._slice is None:  # the connection went away meanwhile
+            return
+        self._waiting -= 1
+        if self._waiting:
+            return
+        started, self._slice = self._slice, None
+        if self._reply(started):
+            self._pump()
+
+    def _reply(self, started: list[answer.Started]) -> bool:
+        """Write a finished slice's replies; False when the connection was closed instead."""
+        assert self.transport is not None
+        try:
+            replies = [answer.finish(item) for item in started]
+        except Exception:
+            log.exception("closing a connection after an unexpected error")
+            self.close()
+            return False
+        data = b"".join(replies)
+        self.flow.update(len(started), len(data))
+        self._last_activity = self.loop.time()
+        self.transport.write(data)
+        return True
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        assert transport is not None
+        pause = (
+            self._eof
+            or self._write_stalled_at is not None
+            or len(self._backlog) >= self.flow.lines_at_once
+        )
+        if pause == self._reading_paused or transport.is_closing():
+            return
+        self._reading_paused = pause
+        if pause:
+            transport.pause_reading()
+        else:
+            transport.resume_reading()
+
+    def _line_too_long(self) -> None:
+        assert self.transport is not None
+        self._lingering = True
+        self.transport.write(protocol.format_error("0", BAD_REQUEST, "line too long"))
+        if not self.transport.can_write_eof():  # TLS
+            self.close()
+            return
+        self.transport.write_eof()
+        self._reading_paused = False
+        self.transport.resume_reading()
+        self.loop.call_later(LINGER_S, self.close)
+
+    # --- closing --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close once what was written is sent."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def drain(self) -> None:
+        """SIGTERM: answer every request the client has sent, then close. On plain TCP the
+        read side is shut: the kernel still hands over what had arrived, then the end of
+        the input. Through TLS that end would start the TLS shutdown with replies still
+        owed, so reading just stops."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        sock = transport.get_extra_info("socket")
+        if transport.get_extra_info("sslcontext") is None and sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RD)
+                return
+            except OSError:
+                pass  # already gone
+        self._eof = True
+        self._pump()
+
+    def _arm_timer(self) -> None:
+        deadlines = []
+        if self.idle_s is not None:
+            deadlines.append(self._last_activity + self.idle_s)
+            if self._write_stalled_at is not None:
+                deadlines.append(self._write_stalled_at + self.idle_s)
+        auth_deadline = self.gate.closes_at
+        if auth_deadline is not None:
+            deadlines.append(auth_deadline)
+        if deadlines:
+            # never sooner than a moment from now: a busy connection is looked at again later
+            when = max(min(deadlines), self.loop.time() + 0.1)
+            self._timer = self.loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.transport is None or self.closed.done():
+            return
+        now = self.loop.time() + TIMER_SLACK_S  # asyncio may run a timer a little early
+        stalled = self._write_stalled_at
+        if self.idle_s is not None and stalled is not None and now - stalled >= self.idle_s:
+            # (closing too: close() waits for the buffered replies to go out)
+            log.info("closing a connection whose peer took no reply for %ss", self.idle_s)
+            self.abort()
+            return
+        idle = stalled is None and self._slice is None and not self._backlog
+        if idle and not self.transport.is_closing():
+            auth_deadline = self.gate.closes_at
+            idle_too_long = self.idle_s is not None and now - self._last_activity >= self.idle_s
+            if idle_too_long or (auth_deadline is not None and now >= auth_deadline):
+                self.close()  # quietly, as Kafka does
+                return
+        self._arm_timer()
