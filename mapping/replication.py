@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from mapping.batcher import Pending
 from mapping.cluster import pubsub_connection
 from mapping.errors import REPLICATION_TIMEOUT, BrokerError
-from mapping.store import PartitionStatus, Store, TopicConfig
+from mapping.store import PartitionStatus, ProduceResult, Store, TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +240,39 @@ class Replication:
 
     # acks=all ------------------------------------------------------------------------------
 
+    def start_ack(
+        self, config: TopicConfig, partition: int, produced: Pending[ProduceResult]
+    ) -> Pending[tuple[int, int]]:
+        """acks=all for a queued append: its (offset, hw) once acknowledged. When the
+        append's own reply shows hw past the record with a large enough ISR (always so with
+        one replica), that is the answer, with no task and no wait; otherwise it waits as
+        ``wait_for_ack`` does."""
+        if config.replication_factor == 1 and self.redis_wait_replicas == 0:
+            # the leader is the whole ISR: hw is the log end right after the append
+            return produced.then(lambda result: (result.offsets[0], result.high_watermark))
+        loop = asyncio.get_running_loop()
+        acked: asyncio.Future[tuple[int, int]] = loop.create_future()
+
+        def on_reply(_: asyncio.Future) -> None:
+            try:
+                result = produced.result()
+            except Exception as exc:
+                acked.set_exception(exc)
+                return
+            offset = result.offsets[0]
+            if (
+                result.high_watermark >= offset
+                and result.isr_size >= config.min_insync_replicas
+                and self.redis_wait_replicas == 0
+            ):
+                acked.set_result((offset, result.high_watermark))
+                return
+            waiting = asyncio.ensure_future(self.wait_for_ack(config, partition, offset))
+            waiting.add_done_callback(lambda done: _copy(done, acked, offset))
+
+        produced.future.add_done_callback(on_reply)
+        return Pending(acked, lambda pair: pair)
+
     async def wait_for_ack(self, config: TopicConfig, partition: int, offset: int) -> int:
         """Wait until hw >= offset with |ISR| >= min ISR; return hw, or REPLICATION_TIMEOUT."""
         loop = asyncio.get_running_loop()
@@ -413,3 +447,12 @@ class Replication:
                     future.exception()  # retrieved: waiters may all have timed out
         finally:
             self._wait_running = False
+
+
+def _copy(done: asyncio.Future[int], acked: asyncio.Future[tuple[int, int]], offset: int) -> None:
+    if done.cancelled():
+        acked.cancel()
+    elif done.exception() is not None:
+        acked.set_exception(done.exception())  # type: ignore[arg-type]
+    else:
+        acked.set_result((offset, done.result()))

@@ -46,6 +46,7 @@ class TopicConfig:
 class ProduceResult:
     offsets: list[int]
     high_watermark: int
+    isr_size: int  # right after the append
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,11 +249,13 @@ class Store:
                 self._partition_call, "produce", config, partition
             )
         future, first = self.batcher.append(group, build, [p for r in records for p in r])
-        start = 1 + first // 2  # items are key, value pairs; the reply is hw, offsets...
+        start = 2 + first // 2  # items are key, value pairs; the reply is hw, |ISR|, offsets...
         end = start + len(records)
         return Pending(
             future,
-            lambda reply: ProduceResult([int(o) for o in reply[start:end]], int(reply[0])),
+            lambda reply: ProduceResult(
+                [int(o) for o in reply[start:end]], int(reply[0]), int(reply[1])
+            ),
         )
 
     async def produce(

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from adapter.escaping import escape, unescape
 from adapter.handlers import Context, Handler, Starter, args
 from mapping.batcher import Pending
 from mapping.errors import BadRequest
 from mapping.partitioner import partition_for
-from mapping.store import ConsumeResult, ProduceResult, TopicConfig
+from mapping.store import ConsumeResult, TopicConfig
 
 PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
 CONSUME_USAGE = "CONSUME requires: <topic> <partition> <offset>"
@@ -49,37 +47,31 @@ def _produce_args(argv: list[str]) -> tuple[str, bytes, bytes, str]:
 async def produce(context: Context, argv: list[str]) -> str:
     topic, key, value, acks = _produce_args(argv)
     config = await context.store.topic(topic)
-    partition = partition_for(key, config.partitions)
-    result = await context.store.produce(config, partition, [(key, value)])
-    offset, high_watermark = result.offsets[0], result.high_watermark
-    if acks == "all":
-        high_watermark = await context.replication.wait_for_ack(config, partition, offset)
-    return f"partition={partition} offset={offset} hw={high_watermark}"
+    return await _start_produce(context, config, key, value, acks)
 
 
-def produce_now(context: Context, argv: list[str]) -> Pending[str] | asyncio.Task[str] | None:
-    """PRODUCE queued right away for a known topic: acks 0 or 1 with no task of its own,
-    acks=all with a task only for the wait; None: not possible here, run ``produce``."""
-    topic, key, value, acks = _produce_args(argv)
-    config = context.store.known_topic(topic)
-    if config is None:
-        return None
+def _start_produce(
+    context: Context, config: TopicConfig, key: bytes, value: bytes, acks: str
+) -> Pending[str]:
     partition = partition_for(key, config.partitions)
     pending = context.store.start_produce(config, partition, [(key, value)])
     if acks == "all":
-        return asyncio.ensure_future(_acked(context, config, partition, pending))
+        acked = context.replication.start_ack(config, partition, pending)
+        return acked.then(lambda ack: f"partition={partition} offset={ack[0]} hw={ack[1]}")
     return pending.then(
         lambda r: f"partition={partition} offset={r.offsets[0]} hw={r.high_watermark}"
     )
 
 
-async def _acked(
-    context: Context, config: TopicConfig, partition: int, pending: Pending[ProduceResult]
-) -> str:
-    result = await pending
-    offset = result.offsets[0]
-    high_watermark = await context.replication.wait_for_ack(config, partition, offset)
-    return f"partition={partition} offset={offset} hw={high_watermark}"
+def produce_now(context: Context, argv: list[str]) -> Pending[str] | None:
+    """PRODUCE queued right away for a known topic, with no task of its own (acks=all: a
+    task only when the append's reply does not already satisfy it); None: not possible
+    here, run ``produce``."""
+    topic, key, value, acks = _produce_args(argv)
+    config = context.store.known_topic(topic)
+    if config is None:
+        return None
+    return _start_produce(context, config, key, value, acks)
 
 
 def _consume_args(argv: list[str]) -> tuple[str, int, int]:

@@ -2,7 +2,8 @@
 -- Append records to a partition's leader log with ids assigned here: ms = max(now, last ms),
 -- seq = last seq + 1 on the same ms, rolling to the next ms when seq would reach 2^B, so
 -- offsets strictly increase and never collide.
--- ARGV[4..]: key1, value1, key2, value2, ...   Returns {hw, offset1, offset2, ...}.
+-- ARGV[4..]: key1, value1, key2, value2, ...   Returns {hw, ISR size, offset1, offset2, ...}:
+-- acks=all is answered from the reply itself when hw and the ISR already allow it.
 -- When a follower had everything before this append, the new log end is PUBLISHed on the
 -- partition's appended channel (KEYS[4]): that wakes the idle replicator owning it.  A
 -- follower still behind needs no wake-up (its replicator is busy copying), so a busy
@@ -33,7 +34,7 @@ for r = 1, rf - 1 do
   end
 end
 
-local offsets = {0}
+local offsets = {0, 0}
 for i = 4, #ARGV, 2 do
   if now > ms then
     ms, seq = now, 0
@@ -49,5 +50,6 @@ redis.call('HSET', state, 'log_end', fmt(ms * limit + seq))
 if wake then
   redis.call('PUBLISH', appended, fmt(ms * limit + seq))
 end
-offsets[1] = refresh_hw(state, hw_channel, rf, lag_max_ms, now)
+local hw, isr = refresh_hw(state, hw_channel, rf, lag_max_ms, now)
+offsets[1], offsets[2] = hw, #isr
 return offsets

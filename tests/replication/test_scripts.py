@@ -32,7 +32,7 @@ class Partition:
 
     def produce(self, *values: str) -> list[int]:
         flat = [part for v in values for part in ("k", v)]
-        return [int(o) for o in self.call("produce", flat)[1:]]
+        return [int(o) for o in self.call("produce", flat)[2:]]
 
     def fetch(self, replica: int, offset: int, max_copy: int = 1000) -> dict:
         acked, hw, isr, log_end, complete = self.call(

@@ -138,3 +138,42 @@ def test_redis_wait(own_redis: RedisProcess, tmp_path: Path) -> None:
         asyncio.run(run_with(own_redis.url, two, redis_wait_replicas=2, **options))
     finally:
         replica.stop()
+
+
+def test_start_ack_answers_from_the_append_when_it_can(own_redis: RedisProcess) -> None:
+    """One replica, or an ISR of the leader alone that is enough: the append's own reply
+    acknowledges it (no waiter, no subscription). Three replicas with two in sync required:
+    it waits for the followers' fetches."""
+
+    async def body(store: Store, replication: Replication) -> None:
+        replicated = await store.topic("replicated")  # RF 3, min ISR 2
+        pending = replication.start_ack(
+            replicated, 0, store.start_produce(replicated, 0, [(b"k", b"v")])
+        )
+        await asyncio.sleep(0.2)
+        assert not pending.future.done()
+        await store.replica_fetch(replicated, 0, 1, LATEST_OFFSET)
+        await store.replica_fetch(replicated, 0, 2, LATEST_OFFSET)
+        offset, hw = await pending
+        assert hw >= offset >= 0
+        assert list(replication._waiters) == [("replicated", 0)]
+
+        single, _ = await store.create_topic("single", 1, 1, 1)
+        offset, hw = await replication.start_ack(
+            single, 0, store.start_produce(single, 0, [(b"k", b"v")])
+        )
+        assert hw >= offset >= 0
+        # RF 2, min ISR 1: once its follower has lagged past 1 s, the leader alone is the
+        # ISR and hw is the log end
+        alone, _ = await store.create_topic("alone", 1, 2, 1)
+        await store.produce(alone, 0, [(b"k", b"not copied")])
+        await asyncio.sleep(1.1)
+        offset, hw = await replication.start_ack(
+            alone, 0, store.start_produce(alone, 0, [(b"k", b"v")])
+        )
+        assert hw >= offset >= 0
+        assert list(replication._waiters) == [("replicated", 0)]  # no new waiters
+
+    asyncio.run(
+        run_with(own_redis.url, body, acks_timeout_ms=5000, run_replicator=False, lag_ms=1000)
+    )
