@@ -187,6 +187,13 @@ def main() -> None:
     help="How often the pod enforces topic retention (0: never; one pod at a time does it).",
 )
 @click.option(
+    "--uvloop/--no-uvloop",
+    default=defaults.uvloop,
+    show_envvar=True,
+    help="Run on uvloop (when installed): about 25% more one-at-a-time requests per second "
+    "and a lower p99 than asyncio's own loop (see the README's Performance).",
+)
+@click.option(
     "--log-format",
     default="json",
     show_envvar=True,
@@ -235,7 +242,7 @@ def run(settings: Settings) -> None:
 
             run_workers(settings, _worker_main)
         else:
-            anyio.run(serve_pod, settings)
+            anyio.run(serve_pod, settings, backend_options=settings.backend_options())
     except ConfigurationError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
@@ -251,7 +258,7 @@ def _worker_main(settings: Settings) -> None:
 
     logs.configure(settings.log_level, settings.log_format)
     try:
-        anyio.run(serve_pod, settings)
+        anyio.run(serve_pod, settings, backend_options=settings.backend_options())
     except KeyboardInterrupt:
         pass
 

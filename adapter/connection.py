@@ -103,8 +103,7 @@ class Connection(asyncio.Protocol):
     # --- asyncio callbacks ----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's: no subclass
         if self.slots is not None:
             if not self.slots.try_acquire():
                 transport.write(self.slots.refusal())
@@ -262,7 +261,10 @@ class Connection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if transport.get_extra_info("sslcontext") is None and sock is not None:
             try:
-                sock.shutdown(socket.SHUT_RD)
+                # through a duplicate of the descriptor: uvloop's transport socket has no
+                # shutdown(), and shutting down acts on the connection, not the descriptor
+                with socket.fromfd(sock.fileno(), sock.family, sock.type) as duplicate:
+                    duplicate.shutdown(socket.SHUT_RD)
                 return
             except OSError:
                 pass  # already gone

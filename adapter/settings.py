@@ -36,6 +36,7 @@ class Settings:
     retention_interval_ms: int = 30_000  # how often the pod's retention task runs
     redis_appendfsync: str = "everysec"  # the embedded redis-server's AOF fsync policy
     workers: int = 1  # processes sharing the port through SO_REUSEPORT
+    uvloop: bool = True  # run on uvloop when it is installed (plain asyncio otherwise)
     # Limits (adapter/limits.py); 0 turns a limit off.
     max_connections: int = 1000
     idle_timeout_s: float = 600.0
@@ -57,6 +58,16 @@ class Settings:
     redis_tls_cert: Path | None = None
     redis_tls_key: Path | None = None
     require_aof: bool = False  # refuse to start when Redis has AOF off
+
+    def backend_options(self) -> dict[str, object]:
+        """``anyio.run``'s options: uvloop when asked for and installed."""
+        if not self.uvloop:
+            return {}
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:  # Windows, or an install without it
+            return {}
+        return {"use_uvloop": True}
 
     def redis_options(self) -> dict[str, object]:
         """Keyword arguments for the Redis client beyond the URL."""

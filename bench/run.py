@@ -215,6 +215,7 @@ class Options:
     workers: int
     groups: bool
     soak_s: float
+    adapter_args: list[str] = field(default_factory=list)
 
 
 def _prefill(port: int, topic: str, count: int, value_size: int) -> list[tuple[int, int]]:
@@ -282,7 +283,7 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
         log(f"redis-server on {server.url}; adapter logs in {tmp}")
 
         def start_pods(workers: int) -> AdapterPods:
-            pods = AdapterPods(server.url, workers, tmp, [])
+            pods = AdapterPods(server.url, workers, tmp, options.adapter_args)
             stack.callback(pods.stop)
             return pods
 
@@ -573,6 +574,11 @@ def plot(results: dict[str, Any], path: Path) -> None:
     help="Seconds of sustained PRODUCE watching the adapter's RSS (0: none).",
 )
 @click.option(
+    "--adapter-args",
+    default="",
+    help="Extra 'adapter serve' options for the pods, e.g. '--no-uvloop'.",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(path_type=Path),
@@ -592,6 +598,7 @@ def main(
     workers: int,
     groups: bool,
     soak: float,
+    adapter_args: str,
     json_path: Path | None,
     plot_path: Path | None,
 ) -> None:
@@ -602,7 +609,16 @@ def main(
         soak = min(soak, 0.6)
         counts = [c for c in counts if c <= 16] or [1]
     options = Options(
-        duration, warmup, counts, load_procs, value_size, prefill, workers, groups, soak
+        duration,
+        warmup,
+        counts,
+        load_procs,
+        value_size,
+        prefill,
+        workers,
+        groups,
+        soak,
+        adapter_args.split(),
     )
     results = run(options, log=lambda line: click.echo(line, err=True))
     click.echo(format_table(results))

@@ -7,6 +7,7 @@ import signal
 import socket
 import uuid
 
+import pytest
 import redis
 
 from adapter import protocol
@@ -56,14 +57,16 @@ def test_in_flight_acks_all_is_answered_after_sigterm(
     assert stopping.process.wait(timeout=30) == 0
 
 
+@pytest.mark.parametrize("event_loop", ["--uvloop", "--no-uvloop"])
 def test_pipelined_requests_read_before_sigterm_are_all_answered(
-    redis_url: str, start_pod, topic: str
+    redis_url: str, start_pod, topic: str, event_loop: str
 ) -> None:
     """Several connections pipeline produces, SIGTERM lands in the middle of them: every
     connection gets an in-order run of OK answers and then a clean close, and the log holds
-    exactly the acknowledged records (none lost, none applied without an answer)."""
+    exactly the acknowledged records (none lost, none applied without an answer). On both
+    event loops: the connection code uses only the transport API they share."""
     pod = start_pod(redis_url, "--default-replication-factor", "1",
-                    "--default-min-insync-replicas", "1")  # fmt: skip
+                    "--default-min-insync-replicas", "1", event_loop)  # fmt: skip
     per_connection = 400
     socks = [raw_connection(pod.port, timeout=60) for _ in range(3)]
     try:

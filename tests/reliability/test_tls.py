@@ -4,17 +4,23 @@ without TLS, without a certificate or with one from another CA gets nothing but 
 
 from __future__ import annotations
 
+import signal
 import socket
 import ssl
+import uuid
 from collections.abc import Callable
 
 import pytest
+import redis
 
+from adapter import protocol
 from adapter.client import AsyncClient, Client
 from adapter.tls import client_context
-from tests.core.helpers import RF1
+from mapping.keys import Keys
+from tests.core.helpers import RF1, raw_connection
 from tests.reliability.conftest import Certs
 from tests.reliability.helpers import CustomPod, tls_connect
+from tests.support import port_open, wait_until
 
 StartPod = Callable[..., CustomPod]
 
@@ -141,3 +147,38 @@ def test_tls_key_without_cert_is_a_usage_error(redis_url: str, certs: Certs) -> 
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode != 0 and "--tls-key needs --tls-cert" in result.stderr
+
+
+def test_sigterm_answers_what_a_tls_connection_sent(
+    start_custom_pod: StartPod, start_pod, redis_url: str, certs: Certs, topic: str
+) -> None:
+    """Draining through TLS: a request waiting for replication when SIGTERM arrives is
+    answered, then the pod closes the connection and exits 0."""
+    context = client_context(certs.ca)
+    prefix = f"s{uuid.uuid4().hex[:8]}"
+    stopping = start_custom_pod(
+        redis_url, "--key-prefix", prefix, "--no-replicator", "--acks-timeout-ms", "60000",
+        *tls_args(certs, verify_clients=False), connect=tls_connect(context),
+    )  # fmt: skip
+    helper = start_pod(redis_url, "--key-prefix", prefix, "--no-replicator")
+    store = redis.Redis.from_url(redis_url)
+    sock = context.wrap_socket(
+        raw_connection(stopping.port, timeout=60), server_hostname="127.0.0.1"
+    )
+    try:
+        sock.sendall(f"V1|7|PRODUCE|{topic} user1:in-flight acks=all\n".encode())
+        log = Keys(prefix).partition(topic, 2).log
+        wait_until(lambda: store.xlen(log) == 1, timeout=30)
+        stopping.signal(signal.SIGTERM)
+        wait_until(lambda: not port_open(stopping.port), timeout=30)
+        assert stopping.process is not None and stopping.process.poll() is None
+        with helper.client() as follower:
+            for replica in (1, 2):
+                fetched = follower.request("REPLICA_FETCH", f"{topic} 2 {replica} {(1 << 53) - 1}")
+                assert fetched.ok, fetched
+        replies = [protocol.parse_response(line) for line in received_by(sock).splitlines()]
+    finally:
+        sock.close()
+        store.close()
+    assert [(r.correlation_id, r.ok) for r in replies] == [("7", True)], replies
+    assert stopping.process.wait(timeout=30) == 0
