@@ -50,3 +50,17 @@ def test_bench_short_mode(tmp_path: Path) -> None:
     assert len(results["memory"]) > 1 and all(m["rss_mib"] > 0 for m in results["memory"])
     table = done.stdout
     assert "raw EVALSHA produce" in table and "PRODUCE acks=1" in table and "ratio" in table
+
+
+def test_bench_one_workload() -> None:
+    """``python -m bench.one`` (the profiling helper) runs one workload on a fresh pod and
+    prints its row and the CPU the pod and Redis used."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.one", "groups", "--connections", "2", "--window", "4",
+         "--duration", "0.5", "--adapter-args=--no-uvloop"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = done.stdout.splitlines()[:2]
+    assert first.startswith("groups connections=2 window=4") and "errors 0" in first, first
+    assert second.startswith("CPU over") and "redis" in second, second
