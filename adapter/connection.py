@@ -99,11 +99,13 @@ class Connection(asyncio.Protocol):
         self._last_activity = self.loop.time()
         self._timer: asyncio.TimerHandle | None = None
         self._has_slot = False
+        self._tls = False
 
     # --- asyncio callbacks ----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's: no subclass
+        self._tls = transport.get_extra_info("sslcontext") is not None
         if self.slots is not None:
             if not self.slots.try_acquire():
                 transport.write(self.slots.refusal())
@@ -146,7 +148,9 @@ class Connection(asyncio.Protocol):
     def eof_received(self) -> bool:
         self._eof = True
         self._pump()
-        return True  # keep the write side: the replies to what was read still go out
+        # Keep the write side: the replies to what was read still go out. (TLS cannot: the
+        # end of its input starts its shutdown, and asyncio warns when asked to.)
+        return not self._tls
 
     def pause_writing(self) -> None:
         self._write_stalled_at = self.loop.time()
@@ -259,7 +263,7 @@ class Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         sock = transport.get_extra_info("socket")
-        if transport.get_extra_info("sslcontext") is None and sock is not None:
+        if not self._tls and sock is not None:
             try:
                 # through a duplicate of the descriptor: uvloop's transport socket has no
                 # shutdown(), and shutting down acts on the connection, not the descriptor

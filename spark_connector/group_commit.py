@@ -3,6 +3,8 @@
 The job is not a group member (no JOIN/generation): it writes the offsets hash directly, via
 ``mapping/lua/spark_commit.lua``, which only moves each partition forward. That makes a
 re-run micro-batch harmless and lets ``OFFSET <group> <topic> <p>`` show how far Spark got.
+The group is also listed in the groups set, so ``adapter inspect`` and the lag metrics see
+it like any other.
 """
 
 from __future__ import annotations
@@ -33,4 +35,6 @@ def commit_group_offsets(
         # First use on this Redis (or after SCRIPT FLUSH / restart): load, then call by SHA.
         client.script_load(script.source)
         stored = client.execute_command(*command)
+    # Another slot than the offsets (Redis Cluster): its own call, as JOIN does.
+    client.sadd(keys.groups, f"{group} {topic}")
     return {p: int(value) for p, value in zip(partitions, stored, strict=True)}

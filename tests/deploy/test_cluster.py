@@ -164,6 +164,7 @@ def test_spark_connector_reads_and_commits_on_the_cluster(cluster_url: str, star
         assert read == {f"v{i}".encode(): r.offset for i, r in enumerate(sent)}
         stored = commit_group_offsets(driver, keys, "spark", topic, ends)
         assert stored == ends
+        assert f"spark {topic}".encode() in driver.smembers(keys.groups)  # inspect lists it
         assert offsets.group_positions(driver, keys, "spark", topic, info.partitions) == ends
     finally:
         driver.close()
