@@ -103,8 +103,8 @@ def start(
     context: Context, table: dict[str, Handler], lines: list[bytes], gate: AuthGate | None = None
 ) -> list[Started]:
     """Start answering ``lines``, in order. Hot commands (the context's starters: PRODUCE,
-    CONSUME) are validated and queued right here with no task of their own; the rest run
-    as one task each."""
+    CONSUME, JOIN, HEARTBEAT, COMMIT) are validated and queued right here with no task of their
+    own; the rest run as one task each."""
     starters = context.starters if context.starters is not None else _STARTERS
     started: list[Started] = []
     for line in lines:

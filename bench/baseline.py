@@ -1,8 +1,8 @@
 """The baseline: one Python process talking straight to Redis with redis-py + hiredis.
 
-It runs the adapter's own produce script (one record per EVALSHA, as a naive client would)
-and pages the log streams with XRANGE, so the ratios show what the adapter adds on top of
-the cheapest way a Python program can do the same work.
+It runs the adapter's own scripts (produce: one record per EVALSHA, as a naive client would;
+the group scripts of the groups mix) and pages the log streams with XRANGE, so the ratios
+show what the adapter adds on top of the cheapest way a Python program can do the same work.
 """
 
 from __future__ import annotations
@@ -12,10 +12,15 @@ from dataclasses import dataclass
 
 import redis
 
+from adapter.settings import Settings
 from bench.stats import Histogram
 from mapping import codec, scripts
+from mapping.groups import Groups
 from mapping.keys import Keys
 from mapping.partitioner import partition_for
+
+CALLS = 1024  # distinct commands, sent round and round
+SCRIPTS = ("produce", "group_join", "group_heartbeat", "group_commit")
 
 
 @dataclass
@@ -26,10 +31,12 @@ class Measured:
     histogram: Histogram
 
 
-def _produce_calls(keys: Keys, topic: str, partitions: int, value: bytes, count: int) -> list:
+def produce_calls(keys: Keys, topic: str, partitions: int, value_size: int) -> list[tuple]:
+    """The adapter's produce script, one record per EVALSHA, keys spread as the load does."""
     script = scripts.load("produce")
+    value = b"v" * value_size
     calls = []
-    for i in range(count):
+    for i in range(CALLS):
         key = f"k{i % 256}".encode()
         pk = keys.partition(topic, partition_for(key, partitions))
         calls.append(
@@ -41,26 +48,50 @@ def _produce_calls(keys: Keys, topic: str, partitions: int, value: bytes, count:
     return calls
 
 
+def groups_calls(url: str, keys: Keys, topic: str, partitions: int, group: str) -> list[tuple]:
+    """The group scripts the adapter runs for the load's JOIN 1 : HEARTBEAT 4 : COMMIT 5 mix
+    of one member (JOIN also lists the group, as the adapter does), after a first JOIN."""
+    # only builds commands; the session timeout of a pod's default
+    groups = Groups(None, keys, session_timeout_ms=Settings.session_timeout_ms)  # type: ignore[arg-type]
+    member = "raw-c0"
+    client = _client(url)
+    reply = client.execute_command(*groups.script_call("group_join", group, topic, partitions,
+                                                       [member, ""]))  # fmt: skip
+    client.close()
+    generation, owned = int(reply[0]), [int(p) for p in reply[1].split()] or [0]
+    calls: list[tuple] = []
+    for i in range(CALLS):
+        step = i % 10
+        if step == 0:
+            calls.append(groups.script_call("group_join", group, topic, partitions, [member, ""]))
+            calls.append(("SADD", keys.groups, f"{group} {topic}"))
+        elif step < 5:
+            args = [member, generation]
+            calls.append(groups.script_call("group_heartbeat", group, topic, partitions, args))
+        else:
+            args = [member, generation, owned[i % len(owned)], i]
+            calls.append(groups.script_call("group_commit", group, topic, partitions, args))
+    return calls
+
+
 def _client(url: str) -> redis.Redis:
     client = redis.Redis.from_url(url)
-    client.script_load(scripts.load("produce").source)
+    for name in SCRIPTS:
+        client.script_load(scripts.load(name).source)
     return client
 
 
-def produce_pipelined(
-    url: str, keys: Keys, topic: str, partitions: int, value_size: int, seconds: float, depth: int
-) -> Measured:
-    """EVALSHA produce, one record each, ``depth`` per pipeline round trip."""
+def pipelined(url: str, calls: list[tuple], seconds: float, depth: int) -> Measured:
+    """``calls`` round and round, ``depth`` per pipeline round trip."""
     client = _client(url)
-    calls = _produce_calls(keys, topic, partitions, b"v" * value_size, depth)
     histogram = Histogram()
     done = 0
     start = time.perf_counter()
     end = start + seconds
     while (now := time.perf_counter()) < end:
         pipe = client.pipeline(transaction=False)
-        for call in calls:
-            pipe.execute_command(*call)
+        for i in range(done, done + depth):
+            pipe.execute_command(*calls[i % len(calls)])
         pipe.execute()
         histogram.add(time.perf_counter() - now, depth)  # every call waited for the batch
         done += depth
@@ -69,19 +100,12 @@ def produce_pipelined(
     return Measured(done, done, elapsed, histogram)
 
 
-def produce_round_trips(
-    url: str,
-    keys: Keys,
-    topic: str,
-    partitions: int,
-    value_size: int,
-    seconds: float,
-    rate: float | None = None,
+def round_trips(
+    url: str, calls: list[tuple], seconds: float, rate: float | None = None
 ) -> Measured:
-    """EVALSHA produce one at a time: the raw round trip; with ``rate``, one call every
-    1/rate s (sleeping in between, as the paced adapter row does)."""
+    """``calls`` one at a time: the raw round trip; with ``rate``, one call every 1/rate s
+    (sleeping in between, as the paced adapter row does)."""
     client = _client(url)
-    calls = _produce_calls(keys, topic, partitions, b"v" * value_size, 256)
     histogram = Histogram()
     done = 0
     start = time.perf_counter()

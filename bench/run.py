@@ -294,18 +294,29 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
 
         # (1) the baseline, while nothing else runs
         seconds = options.duration_s
-        m = baseline.produce_pipelined(server.url, keys, f"bench-raw-{run_id}", PARTITIONS,
-                                       options.value_size, seconds, PIPELINE_DEPTH)  # fmt: skip
+        produce_calls = baseline.produce_calls(keys, f"bench-raw-{run_id}", PARTITIONS,
+                                               options.value_size)  # fmt: skip
+        m = baseline.pipelined(server.url, produce_calls, seconds, PIPELINE_DEPTH)
         raw_produce = _row("raw EVALSHA produce", "redis", 1, "pipelined", m.operations,
                            m.records, m.seconds, m.histogram)  # fmt: skip
-        m = baseline.produce_round_trips(server.url, keys, f"bench-raw-{run_id}", PARTITIONS,
-                                         options.value_size, seconds)  # fmt: skip
+        m = baseline.round_trips(server.url, produce_calls, seconds)
         raw_rtt = _row("raw EVALSHA produce", "redis", 1, "one-at-a-time", m.operations,
                        m.records, m.seconds, m.histogram)  # fmt: skip
         m = baseline.xrange_pages(server.url, keys, consume_topic, pages, seconds, 16)
         raw_xrange = _row("raw XRANGE pages", "redis", 1, "pipelined", m.operations, m.records,
                           m.seconds, m.histogram)  # fmt: skip
-        rows += [raw_produce, raw_rtt, raw_xrange]
+        raw_groups: dict[str, Row] = {}
+        if options.groups:
+            group_calls = baseline.groups_calls(server.url, keys, f"bench-p-{run_id}",
+                                                PARTITIONS, f"bench-raw-g-{run_id}")  # fmt: skip
+            for mode, m in (
+                ("pipelined", baseline.pipelined(server.url, group_calls, seconds,
+                                                 PIPELINE_DEPTH)),
+                ("one-at-a-time", baseline.round_trips(server.url, group_calls, seconds)),
+            ):  # fmt: skip
+                raw_groups[mode] = _row("raw group scripts", "redis", 1, mode, m.operations,
+                                        m.records, m.seconds, m.histogram)  # fmt: skip
+        rows += [raw_produce, raw_rtt, raw_xrange, *raw_groups.values()]
         for row in rows:
             log(_format_row(row))
 
@@ -350,6 +361,9 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                     elif kind == "consume":
                         row.ratio = _ratio(row.records_per_s, raw_xrange, records=True)
                         row.ratio_to = "XRANGE records/s"
+                    elif mode in raw_groups:
+                        row.ratio = _ratio(row.requests_per_s, raw_groups[mode])
+                        row.ratio_to = f"raw group scripts {mode}"
                     rows.append(row)
                     memory.append({"after": f"{name} {connections} {mode}",
                                    "rss_mib": pods.rss_mib()})  # fmt: skip
@@ -376,10 +390,7 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                 row.ratio, row.ratio_to = row.p99_us / raw_rtt.p99_us, "p99 / raw EVALSHA p99"
             # The same pace straight to Redis: shows what idling between requests costs
             # on this machine (wake-ups), apart from the adapter.
-            m = baseline.produce_round_trips(
-                server.url, keys, f"bench-raw-{run_id}", PARTITIONS, options.value_size,
-                seconds, rate=load.rate,
-            )  # fmt: skip
+            m = baseline.round_trips(server.url, produce_calls, seconds, rate=load.rate)
             raw_paced = _row("raw EVALSHA produce", "redis", 1, "paced", m.operations,
                              m.records, m.seconds, m.histogram)  # fmt: skip
             if row.p99_us and raw_paced.p99_us:

@@ -19,7 +19,7 @@ import asyncio
 from dataclasses import dataclass
 
 from mapping import scripts
-from mapping.batcher import RedisBatcher
+from mapping.batcher import Pending, RedisBatcher
 from mapping.keys import Keys
 
 
@@ -41,45 +41,75 @@ class Groups:
         self.keys = keys
         self.session_timeout_ms = session_timeout_ms
 
-    def _call(self, name: str, group: str, topic: str, partitions: int, args: list) -> tuple:
+    def script_call(self, name: str, group: str, topic: str, partitions: int, args: list) -> tuple:
+        """The EVALSHA command of the group script ``name`` (the benchmark's baseline sends
+        the same commands straight to Redis)."""
         gk = self.keys.group(group, topic)
         return scripts.load(name).command(
             [gk.meta, gk.members, gk.assignment, gk.offsets],
             [self.session_timeout_ms, partitions, *args],
         )
 
+    def start_join(
+        self, group: str, topic: str, partitions: int, member: str, assignor: str | None = None
+    ) -> Pending[Membership]:
+        """Queue a JOIN (the server's fast path: no task): add or refresh ``member``;
+        ``assignor=None`` keeps the group's (new: round_robin)."""
+        call = self.script_call("group_join", group, topic, partitions, [member, assignor or ""])
+        # Sent in the same pipeline: the set lists every group for `redis-cli SMEMBERS`. It is
+        # another slot, so it cannot be part of the script (Redis Cluster).
+        both = asyncio.gather(
+            self.batcher.submit(*call),
+            self.batcher.submit("SADD", self.keys.groups, f"{group} {topic}"),
+        )
+        return Pending(both, lambda replies: Membership(int(replies[0][0]),
+                                                        _partitions(replies[0][1])))  # fmt: skip
+
     async def join(
         self, group: str, topic: str, partitions: int, member: str, assignor: str | None = None
     ) -> Membership:
-        """Add or refresh ``member``; ``assignor=None`` keeps the group's (new: round_robin)."""
-        call = self._call("group_join", group, topic, partitions, [member, assignor or ""])
-        # Sent in the same pipeline: the set lists every group for `redis-cli SMEMBERS`. It is
-        # another slot, so it cannot be part of the script (Redis Cluster).
-        reply, _ = await asyncio.gather(
-            self.batcher.call(*call),
-            self.batcher.call("SADD", self.keys.groups, f"{group} {topic}"),
-        )
-        return Membership(int(reply[0]), _partitions(reply[1]))
+        return await self.start_join(group, topic, partitions, member, assignor)
 
     async def sync(
         self, group: str, topic: str, partitions: int, member: str, generation: int
     ) -> Membership:
-        call = self._call("group_sync", group, topic, partitions, [member, generation])
+        call = self.script_call("group_sync", group, topic, partitions, [member, generation])
         reply = await self.batcher.call(*call)
         return Membership(int(reply[0]), _partitions(reply[1]))
+
+    def start_heartbeat(
+        self, group: str, topic: str, partitions: int, member: str, generation: int
+    ) -> Pending[int]:
+        """Queue a heartbeat (the server's fast path: no task); its generation when done."""
+        call = self.script_call("group_heartbeat", group, topic, partitions, [member, generation])
+        return Pending(self.batcher.submit(*call), int)
 
     async def heartbeat(
         self, group: str, topic: str, partitions: int, member: str, generation: int
     ) -> int:
-        call = self._call("group_heartbeat", group, topic, partitions, [member, generation])
-        return int(await self.batcher.call(*call))
+        return await self.start_heartbeat(group, topic, partitions, member, generation)
 
     async def leave(
         self, group: str, topic: str, partitions: int, member: str, generation: int
     ) -> int:
         """Returns the group's new generation."""
-        call = self._call("group_leave", group, topic, partitions, [member, generation])
+        call = self.script_call("group_leave", group, topic, partitions, [member, generation])
         return int(await self.batcher.call(*call))
+
+    def start_commit(
+        self,
+        group: str,
+        topic: str,
+        partitions: int,
+        member: str,
+        generation: int,
+        partition: int,
+        offset: int,
+    ) -> Pending[None]:
+        """Queue a commit (the server's fast path: no task)."""
+        args = [member, generation, partition, offset]
+        call = self.script_call("group_commit", group, topic, partitions, args)
+        return Pending(self.batcher.submit(*call), lambda _: None)
 
     async def commit(
         self,
@@ -91,8 +121,7 @@ class Groups:
         partition: int,
         offset: int,
     ) -> None:
-        args = [member, generation, partition, offset]
-        await self.batcher.call(*self._call("group_commit", group, topic, partitions, args))
+        await self.start_commit(group, topic, partitions, member, generation, partition, offset)
 
     async def committed(self, group: str, topic: str, partition: int) -> int:
         """The committed offset (next to read) of ``partition``; 0 when nothing is committed.

@@ -49,6 +49,6 @@ def build_table() -> dict[str, Handler]:
 
 
 def build_starters() -> dict[str, Starter]:
-    from adapter.handlers import core
+    from adapter.handlers import core, groups
 
-    return dict(core.STARTERS)
+    return {**core.STARTERS, **groups.STARTERS}

@@ -39,6 +39,9 @@ def test_bench_short_mode(tmp_path: Path) -> None:
     groups = [r for r in results["rows"] if r["name"] == "groups mix"]
     if groups:
         assert len(groups) == 4
+        assert all(r["ratio"] and r["ratio_to"].startswith("raw group scripts") for r in groups)
+        raw = {r["mode"] for r in results["rows"] if r["name"] == "raw group scripts"}
+        assert raw == {"pipelined", "one-at-a-time"}
     else:
         assert any("groups not available" in note for note in results["notes"])
     for row in results["rows"]:

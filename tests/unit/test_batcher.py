@@ -110,3 +110,21 @@ def test_a_combined_call_has_a_size_bound() -> None:
             runner.cancel()
 
     asyncio.run(main())
+
+
+def test_pack_matches_redis_py_and_falls_back() -> None:
+    """The batcher packs with hiredis; the bytes are redis-py's, and what hiredis does not
+    take goes through redis-py's packer (which refuses a bool as it always has)."""
+    from redis.asyncio.connection import Connection
+    from redis.exceptions import DataError
+
+    from mapping.batcher import _pack
+
+    connection = Connection()
+    commands = [
+        ("EVALSHA", "a" * 40, 2, "rsa:part:{t:0}:log", b"k\xff", 10, -3, 1.5),
+        ("SADD", "rsa:groups", "g t"),
+    ]
+    assert _pack(commands, connection) == b"".join(connection.pack_commands(commands))
+    with pytest.raises(DataError):
+        _pack([("SET", "k", True)], connection)
