@@ -7,7 +7,8 @@ What runs where (a 2-core machine is the reference):
 - the baseline: this process, redis-py + hiredis straight to that Redis, while nothing
   else runs: the adapter's produce script one record per EVALSHA, 1024 per pipeline round
   trip; the same one at a time (the raw round trip); XRANGE ... COUNT 1000 pages, 16 per
-  round trip, from the same page starts the CONSUME rows read;
+  round trip, from the same page starts the CONSUME rows read; the group scripts of the
+  groups mix (one member), pipelined and one at a time;
 - the adapter: a ``python -m adapter serve`` child process (then ``--workers 2``);
 - the load: ``--load-procs`` generator processes (``bench.loadgen``, asyncio + uvloop when
   installed), never inside the adapter's process. On 2 cores Redis, the adapter and the
@@ -24,7 +25,8 @@ to Redis is measured too, since idling between requests costs wake-ups on a VM);
 PRODUCE through ``--workers 2``; then ``--soak`` seconds of PRODUCE over fresh connections
 watching the adapter's RSS. Topics have 3 partitions and one replica (RF 1), so acks=all
 measures the waiting path, not a replicator. Ratios: PRODUCE rows against the raw EVALSHA
-rate of the same mode, CONSUME against raw XRANGE records/s, --workers 2 against one worker.
+rate of the same mode, CONSUME against raw XRANGE records/s, the groups mix against the raw
+group scripts of the same mode, --workers 2 against one worker.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
 
 # A hot command's synchronous start: validates (raising BrokerError) and queues its Redis
-# calls, returning the pending payload (or a task for what must wait further, such as
-# acks=all); None when it needs the full handler (say, the topic is not known yet). It
-# never replaces the command's Handler, only starts it without a task of its own.
+# calls, returning the pending payload (or a task for what must wait further); None when
+# it needs the full handler (say, the topic is not known yet). It never replaces the
+# command's Handler, only starts it without a task of its own.
 Starter = Callable[["Context", list[str]], "Pending[str] | asyncio.Task[str] | None"]
 
 
