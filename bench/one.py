@@ -56,7 +56,11 @@ def main(
     with tempfile.TemporaryDirectory(prefix="bench-one-") as tmp:
         server = RedisProcess(Path(tmp) / "redis", appendonly=False)
         server.start()
-        pods = AdapterPods(server.url, workers, Path(tmp), adapter_args.split())
+        try:
+            pods = AdapterPods(server.url, workers, Path(tmp), adapter_args.split())
+        except BaseException:
+            server.stop()
+            raise
         try:
             pages = _prefill(pods.port, "one-c", 30_000, 100) if kind == "consume" else []
             load = loadgen.Load(

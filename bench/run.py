@@ -120,7 +120,13 @@ class AdapterPods:
         self.process = subprocess.Popen(
             command, cwd=ROOT, stdout=self.log_path.open("ab"), stderr=subprocess.STDOUT
         )
-        deadline = time.monotonic() + 30
+        try:
+            self._wait_until_serving(time.monotonic() + 30)
+        except BaseException:
+            self.stop()  # a pod that never answered must not outlive the run
+            raise
+
+    def _wait_until_serving(self, deadline: float) -> None:
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"adapter exited: {self.log_path.read_text()}")
@@ -129,7 +135,7 @@ class AdapterPods:
                     if client.ping() == "pong":
                         break
             if time.monotonic() > deadline:
-                raise RuntimeError("adapter did not start")
+                raise RuntimeError(f"adapter did not start: {self.log_path.read_text()[-2000:]}")
             time.sleep(0.1)
 
         # Every worker must listen before the load starts, or one takes all connections.
