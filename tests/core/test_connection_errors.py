@@ -55,3 +55,34 @@ def test_handler_bug_closes_only_that_connection() -> None:
                 w.close()
 
     asyncio.run(main())
+
+
+def test_a_slow_reply_is_not_idleness() -> None:
+    """The idle timeout counts silence with nothing outstanding: a request whose answer
+    takes longer than the timeout (acks=all waiting for followers) keeps its connection,
+    and the connection is closed once it has been idle that long after the reply."""
+
+    async def slow(context: Context, argv: list[str]) -> str:
+        await asyncio.sleep(0.6)
+        return "done"
+
+    class _Quick:
+        settings = Settings(idle_timeout_s=0.2)
+        starters = None
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            partial(Connection, _Quick(), {"SLOW": slow}), "127.0.0.1", 0
+        )
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"V1|1|SLOW|\n")
+            assert await reader.readline() == b"V1|1|OK|done\n"
+            started = loop.time()
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed when idle
+            assert loop.time() - started >= 0.15
+            writer.close()
+
+    asyncio.run(main())
