@@ -53,7 +53,7 @@ class Groups:
     def start_join(
         self, group: str, topic: str, partitions: int, member: str, assignor: str | None = None
     ) -> Pending[Membership]:
-        """Queue a JOIN (the server's fast path: no task): add or refresh ``member``;
+        """Queue a JOIN: add or refresh ``member``;
         ``assignor=None`` keeps the group's (new: round_robin)."""
         call = self.script_call("group_join", group, topic, partitions, [member, assignor or ""])
         # Sent in the same pipeline: the set lists every group for `redis-cli SMEMBERS`. It is
@@ -65,11 +65,6 @@ class Groups:
         return Pending(both, lambda replies: Membership(int(replies[0][0]),
                                                         _partitions(replies[0][1])))  # fmt: skip
 
-    async def join(
-        self, group: str, topic: str, partitions: int, member: str, assignor: str | None = None
-    ) -> Membership:
-        return await self.start_join(group, topic, partitions, member, assignor)
-
     async def sync(
         self, group: str, topic: str, partitions: int, member: str, generation: int
     ) -> Membership:
@@ -80,14 +75,9 @@ class Groups:
     def start_heartbeat(
         self, group: str, topic: str, partitions: int, member: str, generation: int
     ) -> Pending[int]:
-        """Queue a heartbeat (the server's fast path: no task); its generation when done."""
+        """Queue a heartbeat; its generation when done."""
         call = self.script_call("group_heartbeat", group, topic, partitions, [member, generation])
         return Pending(self.batcher.submit(*call), int)
-
-    async def heartbeat(
-        self, group: str, topic: str, partitions: int, member: str, generation: int
-    ) -> int:
-        return await self.start_heartbeat(group, topic, partitions, member, generation)
 
     async def leave(
         self, group: str, topic: str, partitions: int, member: str, generation: int
@@ -106,22 +96,10 @@ class Groups:
         partition: int,
         offset: int,
     ) -> Pending[None]:
-        """Queue a commit (the server's fast path: no task)."""
+        """Queue a commit of ``offset`` (the next to read) for ``partition``."""
         args = [member, generation, partition, offset]
         call = self.script_call("group_commit", group, topic, partitions, args)
         return Pending(self.batcher.submit(*call), lambda _: None)
-
-    async def commit(
-        self,
-        group: str,
-        topic: str,
-        partitions: int,
-        member: str,
-        generation: int,
-        partition: int,
-        offset: int,
-    ) -> None:
-        await self.start_commit(group, topic, partitions, member, generation, partition, offset)
 
     async def committed(self, group: str, topic: str, partition: int) -> int:
         """The committed offset (next to read) of ``partition``; 0 when nothing is committed.

@@ -39,6 +39,28 @@ class Context:
 Handler = Callable[[Context, list[str]], Awaitable[str]]
 
 
+def on_topic(
+    parse: Callable[[list[str]], tuple],
+    start: Callable[..., Pending[str]],
+) -> tuple[Handler, Starter]:
+    """A hot command's handler and starter from one definition: ``parse(argv)`` gives
+    ``(topic, *rest)`` (raising ``BadRequest``), ``start(context, config, *rest)`` queues the
+    work for the topic's settings. The handler looks the topic up (creating it on first
+    use); the starter runs only when the pod knows the topic already, else it returns None
+    and the handler takes the request."""
+
+    async def handler(context: Context, argv: list[str]) -> str:
+        topic, *rest = parse(argv)
+        return await start(context, await context.store.topic(topic), *rest)
+
+    def starter(context: Context, argv: list[str]) -> Pending[str] | None:
+        topic, *rest = parse(argv)
+        config = context.store.known_topic(topic)
+        return None if config is None else start(context, config, *rest)
+
+    return handler, starter
+
+
 def build_table() -> dict[str, Handler]:
     from adapter.handlers import core, groups, replication
 

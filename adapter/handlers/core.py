@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from adapter.escaping import escape, unescape
-from adapter.handlers import Context, Handler, Starter, args
+from adapter.handlers import Context, Handler, Starter, args, on_topic
 from mapping.batcher import Pending
 from mapping.errors import BadRequest
 from mapping.partitioner import partition_for
@@ -44,18 +44,12 @@ def _produce_args(argv: list[str]) -> tuple[str, bytes, bytes, str]:
     return topic, unescape(key_text), unescape(value_text), acks
 
 
-async def produce(context: Context, argv: list[str]) -> str:
-    topic, key, value, acks = _produce_args(argv)
-    config = await context.store.topic(topic)
-    return await _start_produce(context, config, key, value, acks)
-
-
-def _start_produce(
+def _produce(
     context: Context, config: TopicConfig, key: bytes, value: bytes, acks: str
 ) -> Pending[str]:
     partition = partition_for(key, config.partitions)
     pending = context.store.start_produce(config, partition, [(key, value)])
-    if acks == "all":
+    if acks == "all":  # a task only when the append's reply does not already satisfy it
         acked = context.replication.start_ack(config, partition, pending)
         return acked.then(lambda ack: f"partition={partition} offset={ack[0]} hw={ack[1]}")
     return pending.then(
@@ -63,15 +57,7 @@ def _start_produce(
     )
 
 
-def produce_now(context: Context, argv: list[str]) -> Pending[str] | None:
-    """PRODUCE queued right away for a known topic, with no task of its own (acks=all: a
-    task only when the append's reply does not already satisfy it); None: not possible
-    here, run ``produce``."""
-    topic, key, value, acks = _produce_args(argv)
-    config = context.store.known_topic(topic)
-    if config is None:
-        return None
-    return _start_produce(context, config, key, value, acks)
+produce, produce_now = on_topic(_produce_args, _produce)
 
 
 def _consume_args(argv: list[str]) -> tuple[str, int, int]:
@@ -89,25 +75,7 @@ def _consume_payload(result: ConsumeResult) -> str:
     return f"messages={messages} hw={result.high_watermark}"
 
 
-async def consume(context: Context, argv: list[str]) -> str:
-    topic, partition, offset = _consume_args(argv)
-    config = await context.store.partition_of(topic, partition)
-    result = await context.store.consume(
-        config,
-        partition,
-        offset,
-        context.settings.consume_max_records,
-        context.settings.consume_max_bytes,
-    )
-    return _consume_payload(result)
-
-
-def consume_now(context: Context, argv: list[str]) -> Pending[str] | None:
-    """CONSUME queued without a task of its own (known topic); None: run ``consume``."""
-    topic, partition, offset = _consume_args(argv)
-    config = context.store.known_topic(topic)
-    if config is None:
-        return None
+def _consume(context: Context, config: TopicConfig, partition: int, offset: int) -> Pending[str]:
     if not 0 <= partition < config.partitions:
         raise BadRequest("invalid partition")
     pending = context.store.start_consume(
@@ -118,6 +86,9 @@ def consume_now(context: Context, argv: list[str]) -> Pending[str] | None:
         context.settings.consume_max_bytes,
     )
     return pending.then(_consume_payload)
+
+
+consume, consume_now = on_topic(_consume_args, _consume)
 
 
 async def set_partition_role(context: Context, argv: list[str]) -> str:

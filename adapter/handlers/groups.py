@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from adapter.handlers import Context, Handler, Starter, args
+from adapter.handlers import Context, Handler, Starter, args, on_topic
 from mapping.assignors import ASSIGNORS
 from mapping.batcher import Pending
 from mapping.errors import BadRequest
+from mapping.store import TopicConfig
 
 JOIN_USAGE = "JOIN requires: <group> <topic> <consumer_id> [assignor=round_robin|range]"
 COMMIT_USAGE = "COMMIT requires: <group> <topic> <consumer_id> <generation> <partition> <offset>"
@@ -45,28 +46,22 @@ def _assigned(generation: int, partitions: list[int]) -> str:
 
 
 def _join_args(argv: list[str]) -> tuple[str, str, str, str | None]:
+    """(topic, group, consumer_id, assignor) of a valid JOIN."""
     args.expect_count(argv, JOIN_USAGE, 3, 4)
     group = args.name(argv[0], "group")
     topic = args.name(argv[1], "topic")
     member = args.name(argv[2], "consumer_id")
-    return group, topic, member, _assignor(argv)
+    return topic, group, member, _assignor(argv)
 
 
-async def join(context: Context, argv: list[str]) -> str:
-    group, topic, member, assignor = _join_args(argv)
-    config = await context.store.topic(topic)
-    membership = await context.groups.join(group, topic, config.partitions, member, assignor)
-    return _assigned(membership.generation, membership.assigned)
-
-
-def join_now(context: Context, argv: list[str]) -> Pending[str] | None:
-    """JOIN queued without a task of its own (known topic); None: run ``join``."""
-    group, topic, member, assignor = _join_args(argv)
-    config = context.store.known_topic(topic)
-    if config is None:
-        return None
-    pending = context.groups.start_join(group, topic, config.partitions, member, assignor)
+def _join(
+    context: Context, config: TopicConfig, group: str, member: str, assignor: str | None
+) -> Pending[str]:
+    pending = context.groups.start_join(group, config.name, config.partitions, member, assignor)
     return pending.then(lambda membership: _assigned(membership.generation, membership.assigned))
+
+
+join, join_now = on_topic(_join_args, _join)
 
 
 async def sync(context: Context, argv: list[str]) -> str:
@@ -76,21 +71,21 @@ async def sync(context: Context, argv: list[str]) -> str:
     return _assigned(membership.generation, membership.assigned)
 
 
-async def heartbeat(context: Context, argv: list[str]) -> str:
+def _heartbeat_args(argv: list[str]) -> tuple[str, str, str, int]:
     group, topic, member, generation = _member_args(argv, _usage("HEARTBEAT"), 4)
-    config = await context.store.topic(topic)
-    await context.groups.heartbeat(group, topic, config.partitions, member, generation)
-    return "heartbeat=ok"
+    return topic, group, member, generation
 
 
-def heartbeat_now(context: Context, argv: list[str]) -> Pending[str] | None:
-    """HEARTBEAT queued without a task of its own (known topic); None: run ``heartbeat``."""
-    group, topic, member, generation = _member_args(argv, _usage("HEARTBEAT"), 4)
-    config = context.store.known_topic(topic)
-    if config is None:
-        return None
-    pending = context.groups.start_heartbeat(group, topic, config.partitions, member, generation)
+def _heartbeat(
+    context: Context, config: TopicConfig, group: str, member: str, generation: int
+) -> Pending[str]:
+    pending = context.groups.start_heartbeat(
+        group, config.name, config.partitions, member, generation
+    )
     return pending.then(lambda _: "heartbeat=ok")
+
+
+heartbeat, heartbeat_now = on_topic(_heartbeat_args, _heartbeat)
 
 
 async def leave(context: Context, argv: list[str]) -> str:
@@ -101,35 +96,33 @@ async def leave(context: Context, argv: list[str]) -> str:
 
 
 def _commit_args(argv: list[str]) -> tuple[str, str, str, int, int, int]:
+    """(topic, group, consumer_id, generation, partition, offset) of a valid COMMIT."""
     group, topic, member, generation = _member_args(argv, COMMIT_USAGE, 6)
     partition = args.integer(argv[4], "partition", minimum=0)
     offset = args.integer(argv[5], "offset", minimum=0)
     if offset > MAX_OFFSET:
         raise BadRequest("invalid offset")
-    return group, topic, member, generation, partition, offset
+    return topic, group, member, generation, partition, offset
 
 
-async def commit(context: Context, argv: list[str]) -> str:
-    group, topic, member, generation, partition, offset = _commit_args(argv)
-    config = await context.store.partition_of(topic, partition)
-    await context.groups.commit(
-        group, topic, config.partitions, member, generation, partition, offset
-    )
-    return "committed=true"
-
-
-def commit_now(context: Context, argv: list[str]) -> Pending[str] | None:
-    """COMMIT queued without a task of its own (known topic); None: run ``commit``."""
-    group, topic, member, generation, partition, offset = _commit_args(argv)
-    config = context.store.known_topic(topic)
-    if config is None:
-        return None
+def _commit(
+    context: Context,
+    config: TopicConfig,
+    group: str,
+    member: str,
+    generation: int,
+    partition: int,
+    offset: int,
+) -> Pending[str]:
     if not 0 <= partition < config.partitions:
         raise BadRequest("invalid partition")
     pending = context.groups.start_commit(
-        group, topic, config.partitions, member, generation, partition, offset
+        group, config.name, config.partitions, member, generation, partition, offset
     )
     return pending.then(lambda _: "committed=true")
+
+
+commit, commit_now = on_topic(_commit_args, _commit)
 
 
 async def offset(context: Context, argv: list[str]) -> str:
