@@ -1,17 +1,37 @@
-"""Fixtures of the deployment tests: a real 3-node Redis Cluster on loopback."""
+"""Fixtures of the deployment tests: a real 3-node Redis Cluster on loopback, and the
+command line pointed at one Redis and key prefix."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
+from click.testing import CliRunner
 
+from adapter.cli import main
 from mapping.embedded import RedisProcess, free_port
+from mapping.keys import Keys
 from tests.support import wait_until
+
+
+@dataclass
+class CliTarget:
+    """One Redis and key prefix, and ``python -m adapter`` pointed at them."""
+
+    url: str
+    keys: Keys
+    client: redis.Redis
+
+    def cli(self, *args: str) -> str:
+        base = ["--redis-url", self.url, "--key-prefix", self.keys.prefix]
+        result = CliRunner().invoke(main, [*args, *base])
+        assert result.exit_code == 0, result.output
+        return result.output
 
 
 def _cluster_ok(ports: list[int]) -> bool:

@@ -6,28 +6,15 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 import redis
-from click.testing import CliRunner
 
-from adapter.cli import main
 from mapping.keys import Keys
 from mapping.partitioner import partition_for
+from tests.deploy.conftest import CliTarget
 
-
-@dataclass
-class State:
-    url: str
-    keys: Keys
-    client: redis.Redis
-
-    def cli(self, *args: str) -> str:
-        base = ["--redis-url", self.url, "--key-prefix", self.keys.prefix]
-        result = CliRunner().invoke(main, [*args, *base])
-        assert result.exit_code == 0, result.output
-        return result.output
+State = CliTarget
 
 
 @pytest.fixture

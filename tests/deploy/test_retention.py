@@ -7,32 +7,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 import redis
-from click.testing import CliRunner
 
-from adapter.cli import main
 from mapping import codec
 from mapping.keys import Keys
+from tests.deploy.conftest import CliTarget
 from tests.support import wait_until
 
 BITS = codec.DEFAULT_SEQUENCE_BITS
 
 
-@dataclass
-class Deployment:
-    url: str
-    keys: Keys
-    client: redis.Redis
-
-    def cli(self, *args: str) -> str:
-        base = ["--redis-url", self.url, "--key-prefix", self.keys.prefix]
-        result = CliRunner().invoke(main, [*args, *base])
-        assert result.exit_code == 0, result.output
-        return result.output
-
+class Deployment(CliTarget):
     def create(self, topic: str, *options: str, replication_factor: int = 1) -> None:
         self.cli("topic", "create", topic, "--partitions", "1", "--replication-factor",
                  str(replication_factor), "--min-insync-replicas", "1", *options)  # fmt: skip
