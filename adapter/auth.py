@@ -13,7 +13,6 @@ that AUTH's outcome before it is let through or refused.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -88,13 +87,16 @@ def users_in_redis(batcher: RedisBatcher, keys: Keys) -> HashLookup:
 class AuthGate:
     """One connection's authentication state."""
 
-    def __init__(self, authenticator: Authenticator | None, auth_timeout_s: float = 0) -> None:
+    def __init__(
+        self, authenticator: Authenticator | None, auth_timeout_s: float = 0, now: float = 0
+    ) -> None:
         self.authenticator = authenticator
         self.user: str | None = None
         self._pending: asyncio.Future[None] | None = None  # the last AUTH not yet decided
-        # An unauthenticated connection is closed at this time, so connections that never
-        # authenticate cannot hold the pod's connection slots (0: no such limit).
-        self._deadline = time.monotonic() + auth_timeout_s if auth_timeout_s > 0 else None
+        # An unauthenticated connection is closed at this time (``now``: the connection's
+        # clock when it opened), so connections that never authenticate cannot hold the
+        # pod's connection slots (0: no such limit).
+        self._deadline = now + auth_timeout_s if auth_timeout_s > 0 else None
 
     @property
     def open(self) -> bool:
@@ -104,7 +106,8 @@ class AuthGate:
 
     @property
     def closes_at(self) -> float | None:
-        """When this connection is closed unless it authenticates first (loop time)."""
+        """When this connection is closed unless it authenticates first (on the clock of
+        ``now``)."""
         if self.authenticator is None or self.user is not None:
             return None
         return self._deadline

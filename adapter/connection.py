@@ -82,7 +82,7 @@ class Connection(asyncio.Protocol):
         self.slots = slots
         self.loop = asyncio.get_running_loop()
         self.framer = protocol.LineFramer(settings.max_line_bytes)
-        self.gate = AuthGate(authenticator, settings.auth_timeout_s)
+        self.gate = AuthGate(authenticator, settings.auth_timeout_s, self.loop.time())
         self.flow = Flow(settings.max_in_flight)
         self.idle_s = settings.idle_timeout_s if settings.idle_timeout_s > 0 else None
         self.keepalive_s = settings.tcp_keepalive_s
