@@ -206,18 +206,12 @@ async def _serve_socket(
     answered in its protocol's callbacks; cancelling the task (the end of a drain) aborts
     it."""
     loop = asyncio.get_running_loop()
-    connection: Connection | None = None
-
-    def made() -> Connection:
-        nonlocal connection
-        connection = new_connection()
-        return connection
-
+    connection = new_connection()
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)
         await loop.connect_accepted_socket(
-            made,
+            lambda: connection,
             sock,
             ssl=ssl_context,
             ssl_handshake_timeout=tls.HANDSHAKE_TIMEOUT_S if ssl_context else None,
@@ -231,7 +225,6 @@ async def _serve_socket(
     except BaseException:
         sock.close()
         raise
-    assert connection is not None
     draining.connections.add(connection)
     if draining.stopping:
         connection.drain()
