@@ -19,9 +19,16 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from adapter import protocol
-from adapter.escaping import unescape
-from mapping.auth import DUMMY_HASH, CredentialsError, load_auth_file, verify_password
+from adapter.v1 import protocol
+from adapter.v1.escaping import unescape
+from mapping.auth import (
+    CredentialsError,
+    ScramSecret,
+    dummy_hash,
+    load_auth_file_users,
+    parse_scram_secrets,
+    verify_password,
+)
 from mapping.batcher import RedisBatcher
 from mapping.errors import (
     AUTH_FAILED,
@@ -42,25 +49,55 @@ class Authenticator:
     """Checks credentials against an auth file (read at start) and/or users in Redis."""
 
     def __init__(
-        self, file_users: dict[str, str] | None = None, redis_lookup: HashLookup | None = None
+        self,
+        file_users: dict[str, str] | None = None,
+        redis_lookup: HashLookup | None = None,
+        *,
+        file_scram: dict[str, str] | None = None,
+        scram_lookup: HashLookup | None = None,
     ) -> None:
         self.file_users = file_users or {}
         self.redis_lookup = redis_lookup
+        self.file_scram = file_scram or {}  # user -> encoded SCRAM secrets (Kafka SASL)
+        self.scram_lookup = scram_lookup
         # A storm of AUTH attempts uses at most this many cores; the rest wait their turn.
         self._hashing = anyio.CapacityLimiter(VERIFY_THREADS)
 
     @classmethod
     def from_options(
-        cls, auth_file: Path | None, redis_lookup: HashLookup | None
+        cls,
+        auth_file: Path | None,
+        redis_lookup: HashLookup | None,
+        scram_lookup: HashLookup | None = None,
     ) -> Authenticator | None:
         """None when authentication is off (no file and no Redis users)."""
         if auth_file is None and redis_lookup is None:
             return None
         try:
-            file_users = load_auth_file(auth_file) if auth_file else None
+            file_users = load_auth_file_users(auth_file) if auth_file else None
         except (OSError, UnicodeDecodeError, CredentialsError) as exc:
             raise ConfigurationError(f"--auth-file: {exc}") from None
-        return cls(file_users, redis_lookup)
+        if file_users is None:
+            return cls(None, redis_lookup, scram_lookup=scram_lookup)
+        return cls(
+            file_users.hashes, redis_lookup, file_scram=file_users.scram, scram_lookup=scram_lookup
+        )
+
+    async def scram_secret(self, user: str, mechanism: str) -> ScramSecret | None:
+        """``user``'s stored secret for SCRAM ``mechanism``; None for an unknown user or
+        one stored without SCRAM secrets (an auth file line of an older ``user hash``)."""
+        if user in self.file_users:
+            encoded = self.file_scram.get(user)
+        elif self.scram_lookup is not None:
+            encoded = await self.scram_lookup(user)
+        else:
+            encoded = None
+        if encoded is None:
+            return None
+        try:
+            return parse_scram_secrets(encoded).get(mechanism)
+        except CredentialsError:
+            return None
 
     async def check(self, user: str, password: bytes) -> bool:
         encoded = self.file_users.get(user)
@@ -68,17 +105,19 @@ class Authenticator:
             encoded = await self.redis_lookup(user)
         # scrypt takes ~50 ms of CPU: off the event loop. An unknown user costs the same.
         matches = await anyio.to_thread.run_sync(
-            verify_password, password, encoded or DUMMY_HASH, limiter=self._hashing
+            verify_password, password, encoded or dummy_hash(), limiter=self._hashing
         )
         return matches and encoded is not None
 
 
-def users_in_redis(batcher: RedisBatcher, keys: Keys) -> HashLookup:
+def users_in_redis(batcher: RedisBatcher, keys: Keys, hash_key: str | None = None) -> HashLookup:
     """Looks a user's hash up in Redis (``--auth-redis``), so users added or removed with
-    ``python -m adapter user`` count from the next AUTH on, in every pod."""
+    ``python -m adapter user`` count from the next AUTH on, in every pod. ``hash_key``:
+    another hash of users (``keys.users_scram`` for the SCRAM secrets)."""
+    key = hash_key or keys.users
 
     async def lookup(user: str) -> str | None:
-        encoded = await batcher.call("HGET", keys.users, user)
+        encoded = await batcher.call("HGET", key, user)
         return encoded.decode() if encoded is not None else None
 
     return lookup

@@ -5,8 +5,7 @@ Bytes that arrive are split into lines and answered in slices right in the read 
 share the pod's next pipeline); when the last reply of a slice is ready it is written in one
 go, in request order, and the next slice starts. There is no task per connection or per
 read: with anyio streams each read cost a task wake-up, an extra loop turn, cancel scopes
-and an ``asyncio.wait``, about four times the CPU per request at 256 connections
-(measured with ``python -m bench``; see the README).
+and an ``asyncio.wait`` (the README's Performance section has the figures).
 
 Limits (see adapter/limits.py for the numbers):
 
@@ -28,12 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 
-from adapter import answer, protocol
 from adapter.auth import Authenticator, AuthGate
-from adapter.handlers import Context, Handler
-from adapter.limits import ConnectionSlots, tune_socket
+from adapter.limits import ConnectionSlots
+from adapter.served import TIMER_SLACK_S, ServedConnection
+from adapter.v1 import answer, protocol
+from adapter.v1.handlers import Context, Handler
 from mapping.errors import BAD_REQUEST
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,6 @@ REPLY_BYTES_AT_ONCE = 1 << 20
 # most DROP_BYTES): closing a socket with unread input resets it, which could destroy the
 # error reply before the client reads it.
 LINGER_S = 2.0
-TIMER_SLACK_S = 0.01
 DROP_BYTES = 16 << 20
 
 
@@ -67,7 +65,7 @@ class Flow:
             self.lines_at_once = min(self.most, self.lines_at_once * 2)
 
 
-class Connection(asyncio.Protocol):
+class Connection(ServedConnection):
     def __init__(
         self,
         context: Context,
@@ -77,58 +75,35 @@ class Connection(asyncio.Protocol):
         authenticator: Authenticator | None = None,
     ) -> None:
         settings = context.settings
+        super().__init__(
+            slots=slots,
+            idle_timeout_s=settings.idle_timeout_s,
+            keepalive_s=settings.tcp_keepalive_s,
+        )
         self.context = context
         self.table = table
-        self.slots = slots
-        self.loop = asyncio.get_running_loop()
         self.framer = protocol.LineFramer(settings.max_line_bytes)
         self.gate = AuthGate(authenticator, settings.auth_timeout_s, self.loop.time())
         self.flow = Flow(settings.max_in_flight)
-        self.idle_s = settings.idle_timeout_s if settings.idle_timeout_s > 0 else None
-        self.keepalive_s = settings.tcp_keepalive_s
-        self.closed: asyncio.Future[None] = self.loop.create_future()
-        self.transport: asyncio.Transport | None = None
         self._backlog: list[bytes] = []  # lines read, not yet started
         self._slice: list[answer.Started] | None = None  # started, some still waiting
         self._waiting = 0
         self._eof = False
         self._lingering = False  # "line too long" sent: dropping input until closed
         self._dropped = 0
-        self._reading_paused = False
-        self._write_stalled_at: float | None = None
-        self._last_activity = self.loop.time()
-        self._timer: asyncio.TimerHandle | None = None
-        self._has_slot = False
-        self._tls = False
 
     # --- asyncio callbacks ----------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's: no subclass
-        self._tls = transport.get_extra_info("sslcontext") is not None
-        if self.slots is not None:
-            if not self.slots.try_acquire():
-                transport.write(self.slots.refusal())
-                transport.close()
-                return
-            self._has_slot = True
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            tune_socket(sock, self.keepalive_s)
-        self._arm_timer()
+    def _refuse(self, transport: asyncio.BaseTransport) -> None:
+        assert self.slots is not None
+        transport.write(self.slots.refusal())  # type: ignore[attr-defined]
+        transport.close()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._has_slot and self.slots is not None:
-            self.slots.release()
-            self._has_slot = False
-        if self._timer is not None:
-            self._timer.cancel()
+    def _forget_requests(self) -> None:
         started, self._slice = self._slice, None
         if started is not None:
             answer.cancel(started)
         self._backlog = []
-        if not self.closed.done():
-            self.closed.set_result(None)
 
     def data_received(self, data: bytes) -> None:
         if self._lingering:
@@ -145,20 +120,8 @@ class Connection(asyncio.Protocol):
                 self._backlog = lines
         self._pump()
 
-    def eof_received(self) -> bool:
+    def _input_ended(self) -> None:
         self._eof = True
-        self._pump()
-        # Keep the write side: the replies to what was read still go out. (TLS cannot: the
-        # end of its input starts its shutdown, and asyncio warns when asked to.)
-        return not self._tls
-
-    def pause_writing(self) -> None:
-        self._write_stalled_at = self.loop.time()
-        self._update_reading()
-
-    def resume_writing(self) -> None:
-        self._write_stalled_at = None
-        self._last_activity = self.loop.time()
         self._pump()
 
     # --- answering ------------------------------------------------------------------------
@@ -216,20 +179,11 @@ class Connection(asyncio.Protocol):
         return True
 
     def _update_reading(self) -> None:
-        transport = self.transport
-        assert transport is not None
-        pause = (
+        self._set_reading(
             self._eof
             or self._write_stalled_at is not None
             or len(self._backlog) >= self.flow.lines_at_once
         )
-        if pause == self._reading_paused or transport.is_closing():
-            return
-        self._reading_paused = pause
-        if pause:
-            transport.pause_reading()
-        else:
-            transport.resume_reading()
 
     def _line_too_long(self) -> None:
         assert self.transport is not None
@@ -243,37 +197,7 @@ class Connection(asyncio.Protocol):
         self.transport.resume_reading()
         self.loop.call_later(LINGER_S, self.close)
 
-    # --- closing --------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close once what was written is sent."""
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
-
-    def abort(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()
-
-    def drain(self) -> None:
-        """SIGTERM: answer every request the client has sent, then close. On plain TCP the
-        read side is shut: the kernel still hands over what had arrived, then the end of
-        the input. Through TLS that end would start the TLS shutdown with replies still
-        owed, so reading just stops."""
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            return
-        sock = transport.get_extra_info("socket")
-        if not self._tls and sock is not None:
-            try:
-                # through a duplicate of the descriptor: uvloop's transport socket has no
-                # shutdown(), and shutting down acts on the connection, not the descriptor
-                with socket.fromfd(sock.fileno(), sock.family, sock.type) as duplicate:
-                    duplicate.shutdown(socket.SHUT_RD)
-                return
-            except OSError:
-                pass  # already gone
-        self._eof = True
-        self._pump()
+    # --- timers -------------------------------------------------------------------------
 
     def _arm_timer(self) -> None:
         deadlines = []

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import socket
 
-from adapter import protocol
+from adapter.v1 import protocol
 from mapping.errors import UNAVAILABLE
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from adapter.handlers import Context, Handler, Starter
-from mapping import inspect
+from adapter.v1.handlers import Context, Handler, Starter
+from mapping import inspection
 from mapping.batcher import Pending
-from mapping.cluster import connect_sync
+from mapping.cluster import SyncClient, connect_sync
 from mapping.errors import BrokerError
 from mapping.keys import Keys
 
@@ -55,6 +55,13 @@ class Metrics:
             registry=r,
         )  # fmt: skip
         self.connections = Gauge("adapter_connections", "Open client connections", registry=r)
+        self.kafka_requests = Counter(
+            "adapter_kafka_requests", "Kafka requests answered, by API", ["api"], registry=r
+        )
+        self.kafka_latency = Histogram(
+            "adapter_kafka_request_seconds", "Time to answer a Kafka request, by API", ["api"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
 
     def instrument(self, table: dict[str, Handler]) -> dict[str, Handler]:
         """The command table with every handler counted and timed."""
@@ -117,13 +124,20 @@ class Metrics:
 
         return counted
 
+    def on_kafka_answer(self, api: str, seconds: float) -> None:
+        """A Kafka connection answered a request of ``api`` (Fetch: long-polls included)."""
+        self.kafka_requests.labels(api).inc()
+        self.kafka_latency.labels(api).observe(seconds)
+
     def on_flush(self, calls: int) -> None:
         """The batcher's hook: one pipeline of ``calls`` Redis calls was sent."""
         self.round_trips.inc()
         self.batch_size.observe(calls)
 
-    def watch_lag(self, redis_url: str, keys: Keys, timeout_s: float = 5.0) -> None:
-        self.registry.register(LagCollector(redis_url, keys, timeout_s))
+    def watch_lag(self, redis_url: str, keys: Keys, timeout_s: float = 5.0, **login: Any) -> None:
+        """Report consumer lag, read with a client logged in like the pod's own (``login``:
+        `Settings.redis_options`, the same user, password and TLS files)."""
+        self.registry.register(LagCollector(redis_url, keys, timeout_s, login))
 
     def serve(self, port: int, host: str) -> Callable[[], None]:
         """Start the HTTP endpoint (a daemon thread); returns its stop function."""
@@ -141,11 +155,14 @@ class Metrics:
 class LagCollector(Collector):
     """Consumer lag per (group, topic, partition), read from Redis on each scrape."""
 
-    def __init__(self, redis_url: str, keys: Keys, timeout_s: float) -> None:
+    def __init__(
+        self, redis_url: str, keys: Keys, timeout_s: float, login: dict[str, Any] | None = None
+    ) -> None:
         self.redis_url = redis_url
         self.keys = keys
         self.timeout_s = timeout_s
-        self._client = None
+        self.login = login or {}
+        self._client: SyncClient | None = None
 
     def describe(self) -> list:
         return []  # computed on scrape: nothing to check at registration
@@ -153,8 +170,7 @@ class LagCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         lag = GaugeMetricFamily(
             "adapter_consumer_lag_records",
-            f"Records from a group's committed offset to the high watermark (at most "
-            f"{inspect.LAG_COUNT_CAP})",
+            "Records from a group's committed offset to the high watermark",
             labels=["group", "topic", "partition"],
         )
         committed = GaugeMetricFamily(
@@ -164,8 +180,8 @@ class LagCollector(Collector):
         )
         try:
             client = self._connect()
-            for group_name, topic_name in inspect.group_pairs(client, self.keys):
-                view = inspect.group(client, self.keys, group_name, topic_name)
+            for group_name, topic_name in inspection.group_pairs(client, self.keys):
+                view = inspection.group(client, self.keys, group_name, topic_name)
                 if view is None:
                     continue
                 for p in view.partitions:
@@ -179,10 +195,10 @@ class LagCollector(Collector):
         yield lag
         yield committed
 
-    def _connect(self):  # noqa: ANN202
+    def _connect(self) -> SyncClient:
         if self._client is None:
             self._client = connect_sync(
                 self.redis_url, socket_timeout=self.timeout_s,
-                socket_connect_timeout=self.timeout_s,
+                socket_connect_timeout=self.timeout_s, **self.login,
             )  # fmt: skip
         return self._client

@@ -16,6 +16,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from functools import partial
+from typing import Any
 
 import anyio
 from anyio.abc import SocketAttribute
@@ -26,23 +27,23 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from adapter import tls
 from adapter.auth import Authenticator, users_in_redis
 from adapter.connection import Connection
-from adapter.handlers import Context, build_starters, build_table
 from adapter.limits import ConnectionSlots
 from adapter.settings import Settings
-from mapping.cluster import is_cluster_url
+from adapter.v1.handlers import Context, build_starters, build_table
+from mapping.cluster import is_cluster_url, redact
 from mapping.errors import ConfigurationError
 from mapping.groups import Groups
 from mapping.keys import Keys
 from mapping.replication import Replication
 from mapping.retention import RetentionTask
-from mapping.startup import check_redis, redact
+from mapping.startup import check_redis
 from mapping.store import Store, connect, make_batcher
 
 log = logging.getLogger(__name__)
 # The cyclic GC's collection thresholds while serving (CPython's default: 700, 10, 10).
 # CONSUME replies are thousands of small lists alive at once; with the default, collections
-# of the older generations scanned them over and over and took most of the CPU (CONSUME at
-# 256 connections: 171k records/s with the default, 357k with these). The pod's data is
+# of the older generations scanned them over and over and took most of the CPU (figures in
+# the README's Performance section). The pod's data is
 # acyclic; cycles (exception tracebacks) are still collected, a little later.
 GC_THRESHOLDS = (100_000, 20, 20)
 
@@ -59,6 +60,7 @@ async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
                 sequence_bits=settings.sequence_bits,
                 require_aof=settings.require_aof,
                 url=redis_at,
+                allow_evicting=settings.allow_evicting_redis,
             )
             return
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
@@ -91,6 +93,9 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             sequence_bits=settings.sequence_bits,
             replica_lag_max_ms=settings.replica_lag_max_ms,
             topic_defaults=settings.topic_defaults,
+            auto_create_topics=settings.auto_create_topics,
+            max_topics=settings.max_topics,
+            topic_cache_size=settings.topic_cache_size,
         )
         context = Context(
             settings,
@@ -106,6 +111,7 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         )
         table = build_table()
         draining = Draining()
+        metrics = None
         if settings.metrics_port:
             from adapter.metrics import Metrics
 
@@ -114,7 +120,12 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             context.starters = metrics.instrument_starters(build_starters())
             batcher.on_flush = metrics.on_flush
             metrics.connections.set_function(lambda: len(draining.connections))
-            metrics.watch_lag(settings.redis_url, keys, settings.redis_timeout_ms / 1000)
+            metrics.watch_lag(
+                settings.redis_url,
+                keys,
+                settings.redis_timeout_ms / 1000,
+                **settings.redis_options(),
+            )
             stack.callback(metrics.serve(settings.metrics_port, settings.metrics_host))
         # Startup's objects (modules, scripts, settings) are never scanned again.
         gc.freeze()
@@ -126,7 +137,9 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             reuse_port=settings.workers > 1,
         )
         authenticator = Authenticator.from_options(
-            settings.auth_file, users_in_redis(batcher, keys) if settings.auth_redis else None
+            settings.auth_file,
+            users_in_redis(batcher, keys) if settings.auth_redis else None,
+            users_in_redis(batcher, keys, keys.users_scram) if settings.auth_redis else None,
         )
         slots = ConnectionSlots(settings.max_connections)
         new_connection = partial(
@@ -137,28 +150,44 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         )
         redis_at = redact(settings.redis_url)
         log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, redis_at)
+        serving = [(listener, connection)]
+        kafka = None
+        if settings.kafka:
+            from adapter.kafka.listener import KafkaListener
+
+            kafka = await KafkaListener.open(
+                settings, context, slots, draining, metrics, authenticator=authenticator
+            )
+            serving.append((kafka.listener, kafka.serve_socket))
         async with anyio.create_task_group() as background:
             background.start_soon(batcher.run)
             background.start_soon(context.replication.run)
+            if kafka is not None:
+                background.start_soon(kafka.registry.run)
             background.start_soon(
                 RetentionTask(
                     store,
                     client,
                     pod_id=context.replication.pod_id,
                     interval_ms=settings.retention_interval_ms,
+                    offsets_retention_ms=settings.offsets_retention_ms,
+                    session_timeout_ms=settings.session_timeout_ms,
                 ).run
             )
             async with anyio.create_task_group() as connections:
                 with anyio.CancelScope() as accepting, _stop_on_sigterm(accepting):
                     if ready is not None:
                         ready.set()
-                    await _accept(listener, connections, connection)
+                    await _accept_all(serving, connections)
                 # SIGTERM: stop accepting, answer what was read, then stop. Connections the
                 # kernel already completed (in the listen backlog) are taken and drained
                 # too: closing the listener would reset them with their requests unread.
                 with anyio.move_on_after(0.05):
-                    await _accept(listener, connections, connection)
-                await listener.aclose()
+                    await _accept_all(serving, connections)
+                for one, _ in serving:
+                    await one.aclose()
+                if kafka is not None:
+                    await kafka.registry.unregister()
                 log.info("SIGTERM: draining %d connection(s)", len(draining.connections))
                 draining.stop()
                 connections.cancel_scope.deadline = (
@@ -166,6 +195,16 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                 )
             background.cancel_scope.cancel()
         log.info("stopped serving on %s:%d", settings.host, settings.port)
+
+
+async def _accept_all(
+    serving: list[tuple[Any, Callable[[socket.socket], Awaitable[None]]]],
+    connections: anyio.abc.TaskGroup,
+) -> None:
+    """Accept on every listener (V1, Kafka) until cancelled."""
+    async with anyio.create_task_group() as accepting:
+        for listener, serve_socket in serving:
+            accepting.start_soon(_accept, listener, connections, serve_socket)
 
 
 async def _accept(
@@ -197,7 +236,7 @@ async def _accept(
 
 
 async def _serve_socket(
-    new_connection: Callable[[], Connection],
+    new_connection: Callable[[], Any],
     draining: Draining,
     ssl_context: ssl.SSLContext | None,
     sock: socket.socket,
@@ -241,7 +280,7 @@ class Draining:
     """
 
     def __init__(self) -> None:
-        self.connections: set[Connection] = set()
+        self.connections: set[Any] = set()  # V1 and Kafka connections (drain, abort)
         self.stopping = False
 
     def stop(self) -> None:

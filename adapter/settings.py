@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from mapping.cluster import credentials
 from mapping.codec import DEFAULT_SEQUENCE_BITS
 from mapping.keys import DEFAULT_PREFIX
-from mapping.store import TopicDefaults
+from mapping.store import DEFAULT_TOPIC_CACHE_SIZE, TopicDefaults
 
 
 @dataclass(frozen=True)
@@ -16,9 +17,14 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 9092
     data_dir: Path = Path(".adapter-data")
+    embedded_redis_port: int = 6390  # fixed, so redis-cli -p 6390 finds it; 0: any free port
     key_prefix: str = DEFAULT_PREFIX
     sequence_bits: int = DEFAULT_SEQUENCE_BITS
     topic_defaults: TopicDefaults = TopicDefaults()
+    auto_create_topics: bool = True  # a command naming an unknown topic creates it
+    max_topics: int = 10_000  # no auto-creation beyond this many topics (0: no limit)
+    topic_cache_size: int = DEFAULT_TOPIC_CACHE_SIZE  # topic settings kept in memory (LRU)
+    offsets_retention_minutes: float = 10_080.0  # idle groups expire (Kafka's 7 days; 0: never)
     max_line_bytes: int = 1 << 20
     consume_max_records: int = 1000
     acks_timeout_ms: int = 2000
@@ -58,6 +64,26 @@ class Settings:
     redis_tls_cert: Path | None = None
     redis_tls_key: Path | None = None
     require_aof: bool = False  # refuse to start when Redis has AOF off
+    allow_evicting_redis: bool = False  # start even when Redis' maxmemory-policy evicts keys
+    # The Kafka listener (adapter/kafka/)
+    kafka: bool = True
+    kafka_host: str | None = None  # None: --host
+    kafka_port: int = 9093
+    kafka_advertised_listener: str | None = None  # HOST:PORT told to clients; None: listen address
+    kafka_max_request_bytes: int = 100 << 20  # a larger frame closes the connection
+    kafka_max_message_bytes: int = 1048588  # a larger RecordBatch: MESSAGE_TOO_LARGE (Kafka's)
+    # Kafka consumer groups (mapping/kafka_groups/): Kafka's group.initial.rebalance.delay.ms
+    # and group.min/max.session.timeout.ms (Kafka: 3000, 6000, 1800000)
+    kafka_group_initial_rebalance_delay_ms: int = 300
+    kafka_group_min_session_timeout_ms: int = 1000
+    kafka_group_max_session_timeout_ms: int = 1_800_000
+    # KIP-848: group.consumer.session.timeout.ms / heartbeat.interval.ms (Kafka: 45000 / 5000)
+    kafka_group_consumer_session_timeout_ms: int = 45_000
+    kafka_group_consumer_heartbeat_interval_ms: int = 5000
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return round(self.offsets_retention_minutes * 60_000)
 
     def backend_options(self) -> dict[str, object]:
         """``anyio.run``'s options: uvloop when asked for and installed."""
@@ -71,15 +97,10 @@ class Settings:
 
     def redis_options(self) -> dict[str, object]:
         """Keyword arguments for the Redis client beyond the URL."""
-        options: dict[str, object] = {}
-        if self.redis_username is not None:
-            options["username"] = self.redis_username
-        if self.redis_password is not None:
-            options["password"] = self.redis_password
-        if self.redis_tls_ca is not None:
-            options["ssl_ca_certs"] = str(self.redis_tls_ca)
-        if self.redis_tls_cert is not None:
-            options["ssl_certfile"] = str(self.redis_tls_cert)
-        if self.redis_tls_key is not None:
-            options["ssl_keyfile"] = str(self.redis_tls_key)
-        return options
+        return credentials(
+            username=self.redis_username,
+            password=self.redis_password,
+            tls_ca=self.redis_tls_ca,
+            tls_cert=self.redis_tls_cert,
+            tls_key=self.redis_tls_key,
+        )

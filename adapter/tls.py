@@ -1,5 +1,5 @@
 """TLS for the client listener (``--tls-cert``/``--tls-key``, optionally ``--tls-client-ca``
-to require client certificates signed by that CA) and for clients of the adapter."""
+to require client certificates signed by that CA); clients use `adapter.client.tls`."""
 
 from __future__ import annotations
 
@@ -21,17 +21,6 @@ def server_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.
     if client_ca is not None:
         context.load_verify_locations(cafile=client_ca)
         context.verify_mode = ssl.CERT_REQUIRED
-    return context
-
-
-def client_context(
-    ca: Path | str | None = None, cert: Path | str | None = None, key: Path | str | None = None
-) -> ssl.SSLContext:
-    """For `adapter.client`: trust ``ca`` (else the system's CAs); present ``cert``/``key``
-    when the pod verifies client certificates."""
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
-    if cert is not None:
-        context.load_cert_chain(certfile=cert, keyfile=key)
     return context
 
 

@@ -50,19 +50,13 @@ class Result:
     errors: int = 0
     error_sample: str = ""
     histogram: Histogram = field(default_factory=Histogram)
-    not_available: str = ""
 
     def merge(self, other: Result) -> None:
         self.requests += other.requests
         self.records += other.records
         self.errors += other.errors
         self.error_sample = self.error_sample or other.error_sample
-        self.not_available = self.not_available or other.not_available
         self.histogram.merge(other.histogram)
-
-
-class NotAvailable(Exception):
-    """The adapter does not serve this workload (groups before they exist)."""
 
 
 def _lines(
@@ -230,12 +224,11 @@ class _Runner:
         try:
             for protocol in connections:
                 await self._prepare(protocol)
-        except NotAvailable as exc:
-            self.result.not_available = str(exc)
+        except BaseException:
             for protocol in connections:
-                assert protocol.transport is not None
-                protocol.transport.close()
-            return self.result
+                if protocol.transport is not None:
+                    protocol.transport.close()
+            raise
         await asyncio.sleep(max(0.0, self.start_at - time.perf_counter()))
         now = time.perf_counter()
         if now > self.start_at + 0.05:
@@ -266,10 +259,9 @@ class _Runner:
         group, member = f"{load.group_prefix}-{protocol.conn}", f"c{protocol.conn}"
         reply = await protocol.request_once(f"V1|0|JOIN|{group} {load.topic} {member}\n".encode())
         text = reply.decode(errors="replace").strip()
-        if "|UNKNOWN_COMMAND|" in text:
-            raise NotAvailable("groups not available (JOIN answers UNKNOWN_COMMAND)")
         if "|OK|" not in text:
-            raise NotAvailable(f"JOIN failed: {text}")
+            # a failed JOIN fails the workload (an error in its row), never a skipped row
+            raise RuntimeError(f"JOIN failed: {text}")
         fields = dict(
             part.split("=", 1) for part in text.split("|OK|", 1)[1].split(" ") if "=" in part
         )

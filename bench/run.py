@@ -17,9 +17,9 @@ What runs where (a 2-core machine is the reference):
   cores.
 
 Rows: PRODUCE acks=1 / acks=all, CONSUME and a groups mix (JOIN 1 : HEARTBEAT 4 : COMMIT 5,
-each connection its own group; skipped with "groups not available" when JOIN answers
-UNKNOWN_COMMAND) over 1, 16 and 256 connections, pipelined (1024 requests in flight over all
-connections, at least 2 each; CONSUME 32) and one at a time; then PRODUCE on one connection
+each connection its own group; left out with ``--no-groups``) over 1, 16 and 256
+connections, pipelined (1024 requests in flight over all connections, at least 2 each;
+CONSUME 32) and one at a time; then PRODUCE on one connection
 paced at half its one-at-a-time maximum (latency from the real send; the same pace straight
 to Redis is measured too, since idling between requests costs wake-ups on a VM); then
 PRODUCE through ``--workers 2``; then ``--soak`` seconds of PRODUCE over fresh connections
@@ -111,6 +111,7 @@ class AdapterPods:
             "--default-replication-factor", "1",
             "--default-min-insync-replicas", "1",
             "--no-replicator",
+            "--kafka-port", "0",
             "--log-level", "WARNING",
             *extra,
         ]  # fmt: skip
@@ -136,7 +137,7 @@ class AdapterPods:
                         break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"adapter did not start: {self.log_path.read_text()[-2000:]}")
-            time.sleep(0.1)
+            time.sleep(0.1)  # poll interval of the wait for PING (bounded by the deadline)
 
         # Every worker must listen before the load starts, or one takes all connections.
         while self.workers > 1 and not (
@@ -144,7 +145,7 @@ class AdapterPods:
         ):
             if time.monotonic() > deadline:
                 raise RuntimeError("adapter workers did not all start listening")
-            time.sleep(0.1)
+            time.sleep(0.1)  # poll interval of the wait for every worker's socket
 
     def pids(self) -> list[int]:
         """The serving processes: the pod, or its workers under ``--workers``."""
@@ -224,6 +225,8 @@ class Options:
     groups: bool
     soak_s: float
     adapter_args: list[str] = field(default_factory=list)
+    kafka_records: int = 200_000  # 0: no Kafka rows
+    kafka_latency_s: float = 5.0
 
 
 def _prefill(port: int, topic: str, count: int, value_size: int) -> list[tuple[int, int]]:
@@ -244,17 +247,6 @@ def _prefill(port: int, topic: str, count: int, value_size: int) -> list[tuple[i
     return pages
 
 
-def _groups_available(port: int) -> str:
-    """'' when the adapter serves JOIN, else why not."""
-    with Client("127.0.0.1", port, timeout=10) as client:
-        reply = client.request("JOIN", f"bench-probe-{uuid.uuid4().hex[:6]} bench-probe c0")
-    if not reply.ok and reply.code == "UNKNOWN_COMMAND":
-        return "groups not available (JOIN answers UNKNOWN_COMMAND)"
-    if not reply.ok:
-        return f"groups not available (JOIN answers {reply.code} {reply.message})"
-    return ""
-
-
 def _window(kind: str, connections: int, pipelined: bool) -> int:
     if not pipelined:
         return 1
@@ -264,9 +256,6 @@ def _window(kind: str, connections: int, pipelined: bool) -> int:
 
 def _adapter_row(name: str, load: loadgen.Load, workers: int, mode: str) -> Row:
     result = loadgen.run_load(load)
-    if result.not_available:
-        return Row(name, "adapter", load.connections, mode, 0, 0, None, None, None,
-                   workers=workers, note=result.not_available)  # fmt: skip
     records = result.records if load.kind == "consume" else result.requests
     row = _row(name, "adapter", load.connections, mode, result.requests, records,
                load.duration_s, result.histogram, workers=workers, errors=result.errors,
@@ -330,8 +319,6 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
 
         # (2) the adapter, one process
         groups_note = "" if options.groups else "groups skipped (--no-groups)"
-        if not groups_note:
-            groups_note = _groups_available(pods.port)
         if groups_note:
             notes.append(groups_note)
             log(groups_note)
@@ -437,6 +424,15 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                 log(_format_row(row))
             pods.stop()
 
+        # (4) the Kafka front door (bench/kafka.py), each row with its baseline
+        if options.kafka_records > 0:
+            kafka_rows = _kafka_rows(server.url, options)
+            rows += kafka_rows
+            for row in kafka_rows:
+                log(_format_row(row))
+        else:
+            notes.append("Kafka rows skipped (--no-kafka)")
+
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {
@@ -450,6 +446,37 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
         "notes": notes,
         "targets": _targets(rows),
     }
+
+
+def _kafka_rows(redis_url: str, options: Options) -> list[Row]:
+    """bench/kafka.py's rows as table rows: confluent-kafka produce against a raw script
+    client (and V1 pipelined PRODUCE in the note), a confluent consumer and plain Fetch
+    requests against raw XRANGE paging, produce -> long-poll fetch latency at half the max
+    rate. Throughput rows count records (requests are the clients' batches)."""
+    from bench import kafka
+
+    k = kafka.measure(redis_url, options.kafka_records, options.kafka_latency_s)
+
+    def rate(name: str, system: str, value: float, base: Row | None = None, **kw: Any) -> Row:
+        row = Row(name, system, 1, "pipelined", value, value, None, None, None, **kw)
+        if base is not None:
+            row.ratio, row.ratio_to = _ratio(value, base), base.name
+        return row
+
+    raw_produce = rate("raw kafka_produce.lua", "redis", k["produce_raw_script_records_per_s"])
+    v1 = rate("V1 produce_many", "adapter", k["produce_v1_pipelined_records_per_s"])
+    produce = rate("Kafka produce (confluent)", "adapter", k["produce_kafka_records_per_s"],
+                   raw_produce, note=f"{k['produce_ratio_to_v1']:.2f}x V1 produce_many",
+                   extra={"ratio_to_v1": k["produce_ratio_to_v1"]})  # fmt: skip
+    raw_fetch = rate("raw XRANGE paging", "redis", k["fetch_raw_xrange_records_per_s"])
+    fetch = rate("Kafka fetch (confluent)", "adapter", k["fetch_kafka_records_per_s"], raw_fetch)
+    plain = rate("Kafka Fetch (plain)", "adapter", k["fetch_plain_requests_records_per_s"],
+                 raw_fetch)  # fmt: skip
+    paced = k["latency_rate_records_per_s"]
+    latency = Row("Kafka produce->fetch", "adapter", 1, "paced", paced, paced,
+                  k["latency_p50_ms"] * 1000, k["latency_p99_ms"] * 1000, None,
+                  note="half the max rate, long-poll fetch")  # fmt: skip
+    return [raw_produce, v1, produce, raw_fetch, fetch, plain, latency]
 
 
 def _soak(pods: AdapterPods, options: Options, topic: str, log: Any) -> list[dict[str, Any]]:
@@ -508,6 +535,17 @@ def _targets(rows: list[Row]) -> list[dict[str, Any]]:
     best("--workers 2 >= 1.6x one worker", find("PRODUCE acks=1", "pipelined", 2), 1.6)
     best("p99 unpipelined PRODUCE at half max rate <= 3x raw EVALSHA p99",
          find("PRODUCE acks=1 @ half max", "paced"), 3.0, lower=True)  # fmt: skip
+    best("Kafka produce >= 0.7x raw kafka_produce.lua",
+         find("Kafka produce (confluent)", "pipelined"), 0.7)  # fmt: skip
+    produce = find("Kafka produce (confluent)", "pipelined")
+    if produce:
+        value = produce[0].extra["ratio_to_v1"]
+        targets.append({
+            "goal": "Kafka produce >= 5x V1 pipelined PRODUCE", "value": value,
+            "met": value >= 5, "row": "Kafka produce (confluent) / V1 produce_many",
+        })  # fmt: skip
+    best("Kafka fetch (caught-up consumer) >= 0.8x raw XRANGE paging",
+         find("Kafka fetch (confluent)", "pipelined"), 0.8)  # fmt: skip
     return targets
 
 
@@ -586,6 +624,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
 @click.option("--prefill", type=int, default=30_000, help="Records written for CONSUME.")
 @click.option("--workers", type=int, default=2, help="Also run PRODUCE on --workers N.")
 @click.option("--groups/--no-groups", default=True, help="Run the groups mix rows.")
+@click.option("--kafka/--no-kafka", default=True, help="Run the Kafka rows (bench/kafka.py).")
+@click.option("--kafka-records", type=int, default=200_000, help="Records per Kafka row.")
 @click.option(
     "--soak",
     type=float,
@@ -616,6 +656,8 @@ def main(
     prefill: int,
     workers: int,
     groups: bool,
+    kafka: bool,
+    kafka_records: int,
     soak: float,
     adapter_args: str,
     json_path: Path | None,
@@ -625,8 +667,11 @@ def main(
     counts = [int(c) for c in connections.split(",") if c.strip()]
     if short:
         duration, warmup, prefill = min(duration, 0.3), min(warmup, 0.1), min(prefill, 3000)
-        soak = min(soak, 0.6)
         counts = [c for c in counts if c <= 16] or [1]
+        soak = min(soak, 0.6)
+        kafka_records, kafka_latency = min(kafka_records, 5000), 0.5
+    else:
+        kafka_latency = 5.0
     options = Options(
         duration,
         warmup,
@@ -638,6 +683,8 @@ def main(
         groups,
         soak,
         adapter_args.split(),
+        kafka_records if kafka else 0,
+        kafka_latency,
     )
     results = run(options, log=lambda line: click.echo(line, err=True))
     click.echo(format_table(results))

@@ -5,19 +5,30 @@ The encoded hash is ``scrypt$<n>$<r>$<p>$<salt b64>$<hash b64>``: scrypt is a me
 KDF from the standard library, so a leaked users hash or file is slow to brute-force. A
 password is never stored or logged; comparisons are constant-time.
 
-An auth file has one ``<user>:<encoded hash>`` per line (``python -m adapter user hash``
-prints such a line); blank lines and lines starting with ``#`` are ignored.
+An auth file has one ``<user>:<encoded hash>[:<SCRAM secrets>]`` per line (``python -m
+adapter user hash`` prints such a line); blank lines and lines starting with ``#`` are
+ignored.
+
+Kafka SASL SCRAM (RFC 5802/7677) cannot use the scrypt hash: the server needs the salt,
+iteration count, StoredKey and ServerKey of each SCRAM mechanism, derived from the password
+when it is set. ``scram_secrets`` encodes them as
+``SCRAM-SHA-256$<iterations>$<salt b64>$<StoredKey b64>$<ServerKey b64>,SCRAM-SHA-512$...``
+(in Redis: the hash ``<prefix>:users:scram``; in an auth file: the optional third column).
+A user without them can use PLAIN (checked against the scrypt hash) but not SCRAM.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from redis import Redis
+from scramp import ScramException, ScramMechanism
 
 from mapping.keys import Keys, is_valid_name
 
@@ -75,30 +86,116 @@ def verify_password(password: str | bytes, encoded: str) -> bool:
     return hmac.compare_digest(candidate, digest)
 
 
-# Checked when the user is unknown, so a wrong user name costs as much time as a wrong
-# password and response times do not reveal which user names exist.
-DUMMY_HASH = hash_password(b"", salt=b"\0" * SALT_BYTES)
+@functools.cache
+def dummy_hash() -> str:
+    """Checked when the user is unknown, so a wrong user name costs as much time as a wrong
+    password and response times do not reveal which user names exist. Computed on first use,
+    not at import: scrypt costs ~50 ms, and every command line imports this module."""
+    return hash_password(b"", salt=b"\0" * SALT_BYTES)
 
 
-def parse_auth_file(text: str, source: str = "auth file") -> dict[str, str]:
-    """``{user: encoded hash}`` from the text of an auth file."""
-    users: dict[str, str] = {}
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+SCRAM_ITERATIONS = 4096  # Kafka's minimum and its kafka-configs default
+
+
+@dataclass(frozen=True, slots=True)
+class ScramSecret:
+    """What a SCRAM server stores for one user and mechanism (never the password)."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+def scram_secrets(password: str, *, iterations: int = SCRAM_ITERATIONS) -> str:
+    """The encoded SCRAM secrets of ``password`` for every mechanism, each with a fresh salt."""
+    parts = []
+    for mechanism in SCRAM_MECHANISMS:
+        salt, stored, server, count = ScramMechanism(mechanism).make_auth_info(
+            password, iteration_count=iterations
+        )
+        parts.append(f"{mechanism}${count}${_b64(salt)}${_b64(stored)}${_b64(server)}")
+    return ",".join(parts)
+
+
+def parse_scram_secrets(encoded: str) -> dict[str, ScramSecret]:
+    """``{mechanism: secret}`` from ``scram_secrets``' encoding, else ``CredentialsError``."""
+    secrets: dict[str, ScramSecret] = {}
+    try:
+        for part in encoded.split(","):
+            mechanism, count, salt, stored, server = part.split("$")
+            if mechanism not in SCRAM_MECHANISMS:
+                raise ValueError(mechanism)
+            secrets[mechanism] = ScramSecret(
+                base64.b64decode(salt, validate=True),
+                base64.b64decode(stored, validate=True),
+                base64.b64decode(server, validate=True),
+                int(count),
+            )
+    except ValueError as exc:
+        raise CredentialsError(f"not SCRAM secrets: {exc}") from None
+    return secrets
+
+
+def scram_password_check(password: str, secret: ScramSecret, mechanism: str) -> bool:
+    """Whether ``password`` derives ``secret`` (tests and tools; the server never sees it)."""
+    try:
+        _, stored, server, _ = ScramMechanism(mechanism).make_auth_info(
+            password, iteration_count=secret.iterations, salt=secret.salt
+        )
+    except ScramException:
+        return False
+    return hmac.compare_digest(stored, secret.stored_key) and hmac.compare_digest(
+        server, secret.server_key
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FileUsers:
+    """An auth file's users: their scrypt hashes and, where the line has them, SCRAM secrets."""
+
+    hashes: dict[str, str]
+    scram: dict[str, str]
+
+
+def parse_auth_file_users(text: str, source: str = "auth file") -> FileUsers:
+    hashes: dict[str, str] = {}
+    scram: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        user, sep, encoded = line.partition(":")
+        user, sep, rest = line.partition(":")
+        encoded, _, secrets = rest.partition(":")
         if not sep or not is_valid_name(user):
             raise CredentialsError(f"{source} line {number}: expected <user>:<hash>")
         try:
-            users[user] = check_encoded(encoded)
+            hashes[user] = check_encoded(encoded)
+            if secrets:
+                parse_scram_secrets(secrets)
+                scram[user] = secrets
         except CredentialsError as exc:
             raise CredentialsError(f"{source} line {number}: {exc}") from None
-    return users
+    return FileUsers(hashes, scram)
+
+
+def parse_auth_file(text: str, source: str = "auth file") -> dict[str, str]:
+    """``{user: encoded hash}`` from the text of an auth file."""
+    return parse_auth_file_users(text, source).hashes
+
+
+def load_auth_file_users(path: Path) -> FileUsers:
+    return parse_auth_file_users(Path(path).read_text(), str(path))
 
 
 def load_auth_file(path: Path) -> dict[str, str]:
-    return parse_auth_file(Path(path).read_text(), str(path))
+    return load_auth_file_users(path).hashes
+
+
+def auth_file_line(user: str, password: str) -> str:
+    """One auth file line: the scrypt hash (PLAIN, V1 AUTH) and the SCRAM secrets."""
+    return f"{user}:{hash_password(password)}:{scram_secrets(password)}"
 
 
 class RedisUsers:
@@ -109,11 +206,15 @@ class RedisUsers:
         self.keys = keys
 
     def add(self, user: str, password: str) -> bool:
-        """Store (or replace) ``user``'s password hash; True when the user is new."""
+        """Store (or replace) ``user``'s password hash and SCRAM secrets; True when the user
+        is new. The SCRAM secrets go first: a user visible to AUTH can do SCRAM too."""
+        self.client.hset(self.keys.users_scram, user, scram_secrets(password))
         return bool(self.client.hset(self.keys.users, user, hash_password(password)))
 
     def remove(self, user: str) -> bool:
-        return bool(self.client.hdel(self.keys.users, user))
+        removed = bool(self.client.hdel(self.keys.users, user))
+        self.client.hdel(self.keys.users_scram, user)
+        return removed
 
     def names(self) -> list[str]:
         names = self.client.hkeys(self.keys.users)

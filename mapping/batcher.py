@@ -62,6 +62,14 @@ class Pending(Generic[T]):
 
 # Most items one combined call carries: bounds the time one script holds Redis.
 MAX_COMBINED_ITEMS = 1024
+# Times a batch's NOSCRIPT calls are loaded and sent again (a flush may race the reload).
+MAX_SCRIPT_RELOADS = 3
+# Commands that may run twice with the same effect: after a NOSCRIPT they are sent again so
+# that they run after the script calls made before them (see _resend_without_scripts).
+REPEATABLE = frozenset(
+    {"GET", "HGET", "HMGET", "HGETALL", "SMEMBERS", "SISMEMBER", "XRANGE", "XREVRANGE",
+     "XLEN", "EXISTS", "PING", "SADD", "HSETNX"}
+)  # fmt: skip
 
 
 class _Combined:
@@ -150,14 +158,9 @@ class RedisBatcher:
 
     async def _flush(self, batch: list[tuple[tuple, Any]]) -> None:
         try:
-            replies = await self._execute([command for command, _ in batch])
-            missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-            if missing:
-                # Redis restarted without its script cache (or SCRIPT FLUSH): load and resend.
-                await self._load_scripts({batch[i][0][1] for i in missing})
-                retried = await self._execute([batch[i][0] for i in missing])
-                for i, reply in zip(missing, retried, strict=True):
-                    replies[i] = reply
+            commands = [command for command, _ in batch]
+            replies = await self._execute(commands)
+            await self._resend_without_scripts(commands, replies)
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             self._fail(batch, f"redis unavailable: {exc}")
             return
@@ -231,6 +234,28 @@ class RedisBatcher:
             raise
         return replies
 
+    async def _resend_without_scripts(self, commands: list[tuple], replies: list[Any]) -> None:
+        """After a Redis restart without its script cache (or SCRIPT FLUSH) an EVALSHA
+        answers NOSCRIPT while the calls after it in the pipeline ran: load the scripts and
+        send again, in their order, the failed calls and every repeatable one after the
+        first failure (reads, idempotent writes), so a call made after another sees its
+        effect (a COMMIT then OFFSET answers the committed offset). A script call after the
+        first failure that ran (its script was loaded again meanwhile, by another pod) is
+        not sent twice: it keeps its reply. ``replies`` is updated in place."""
+        for _ in range(MAX_SCRIPT_RELOADS):
+            missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+            if not missing:
+                return
+            await self._load_scripts({commands[i][1] for i in missing})
+            again = [
+                i
+                for i in range(missing[0], len(commands))
+                if isinstance(replies[i], NoScriptError) or _repeatable(commands[i])
+            ]
+            resent = await self._execute([commands[i] for i in again])
+            for i, reply in zip(again, resent, strict=True):
+                replies[i] = reply
+
     async def _load_scripts(self, shas: set[str]) -> None:
         for sha in shas:
             script = scripts.by_sha(sha.decode() if isinstance(sha, bytes) else sha)
@@ -238,10 +263,14 @@ class RedisBatcher:
                 await self._client.script_load(script.source)
 
 
+def _repeatable(command: tuple) -> bool:
+    name = command[0]
+    return (name.decode() if isinstance(name, bytes) else str(name)).upper() in REPEATABLE
+
+
 def _pack(commands: list[tuple], connection: Any) -> bytes | list[bytes]:
-    """The RESP bytes of ``commands``: hiredis's packer in C, 7x faster than redis-py's own
-    (which took a third of the pod's CPU in the groups mix); redis-py's for what hiredis
-    does not take."""
+    """The RESP bytes of ``commands``: hiredis's packer in C, much faster than redis-py's own
+    (see the README's Performance section); redis-py's for what hiredis does not take."""
     try:
         return b"".join([hiredis.pack_command(command) for command in commands])
     except TypeError:

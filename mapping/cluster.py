@@ -14,7 +14,9 @@ each script touches one slot and runs unchanged on a cluster. What differs:
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.asyncio import Redis
@@ -22,6 +24,18 @@ from redis.asyncio.cluster import RedisCluster
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster as SyncRedisCluster
 from redis.retry import Retry
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for logs and messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:" if parts.username else ":"
+    host = parts.hostname or ""
+    netloc = f"{user}***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -50,9 +64,38 @@ def connect_async(url: str, timeout_s: float, **options: Any) -> AsyncClient:
         **options,
     )
     if is_cluster_url(url):
-        # Room for the batcher's concurrent calls (it bounds them below this).
+        # Per node. ClusterBatcher runs at most half as many calls at once (redis-py raises
+        # rather than waits when a node's pool is used up); the rest is for the pod's
+        # other calls on this client.
         return RedisCluster.from_url(plain_url(url), max_connections=256, **common)
     return Redis.from_url(url, **common)
+
+
+def credentials(
+    *,
+    username: str | None = None,
+    password: str | None = None,
+    tls_ca: str | Path | None = None,
+    tls_cert: str | Path | None = None,
+    tls_key: str | Path | None = None,
+) -> dict[str, Any]:
+    """redis-py's keyword arguments for an ACL user, a password and TLS files beyond what
+    the URL carries (``rediss://USER:PASSWORD@HOST:PORT/DB``); unset ones are left out, so
+    the URL's own still apply. The pod and every command line build their clients with it."""
+    options: dict[str, Any] = {}
+    if username is not None:
+        options["username"] = username
+    if password is not None:
+        options["password"] = password
+    for name, path in (("ssl_ca_certs", tls_ca), ("ssl_certfile", tls_cert),
+                       ("ssl_keyfile", tls_key)):  # fmt: skip
+        if path is not None:
+            options[name] = str(path)
+    return options
+
+
+def is_tls_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in ("rediss", "rediss+cluster")
 
 
 def connect_sync(url: str, **options: Any) -> SyncClient:

@@ -2,10 +2,12 @@
 
 redis-py cannot queue EVALSHA in a cluster pipeline, so each call goes out with
 ``execute_command``, routed to the node owning its slot (every script's keys share one hash
-tag). Calls for different slots run concurrently; calls for one slot run one after another
-in the order they were made, so a partition's appends keep their order. Batching, combined
-PRODUCE calls, NOSCRIPT reloads (SCRIPT LOAD reaches every primary) and error mapping are
-``RedisBatcher``'s.
+tag). Calls for different slots run concurrently, at most ``max_concurrency`` at a time
+(half the client's connections per node, so a batch of many slots never asks a node's pool
+for more connections than it has: redis-py raises instead of waiting); calls for one slot
+run one after another in the order they were made, so a partition's appends keep their
+order. Batching, combined PRODUCE calls, NOSCRIPT reloads (SCRIPT LOAD reaches every
+primary) and error mapping are ``RedisBatcher``'s.
 """
 
 from __future__ import annotations
@@ -34,20 +36,30 @@ def slot_of(command: tuple) -> int:
 
 
 class ClusterBatcher(RedisBatcher):
-    def __init__(self, client: RedisCluster) -> None:
+    def __init__(self, client: RedisCluster, max_concurrency: int | None = None) -> None:
         super().__init__(client)  # type: ignore[arg-type]
+        if max_concurrency is None:
+            # The rest of the pool: the pod's other calls on this client (leases, WAIT).
+            pool = client.nodes_manager.connection_kwargs.get("max_connections") or 2
+            max_concurrency = max(1, int(pool) // 2)
+        self.max_concurrency = max_concurrency
 
     async def _send(self, commands: list[tuple]) -> list[Any]:
         replies: list[Any] = [None] * len(commands)
         by_slot: dict[int, list[int]] = {}
         for index, command in enumerate(commands):
             by_slot.setdefault(slot_of(command), []).append(index)
+        slots = iter(by_slot.values())
 
-        async def send_in_order(indexes: list[int]) -> None:
-            for index in indexes:
-                replies[index] = await self._call(commands[index])
+        async def send_slots_in_order() -> None:
+            # Each sender takes the next slot's calls until none are left (one shared
+            # iterator: taking one is not interrupted, asyncio switches only at awaits).
+            for indexes in slots:
+                for index in indexes:
+                    replies[index] = await self._call(commands[index])
 
-        await asyncio.gather(*(send_in_order(indexes) for indexes in by_slot.values()))
+        senders = min(self.max_concurrency, len(by_slot))
+        await asyncio.gather(*(send_slots_in_order() for _ in range(senders)))
         return replies
 
     async def _call(self, command: tuple) -> Any:

@@ -12,6 +12,9 @@ DEFAULT_SEQUENCE_BITS = 10
 # With B <= 11 that holds for every millisecond up to the year 2109.
 MAX_SEQUENCE_BITS = 11
 MIN_SEQUENCE_BITS = 1
+# The largest offset a request may name: Redis stream ids are two unsigned 64-bit parts, and
+# offsets are signed 64-bit numbers in both protocols.
+MAX_OFFSET = (1 << 63) - 1
 
 
 def check_sequence_bits(bits: int) -> int:

@@ -13,9 +13,22 @@ UNAVAILABLE = "UNAVAILABLE"
 # successful AUTH, and an AUTH with a wrong user or password.
 AUTH_REQUIRED = "AUTH_REQUIRED"
 AUTH_FAILED = "AUTH_FAILED"
+# Additive: a command named a topic that does not exist and the pod may not create it
+# (--no-auto-create-topics), or that was deleted under it.
+UNKNOWN_TOPIC = "UNKNOWN_TOPIC"
+# Additive: creating one more topic would exceed the pod's --max-topics.
+TOPIC_LIMIT = "TOPIC_LIMIT"
+# Additive (admin): deleting a group that still has live members, without --force.
+NON_EMPTY_GROUP = "NON_EMPTY_GROUP"
+# Additive: JOIN of a group name that live Kafka consumers (either Kafka protocol) use:
+# memberships are per protocol (offsets are shared). Retry once they are gone.
+GROUP_IN_USE = "GROUP_IN_USE"
 
 # Codes a Lua script may raise as an error reply "<CODE> <message>".
-SCRIPT_CODES = frozenset({BAD_REQUEST, NOT_LEADER, GENERATION_MISMATCH, REPLICATION_TIMEOUT})
+SCRIPT_CODES = frozenset(
+    {BAD_REQUEST, NOT_LEADER, GENERATION_MISMATCH, REPLICATION_TIMEOUT, UNKNOWN_TOPIC,
+     NON_EMPTY_GROUP}
+)  # fmt: skip
 
 
 class BrokerError(Exception):

@@ -3,7 +3,8 @@
 A group is keyed by (group, topic) and lives in four hashes under one hash tag (see
 ``Keys.group`` and ``mapping/lua/_group.lua``), readable with ``redis-cli HGETALL``:
 
-    meta        generation, assignor, partitions
+    meta        generation, assignor, partitions, active_ms (last activity of a member that
+                left or expired, or of a Spark commit: offsets retention, mapping/admin.py)
     members     consumer id -> last heartbeat (ms since the epoch, Redis clock)
     assignment  consumer id -> its partitions, e.g. "0 3 6"
     offsets     partition -> committed offset (the next offset to read)

@@ -7,21 +7,58 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:topic:{<topic>}                   hash    partitions, replication_factor, ...
     <prefix>:part:{<topic>:<p>}:log            stream  the leader log; fields key, value, ts
     <prefix>:part:{<topic>:<p>}:state          hash    role, log_end, hw, isr, replica.<r>.*
+                                                       (a deleted topic's: {deleted: 1}, expiring)
     <prefix>:part:{<topic>:<p>}:replica:<r>    stream  follower replica r's copy of the log
     <prefix>:part:{<topic>:<p>}:hw             channel high-watermark notifications
     <prefix>:part:{<topic>:<p>}:appended       channel new records, for idle followers
+    <prefix>:part:{<topic>:<p>}:sink           hash    Spark sink task -> "<epoch> <n> <offset>"
     <prefix>:topics:created                    channel names of newly created topics
+    <prefix>:topics:deleted                    channel names of deleted topics (pods forget them)
+    <prefix>:topics:changed                    channel names of topics given more partitions
+                                               (pods forget them and read them again)
     <prefix>:replicator:{leases}:pods          zset    live pods (replicator heartbeat)
     <prefix>:replicator:{leases}:shard:<n>     string  owner pod of replicator shard n
     <prefix>:pod:<pod id>                      channel one pod's private notifications
     <prefix>:wait_probe                        string  written before Redis WAIT
     <prefix>:groups                            set     "<group> <topic>" pairs
     <prefix>:retention:{lease}:pods|:owner     retention task lease (one pod trims at a time)
-    <prefix>:group:{<group>:<topic>}:meta        hash  generation, assignor, partitions
+    <prefix>:group:{<group>:<topic>}:meta        hash  generation, assignor, partitions,
+                                                     active_ms (last commit / member seen)
     <prefix>:group:{<group>:<topic>}:members     hash  consumer id -> last heartbeat (ms)
     <prefix>:group:{<group>:<topic>}:assignment  hash  consumer id -> partitions "0 3 6"
     <prefix>:group:{<group>:<topic>}:offsets     hash  partition -> committed (next) offset
+    <prefix>:group:{<group>:<topic>}:offset_metadata  hash  partition -> commit metadata (Kafka)
+    <prefix>:kgroups                           set     Kafka group names (ListGroups)
+    <prefix>:kgroup:{<group>}:meta             hash    state, generation, protocol_type,
+                                                       protocol, leader, deadlines (Kafka group)
+    <prefix>:kgroup:{<group>}:members          hash    member id -> session expiry (ms)
+    <prefix>:kgroup:{<group>}:member_info      hash    member id -> JSON (instance id, client
+                                                       id, host, timeouts)
+    <prefix>:kgroup:{<group>}:protocols        hash    member id -> msgpack [name, metadata, ...]
+    <prefix>:kgroup:{<group>}:joining          hash    member id -> join order (JoinGroup pending)
+    <prefix>:kgroup:{<group>}:generation_of    hash    member id -> generation it was joined in
+    <prefix>:kgroup:{<group>}:assignment       hash    member id -> assignment bytes (SyncGroup)
+    <prefix>:kgroup:{<group>}:static           hash    group.instance.id -> member id
+    <prefix>:kgroup:{<group>}:pending_ids      hash    member id handed out with
+                                                       MEMBER_ID_REQUIRED -> expiry (ms)
+    <prefix>:kgroup:{<group>}:events           channel state changes, wakes JoinGroup/SyncGroup
+    <prefix>:kgroup:{<group>}:consumer:meta    hash    KIP-848 group: group_epoch,
+                                                       target_epoch, assignor
+    <prefix>:kgroup:{<group>}:consumer:members hash    member id -> session expiry (ms)
+    <prefix>:kgroup:{<group>}:consumer:member  hash    member id -> JSON (epoch, subscription,
+                                                       assigned, revoking, instance id, ...)
+    <prefix>:kgroup:{<group>}:consumer:target  hash    member id -> JSON target assignment
+    <prefix>:kgroup:{<group>}:consumer:topics  hash    topic -> partition count (last seen)
     <prefix>:users                             hash    client user -> password hash (AUTH)
+    <prefix>:users:scram                       hash    client user -> SCRAM secrets (Kafka
+                                                       SASL SCRAM-SHA-256/512)
+    <prefix>:part:{<topic>:<p>}:producers      hash    Kafka producer id -> epoch and its
+                                                       last five batches (idempotence)
+    <prefix>:kafka:producer_ids                string  the last Kafka producer id (INCR)
+    <prefix>:kafka:{brokers}:live              zset    pod id -> registration expiry (ms)
+    <prefix>:kafka:{brokers}:pods              hash    pod id -> advertised HOST:PORT
+    <prefix>:kafka:{brokers}:ids               hash    advertised HOST:PORT -> node id
+    <prefix>:kafka:{brokers}:next_id           string  the last node id (INCR)
 
 Names are validated before they get here (``[A-Za-z0-9._-]``, 1-249 characters), so a
 name can never contain ``{``, ``}`` or ``:`` and every key is unambiguous.
@@ -48,6 +85,7 @@ class PartitionKeys:
     hw_channel: str
     appended_channel: str
     replica_prefix: str
+    producers: str
 
     def replica(self, replica_id: int) -> str:
         return f"{self.replica_prefix}{replica_id}"
@@ -59,6 +97,48 @@ class GroupKeys:
     members: str
     assignment: str
     offsets: str
+    offset_metadata: str
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaGroupKeys:
+    """A Kafka classic group: every key under the one hash tag ``{<group>}``, in the order the
+    ``kgroup_*`` scripts take them (see ``mapping/lua/_kgroup.lua``)."""
+
+    meta: str
+    members: str
+    member_info: str
+    protocols: str
+    joining: str
+    generation_of: str
+    assignment: str
+    static: str
+    pending_ids: str
+    events: str
+    consumer_meta: str
+    consumer_members: str
+    consumer_member: str
+    consumer_target: str
+    consumer_topics: str
+
+    def script_keys(self) -> list[str]:
+        return [
+            self.meta,
+            self.members,
+            self.member_info,
+            self.protocols,
+            self.joining,
+            self.generation_of,
+            self.assignment,
+            self.static,
+            self.pending_ids,
+            self.events,
+            self.consumer_meta,
+            self.consumer_members,
+            self.consumer_member,
+            self.consumer_target,
+            self.consumer_topics,
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +163,17 @@ class Keys:
         return f"{self.topics}:created"
 
     @property
+    def topics_changed_channel(self) -> str:
+        """Where a topic's name is published when its partition count grew: every pod drops
+        what it cached and reads the topic's settings again."""
+        return f"{self.topics}:changed"
+
+    @property
+    def topics_deleted_channel(self) -> str:
+        """Where a deleted topic's name is published: every pod forgets what it cached."""
+        return f"{self.topics}:deleted"
+
+    @property
     def wait_probe(self) -> str:
         return f"{self.prefix}:wait_probe"
 
@@ -105,6 +196,21 @@ class Keys:
         """Client credentials for AUTH: field = user name, value = salted password hash."""
         return f"{self.prefix}:users"
 
+    @property
+    def users_scram(self) -> str:
+        """Kafka SASL SCRAM secrets: field = user name, value = mapping.auth.scram_secrets'."""
+        return f"{self.prefix}:users:scram"
+
+    @property
+    def kafka_producer_ids(self) -> str:
+        return f"{self.prefix}:kafka:producer_ids"
+
+    @property
+    def kafka_brokers(self) -> list[str]:
+        """The Kafka broker registry: live, pods, ids, next_id (one hash tag: one slot)."""
+        base = f"{self.prefix}:kafka:{{brokers}}"
+        return [f"{base}:live", f"{base}:pods", f"{base}:ids", f"{base}:next_id"]
+
     def topic(self, topic: str) -> str:
         return f"{self.prefix}:topic:{{{topic}}}"
 
@@ -116,7 +222,13 @@ class Keys:
             hw_channel=f"{base}:hw",
             appended_channel=f"{base}:appended",
             replica_prefix=f"{base}:replica:",
+            producers=f"{base}:producers",
         )
+
+    def sink_markers(self, topic: str, partition: int) -> str:
+        """The Spark sink's progress per writer task in this partition (same slot as the
+        log, so the append and its marker change in one script call)."""
+        return f"{self.prefix}:part:{{{topic}:{partition}}}:sink"
 
     def group(self, group: str, topic: str) -> GroupKeys:
         base = f"{self.prefix}:group:{{{group}:{topic}}}"
@@ -125,4 +237,30 @@ class Keys:
             members=f"{base}:members",
             assignment=f"{base}:assignment",
             offsets=f"{base}:offsets",
+            offset_metadata=f"{base}:offset_metadata",
+        )
+
+    @property
+    def kafka_groups(self) -> str:
+        """Names of the Kafka groups (classic protocol), for ListGroups."""
+        return f"{self.prefix}:kgroups"
+
+    def kafka_group(self, group: str) -> KafkaGroupKeys:
+        base = f"{self.prefix}:kgroup:{{{group}}}"
+        return KafkaGroupKeys(
+            meta=f"{base}:meta",
+            members=f"{base}:members",
+            member_info=f"{base}:member_info",
+            protocols=f"{base}:protocols",
+            joining=f"{base}:joining",
+            generation_of=f"{base}:generation_of",
+            assignment=f"{base}:assignment",
+            static=f"{base}:static",
+            pending_ids=f"{base}:pending_ids",
+            events=f"{base}:events",
+            consumer_meta=f"{base}:consumer:meta",
+            consumer_members=f"{base}:consumer:members",
+            consumer_member=f"{base}:consumer:member",
+            consumer_target=f"{base}:consumer:target",
+            consumer_topics=f"{base}:consumer:topics",
         )

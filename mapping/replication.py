@@ -22,7 +22,6 @@ import asyncio
 import heapq
 import itertools
 import logging
-import math
 import os
 import socket
 import uuid
@@ -33,139 +32,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from mapping.batcher import Pending
-from mapping.cluster import pubsub_connection
-from mapping.errors import REPLICATION_TIMEOUT, BrokerError
+from mapping.errors import REPLICATION_TIMEOUT, UNKNOWN_TOPIC, BrokerError
+from mapping.pubsub import Subscriber
+from mapping.replicator import Replicator
 from mapping.store import PartitionStatus, ProduceResult, Store, TopicConfig
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[bytes], None]
-
-
-class Subscriber:
-    """One pub/sub connection per pod, multiplexing every channel the pod listens to.
-
-    ``subscribe`` returns once Redis confirmed the subscription, so a caller can then read the
-    current state and miss no later change. After a lost connection every channel is
-    subscribed again and the ``on_reconnect`` callbacks run (notifications may have been
-    missed while it was down).
-    """
-
-    def __init__(self, client: Redis, home_channel: str) -> None:
-        self._client = client
-        # Always subscribed, so the connection is in pub/sub mode from the start.
-        self._home = home_channel.encode()
-        self._handlers: dict[bytes, Handler] = {}
-        self._active: set[bytes] = set()
-        self._unconfirmed: dict[bytes, int] = {}  # SUBSCRIBEs sent, not yet confirmed
-        self._waiting: dict[bytes, list[asyncio.Future[None]]] = {}
-        self._conn = None
-        self._callbacks: list[Callable[[], None]] = []
-        self.messages_received = 0
-
-    def on_reconnect(self, callback: Callable[[], None]) -> None:
-        self._callbacks.append(callback)
-
-    async def subscribe(self, channel: str, handler: Handler) -> None:
-        key = channel.encode()
-        self._handlers[key] = handler
-        if key in self._active:
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(key, []).append(future)
-        await self._send("SUBSCRIBE", key)
-        await future
-
-    async def unsubscribe(self, channel: str) -> None:
-        key = channel.encode()
-        self._handlers.pop(key, None)
-        self._active.discard(key)
-        for future in self._waiting.pop(key, []):
-            future.cancel()
-        await self._send("UNSUBSCRIBE", key)
-
-    async def _send(self, command: str, *channels: bytes) -> None:
-        conn = self._conn
-        if conn is None:
-            return  # the reader subscribes every channel in _handlers when it connects
-        if command == "SUBSCRIBE":
-            for key in channels:
-                self._unconfirmed[key] = self._unconfirmed.get(key, 0) + 1
-        try:
-            await conn.send_command(command, *channels, check_health=False)
-        except (OSError, RedisError) as exc:  # the reader sees it too and reconnects
-            log.debug("pub/sub send failed: %s", exc)
-
-    def _confirmed(self, key: bytes) -> None:
-        left = self._unconfirmed.get(key, 1) - 1
-        self._unconfirmed[key] = left
-        # After SUBSCRIBE, UNSUBSCRIBE, SUBSCRIBE only the last confirmation counts.
-        if left <= 0 and key in self._handlers:
-            self._active.add(key)
-            for future in self._waiting.pop(key, []):
-                if not future.done():
-                    future.set_result(None)
-
-    def _dispatch(self, message: object) -> None:
-        if not isinstance(message, list) or len(message) < 3:
-            return
-        kind, channel = message[0], message[1]
-        if kind == b"message":
-            self.messages_received += 1
-            handler = self._handlers.get(channel)
-            if handler is not None:
-                try:
-                    handler(message[2])
-                except Exception:
-                    log.exception("pub/sub handler failed on %r", channel)
-        elif kind == b"subscribe":
-            self._confirmed(channel)
-
-    async def run(self) -> None:
-        backoff = 0.1
-        first = True
-        while True:
-            conn = pubsub_connection(self._client)
-            try:
-                await conn.connect()
-                self._active.clear()
-                channels = [self._home, *self._handlers]
-                self._unconfirmed = dict.fromkeys(channels, 1)
-                self._conn = conn
-                await conn.send_command("SUBSCRIBE", *channels, check_health=False)
-                if not first:
-                    asyncio.ensure_future(self._after_reconnect(list(self._handlers)))
-                first = False
-                backoff = 0.1
-                while True:
-                    # math.inf: block without the client's socket timeout; push_request:
-                    # under RESP3 messages are pushes, which the parser otherwise swallows.
-                    message = await conn.read_response(timeout=math.inf, push_request=True)
-                    self._dispatch(message)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("pub/sub connection lost (%s); reconnecting", exc)
-            finally:
-                self._conn = None
-                self._active.clear()
-                try:
-                    await conn.disconnect()
-                except Exception:
-                    pass
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 2.0)
-
-    async def _after_reconnect(self, channels: list[bytes]) -> None:
-        waits = []
-        for key in channels:
-            if key not in self._active and key in self._handlers:
-                future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                self._waiting.setdefault(key, []).append(future)
-                waits.append(future)
-        await asyncio.gather(*waits, return_exceptions=True)
-        for callback in self._callbacks:
-            callback()
 
 
 @dataclass
@@ -184,6 +56,7 @@ class _Waiters:
     recheck: asyncio.TimerHandle | None = None
     recheck_at: float = 0.0
     linger: asyncio.TimerHandle | None = None
+    handler: Callable[[bytes], None] | None = None
 
 
 class Replication:
@@ -213,6 +86,8 @@ class Replication:
         self.pod_id = pod_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.subscriber = Subscriber(client, store.keys.pod_channel(self.pod_id))
         self.subscriber.on_reconnect(self._recheck_all)
+        # Deletions published while the connection was down are missed: forget every topic.
+        self.subscriber.on_reconnect(store.forget_all)
         self._waiters: dict[tuple[str, int], _Waiters] = {}
         self._order = itertools.count()
         self._wait_probe = store.keys.wait_probe
@@ -220,8 +95,6 @@ class Replication:
         self._wait_running = False
         self.replicator = None
         if run_replicator:
-            from mapping.replicator import Replicator
-
             self.replicator = Replicator(
                 client,
                 store,
@@ -235,8 +108,37 @@ class Replication:
         """Background work of this pod (notifications, replicator) until cancelled."""
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self.subscriber.run())
+            tasks.create_task(
+                self.subscriber.subscribe(
+                    self.store.keys.topics_deleted_channel, self._on_topic_deleted
+                )
+            )
+            tasks.create_task(
+                self.subscriber.subscribe(
+                    self.store.keys.topics_changed_channel, self._on_topic_changed
+                )
+            )
             if self.replicator is not None:
                 tasks.create_task(self.replicator.run())
+
+    def _on_topic_deleted(self, data: bytes) -> None:
+        """A topic was deleted (mapping/admin.py): every cache of it goes."""
+        name = data.decode(errors="replace")
+        self.store.forget(name)
+        if self.replicator is not None:
+            self.replicator.forget(name)
+        for w in [w for (topic, _), w in self._waiters.items() if topic == name]:
+            self._drop_deleted(w)
+        log.info("topic %s was deleted: forgotten", name)
+
+    def _on_topic_changed(self, data: bytes) -> None:
+        """A topic got more partitions (mapping/admin.py add_partitions): its settings are
+        read again (acks=all waits on its existing partitions go on)."""
+        name = data.decode(errors="replace")
+        self.store.forget(name)
+        if self.replicator is not None:
+            self.replicator.reread(name)
+        log.info("topic %s changed: its settings are read again", name)
 
     # acks=all ------------------------------------------------------------------------------
 
@@ -293,6 +195,8 @@ class Replication:
         if w is None:
             channel = self.store.keys.partition(config.name, partition).hw_channel
             w = self._waiters[key] = _Waiters(config, partition, channel)
+        elif w.config != config:  # the topic was deleted and made anew meanwhile
+            w.config = config
         if w.linger is not None:
             w.linger.cancel()
             w.linger = None
@@ -323,11 +227,18 @@ class Replication:
     async def _activate(self, w: _Waiters) -> None:
         """Subscribe to the partition's hw channel, then read its state once."""
         try:
-            await self.subscriber.subscribe(w.channel, lambda data: self._on_message(w, data))
+            if w.handler is None:
+                w.handler = lambda data: self._on_message(w, data)
+            await self.subscriber.subscribe(w.channel, w.handler)
             status = await self.store.partition_status(w.config, w.partition)
             w.known = True
             self._apply(w, status.high_watermark, status.isr_size, status.next_change_ms)
-        except (BrokerError, RedisError, OSError) as exc:
+        except BrokerError as exc:
+            if exc.code == UNKNOWN_TOPIC:  # deleted after the append: no ack will come
+                self._drop_deleted(w)
+            else:
+                log.warning("cannot watch %s/%d: %s", w.config.name, w.partition, exc)
+        except (RedisError, OSError) as exc:
             log.warning("cannot watch %s/%d: %s", w.config.name, w.partition, exc)
         finally:
             w.activating = False
@@ -396,7 +307,24 @@ class Replication:
         del self._waiters[key]
         if w.recheck is not None:
             w.recheck.cancel()
-        await self.subscriber.unsubscribe(w.channel)
+        await self.subscriber.unsubscribe(w.channel, w.handler)
+
+    def _drop_deleted(self, w: _Waiters) -> None:
+        """The partition's topic was deleted: its acks=all waiters get UNKNOWN_TOPIC now
+        rather than REPLICATION_TIMEOUT later, and what the pod knew of it goes (a topic
+        made anew starts from scratch)."""
+        for _, _, future in w.heap:
+            if not future.done():
+                future.set_exception(BrokerError(UNKNOWN_TOPIC, "topic was deleted"))
+        w.heap.clear()
+        key = (w.config.name, w.partition)
+        if self._waiters.get(key) is not w:
+            return
+        del self._waiters[key]
+        for timer in (w.recheck, w.linger):
+            if timer is not None:
+                timer.cancel()
+        asyncio.ensure_future(self.subscriber.unsubscribe(w.channel))
 
     # Redis WAIT ----------------------------------------------------------------------------
 

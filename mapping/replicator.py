@@ -31,8 +31,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from mapping import scripts
-from mapping.errors import BrokerError
-from mapping.replication import Subscriber
+from mapping.errors import UNKNOWN_TOPIC, BrokerError
+from mapping.pubsub import Subscriber
 from mapping.store import (
     DEFAULT_MAX_COPY,
     LATEST_OFFSET,
@@ -133,12 +133,17 @@ class Replicator:
     async def _sync(self) -> None:
         """Play exactly the partitions of the owned shards (topics with RF > 1)."""
         names = await self.store.topic_names()
+        for gone in [n for n in self._configs if n not in names]:
+            del self._configs[gone]
         missing = [n for n in names if n not in self._configs]
-        for config in await asyncio.gather(*(self.store.topic(n) for n in missing)):
-            self._configs[config.name] = config
+        for config in await asyncio.gather(*(self.store.lookup(n) for n in missing)):
+            if config is not None:  # None: deleted since the set was read
+                self._configs[config.name] = config
         wanted: dict[PartitionId, TopicConfig] = {}
         for name in names:
-            config = self._configs[name]
+            config = self._configs.get(name)
+            if config is None:
+                continue
             if config.replication_factor < 2:
                 continue
             for p in range(config.partitions):
@@ -164,6 +169,22 @@ class Replicator:
         )
         self._dirty.update(pid for pid in new if pid in self._partitions)
         self._wake.set()
+
+    def forget(self, topic: str) -> None:
+        """Topic ``topic`` was deleted (it may come back with other settings): stop playing
+        its partitions now and read its settings again if it reappears."""
+        self._configs.pop(topic, None)
+        for pid in [pid for pid in self._partitions if pid[0] == topic]:
+            del self._partitions[pid]
+            self._dirty.discard(pid)
+            asyncio.ensure_future(self.subscriber.unsubscribe(self._channel(pid)))
+        self._discover.set()
+
+    def reread(self, topic: str) -> None:
+        """Topic ``topic`` got more partitions: read its settings again and play the new
+        partitions too (the ones played go on undisturbed)."""
+        self._configs.pop(topic, None)
+        self._discover.set()
 
     def _channel(self, pid: PartitionId) -> str:
         return self.store.keys.partition(*pid).appended_channel
@@ -219,6 +240,8 @@ class Replicator:
         except BrokerError as exc:
             if "not leader" in exc.message:
                 return False  # a follower partition: set_role to leader wakes us again
+            if exc.code == UNKNOWN_TOPIC:
+                return False  # deleted: the next lease tick stops playing it
             raise
         self.fetches += 1
         return not all(r.complete for r in results)

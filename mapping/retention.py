@@ -7,7 +7,11 @@ replicator's lease script, so a dead owner is replaced within a few intervals): 
 ``interval_ms`` it runs ``retention_trim.lua`` on each partition of each topic with a
 retention. The script trims only committed records (at most hw) and, unless the topic says
 ``retention_ignore_groups``, only below the slowest committed offset of the topic's groups
-(a group listed in the groups set that has not committed on a partition holds it from 0).
+on that partition. A partition a group has never committed on is not held by that group
+(as in Kafka, where retention ignores groups altogether: a consumer starting there may find
+the oldest records gone). Before trimming, the same run applies offsets retention
+(``mapping.admin.expire_groups``): a group with no member and no commit for
+``offsets_retention_ms`` is deleted, so a group that went away cannot hold a topic forever.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from mapping import scripts
+from mapping.admin import expire_groups
 from mapping.errors import BrokerError
-from mapping.inspect import Retention, retention_of
+from mapping.inspection import Retention, retention_of
 from mapping.store import Store
 
 log = logging.getLogger(__name__)
@@ -45,7 +50,8 @@ async def retention(store: Store, topic: str) -> Retention:
 
 
 async def group_floors(store: Store, topic: str, partitions: int) -> dict[int, int]:
-    """Per partition, the slowest committed offset of the topic's groups (absent: no group)."""
+    """Per partition, the slowest committed offset of the topic's groups (absent: no group
+    has committed on it, nothing holds it)."""
     pairs = await store.batcher.call("SMEMBERS", store.keys.groups)
     groups = []
     for raw in pairs:
@@ -57,10 +63,10 @@ async def group_floors(store: Store, topic: str, partitions: int) -> dict[int, i
     )
     floors: dict[int, int] = {}
     for committed in offsets:
-        by_partition = {int(p): int(o) for p, o in committed.items()}
-        for p in range(partitions):
-            position = by_partition.get(p, 0)
-            floors[p] = min(floors.get(p, position), position)
+        for field, value in committed.items():
+            p, position = int(field), int(value)
+            if 0 <= p < partitions:
+                floors[p] = min(floors.get(p, position), position)
     return floors
 
 
@@ -69,7 +75,9 @@ async def enforce_topic(store: Store, topic: str) -> list[TrimResult]:
     settings = await retention(store, topic)
     if not settings.enabled:
         return []
-    config = await store.topic(topic)
+    config = await store.lookup(topic)
+    if config is None:  # deleted meanwhile
+        return []
     floors = {} if settings.ignore_groups else await group_floors(store, topic, config.partitions)
     script = scripts.load("retention_trim")
     calls = []
@@ -99,11 +107,23 @@ async def enforce_all(store: Store) -> list[TrimResult]:
 class RetentionTask:
     """The pod's periodic retention run, by whichever pod holds the lease."""
 
-    def __init__(self, store: Store, client: Redis, *, pod_id: str, interval_ms: int) -> None:
+    def __init__(
+        self,
+        store: Store,
+        client: Redis,
+        *,
+        pod_id: str,
+        interval_ms: int,
+        offsets_retention_ms: int = 0,
+        session_timeout_ms: int = 10_000,
+    ) -> None:
+        """``offsets_retention_ms``: groups idle this long expire (0: never)."""
         self.store = store
         self.client = client  # for the release at shutdown, when the batcher has stopped
         self.pod_id = pod_id
         self.interval_ms = interval_ms
+        self.offsets_retention_ms = offsets_retention_ms
+        self.session_timeout_ms = session_timeout_ms
         self.owner = False
         self.runs = 0
 
@@ -127,6 +147,14 @@ class RetentionTask:
             log.info("retention owner: %s", "this pod" if owner else "another pod")
         self.owner = owner
         if owner:
+            if self.offsets_retention_ms > 0:
+                expired = await expire_groups(
+                    self.store,
+                    retention_ms=self.offsets_retention_ms,
+                    session_timeout_ms=self.session_timeout_ms,
+                )
+                for group, topic in expired:
+                    log.info("offsets retention: group %s of topic %s expired", group, topic)
             trimmed = [r for r in await enforce_all(self.store) if r.trimmed]
             self.runs += 1
             for r in trimmed:

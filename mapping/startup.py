@@ -1,13 +1,14 @@
 """Checks a pod runs against Redis before it serves, each failing with a message that says
 what to change: Redis unreachable or refusing the credentials, a Redis too old for the
-scripts, a sequence-bits mismatch with the deployment, AOF off when durability is required.
+scripts, a sequence-bits mismatch with the deployment, a Redis that evicts keys when memory
+is full (records, offsets and group state would vanish without an error), AOF off when
+durability is required.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 from mapping.errors import ConfigurationError
@@ -17,17 +18,9 @@ from mapping.store import pin_sequence_bits
 # XRANGE/XREVRANGE with exclusive "(" bounds (6.2), scripts that call TIME before writing
 # (effects replication, default since 5.0), ACL users (6.0).
 MIN_REDIS_VERSION = (6, 2, 0)
-
-
-def redact(url: str) -> str:
-    """``url`` without its password, for logs and messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = f"{parts.username}:" if parts.username else ":"
-    host = parts.hostname or ""
-    netloc = f"{user}***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+# The one maxmemory-policy under which a full Redis refuses writes (the pod answers
+# UNAVAILABLE) instead of deleting keys.
+SAFE_EVICTION_POLICY = "noeviction"
 
 
 def _text(value: object) -> str:
@@ -39,7 +32,13 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 
 async def check_redis(
-    client: Redis, keys: Keys, *, sequence_bits: int, require_aof: bool, url: str
+    client: Redis | RedisCluster,
+    keys: Keys,
+    *,
+    sequence_bits: int,
+    require_aof: bool,
+    url: str,
+    allow_evicting: bool = False,
 ) -> None:
     """Raise ``ConfigurationError`` when this pod must not serve with this Redis.
     Connection errors (Redis not up yet) propagate for the caller to retry."""
@@ -69,8 +68,41 @@ async def check_redis(
             "'+@read +@write +@stream +@hash +@set +@sortedset +@pubsub +@scripting "
             "+@connection +time +info' (or '+@all -@dangerous +info')"
         ) from None
+    if not allow_evicting:
+        await _check_eviction(client, url)
     if require_aof:
         await _check_aof(client, url)
+
+
+async def _eviction_policies(client: Redis | RedisCluster) -> list[str]:
+    """maxmemory-policy of the Redis, or of every primary of a cluster."""
+    if isinstance(client, RedisCluster):
+        replies = await client.info("memory", target_nodes=RedisCluster.PRIMARIES)
+        # one node answers with its dict, several with {node name: dict}
+        infos = list(replies.values()) if "maxmemory_policy" not in replies else [replies]
+    else:
+        infos = [await client.info("memory")]
+    return [_text(info.get("maxmemory_policy", SAFE_EVICTION_POLICY)) for info in infos]
+
+
+async def _check_eviction(client: Redis | RedisCluster, url: str) -> None:
+    override = "or start the pod with --allow-evicting-redis (records may then vanish)"
+    try:
+        policies = await _eviction_policies(client)
+    except (NoPermissionError, ResponseError) as exc:
+        raise ConfigurationError(
+            f"cannot read INFO memory from Redis at {url} ({exc}) to check that it never "
+            f"evicts keys; grant the Redis user +info, {override}"
+        ) from None
+    evicting = sorted({p for p in policies if p != SAFE_EVICTION_POLICY})
+    if evicting:
+        raise ConfigurationError(
+            f"Redis at {url} has maxmemory-policy {', '.join(evicting)}: when memory is full "
+            "it deletes keys, and records, committed offsets and group state would vanish "
+            f"without an error; set maxmemory-policy {SAFE_EVICTION_POLICY} (CONFIG SET "
+            f"maxmemory-policy {SAFE_EVICTION_POLICY}, and in redis.conf), so a full Redis "
+            f"refuses writes and the adapter answers UNAVAILABLE, {override}"
+        )
 
 
 async def _check_aof(client: Redis, url: str) -> None:

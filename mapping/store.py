@@ -7,9 +7,11 @@ Every method builds script calls from `keys`, `codec` and `scripts`, sends them 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from itertools import islice
 from typing import Any
 
 from redis.asyncio import Redis
@@ -18,13 +20,21 @@ from redis.asyncio.cluster import RedisCluster
 from mapping import codec, scripts
 from mapping.batcher import Pending, RedisBatcher
 from mapping.cluster import connect_async
-from mapping.errors import BadRequest, ConfigurationError
+from mapping.errors import TOPIC_LIMIT, UNKNOWN_TOPIC, BadRequest, BrokerError, ConfigurationError
 from mapping.keys import Keys
 
 # Offsets past every log end (exact as a Lua double): "copy everything there is".
 LATEST_OFFSET = (1 << 53) - 1
 # Entries one REPLICA_FETCH call copies at most: bounds the time one script holds Redis.
 DEFAULT_MAX_COPY = 1000
+# Topic settings one pod keeps in memory at most (the least recently used go first).
+DEFAULT_TOPIC_CACHE_SIZE = 10_000
+# The value size marks produce.lua keeps: 'size.<k>' for k in this range (see _partition.lua).
+SIZE_MIN_BITS, SIZE_MAX_BITS = 7, 24
+# Partitions whose size marks one pod remembers (the oldest learnt are forgotten first).
+MAX_REMEMBERED_MARKS = 10_000
+# Fewer records than this per native read: consume.lua may read instead (see SizeMarks).
+NATIVE_MIN_COUNT = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,30 +92,117 @@ def _mark_retrieved(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def _records_upto(
-    entries: list[Any], high_watermark: int, bits: int, max_bytes: int = 0
+@dataclass(frozen=True, slots=True)
+class SizeMarks:
+    """What a partition's state said about its values when a CONSUME last read it (offsets
+    up to ``log_end`` are known, from ``marked_from`` on; -1: never marked), and the
+    smallest value that CONSUME returned if it returned only a few (0: many, or none)."""
+
+    log_end: int
+    marked_from: int
+    # From k = SIZE_MIN_BITS up: the last offset with a value over 2**k bytes (-1: none).
+    last_over: tuple[int, ...]
+    few_smallest: int = 0
+
+    @classmethod
+    def of(cls, marks: list[Any], few_smallest: int = 0) -> SizeMarks:
+        """From consume.lua's ``{log_end, size.from, size.<k>...}``."""
+        return cls(int(marks[0]), int(marks[1]), tuple(int(m) for m in marks[2:]), few_smallest)
+
+    def covers(self, start: int) -> bool:
+        """Whether these marks bound the values from ``start`` up to ``log_end``."""
+        return 0 <= self.marked_from <= start <= self.log_end
+
+    def value_bound(self, start: int) -> int:
+        """Bytes no value from ``start`` to ``log_end`` exceeds (0: the marks do not say);
+        2**(SIZE_MAX_BITS + 1) stands for "any size"."""
+        if not self.covers(start):
+            return 0
+        for bits, last in enumerate(self.last_over, SIZE_MIN_BITS):
+            if last < start:  # every value from start to log_end is at most 2**bits bytes
+                return 1 << bits
+        return 1 << (SIZE_MAX_BITS + 1)
+
+    def native_count(self, start: int, max_records: int, max_bytes: int) -> int:
+        """How many records a native XRANGE from ``start`` to ``log_end`` may count with
+        their values within ``max_bytes`` (at least 1: the first record always comes);
+        0 when the marks do not say (past ``log_end``, or unmarked records)."""
+        bound = self.value_bound(start)
+        return max(1, min(max_records, max_bytes // bound)) if bound else 0
+
+    def native_read(self, start: int, max_records: int, max_bytes: int) -> int:
+        """The COUNT of a native XRANGE to read from ``start``, or 0 when consume.lua should
+        read. Fewer than ``NATIVE_MIN_COUNT`` records under the byte limit means large
+        values in the range: if the last read returned values about that large (at least
+        half the bound), they are all alike and the count is about exact; otherwise small
+        values may come before a large one, and a native read would hold them to a page
+        of a few, so consume.lua reads exactly up to the limit (copying large values
+        through Lua costs Redis about 30x XRANGE's own copy: it is not the default)."""
+        count = self.native_count(start, max_records, max_bytes)
+        if count >= min(NATIVE_MIN_COUNT, max_records):
+            return count
+        if count and self.few_smallest * 2 > self.value_bound(start):
+            return count
+        return 0
+
+
+def _records(
+    reply: list[Any], first: int, high_watermark: int, bits: int
 ) -> list[tuple[int, bytes]]:
-    """(offset, value) of XRANGE entries up to the high watermark and, past the first,
-    within ``max_bytes`` of values (0: no limit). Entries are raw ``[id, [field, value,
-    ...]]`` (see ``connect``) or redis-py's ``(id, {field: value})``."""
+    """(offset, value) of the XRANGE entries ``reply[first:]`` up to the high watermark.
+    Entries are raw ``[id, [field, value, ...]]`` (see ``connect``) or redis-py's
+    ``(id, {field: value})``."""
     records: list[tuple[int, bytes]] = []
-    total = 0
-    for entry_id, fields in entries:
+    for entry_id, fields in islice(reply, first, None):
         offset = codec.entry_offset(entry_id, bits)
         if offset > high_watermark:
             break
-        if isinstance(fields, dict):
+        if isinstance(fields, dict):  # redis-py's shape, where its callback applies
             value = fields.get(b"value", b"")
         elif len(fields) > 3 and fields[2] == b"value":  # as produce.lua writes them
             value = fields[3]
         else:
             named = dict(zip(fields[::2], fields[1::2], strict=False))
             value = named.get(b"value", b"")
-        total += len(value)
-        if max_bytes and total > max_bytes and records:
-            break
         records.append((offset, value))
     return records
+
+
+def creation_commands(keys: Keys, name: str, partitions: int) -> list[tuple]:
+    """What follows the creation of topic ``name``: its partitions lose the tombstone an
+    earlier topic of that name left (see mapping/admin.py), it joins the topics set, and
+    its name is published (the replicators listen)."""
+    revive = [("HDEL", keys.partition(name, p).state, "deleted") for p in range(partitions)]
+    return [*revive, ("SADD", keys.topics, name), ("PUBLISH", keys.topics_channel, name)]
+
+
+def _then(
+    step: asyncio.Future[Any], outcome: asyncio.Future[Any], use: Callable[[Any], Any]
+) -> None:
+    """When ``step`` is done, ``use`` its reply: ``use`` settles ``outcome`` itself when it
+    returns None, else its value is the outcome. An error of either settles ``outcome``."""
+
+    def settle(done: asyncio.Future[Any]) -> None:
+        if done.cancelled():
+            if not outcome.done():
+                outcome.cancel()
+            return
+        error = done.exception()  # retrieved here, whatever becomes of outcome
+        if outcome.done():
+            return
+        if error is not None:
+            outcome.set_exception(error)
+            return
+        try:
+            value = use(done.result())
+        except Exception as exc:
+            if not outcome.done():
+                outcome.set_exception(exc)
+            return
+        if value is not None and not outcome.done():
+            outcome.set_result(value)
+
+    step.add_done_callback(settle)
 
 
 def connect(url: str, timeout_s: float = 5.0, **options: object) -> Redis:
@@ -115,8 +212,9 @@ def connect(url: str, timeout_s: float = 5.0, **options: object) -> Redis:
     what the URL carries (``rediss://USER:PASSWORD@HOST:PORT/DB``)."""
     client = connect_async(url, timeout_s, **options)
     # CONSUME pages stay hiredis' lists: redis-py's dict per entry costs more than the rest
-    # of a CONSUME (``_records_upto`` reads both shapes).
+    # of a CONSUME (``_records`` reads both shapes).
     client.set_response_callback("XRANGE", _raw)
+    client.set_response_callback("XREVRANGE", _raw)
     return client  # type: ignore[return-value]
 
 
@@ -154,53 +252,139 @@ class Store:
         sequence_bits: int = codec.DEFAULT_SEQUENCE_BITS,
         replica_lag_max_ms: int = 10_000,
         topic_defaults: TopicDefaults = TopicDefaults(),
+        auto_create_topics: bool = True,
+        max_topics: int = 0,
+        topic_cache_size: int = DEFAULT_TOPIC_CACHE_SIZE,
     ) -> None:
+        """``auto_create_topics``: a command naming an unknown topic creates it with
+        ``topic_defaults`` (else UNKNOWN_TOPIC); ``max_topics``: no auto-creation beyond
+        this many topics (TOPIC_LIMIT; 0: no limit); ``topic_cache_size``: topic settings
+        kept in memory at most (least recently used dropped first)."""
         self.batcher = batcher
         self.keys = keys
         self.sequence_bits = sequence_bits
         self.replica_lag_max_ms = replica_lag_max_ms
         self.topic_defaults = topic_defaults
-        # Partition counts never change, so a topic's settings are cached for the pod's life.
-        self._topics: dict[str, asyncio.Future[TopicConfig]] = {}
-        self._known: dict[str, TopicConfig] = {}  # the resolved ones: no await needed
+        self.auto_create_topics = auto_create_topics
+        self.max_topics = max_topics
+        self.topic_cache_size = max(1, topic_cache_size)
+        # A topic's settings never change while it exists, so they are cached until the
+        # topic is deleted (every pod hears it on Keys.topics_deleted_channel) or evicted.
+        self._pending: dict[str, asyncio.Future[TopicConfig]] = {}  # lookups in flight
+        self._known: OrderedDict[str, TopicConfig] = OrderedDict()  # LRU: no await needed
         self._produce_builders: dict[tuple[str, int], Callable[[list[Any]], tuple]] = {}
+        # (topic, partition) -> its size marks as the last CONSUME saw them.
+        self._size_marks: dict[tuple[str, int], SizeMarks] = {}
 
     async def topic(self, name: str) -> TopicConfig:
-        """The topic's settings, creating it with the defaults on first use."""
-        known = self._known.get(name)
+        """The topic's settings, creating it with the defaults on first use (when allowed)."""
+        known = self.known_topic(name)
         if known is not None:
             return known
-        future = self._topics.get(name)
+        future = self._pending.get(name)
         if future is None:
             future = asyncio.ensure_future(self._ensure_topic(name))
-            self._topics[name] = future
-            future.add_done_callback(lambda f: self._forget_failed(name, f))
+            self._pending[name] = future
+            future.add_done_callback(partial(self._resolved, name))
         return await asyncio.shield(future)
 
-    def _forget_failed(self, name: str, future: asyncio.Future[TopicConfig]) -> None:
-        if future.cancelled() or future.exception() is not None:
-            self._topics.pop(name, None)
-        else:
-            self._known[name] = future.result()
+    async def lookup(self, name: str) -> TopicConfig | None:
+        """The topic's settings, or None when it does not exist (never creates it)."""
+        known = self.known_topic(name)
+        if known is not None:
+            return known
+        config = await self._read_topic(name, create=False)
+        if config is not None and name not in self._pending:
+            self._remember(config)
+        return config
 
-    async def _ensure_topic(self, name: str) -> TopicConfig:
+    def _resolved(self, name: str, future: asyncio.Future[TopicConfig]) -> None:
+        if self._pending.get(name) is not future:
+            return  # forgotten meanwhile (deleted): the answer may be stale, not cached
+        del self._pending[name]
+        if not future.cancelled() and future.exception() is None:
+            self._remember(future.result())
+
+    def _remember(self, config: TopicConfig) -> None:
+        self._known[config.name] = config
+        self._known.move_to_end(config.name)
+        while len(self._known) > self.topic_cache_size:
+            _, evicted = self._known.popitem(last=False)
+            self._drop_builders(evicted)
+
+    def _drop_builders(self, config: TopicConfig) -> None:
+        """Forget what was derived from the topic's settings: produce builders, size marks."""
+        for p in range(config.partitions):
+            self._produce_builders.pop((config.name, p), None)
+            self._size_marks.pop((config.name, p), None)
+
+    def forget(self, name: str) -> None:
+        """Drop what this pod knows of topic ``name`` (it was deleted): the next command
+        naming it looks it up (or creates it) afresh."""
+        self._pending.pop(name, None)
+        config = self._known.pop(name, None)
+        if config is not None:
+            self._drop_builders(config)
+
+    def forget_all(self) -> None:
+        """Drop every cached topic (deletions may have been missed)."""
+        self._pending.clear()
+        self._known.clear()
+        self._produce_builders.clear()
+        self._size_marks.clear()
+
+    def cached_topics(self) -> list[str]:
+        """Names whose settings this pod holds, least recently used first."""
+        return list(self._known)
+
+    async def _read_topic(self, name: str, *, create: bool) -> TopicConfig | None:
         d = self.topic_defaults
         # min ISR above RF could never be met (acks=all would always time out): cap it.
         min_isr = min(d.min_insync_replicas, d.replication_factor)
         reply = await self.batcher.call(
             *scripts.load("ensure_topic").command(
-                [self.keys.topic(name)], [d.partitions, d.replication_factor, min_isr]
+                [self.keys.topic(name)],
+                [d.partitions, d.replication_factor, min_isr, int(create)],
             )
         )
+        if not reply:
+            return None
+        config = TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]))
         if reply[3]:
-            await self._announce_topic(name)
-        return TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]))
+            await self._announce_topic(config)
+        return config
 
-    async def _announce_topic(self, name: str) -> None:
-        await asyncio.gather(
-            self.batcher.call("SADD", self.keys.topics, name),
-            self.batcher.call("PUBLISH", self.keys.topics_channel, name),
-        )
+    async def _ensure_topic(self, name: str) -> TopicConfig:
+        if self.auto_create_topics and not self.max_topics:
+            config = await self._read_topic(name, create=True)
+            assert config is not None
+            return config
+        config = await self._read_topic(name, create=False)
+        if config is not None:
+            return config
+        if not self.auto_create_topics:
+            raise BrokerError(UNKNOWN_TOPIC, f"unknown topic {name} (auto-creation is off)")
+        await self.check_topic_limit(name)
+        config = await self._read_topic(name, create=True)
+        assert config is not None
+        return config
+
+    async def check_topic_limit(self, name: str) -> None:
+        """TOPIC_LIMIT unless one more topic (``name``) fits under ``max_topics``. The count
+        and the creation are two slots (Redis Cluster): pods creating topics at the same
+        moment may together pass the limit by a few."""
+        if not self.max_topics:
+            return
+        count = int(await self.batcher.call("SCARD", self.keys.topics))
+        if count >= self.max_topics:
+            raise BrokerError(
+                TOPIC_LIMIT,
+                f"cannot create topic {name}: {count} topics exist, the limit is {self.max_topics}",
+            )
+
+    async def _announce_topic(self, config: TopicConfig) -> None:
+        commands = creation_commands(self.keys, config.name, config.partitions)
+        await asyncio.gather(*(self.batcher.call(*command) for command in commands))
 
     async def create_topic(
         self, name: str, partitions: int, replication_factor: int, min_insync_replicas: int
@@ -212,9 +396,10 @@ class Store:
                 [self.keys.topic(name)], [partitions, replication_factor, min_insync_replicas]
             )
         )
+        config = TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]))
         if reply[3]:
-            await self._announce_topic(name)
-        return TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2])), bool(reply[3])
+            await self._announce_topic(config)
+        return config, bool(reply[3])
 
     async def topic_names(self) -> list[str]:
         return sorted(n.decode() for n in await self.batcher.call("SMEMBERS", self.keys.topics))
@@ -234,9 +419,25 @@ class Store:
             [self.sequence_bits, config.replication_factor, self.replica_lag_max_ms, *args],
         )
 
+    async def _partition_reply(self, config: TopicConfig, call: tuple) -> Any:
+        """A partition script's reply; when it refuses the partition as deleted, the topic
+        is forgotten (the deletion notice not heard yet) before the error goes on."""
+        try:
+            return await self.batcher.call(*call)
+        except BrokerError as exc:
+            if exc.code == UNKNOWN_TOPIC and self._known.get(config.name) is config:
+                self.forget(config.name)
+            raise
+
+    # for the Kafka store (mapping/kafka.py): the same partition script calls
+    partition_call = _partition_call
+
     def known_topic(self, name: str) -> TopicConfig | None:
         """The topic's settings if this pod has them already (no Redis call needed)."""
-        return self._known.get(name)
+        config = self._known.get(name)
+        if config is not None:
+            self._known.move_to_end(name)
+        return config
 
     def start_produce(
         self, config: TopicConfig, partition: int, records: list[tuple[bytes, bytes]]
@@ -244,7 +445,7 @@ class Store:
         """Queue an append; concurrent appends to one partition share one script call."""
         group = (config.name, partition)
         build = self._produce_builders.get(group)
-        if build is None:
+        if build is None or build.args[1] is not config:  # new, or a topic made anew
             build = self._produce_builders[group] = partial(
                 self._partition_call, "produce", config, partition
             )
@@ -271,28 +472,130 @@ class Store:
         max_records: int,
         max_bytes: int = 0,
     ) -> Pending[ConsumeResult]:
-        """Records at or after ``offset`` and at most hw: the partition's hw (ISR refreshed by
-        a script) and a plain XRANGE go in one pipeline, and what lies above hw is dropped
-        here. A native XRANGE costs Redis far less than copying entries through Lua.
-        ``max_bytes``: stop once the values reach this many bytes (the first record always
-        comes, so a consumer makes progress); 0: no byte limit."""
-        status = self.batcher.submit(
-            *self._partition_call("partition_status", config, partition, [])
-        )
-        # When both fail, the error answered is the XRANGE's: mark this one seen too.
-        status.add_done_callback(_mark_retrieved)
-        log = self.keys.partition(config.name, partition).log
+        """Records at or after ``offset`` and at most hw. ``max_bytes``: the values of all
+        but the first record stay within it (0: no byte limit), enforced where the data is
+        read, so a page of large values never comes into the pod or Redis' output whole.
+
+        Records are read with a native XRANGE (copying entries through Lua costs Redis far
+        more) whose COUNT keeps within ``max_bytes`` by the partition's size marks (see
+        ``SizeMarks``), unless the marks allow only a few records: then consume.lua reads
+        exactly up to the limit. Where the marks this pod remembers from its last CONSUME
+        of the partition cover ``offset``, one pipeline does it; elsewhere (the log's tail,
+        a partition not read yet) hw and the marks come first, then the read: one more
+        round trip instead of a Lua copy of the tail."""
+        if max_bytes <= 0:
+            return self._read_with_status(config, partition, offset, max_records, "+")
+        known = self._size_marks.get((config.name, partition))
+        if known is None or not known.covers(offset):
+            return self._read_after_status(config, partition, offset, max_records, max_bytes)
+        count = known.native_read(offset, max_records, max_bytes)
+        if count:
+            end = codec.entry_id(known.log_end, self.sequence_bits)
+            return self._read_with_status(config, partition, offset, count, end)
         start = codec.entry_id(offset, self.sequence_bits)
-        entries = self.batcher.submit("XRANGE", log, start, "+", "COUNT", max_records)
+        call = self._partition_call("consume", config, partition, [start, max_records, max_bytes])
+        return Pending(self.batcher.submit(*call), self._script_read_finisher(config, partition))
+
+    def _script_read_finisher(
+        self, config: TopicConfig, partition: int
+    ) -> Callable[[list[Any]], ConsumeResult]:
+        """How consume.lua's ``{hw, marks, entry...}`` becomes the result."""
+        key = (config.name, partition)
         bits = self.sequence_bits
 
         def finish(reply: list[Any]) -> ConsumeResult:
-            high_watermark = int(status.result()[0])
-            return ConsumeResult(
-                _records_upto(reply, high_watermark, bits, max_bytes), high_watermark
-            )
+            high_watermark = int(reply[0])
+            records = _records(reply, 2, high_watermark, bits)
+            self._learn_sizes(key, reply[1], records)
+            return ConsumeResult(records, high_watermark)
+
+        return finish
+
+    def _hw_and_marks(self, config: TopicConfig, partition: int, start: str) -> tuple:
+        return self._partition_call("consume", config, partition, [start, 0, 0])
+
+    def _read_with_status(
+        self, config: TopicConfig, partition: int, offset: int, count: int, end: str
+    ) -> Pending[ConsumeResult]:
+        """hw and the marks, and an XRANGE from ``offset`` to ``end``, in one pipeline."""
+        key = (config.name, partition)
+        bits = self.sequence_bits
+        start = codec.entry_id(offset, bits)
+        status = self.batcher.submit(*self._hw_and_marks(config, partition, start))
+        # When both fail, the error answered is the XRANGE's: mark this one seen too.
+        status.add_done_callback(_mark_retrieved)
+        log = self.keys.partition(config.name, partition).log
+        entries = self.batcher.submit("XRANGE", log, start, end, "COUNT", count)
+
+        def finish(reply: list[Any]) -> ConsumeResult:
+            hw_and_marks = status.result()
+            high_watermark = int(hw_and_marks[0])
+            records = _records(reply, 0, high_watermark, bits)
+            self._learn_sizes(key, hw_and_marks[1], records)
+            return ConsumeResult(records, high_watermark)
 
         return Pending(entries, finish)
+
+    def _read_after_status(
+        self, config: TopicConfig, partition: int, offset: int, max_records: int, max_bytes: int
+    ) -> Pending[ConsumeResult]:
+        """hw and the marks first; then the XRANGE they allow, or consume.lua."""
+        key = (config.name, partition)
+        bits = self.sequence_bits
+        start = codec.entry_id(offset, bits)
+        log = self.keys.partition(config.name, partition).log
+        status = self.batcher.submit(*self._hw_and_marks(config, partition, start))
+        consumed: asyncio.Future[ConsumeResult] = asyncio.get_running_loop().create_future()
+
+        def read(reply: list[Any]) -> None:
+            marks = self._learn_sizes(key, reply[1])
+            high_watermark = int(reply[0])
+            if offset > high_watermark:  # nothing readable at or after offset yet
+                consumed.set_result(ConsumeResult([], high_watermark))
+                return
+            count = marks.native_read(offset, max_records, max_bytes)
+            if count:
+                end = codec.entry_id(high_watermark, bits)
+                entries = self.batcher.submit("XRANGE", log, start, end, "COUNT", count)
+
+                def finish(entries: list[Any]) -> ConsumeResult:
+                    records = _records(entries, 0, high_watermark, bits)
+                    self._learn_sizes(key, reply[1], records)
+                    return ConsumeResult(records, high_watermark)
+
+                _then(entries, consumed, finish)
+                return
+            call = self._partition_call(
+                "consume", config, partition, [start, max_records, max_bytes]
+            )
+            _then(
+                self.batcher.submit(*call),
+                consumed,
+                self._script_read_finisher(config, partition),
+            )
+
+        _then(status, consumed, read)
+        return Pending(consumed, lambda result: result)
+
+    def _learn_sizes(
+        self,
+        key: tuple[str, int],
+        marks: list[Any],
+        records: list[tuple[int, bytes]] | None = None,
+    ) -> SizeMarks:
+        """Remember a partition's marks, and the smallest value of ``records`` when there
+        are only a few (None: no read yet, the last one's stays)."""
+        previous = self._size_marks.get(key)
+        if records is None:
+            few_smallest = previous.few_smallest if previous else 0
+        elif len(records) < NATIVE_MIN_COUNT:
+            few_smallest = min((len(value) for _, value in records), default=0)
+        else:
+            few_smallest = 0
+        if previous is None and len(self._size_marks) >= MAX_REMEMBERED_MARKS:
+            del self._size_marks[next(iter(self._size_marks))]
+        learnt = self._size_marks[key] = SizeMarks.of(marks, few_smallest)
+        return learnt
 
     async def consume(
         self,
@@ -307,7 +610,7 @@ class Store:
     async def set_role(self, config: TopicConfig, partition: int, role: str) -> int:
         """Store the partition's role for every pod; returns its high watermark."""
         call = self._partition_call("set_role", config, partition, [role])
-        return int(await self.batcher.call(*call))
+        return int(await self._partition_reply(config, call))
 
     async def replica_fetch(
         self,
@@ -327,7 +630,7 @@ class Store:
             [replica_id, min(offset, LATEST_OFFSET), max_copy],
             (replica,),
         )
-        reply = await self.batcher.call(*call)
+        reply = await self._partition_reply(config, call)
         return ReplicaFetchResult(
             acked_offset=int(reply[0]),
             high_watermark=int(reply[1]),
@@ -337,9 +640,8 @@ class Store:
         )
 
     async def partition_status(self, config: TopicConfig, partition: int) -> PartitionStatus:
-        reply = await self.batcher.call(
-            *self._partition_call("partition_status", config, partition, [])
-        )
+        call = self._partition_call("partition_status", config, partition, [])
+        reply = await self._partition_reply(config, call)
         return PartitionStatus(
             high_watermark=int(reply[0]),
             isr_size=int(reply[1]),

@@ -1,7 +1,9 @@
-"""PySpark Python data source "redis-topics": read the adapter's topics straight from Redis.
+"""PySpark Python data source "redis-topics": read and write the adapter's topics straight
+from Redis.
 
 Call ``spark_connector.register(spark)``, then ``spark.readStream.format("redis-topics")``
-(or ``spark.read``) with options ``redis.url`` and ``topic``; see README for the others.
+(or ``spark.read``) with options ``redis.url`` and ``topic``; ``df.write`` /
+``df.writeStream`` with the same format write topics (sink.py); see README for the rest.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from spark_connector.options import (
     ConnectorError,
+    DataLoss,
     OptionError,
     RedisUnreachable,
     TopicNotFound,
@@ -25,6 +28,7 @@ def register(spark: SparkSession) -> None:
 __all__ = [
     "SOURCE_NAME",
     "ConnectorError",
+    "DataLoss",
     "OptionError",
     "RedisTopicsDataSource",
     "RedisUnreachable",

@@ -1,13 +1,17 @@
-"""A ready foreachBatch pipeline: count records per key, then commit progress to a group.
+"""A ready foreachBatch pipeline: count records per key, write the counts to a topic, then
+commit progress to a group.
 
     python -m spark_connector.example_pipeline --redis-url redis://localhost:6379/0 \\
-        --topic orders --group spark-counts --checkpoint /tmp/orders-ckpt
+        --topic orders --summary-topic orders-summary --group spark-counts \\
+        --checkpoint /tmp/orders-ckpt
 
 Each micro-batch prints its per-key counts (and appends them as JSON under ``--output`` when
-given), then stores ``max offset in the batch + 1`` per partition in the group's committed
-offsets, so ``OFFSET <group> <topic> <p>`` shows how far Spark got. The Spark checkpoint is
-what makes a restart exact (no gap, no duplicate); a brand-new checkpoint starts from the
-group's committed offsets (``--starting-offsets`` overrides that).
+given), writes one record per key (key = the key, value = its count in the batch) to
+``--summary-topic`` through the redis-topics sink, exactly once (a replayed batch writes
+nothing twice: option writerId), then stores ``max offset in the batch + 1`` per partition
+in the group's committed offsets, so ``OFFSET <group> <topic> <p>`` shows how far Spark got.
+The Spark checkpoint is what makes a restart exact (no gap, no duplicate); a brand-new
+checkpoint starts from the group's committed offsets (``--starting-offsets`` overrides that).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class PipelineConfig:
     trigger_seconds: float = 5.0
     available_now: bool = False
     output: str | None = None
+    summary_topic: str | None = None  # where the per-batch key counts are written
     quiet: bool = False
     extra_options: dict[str, str] = field(default_factory=dict)
 
@@ -61,9 +66,32 @@ class PipelineConfig:
             "startingOffsets": self.starting_offsets or f"group:{self.group}",
             **self.extra_options,
         }
+        # The pods' login variables, so one environment serves the pods and the pipeline.
+        for option, variable in (("redis.username", "ADAPTER_REDIS_USERNAME"),
+                                 ("redis.password", "ADAPTER_REDIS_PASSWORD")):  # fmt: skip
+            if os.environ.get(variable):
+                options.setdefault(option, os.environ[variable])
         if self.max_records_per_trigger is not None:
             options["maxRecordsPerTrigger"] = str(self.max_records_per_trigger)
         return options
+
+
+def write_summary(config: PipelineConfig, df: DataFrame) -> None:
+    """The batch's count per key as records of ``summary_topic`` (value: the count)."""
+    (
+        df.groupBy("key")
+        .count()
+        .select("key", F.col("count").cast("string").alias("value"))
+        .write.format(spark_connector.SOURCE_NAME)
+        .option("redis.url", config.redis_url)
+        .option("keyPrefix", config.key_prefix)
+        .option("topic", config.summary_topic)
+        # A writer id (with the query id and micro-batch id Spark gives the tasks): a batch
+        # Spark replays after a failure finds its records written and writes nothing twice.
+        .option("writerId", "summary")
+        .mode("append")
+        .save()
+    )
 
 
 def make_batch_handler(
@@ -88,6 +116,8 @@ def make_batch_handler(
                     .write.mode("append")
                     .json(config.output)
                 )
+            if config.summary_topic and key_counts:
+                write_summary(config, df)
         finally:
             df.unpersist()
         next_offsets = {int(row["partition"]): int(row["last"]) + 1 for row in progress}
@@ -153,8 +183,14 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, str]:
         "--available-now", action="store_true", help="process what is there, then exit"
     )
     parser.add_argument("--output", help="directory to append per-batch key counts (JSON)")
+    parser.add_argument("--summary-topic", help="topic to write per-batch key counts to")
     parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[2]"))
     args = parser.parse_args(argv)
+    if args.summary_topic is not None and not is_valid_name(args.summary_topic):
+        parser.error(
+            "--summary-topic must be 1-249 characters of [A-Za-z0-9._-], "
+            f"got {args.summary_topic!r}"
+        )
     if not is_valid_name(args.group):
         parser.error(f"--group must be 1-249 characters of [A-Za-z0-9._-], got {args.group!r}")
     config = PipelineConfig(
@@ -168,6 +204,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, str]:
         trigger_seconds=args.trigger_seconds,
         available_now=args.available_now,
         output=args.output,
+        summary_topic=args.summary_topic,
     )
     try:
         parse_options(config.source_options())  # a bad flag fails before Spark starts

@@ -28,7 +28,8 @@ def commit_group_offsets(
     script = scripts.load("spark_commit")
     partitions = sorted(next_offsets)
     args = [part for p in partitions for part in (str(p), str(int(next_offsets[p])))]
-    command = script.command([keys.group(group, topic).offsets], args)
+    gk = keys.group(group, topic)
+    command = script.command([gk.offsets, gk.meta], args)
     try:
         stored = client.execute_command(*command)
     except NoScriptError:

@@ -8,19 +8,20 @@ The end of what a consumer may see is ``hw + 1`` (hw inclusive, -1 when nothing 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from pyspark.sql.datasource import InputPartition
 
 from mapping import codec
-from mapping.cluster import connect_sync
+from mapping.cluster import connect_sync, credentials, redact
 from mapping.keys import Keys
 from spark_connector.options import (
     KAFKA_EARLIEST,
     KAFKA_LATEST,
+    DataLoss,
     Earliest,
     GroupOffsets,
     Latest,
@@ -33,6 +34,7 @@ from spark_connector.options import (
 )
 
 Positions = dict[int, int]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,16 +60,6 @@ class RangePartition(InputPartition):
         return f"RangePartition(partition={self.partition}, start={self.start}, end={self.end})"
 
 
-def redacted(url: str) -> str:
-    """The URL without its password, for error messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
-
-
 def client_for(opts: SourceOptions) -> redis.Redis:
     """A synchronous client with the source's timeouts (not yet connected)."""
     return connect_sync(  # a redis+cluster:// URL gives a cluster client
@@ -75,6 +67,7 @@ def client_for(opts: SourceOptions) -> redis.Redis:
         socket_timeout=opts.timeout_s,
         socket_connect_timeout=opts.timeout_s,
         decode_responses=False,
+        **credentials(username=opts.redis_username, password=opts.redis_password),
     )
 
 
@@ -85,7 +78,7 @@ def connect(opts: SourceOptions) -> redis.Redis:
         client.ping()
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         client.close()
-        raise RedisUnreachable(f"cannot reach Redis at {redacted(opts.redis_url)}: {exc}") from None
+        raise RedisUnreachable(f"cannot reach Redis at {redact(opts.redis_url)}: {exc}") from None
     return client
 
 
@@ -112,6 +105,42 @@ def end_positions(client: redis.Redis, keys: Keys, topic: str, partitions: int) 
     return {p: max(int(hw), -1) + 1 if hw is not None else 0 for p, hw in enumerate(pipe.execute())}
 
 
+def log_starts(client: redis.Redis, keys: Keys, topic: str, partitions: int) -> Positions:
+    """Per partition, one past the last record retention removed (0: none removed; see
+    retention_trim.lua): a read starting below it lost records."""
+    pipe = client.pipeline(transaction=False)
+    for p in range(partitions):
+        pipe.hget(keys.partition(topic, p).state, "log_start")
+    return {p: int(first or 0) for p, first in enumerate(pipe.execute())}
+
+
+def data_loss_message(topic: str, partition: int, position: int, log_start: int) -> str:
+    return (
+        f"records of topic {topic!r} partition {partition} from offset {position} up to "
+        f"{log_start} were removed by retention before this query read them: some data was "
+        f"lost (the log now starts at {log_start}). Set the source option "
+        "failOnDataLoss=false to go on from the log start instead of failing"
+    )
+
+
+def check_data_loss(
+    opts: SourceOptions, starts: Positions, ends: Positions, firsts: Positions
+) -> Positions:
+    """``starts``, where a range ``[start, end)`` with data to read begins below its log
+    start: ``DataLoss``, or with ``failOnDataLoss=false`` the log start (a warning says so)."""
+    checked = dict(starts)
+    for p, start in starts.items():
+        first = firsts.get(p, 0)
+        if start >= first or ends.get(p, 0) <= start:
+            continue
+        message = data_loss_message(opts.topic, p, start, first)
+        if opts.fail_on_data_loss:
+            raise DataLoss(message)
+        log.warning("%s; going on from offset %d (failOnDataLoss=false)", message, first)
+        checked[p] = first
+    return checked
+
+
 def group_positions(
     client: redis.Redis, keys: Keys, group: str, topic: str, partitions: int
 ) -> Positions:
@@ -133,10 +162,13 @@ def resolve_start(
     spec: OffsetSpec,
     ends: Positions,
     group_lookup: Callable[[str], Positions],
+    firsts: Positions | None = None,
 ) -> Positions:
-    """Start positions; ``ends`` are the current ``hw + 1`` per partition."""
+    """Start positions; ``ends`` are the current ``hw + 1`` per partition, ``firsts`` the log
+    starts (`log_starts`; earliest means there, so retention is not data loss for it)."""
+    firsts = firsts or {}
     if isinstance(spec, Earliest):
-        return {p: 0 for p in ends}
+        return {p: firsts.get(p, 0) for p in ends}
     if isinstance(spec, Latest):
         return dict(ends)
     if isinstance(spec, GroupOffsets):
@@ -146,7 +178,9 @@ def resolve_start(
     positions: Positions = {}
     for p, end in ends.items():
         offset = given.get(p, KAFKA_EARLIEST)
-        positions[p] = 0 if offset == KAFKA_EARLIEST else end if offset == KAFKA_LATEST else offset
+        if offset == KAFKA_EARLIEST:
+            offset = firsts.get(p, 0)
+        positions[p] = end if offset == KAFKA_LATEST else offset
     return positions
 
 

@@ -31,6 +31,9 @@ KNOWN_OPTIONS = (
     "valueformat",
     "fetchsize",
     "redis.timeout",
+    "redis.username",
+    "redis.password",
+    "failondataloss",
 )
 
 
@@ -48,6 +51,10 @@ class TopicNotFound(ConnectorError):
 
 class RedisUnreachable(ConnectorError):
     """Redis did not answer."""
+
+
+class DataLoss(ConnectorError):
+    """Records the query must read were removed by retention before it read them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +99,13 @@ class SourceOptions:
     binary: bool = False
     fetch_size: int = DEFAULT_FETCH_SIZE
     timeout_s: float = DEFAULT_TIMEOUT_S
+    # Kafka's source option: fail when records to read were removed (retention) before they
+    # were read; false: go on from the log start.
+    fail_on_data_loss: bool = True
+    # Redis login beyond the URL; Spark redacts options named like "password" in plans and
+    # the UI, which it does not do for a password inside redis.url.
+    redis_username: str | None = None
+    redis_password: str | None = None
 
 
 def _positive_int(name: str, text: str) -> int:
@@ -195,6 +209,11 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
             f"option redis.timeout must be a positive number of seconds, "
             f"got {opts['redis.timeout']!r}"
         )
+    fail_on_data_loss = opts.get("failondataloss", "true").strip().lower()
+    if fail_on_data_loss not in ("true", "false"):
+        raise OptionError(
+            f"option failOnDataLoss must be 'true' or 'false', got {opts['failondataloss']!r}"
+        )
     return SourceOptions(
         redis_url=url,
         topic=topic,
@@ -221,4 +240,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         binary=value_format == "binary",
         fetch_size=_positive_int("fetchSize", opts.get("fetchsize", str(DEFAULT_FETCH_SIZE))),
         timeout_s=timeout_s,
+        fail_on_data_loss=fail_on_data_loss == "true",
+        redis_username=opts.get("redis.username") or None,
+        redis_password=opts.get("redis.password") or None,
     )

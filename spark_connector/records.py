@@ -7,6 +7,7 @@ yields one ``pyarrow.RecordBatch`` per page, so a task never holds its whole ran
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -22,8 +23,10 @@ from pyspark.sql.types import (
 
 from mapping import codec
 from mapping.keys import Keys
-from spark_connector.offsets import RangePartition, client_for
-from spark_connector.options import SourceOptions
+from spark_connector.offsets import RangePartition, client_for, data_loss_message
+from spark_connector.options import DataLoss, SourceOptions
+
+log = logging.getLogger(__name__)
 
 
 def source_schema(binary: bool = False) -> StructType:
@@ -84,6 +87,27 @@ def to_batch(
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+def _check_page(
+    opts: SourceOptions,
+    partition: int,
+    position: int,
+    entries: list[tuple[bytes, dict[bytes, bytes]]],
+    log_start: int,
+    bits: int,
+) -> None:
+    """A page read from ``position`` lost records when retention removed some at or after
+    ``position``, unless the removal came after the read: then the page holds records below
+    the log start (the last removed one among them)."""
+    if log_start <= position:
+        return
+    if entries and codec.offset_of(entries[0][0], bits) < log_start:
+        return  # read before the trim: nothing missed
+    message = data_loss_message(opts.topic, partition, position, log_start)
+    if opts.fail_on_data_loss:
+        raise DataLoss(message)
+    log.warning("%s; going on from offset %d (failOnDataLoss=false)", message, log_start)
+
+
 def read_partition(
     opts: SourceOptions, schema: StructType, partition: RangePartition
 ) -> Iterator[pa.RecordBatch]:
@@ -92,15 +116,21 @@ def read_partition(
         return
     target = arrow_schema(schema)
     bits = partition.sequence_bits
-    log = Keys(opts.key_prefix).partition(opts.topic, partition.partition).log
+    partition_keys = Keys(opts.key_prefix).partition(opts.topic, partition.partition)
     last_id = codec.entry_id(partition.end - 1, bits)
     client = client_for(opts)
     try:
         position = partition.start
         while position < partition.end:
-            entries = client.xrange(
-                log, codec.entry_id(position, bits), last_id, count=opts.fetch_size
+            # The log start read after the page (same connection, in order) tells whether
+            # retention removed records of it since the driver planned this range.
+            pipe = client.pipeline(transaction=False)
+            pipe.xrange(
+                partition_keys.log, codec.entry_id(position, bits), last_id, count=opts.fetch_size
             )
+            pipe.hget(partition_keys.state, "log_start")
+            entries, log_start = pipe.execute()
+            _check_page(opts, partition.partition, position, entries, int(log_start or 0), bits)
             if not entries:
                 return
             yield to_batch(entries, opts.topic, partition.partition, bits, opts.binary, target)

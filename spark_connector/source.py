@@ -16,6 +16,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -37,6 +39,7 @@ from spark_connector.options import (
     parse_options,
 )
 from spark_connector.records import read_partition, source_schema
+from spark_connector.sink import batch_writer, stream_writer
 
 SOURCE_NAME = "redis-topics"
 
@@ -98,6 +101,12 @@ class RedisTopicsDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return RedisTopicsStreamReader(parse_options(self.options), schema)
 
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return batch_writer(dict(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return stream_writer(dict(self.options), schema, overwrite)
+
 
 class RedisTopicsBatchReader(DataSourceReader):
     """Reads ``[startingOffsets, endingOffsets)`` (default: earliest to hw) once."""
@@ -116,14 +125,17 @@ class RedisTopicsBatchReader(DataSourceReader):
         try:
             info = offsets.describe_topic(client, keys, opts.topic)
             hw_ends = offsets.end_positions(client, keys, opts.topic, info.partitions)
+            firsts = offsets.log_starts(client, keys, opts.topic, info.partitions)
             starts = offsets.resolve_start(
                 opts.starting or Earliest(),
                 hw_ends,
                 lambda group: offsets.group_positions(
                     client, keys, group, opts.topic, info.partitions
                 ),
+                firsts,
             )
             ends = offsets.resolve_end(opts.ending or Latest(), hw_ends)
+            starts = offsets.check_data_loss(opts, starts, ends, firsts)
             return _plan_splits(client, opts, info, starts, ends)
         finally:
             client.close()
@@ -174,6 +186,9 @@ class RedisTopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def _hw_ends(self) -> Positions:
         return offsets.end_positions(self.client, self.keys, self.opts.topic, self.info.partitions)
 
+    def _log_starts(self) -> Positions:
+        return offsets.log_starts(self.client, self.keys, self.opts.topic, self.info.partitions)
+
     def initialOffset(self) -> dict:
         info = self.info
         starts = offsets.resolve_start(
@@ -182,6 +197,7 @@ class RedisTopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             lambda group: offsets.group_positions(
                 self.client, self.keys, group, self.opts.topic, info.partitions
             ),
+            self._log_starts(),
         )
         return offsets.to_json(starts)
 
@@ -219,6 +235,8 @@ class RedisTopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         info = self.info
         starts = offsets.from_json(start, info.partitions)
         ends = offsets.from_json(end, info.partitions)
+        # Retention may have removed records of [start, end) since the last micro-batch.
+        starts = offsets.check_data_loss(self.opts, starts, ends, self._log_starts())
         return _plan_splits(self.client, self.opts, info, starts, ends)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -1,8 +1,10 @@
 """Shared fixtures: a real redis-server over TCP (a testcontainers container when a Docker
-engine answers, else a local child process) and adapter pods as child processes."""
+engine answers and has the redis:7 image, else a local child process) and adapter pods as
+child processes."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import uuid
@@ -15,23 +17,43 @@ import redis
 from mapping.embedded import RedisProcess
 from tests.support import Pod
 
+REDIS_IMAGE = "redis:7"
 
-def _docker_answers() -> bool:
+# Pods started by tests take a free Kafka port unless told one (tests.support.Pod passes
+# its own): parallel pods never collide on 9093.
+os.environ.setdefault("ADAPTER_KAFKA_PORT", "0")
+
+
+def _testcontainers_can_work() -> bool:
+    """A Docker engine answers on the default socket (or DOCKER_HOST) and the Redis image is
+    already there: nothing has to be pulled, so a machine whose registry is out of reach
+    falls back to the local redis-server instead of erroring in every Redis fixture."""
     if shutil.which("docker") is None:
         return False
     try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=5).returncode == 0
+        found = subprocess.run(
+            ["docker", "image", "inspect", REDIS_IMAGE], capture_output=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
+    return found.returncode == 0
 
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One Redis for the run; tests isolate themselves with unique topic/group names."""
-    if _docker_answers():
+    if _testcontainers_can_work():
+        # Ryuk (the reaper container) would be pulled: the container is stopped by the
+        # context manager instead. Read when testcontainers is imported, hence set first.
+        os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+        if os.environ.get("DOCKER_HOST", "unix://").startswith("unix://"):
+            # A local engine publishes its ports on this host: reach them on loopback, also
+            # when this host is itself a container (testcontainers would pick the gateway).
+            os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
+            os.environ.setdefault("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
         from testcontainers.redis import RedisContainer
 
-        with RedisContainer("redis:7") as container:
+        with RedisContainer(REDIS_IMAGE) as container:
             host = container.get_container_host_ip()
             yield f"redis://{host}:{container.get_exposed_port(6379)}/0"
         return

@@ -30,13 +30,32 @@ def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: fl
         time.sleep(interval)
 
 
+async def wait_until_async(
+    condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01
+) -> Any:
+    """`wait_until` for a test running on an event loop: the loop goes on while it polls."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
+
+
 class Pod:
     """``python -m adapter serve`` as a child process."""
 
-    def __init__(self, redis_url: str, *args: str, port: int | None = None) -> None:
+    def __init__(
+        self, redis_url: str, *args: str, port: int | None = None, kafka_port: int | None = None
+    ) -> None:
         self.redis_url = redis_url
         self.args = list(args)
         self.port = port or free_port()
+        self.kafka_port = kafka_port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
 
@@ -46,6 +65,7 @@ class Pod:
             "--redis-url", self.redis_url,
             "--host", "127.0.0.1",
             "--port", str(self.port),
+            "--kafka-port", str(self.kafka_port),
             *self.args,
         ]  # fmt: skip
         log_dir = Path(os.environ.get("ADAPTER_TEST_LOGS", "/tmp/adapter-test-logs"))
@@ -68,6 +88,11 @@ class Pod:
 
     def log(self) -> str:
         return self.log_path.read_text() if self.log_path and self.log_path.exists() else ""
+
+    @property
+    def bootstrap(self) -> str:
+        """Kafka clients' ``bootstrap.servers`` for this pod."""
+        return f"127.0.0.1:{self.kafka_port}"
 
     def client(self, timeout: float = 30.0) -> Client:
         return Client("127.0.0.1", self.port, timeout=timeout)

@@ -1,6 +1,8 @@
 --! include _clock.lua
 -- Shared by the group scripts: one (group, topic) is four hashes under one hash tag.
---   KEYS[1] meta        generation, assignor, partitions
+--   KEYS[1] meta        generation, assignor, partitions, active_ms (the last heartbeat of
+--                       a member that left or expired, or the last Spark commit: offsets
+--                       retention counts from the later of it and the members' heartbeats)
 --   KEYS[2] members     consumer id -> last heartbeat (ms, Redis clock)
 --   KEYS[3] assignment  consumer id -> its partitions, "0 3 6" ("" when none)
 --   KEYS[4] offsets     partition -> committed offset (the next one to read)
@@ -56,18 +58,28 @@ end
 -- generation for all of them).  Returns nil when the group never existed, else
 -- {generation = n, assignor = name}.
 local function load_group(now)
-  local m = redis.call('HMGET', meta, 'generation', 'assignor')
+  local m = redis.call('HMGET', meta, 'generation', 'assignor', 'partitions')
   local generation = tonumber(m[1])
   if not generation then return nil end
+  -- The topic got more partitions (mapping/admin.py add_partitions): a new generation
+  -- assigns them, as Kafka rebalances when a subscribed topic grows. (A pod still holding
+  -- the old count never shrinks an assignment: only a larger count counts.)
+  local grown = partition_count > (tonumber(m[3]) or partition_count)
   local flat = redis.call('HGETALL', members)
   local expired = {}
+  local last_seen = 0
   for i = 1, #flat, 2 do
-    if now - tonumber(flat[i + 1]) > session_timeout_ms then
+    local heartbeat = tonumber(flat[i + 1])
+    if now - heartbeat > session_timeout_ms then
       expired[#expired + 1] = flat[i]
+      if heartbeat > last_seen then last_seen = heartbeat end
     end
   end
-  if #expired > 0 then
+  if #expired > 0 or grown then
     for _, id in ipairs(expired) do redis.call('HDEL', members, id) end
+    if last_seen > (tonumber(redis.call('HGET', meta, 'active_ms')) or 0) then
+      redis.call('HSET', meta, 'active_ms', fmt(last_seen))
+    end
     generation = generation + 1
     rebalance(generation, m[2])
   end

@@ -64,6 +64,57 @@ local function refresh_hw(state, hw_channel, rf, lag_max_ms, now)
   return hw, isr, next_change
 end
 
+-- A deleted topic's partition state is a tombstone {deleted = 1} for a while (see
+-- mapping/admin.py): a pod still holding the topic's settings must not write into it.
+local function deleted_reply(state)
+  if redis.call('HEXISTS', state, 'deleted') == 1 then
+    return redis.error_reply('UNKNOWN_TOPIC topic was deleted')
+  end
+  return nil
+end
+
+-- Trims the replica streams keys[first..] below `cut` as the leader log was trimmed; each
+-- keeps its last entry (REPLICA_FETCH resumes after it).
+local function trim_replicas(keys, first, cut, limit)
+  for i = first, #keys do
+    local last = redis.call('XREVRANGE', keys[i], '+', '-', 'COUNT', 1)
+    if #last > 0 then
+      local replica_cut = id_offset(last[1][1], limit)
+      if cut < replica_cut then replica_cut = cut end
+      redis.call('XTRIM', keys[i], 'MINID', offset_id(replica_cut, limit))
+    end
+  end
+end
+
 local function is_follower(state)
   return redis.call('HGET', state, 'role') == 'follower'
+end
+
+-- Value size marks, kept by produce.lua so that a reader can size a native XRANGE without
+-- copying entries through Lua (see Store.start_consume): 'size.<k>' (k = SIZE_MIN_BITS ..
+-- SIZE_MAX_BITS) is the last offset of an append holding a value of more than 2^k bytes
+-- (absent: none ever), 'size.from' the first offset appended while marks were kept (a log
+-- written before has no marks below it).
+local SIZE_MIN_BITS, SIZE_MAX_BITS = 7, 24
+
+-- HSET arguments recording that an append ending at `last` held a value of `largest` bytes.
+local function size_mark_fields(fields, largest, last)
+  for k = SIZE_MIN_BITS, SIZE_MAX_BITS do
+    if largest <= 2 ^ k then break end
+    fields[#fields + 1] = 'size.' .. k
+    fields[#fields + 1] = fmt(last)
+  end
+end
+
+-- {log_end, size.from, size.<SIZE_MIN_BITS>, ..., size.<SIZE_MAX_BITS>} (-1 when absent).
+local function size_marks(state)
+  local fields = {'log_end', 'size.from'}
+  for k = SIZE_MIN_BITS, SIZE_MAX_BITS do
+    fields[#fields + 1] = 'size.' .. k
+  end
+  local v = redis.call('HMGET', state, unpack(fields))
+  for i = 1, #fields do
+    v[i] = tonumber(v[i]) or -1
+  end
+  return v
 end

@@ -9,5 +9,6 @@ local group = load_group(now)
 local refused = check_member(group, member, generation)
 if refused then return refused end
 redis.call('HDEL', members, member)
+redis.call('HSET', meta, 'active_ms', fmt(now))
 rebalance(group.generation + 1, group.assignor)
 return group.generation + 1

@@ -11,6 +11,8 @@ local log, state, hw_channel, replica = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
 local limit = 2 ^ tonumber(ARGV[1])
 local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 local r, wanted, max_copy = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local gone = deleted_reply(state)
+if gone then return gone end
 
 if is_follower(state) then
   return redis.error_reply('BAD_REQUEST partition is not leader')

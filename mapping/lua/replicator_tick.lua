@@ -1,3 +1,4 @@
+--! include _clock.lua
 -- One replicator tick of a pod: heartbeat, renew its shard leases, release shards above its
 -- fair share, take free shards up to it.  A lease is a string key holding the owner's pod id
 -- with a PX expiry: taken with SET NX PX, renewed only by its owner (compare-and-set here),
@@ -6,8 +7,7 @@
 -- (all share one hash tag).  ARGV = pod id, lease ms, release ("1": give everything up).
 -- Returns the shard numbers (0-based) this pod owns after the tick.
 local pods, me, lease, release = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 
 if release then
   redis.call('ZREM', pods, me)

@@ -7,7 +7,10 @@
 -- MEMORY USAGE, an estimate), ARGV[6] = floor offset (-1: no floor), ARGV[7] = most entries
 -- trimmed per call (the next run goes on).
 -- Returns {entries trimmed from the log, first offset left in the log (-1: empty)}.
--- The state hash's `log_start` records the trim point (offsets below it are gone).
+-- The state hash's `log_start` is one past the last record retention removed: offsets below
+-- it are gone, and a reader whose next offset is below it lost records (the Spark source's
+-- failOnDataLoss); a reader at or past it lost nothing, whatever the gaps before the next
+-- record.
 local log, state = KEYS[1], KEYS[2]
 local limit = 2 ^ tonumber(ARGV[1])
 local retention_ms, retention_bytes = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -47,17 +50,13 @@ if #head > max_trim then
   if cut > bound then cut = bound end
 end
 
+-- The last record this call removes (cut > first_offset: there is one).
+local last_removed = redis.call('XREVRANGE', log, '(' .. offset_id(cut, limit), '-', 'COUNT', 1)
 local trimmed = redis.call('XTRIM', log, 'MINID', offset_id(cut, limit))
--- A replica stream keeps its last entry: REPLICA_FETCH resumes after it.
-for i = 5, #KEYS do
-  local last = redis.call('XREVRANGE', KEYS[i], '+', '-', 'COUNT', 1)
-  if #last > 0 then
-    local replica_cut = id_offset(last[1][1], limit)
-    if cut < replica_cut then replica_cut = cut end
-    redis.call('XTRIM', KEYS[i], 'MINID', offset_id(replica_cut, limit))
-  end
-end
-redis.call('HSET', state, 'log_start', fmt(cut))
+trim_replicas(KEYS, 5, cut, limit)
+local log_start = id_offset(last_removed[1][1], limit) + 1
+local before = tonumber(redis.call('HGET', state, 'log_start')) or 0
+if log_start > before then redis.call('HSET', state, 'log_start', fmt(log_start)) end
 local kept = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)
 if #kept == 0 then return {trimmed, -1} end
 return {trimmed, id_offset(kept[1][1], limit)}

@@ -3,6 +3,8 @@
 -- Becoming leader wakes the replicator (it stops fetching a follower partition).
 local state, hw_channel, appended = KEYS[2], KEYS[3], KEYS[4]
 local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
+local gone = deleted_reply(state)
+if gone then return gone end
 redis.call('HSET', state, 'role', ARGV[4])
 local hw = refresh_hw(state, hw_channel, rf, lag_max_ms, now_ms())
 if ARGV[4] == 'leader' then

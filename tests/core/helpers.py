@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 from adapter.client import Client
-from adapter.protocol import Response
+from adapter.v1.protocol import Response
 from mapping.keys import Keys
 
 RF1 = ("--default-replication-factor", "1", "--default-min-insync-replicas", "1")

@@ -46,7 +46,7 @@ def test_tiny_writes_with_pauses(pod: Pod, topic: str) -> None:
     with pod.client() as client:
         for i in range(0, len(data), 2):
             client.send_raw(data[i : i + 2])
-            time.sleep(0.001)
+            time.sleep(0.001)  # paces the writes (separate segments), not a synchronisation
         replies = [client.read_response() for _ in range(3)]
     assert [r.correlation_id for r in replies] == ["1", "2", "3"]
     assert replies[1].fields()["messages"] == f"{replies[0].fields()['offset']}:slow"

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapter.client import AsyncClient, Client, RequestFailed
-from adapter.escaping import escape
+from adapter.v1.escaping import escape
 from mapping.partitioner import partition_for
 from tests.core.helpers import KEYS, exchange
 from tests.support import Pod

@@ -10,8 +10,8 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from adapter.connection import Connection
-from adapter.handlers import Context
 from adapter.settings import Settings
+from adapter.v1.handlers import Context
 
 
 async def _ping(context: Context, argv: list[str]) -> str:
@@ -63,7 +63,7 @@ def test_a_slow_reply_is_not_idleness() -> None:
     and the connection is closed once it has been idle that long after the reply."""
 
     async def slow(context: Context, argv: list[str]) -> str:
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(0.6)  # a reply slower than the idle timeout under test
         return "done"
 
     class _Quick:

@@ -127,7 +127,7 @@ def test_a_client_that_never_reads_gets_backpressure(
             blocked_since = blocked_since or time.monotonic()
             if time.monotonic() - blocked_since > 2.0:
                 break
-            time.sleep(0.01)
+            time.sleep(0.01)  # retry pace while waiting out the 2 s "stays full" window
     requests_sent = sent // len(request)
     assert sent < 64 << 20, "the pod kept reading a connection whose replies pile up"
     grown_mib = (_rss_kib(pod.process.pid) - rss_before) / 1024

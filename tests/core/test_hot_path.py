@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from adapter import protocol
 from adapter.client import produce_args
+from adapter.v1 import protocol
 from tests.core.helpers import RF1, raw_connection, read_lines
 from tests.support import Pod
 

@@ -3,12 +3,16 @@ pods, scripts on all three nodes, the built-in replicator, and pub/sub across no
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 
 from mapping.cluster import connect_sync
+from mapping.errors import ConfigurationError
 from mapping.keys import Keys
+from mapping.startup import check_redis
+from mapping.store import connect
 
 pytestmark = pytest.mark.slow
 
@@ -87,8 +91,6 @@ def test_groups_on_the_cluster(cluster_url: str, start_pod, topic: str) -> None:
                     "--default-min-insync-replicas", "1")  # fmt: skip
     with pod.client() as client:
         joined = client.request("JOIN", f"g1 {topic} m1")
-        if not joined.ok and joined.code == "UNKNOWN_COMMAND":
-            pytest.skip("consumer groups (JOIN/SYNC/COMMIT) have not landed on this branch yet")
         assert joined.ok, joined
         generation = joined.fields()["generation"]
         reply = client.produce(topic, "user1", "v")
@@ -168,3 +170,26 @@ def test_spark_connector_reads_and_commits_on_the_cluster(cluster_url: str, star
         assert offsets.group_positions(driver, keys, "spark", topic, info.partitions) == ends
     finally:
         driver.close()
+
+
+def test_one_evicting_primary_refuses_the_cluster(cluster_url: str) -> None:
+    """The eviction check reads every primary, not just the node the URL names."""
+    cluster = connect_sync(cluster_url)
+    last = sorted(cluster.get_primaries(), key=lambda node: node.port)[-1]
+    url = f"redis+cluster://127.0.0.1:{min(n.port for n in cluster.get_primaries())}"
+
+    async def check() -> None:
+        client = connect(url)
+        try:
+            await check_redis(client, Keys(), sequence_bits=10, require_aof=False, url=url)
+        finally:
+            await client.aclose()
+
+    asyncio.run(check())  # all noeviction
+    cluster.config_set("maxmemory-policy", "volatile-lru", target_nodes=last)
+    try:
+        with pytest.raises(ConfigurationError, match="maxmemory-policy volatile-lru"):
+            asyncio.run(check())
+    finally:
+        cluster.config_set("maxmemory-policy", "noeviction", target_nodes=last)
+        cluster.close()

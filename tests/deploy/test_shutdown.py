@@ -10,8 +10,8 @@ import uuid
 import pytest
 import redis
 
-from adapter import protocol
 from adapter.client import Client
+from adapter.v1 import protocol
 from mapping.keys import Keys
 from tests.core.helpers import raw_connection
 from tests.support import port_open, wait_until

@@ -13,7 +13,7 @@ import json
 import sys
 
 from adapter.client import GroupAssignment
-from adapter.group_consumer import GroupConsumer, Record
+from adapter.client.group_consumer import GroupConsumer, Record
 
 
 def main() -> None:

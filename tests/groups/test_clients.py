@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from adapter.client import GroupAssignment, RequestFailed
-from adapter.group_consumer import GroupConsumer, Record
-from adapter.producer import Producer, ProducerClosed
+from adapter.client.group_consumer import GroupConsumer, Record
+from adapter.client.producer import Producer, ProducerClosed
 from tests.core.helpers import KEYS
 from tests.support import Pod, wait_until
 

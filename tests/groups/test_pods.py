@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from adapter.client import Client, GroupAssignment
-from adapter.producer import Producer
+from adapter.client.producer import Producer
 from mapping import assignors
 from tests.core.helpers import KEYS, RF1
 from tests.support import ROOT, Pod, wait_until

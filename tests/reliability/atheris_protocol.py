@@ -13,8 +13,8 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
-    from adapter import protocol
-    from adapter.escaping import escape, unescape
+    from adapter.v1 import protocol
+    from adapter.v1.escaping import escape, unescape
 
 LIMIT = 64
 

@@ -1,7 +1,10 @@
-"""Fixtures of the reliability tests: a throw-away certificate authority (trustme)."""
+"""Fixtures of the reliability tests: a throw-away certificate authority (trustme), and a
+TLS-terminating proxy in front of a plain redis-server (the local one is built without TLS)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,7 +12,9 @@ from pathlib import Path
 import pytest
 import trustme
 
+from mapping.embedded import RedisProcess, free_port
 from tests.reliability.helpers import CustomPod
+from tests.support import ROOT, port_open, wait_until
 
 
 @dataclass(frozen=True)
@@ -52,3 +57,26 @@ def start_custom_pod() -> Iterator[Callable[..., CustomPod]]:
     yield start
     for pod in pods:
         pod.stop()
+
+
+@dataclass
+class TLSProxy:
+    """rediss://127.0.0.1:<port>: TLS with the ``certs`` server certificate, client
+    certificates of ``certs.ca`` required, plain TCP on to the test's own redis-server."""
+
+    port: int
+
+
+@pytest.fixture
+def tls_proxy(own_redis: RedisProcess, certs: Certs) -> Iterator[TLSProxy]:
+    port = free_port()
+    args = [certs.server_cert, certs.server_key, certs.ca, port, own_redis.port]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.reliability.tls_proxy", *map(str, args)], cwd=ROOT
+    )
+    try:
+        wait_until(lambda: port_open(port), timeout=20)
+        yield TLSProxy(port)
+    finally:
+        process.kill()
+        process.wait(timeout=10)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from adapter import protocol
-from adapter.protocol import LineFramer, ParseError, parse_request
+from adapter.v1 import protocol
+from adapter.v1.protocol import LineFramer, ParseError, parse_request
 
 MAX = 64
 tokens = st.text(

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapter.client import produce_args
-from adapter.protocol import parse_response
+from adapter.v1.protocol import parse_response
 from tests.core.helpers import RF1, closed_by_peer, raw_connection, read_lines
 from tests.support import Pod
 

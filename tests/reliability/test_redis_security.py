@@ -8,7 +8,6 @@ import asyncio
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,10 @@ from mapping.embedded import RedisProcess, free_port
 from mapping.errors import ConfigurationError
 from mapping.keys import Keys
 from mapping.startup import MIN_REDIS_VERSION, check_redis, parse_version
+from mapping.store import connect
 from tests.core.helpers import RF1
-from tests.reliability.conftest import Certs
-from tests.support import ROOT, Pod, port_open, wait_until
+from tests.reliability.conftest import Certs, TLSProxy
+from tests.support import ROOT, Pod
 
 StartPod = Callable[..., Pod]
 # What the adapter needs, on its own keys and channels only.
@@ -119,26 +119,6 @@ def test_old_redis_version_refused() -> None:
         )
 
 
-@dataclass
-class TLSProxy:
-    port: int
-
-
-@pytest.fixture
-def tls_proxy(own_redis: RedisProcess, certs: Certs) -> Iterator[TLSProxy]:
-    port = free_port()
-    args = [certs.server_cert, certs.server_key, certs.ca, port, own_redis.port]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.reliability.tls_proxy", *map(str, args)], cwd=ROOT
-    )
-    try:
-        wait_until(lambda: port_open(port), timeout=20)
-        yield TLSProxy(port)
-    finally:
-        process.kill()
-        process.wait(timeout=10)
-
-
 def test_rediss_with_ca_and_client_certificate(
     start_pod: StartPod, tls_proxy: TLSProxy, certs: Certs, topic: str
 ) -> None:
@@ -168,3 +148,38 @@ def test_rediss_with_an_untrusted_certificate_fails_to_start(
     result = serve_and_exit("--redis-url", url, "--redis-startup-timeout-s", "1")
     assert result.returncode != 0
     assert "certificate verify failed" in result.stderr, result.stderr
+
+
+@pytest.fixture
+def evicting_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A Redis that deletes keys when full, as a cache would be configured."""
+    extra = ["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"]
+    with RedisProcess(tmp_path / "evicting", appendonly=False, extra_args=extra) as server:
+        yield server
+
+
+def test_evicting_redis_refused_unless_allowed(
+    start_pod: StartPod, evicting_redis: RedisProcess
+) -> None:
+    result = serve_and_exit("--redis-url", evicting_redis.url)
+    assert result.returncode != 0
+    assert "has maxmemory-policy allkeys-lru" in result.stderr, result.stderr
+    assert "set maxmemory-policy noeviction" in result.stderr
+    assert "--allow-evicting-redis" in result.stderr
+    pod = start_pod(evicting_redis.url, *RF1, "--allow-evicting-redis")  # the override starts
+    with pod.client() as client:
+        assert client.ping() == "pong"
+
+
+def test_embedded_redis_passes_the_eviction_check(tmp_path: Path) -> None:
+    """The embedded Redis keeps Redis' default policy, noeviction."""
+    with RedisProcess(tmp_path / "embedded") as server:
+        asyncio.run(_check(server.url))
+
+
+async def _check(url: str) -> None:
+    client = connect(url)
+    try:
+        await check_redis(client, Keys(), sequence_bits=10, require_aof=True, url=url)
+    finally:
+        await client.aclose()

@@ -13,9 +13,9 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from adapter import protocol
 from adapter.client import AsyncClient, Client
-from adapter.tls import client_context
+from adapter.client.tls import client_context
+from adapter.v1 import protocol
 from mapping.keys import Keys
 from tests.core.helpers import RF1, raw_connection
 from tests.reliability.conftest import Certs

@@ -11,7 +11,8 @@ import ssl
 import sys
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy one direction of a relayed connection until it ends (the balancer uses it too)."""
     try:
         while data := await reader.read(1 << 16):
             writer.write(data)
@@ -35,7 +36,7 @@ async def main(cert: str, key: str, client_ca: str, port: int, target: int) -> N
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
     server = await asyncio.start_server(handle, "127.0.0.1", port, ssl=context)
     async with server:

@@ -15,7 +15,7 @@ from mapping.errors import BrokerError
 from mapping.keys import Keys
 from mapping.replication import Replication
 from mapping.store import LATEST_OFFSET, Store, TopicDefaults, connect
-from tests.support import wait_until
+from tests.support import wait_until, wait_until_async
 
 
 def commands_processed(url: str) -> int:
@@ -57,9 +57,10 @@ def test_a_thousand_waiters_cost_a_handful_of_calls(own_redis: RedisProcess) -> 
         )
         offsets = [r.offsets[0] for r in produced]
         waiters = [asyncio.ensure_future(replication.wait_for_ack(config, 0, o)) for o in offsets]
-        await asyncio.sleep(0.2)  # subscribed and checked once
+        # subscribed, with the partition's hw and ISR read once
+        await wait_until_async(lambda: getattr(replication._waiters.get(("many", 0)), "known", 0))
         before = commands_processed(own_redis.url)
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the window watched for polling (what is under test)
         idle = commands_processed(own_redis.url) - before - 1  # the INFO itself
         assert idle <= 2, idle  # no polling while waiting
         assert not any(w.done() for w in waiters)
@@ -73,7 +74,7 @@ def test_a_thousand_waiters_cost_a_handful_of_calls(own_redis: RedisProcess) -> 
         # Later waiters on the same partition are answered from what the pod already knows.
         more = await store.produce(config, 0, [(b"k", b"late")])
         waiter = asyncio.ensure_future(replication.wait_for_ack(config, 0, more.offsets[0]))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # the waiter registers itself (one turn of the loop)
         await store.replica_fetch(config, 0, 1, LATEST_OFFSET)
         await store.replica_fetch(config, 0, 2, LATEST_OFFSET)
         assert await waiter >= more.offsets[0]
@@ -150,7 +151,7 @@ def test_start_ack_answers_from_the_append_when_it_can(own_redis: RedisProcess) 
         pending = replication.start_ack(
             replicated, 0, store.start_produce(replicated, 0, [(b"k", b"v")])
         )
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # a while with no fetch: the ack must not come (under test)
         assert not pending.future.done()
         await store.replica_fetch(replicated, 0, 1, LATEST_OFFSET)
         await store.replica_fetch(replicated, 0, 2, LATEST_OFFSET)
@@ -167,7 +168,7 @@ def test_start_ack_answers_from_the_append_when_it_can(own_redis: RedisProcess) 
         # ISR and hw is the log end
         alone, _ = await store.create_topic("alone", 1, 2, 1)
         await store.produce(alone, 0, [(b"k", b"not copied")])
-        await asyncio.sleep(1.1)
+        await asyncio.sleep(1.1)  # waits out the 1 s replica lag under test
         offset, hw = await replication.start_ack(
             alone, 0, store.start_produce(alone, 0, [(b"k", b"v")])
         )

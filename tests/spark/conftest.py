@@ -7,21 +7,19 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-import redis
 
 from mapping.batcher import RedisBatcher
+from mapping.embedded import RedisProcess
 from mapping.keys import Keys
+from mapping.retention import enforce_topic
 from mapping.store import Store, TopicConfig, TopicDefaults, connect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,40 +28,13 @@ SINGLE_REPLICA = TopicDefaults(partitions=3, replication_factor=1, min_insync_re
 T = TypeVar("T")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
-def spark_redis_url() -> Iterator[str]:
-    """A throwaway redis-server (no persistence) on a free port, killed at the end."""
-    binary = shutil.which("redis-server")
-    if binary is None:
+def spark_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throwaway redis-server (no persistence) on a free port, stopped at the end."""
+    if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port, socket_connect_timeout=0.5)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if client.ping():
-                    break
-            except redis.ConnectionError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server on port {port} did not start") from None
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        client.close()
-        process.kill()
-        process.wait(timeout=10)
+    with RedisProcess(tmp_path_factory.mktemp("spark-redis"), appendonly=False) as server:
+        yield server.url
 
 
 @pytest.fixture(scope="session")
@@ -151,6 +122,22 @@ class TopicWriter:
                 return records
             records.extend(page)
             position = page[-1][0] + 1
+
+    def trim_committed(self, topic: str) -> None:
+        """Retention as a pod applies it, with ``retention.ms`` 0: every committed record of
+        ``topic`` goes (groups ignored); then retention is off again."""
+        topic_key = self.keys.topic(topic)
+
+        async def trim() -> None:
+            await self._client.hset(
+                topic_key, mapping={"retention_ms": 0, "retention_ignore_groups": 1}
+            )
+            try:
+                await enforce_topic(self.store, topic)
+            finally:
+                await self._client.hset(topic_key, "retention_ms", -1)
+
+        self._call(trim())
 
     def close(self) -> None:
         async def shutdown() -> None:

@@ -21,11 +21,12 @@ from typing import Any
 import pytest
 import redis
 
+from mapping.embedded import free_port
 from mapping.partitioner import partition_for
 from mapping.store import TopicDefaults
 from spark_connector import example_pipeline
 from spark_connector.group_commit import commit_group_offsets
-from tests.spark.conftest import ROOT, TopicWriter, free_port
+from tests.spark.conftest import ROOT, TopicWriter
 from tests.support import wait_until
 
 pytestmark = pytest.mark.spark
@@ -220,7 +221,7 @@ def test_stream_exactly_once_with_concurrent_producer(
             for p in range(3):
                 records = [(b"k", b"r%d-%d" % (round_, i)) for i in range(50)]
                 produced[p] += writer.produce(spark_topic, p, records)
-            time.sleep(0.15)
+            time.sleep(0.15)  # paces the producer, so records arrive over several triggers
 
     query = start_stream(
         spark, spark_redis_url, spark_topic, tmp_path / "ckpt", sink, startingOffsets="earliest"
@@ -277,9 +278,7 @@ def test_restart_from_checkpoint_resumes_exactly(
     query = start_stream(
         spark, spark_redis_url, spark_topic, checkpoint, partial, maxRecordsPerTrigger="200"
     )
-    deadline = time.monotonic() + 60
-    while not partial.rows() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(partial.rows, timeout=60)
     query.stop()
     third_produced = produce_keyed(writer, spark_topic, 600, tag="c")
     rest = run_available_now(spark, spark_redis_url, spark_topic, checkpoint, **options)
@@ -294,6 +293,17 @@ def test_restart_from_checkpoint_resumes_exactly(
     for p in range(3):
         want = first_produced.get(p, []) + second_produced.get(p, []) + third_produced.get(p, [])
         assert [o for o, _ in everything.get(p, [])] == want
+
+
+def raise_hw(fast: TopicWriter, topic: str, state_key: str, url: str, hw: int) -> None:
+    """Consume through ``fast`` (no lag allowed: a replica behind for 1 ms leaves the ISR)
+    until the stored hw is ``hw``: the log end of the moment."""
+
+    def reached() -> bool:
+        fast.consume_all(topic, 0)
+        return int(state(url, state_key).get("hw", "-1")) == hw
+
+    wait_until(reached, timeout=10, interval=0.005)
 
 
 def test_records_above_hw_are_never_read(spark, spark_redis_url, spark_topic, tmp_path) -> None:
@@ -312,8 +322,7 @@ def test_records_above_hw_are_never_read(spark, spark_redis_url, spark_topic, tm
         sink = run_available_now(spark, spark_redis_url, spark_topic, checkpoint, **stream_opts)
         assert sink.rows() == []
 
-        time.sleep(0.01)
-        fast.consume_all(spark_topic, 0)  # hw -> end of the first 50
+        raise_hw(fast, spark_topic, state_key, spark_redis_url, first[-1])
         second = slow.produce(spark_topic, 0, [(b"k", b"b%d" % i) for i in range(50)])
         hash_now = state(spark_redis_url, state_key)
         assert int(hash_now["hw"]) == first[-1] and int(hash_now["log_end"]) == second[-1]
@@ -322,8 +331,7 @@ def test_records_above_hw_are_never_read(spark, spark_redis_url, spark_topic, tm
         sink = run_available_now(spark, spark_redis_url, spark_topic, checkpoint, **stream_opts)
         assert [o for _, o, _ in sink.rows()] == first
 
-        time.sleep(0.01)
-        fast.consume_all(spark_topic, 0)  # hw -> end of everything
+        raise_hw(fast, spark_topic, state_key, spark_redis_url, second[-1])
         all_rows = batch_df(spark, spark_redis_url, spark_topic).collect()
         assert [r.offset for r in all_rows] == first + second
         sink = run_available_now(spark, spark_redis_url, spark_topic, checkpoint, **stream_opts)

@@ -1,4 +1,4 @@
-"""`adapter.answer.answer` and the batcher's failure handling, without sockets or Redis."""
+"""`adapter.v1.answer.answer` and the batcher's failure handling, without sockets or Redis."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from adapter.answer import answer
-from adapter.handlers import Context
+from adapter.v1.answer import answer
+from adapter.v1.handlers import Context
 from mapping.batcher import RedisBatcher
 from mapping.errors import BadRequest, BrokerError, Unavailable
 

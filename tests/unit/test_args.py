@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.handlers import args
+from adapter.v1.handlers import args
 from mapping.errors import BAD_REQUEST, BadRequest
 
 

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.client import RequestFailed, consume_reply, produce_args, produce_reply
-from adapter.escaping import unescape
-from adapter.protocol import parse_request, parse_response
+from adapter.v1.escaping import unescape
+from adapter.v1.protocol import parse_request, parse_response
 
 
 @given(st.binary(max_size=50), st.binary(max_size=50))

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.escaping import escape, unescape
-from adapter.protocol import ENCODING, ERRORS
+from adapter.v1.escaping import escape, unescape
+from adapter.v1.protocol import ENCODING, ERRORS
 
 FORBIDDEN = set(",|%")
 

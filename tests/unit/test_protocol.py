@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapter import protocol
-from adapter.protocol import LineFramer, ParseError, Request, parse_request
+from adapter.v1 import protocol
+from adapter.v1.protocol import LineFramer, ParseError, Request, parse_request
 
 # --- requests ----------------------------------------------------------------------------
 

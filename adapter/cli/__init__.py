@@ -1,0 +1,29 @@
+"""``python -m adapter`` / ``adapter``: every command line of the project, in one click style.
+
+serve     run one pod                       (adapter.cli.serve)
+topic     create, alter, describe, trim, delete (adapter.cli.topic)
+group     delete                            (adapter.cli.group)
+inspect   topics, groups, lag               (adapter.cli.topic)
+user      the users AUTH checks             (adapter.cli.user)
+ping      health check of a pod             (adapter.cli.health)
+"""
+
+from __future__ import annotations
+
+import click
+
+from adapter.cli.group import group
+from adapter.cli.health import ping
+from adapter.cli.request import request
+from adapter.cli.serve import serve
+from adapter.cli.topic import inspect_group, topic
+from adapter.cli.user import user
+
+
+@click.group(context_settings={"auto_envvar_prefix": "ADAPTER", "show_default": True})
+def main() -> None:
+    """A Kafka-like broker on Redis Streams: pods, topics, groups, users."""
+
+
+for command in (serve, request, topic, group, inspect_group, user, ping):
+    main.add_command(command)

@@ -1,0 +1,395 @@
+"""Operations commands: ``python -m adapter topic ...`` and ``python -m adapter inspect ...``.
+
+    topic create NAME [--partitions N --replication-factor N --min-insync-replicas N
+                       --retention-ms MS --retention-bytes B --retention-ignore-groups]
+    topic alter NAME [--partitions N (grow only) --retention-ms MS --retention-bytes B
+                      --retention-ignore-groups/...]
+    topic describe NAME          (= inspect topic NAME)
+    topic trim [NAME]            apply retention now (pods also do it periodically)
+    topic delete NAME            delete it: records, replicas, state, settings, its groups
+    inspect topics               one line per topic
+    inspect topic NAME           settings, then per partition role, log end, hw, ISR, ...
+    inspect groups [--topic T]   one line per (group, topic)
+    inspect group GROUP TOPIC    generation, members, assignment, committed offsets, lag
+
+Topics are also created on first use with the pod's defaults; ``create`` sets partitions,
+replication factor and min ISR up front (replication never changes once created); ``alter``
+changes retention at any time and grows the partition count (as Kafka's CreatePartitions:
+every pod reads the new count at once, and key partitioning uses it from then on).
+Every command takes ``--redis-url`` (a ``redis+cluster://`` URL for a cluster), the Redis
+login options of ``serve`` (``--redis-username``, ``--redis-password``/
+``ADAPTER_REDIS_PASSWORD``, ``--redis-tls-*``) and ``--key-prefix``; ``inspect`` takes ``--json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import click
+
+from adapter.cli import options
+from adapter.cli.options import RedisTarget
+from mapping import inspection, scripts
+from mapping.cluster import SyncClient
+from mapping.codec import DEFAULT_SEQUENCE_BITS
+from mapping.keys import Keys, is_valid_name
+from mapping.store import Store, connect, creation_commands, make_batcher
+
+T = TypeVar("T")
+
+
+def _retention_options() -> Callable[[Callable], Callable]:
+    def apply(f: Callable) -> Callable:
+        f = click.option(
+            "--retention-ignore-groups/--retention-respect-groups",
+            default=None,
+            help="Trim records groups have not committed yet too (default: respect groups).",
+        )(f)
+        f = click.option(
+            "--retention-bytes",
+            type=click.IntRange(-1),
+            default=None,
+            help="Trim each partition to about this many bytes of Redis memory (-1, the "
+            "default: no limit).",
+        )(f)
+        f = click.option(
+            "--retention-ms",
+            type=click.IntRange(-1),
+            default=None,
+            help="Trim records older than this (-1, the default: keep forever).",
+        )(f)
+        return f
+
+    return apply
+
+
+def _name(value: str) -> str:
+    if not is_valid_name(value):
+        raise click.BadParameter("must be 1-249 characters of [A-Za-z0-9._-]")
+    return value
+
+
+def _store_retention(
+    client: SyncClient, keys: Keys, name: str, ms: int | None, size: int | None, ignore: bool | None
+) -> None:
+    fields: dict[str, int] = {}
+    if ms is not None:
+        fields["retention_ms"] = ms
+    if size is not None:
+        fields["retention_bytes"] = size
+    if ignore is not None:
+        fields["retention_ignore_groups"] = int(ignore)
+    if fields:
+        client.hset(keys.topic(name), mapping=fields)
+
+
+@click.group()
+def topic() -> None:
+    """Create, change and inspect topics."""
+
+
+@topic.command()
+@click.argument("name", callback=lambda _c, _p, v: _name(v))
+@click.option("--partitions", type=click.IntRange(1, 10_000), default=3, show_default=True)
+@click.option("--replication-factor", type=click.IntRange(1, 16), default=3, show_default=True)
+@click.option("--min-insync-replicas", type=click.IntRange(1, 16), default=2, show_default=True)
+@_retention_options()
+@options.redis_target
+def create(
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    min_insync_replicas: int,
+    retention_ms: int | None,
+    retention_bytes: int | None,
+    retention_ignore_groups: bool | None,
+    target: RedisTarget,
+) -> None:
+    """Create topic NAME (an existing topic with other settings is an error)."""
+    if min_insync_replicas > replication_factor:
+        raise click.BadParameter(
+            "cannot exceed --replication-factor", param_hint="--min-insync-replicas"
+        )
+    keys = target.keys
+    wanted = (partitions, replication_factor, min_insync_replicas)
+    client = target.connect()
+    try:
+        script = scripts.load("ensure_topic")
+        reply = client.eval(script.source, 1, keys.topic(name), *wanted)
+        stored = (int(reply[0]), int(reply[1]), int(reply[2]))
+        if reply[3]:
+            for command in creation_commands(keys, name, stored[0]):
+                client.execute_command(*command)
+        settings = (
+            f"partitions={stored[0]} replication_factor={stored[1]} min_insync_replicas={stored[2]}"
+        )
+        if not reply[3] and stored != wanted:
+            raise click.ClickException(f"topic {name} exists with other settings: {settings}")
+        _store_retention(client, keys, name, retention_ms, retention_bytes, retention_ignore_groups)
+        retention = inspection.retention_of(client.hgetall(keys.topic(name)))
+    finally:
+        client.close()
+    click.echo(f"{'created' if reply[3] else 'exists'} topic={name} {settings} "
+               f"{retention.describe()}")  # fmt: skip
+
+
+@topic.command()
+@click.argument("name", callback=lambda _c, _p, v: _name(v))
+@click.option(
+    "--partitions",
+    type=click.IntRange(1),
+    help="Grow the topic to this many partitions (never fewer: records stay where they are).",
+)
+@_retention_options()
+@options.redis_target
+def alter(
+    name: str,
+    partitions: int | None,
+    retention_ms: int | None,
+    retention_bytes: int | None,
+    retention_ignore_groups: bool | None,
+    target: RedisTarget,
+) -> None:
+    """Change topic NAME's retention, or grow its partition count (replication never
+    changes). Every pod hears of a new partition count at once (pub/sub)."""
+    if partitions is not None:
+        _grow(name, partitions, target)
+    keys = target.keys
+    client = target.connect()
+    try:
+        if not client.exists(keys.topic(name)):
+            raise click.ClickException(f"no topic {name}")
+        _store_retention(client, keys, name, retention_ms, retention_bytes, retention_ignore_groups)
+        retention = inspection.retention_of(client.hgetall(keys.topic(name)))
+    finally:
+        client.close()
+    click.echo(f"altered topic={name} {retention.describe()}")
+
+
+def _grow(name: str, partitions: int, target: RedisTarget) -> None:
+    from mapping.admin import InvalidPartitions, PartitionGrowth, add_partitions
+
+    async def work(store: Store) -> PartitionGrowth | InvalidPartitions | None:
+        try:
+            return await add_partitions(store, name, partitions)
+        except InvalidPartitions as exc:  # (the task group would wrap it)
+            return exc
+
+    growth = run_on_store(target, work)
+    if isinstance(growth, InvalidPartitions):
+        raise click.ClickException(str(growth))
+    if growth is None:
+        raise click.ClickException(f"no topic {name}")
+    click.echo(f"altered topic={name} partitions={growth.before}->{growth.after}")
+
+
+def _print_topic(view: inspection.TopicView) -> None:
+    click.echo(
+        f"topic={view.name} partitions={view.partitions} "
+        f"replication_factor={view.replication_factor} "
+        f"min_insync_replicas={view.min_insync_replicas} {view.retention.describe()}"
+    )
+    for p in view.partition_views:
+        acked = " ".join(f"{r}:{o}" for r, o in p.acked.items())
+        click.echo(
+            f"partition={p.partition} role={p.role} log_end={p.log_end} "
+            f"hw={p.high_watermark} isr=[{' '.join(map(str, p.isr))}] acked=[{acked}] "
+            f"records={p.records} first_offset={p.first_offset}"
+        )
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value))
+
+
+def _describe(name: str, target: RedisTarget, as_json: bool) -> None:
+    client = target.connect()
+    try:
+        view = inspection.topic(client, target.keys, name)
+    finally:
+        client.close()
+    if view is None:
+        raise click.ClickException(f"no topic {name}")
+    if as_json:
+        _echo_json(view)
+    else:
+        _print_topic(view)
+
+
+@topic.command()
+@click.argument("name", callback=lambda _c, _p, v: _name(v))
+@options.redis_target
+@options.as_json
+def describe(name: str, target: RedisTarget, as_json: bool) -> None:
+    """Show topic NAME: settings, and per partition role, log end, hw, ISR, replicas."""
+    _describe(name, target, as_json)
+
+
+def run_on_store(target: RedisTarget, work: Callable[[Store], Awaitable[T]]) -> T:
+    """Run ``work`` with a `Store` on the deployment (its batcher running meanwhile): the
+    operations that share their code with the pods (mapping.retention, mapping.admin)."""
+
+    async def run() -> T:
+        client = connect(target.url, **target.login)
+        batcher = make_batcher(client)
+        store = Store(batcher, target.keys)
+        store.sequence_bits = await _stored_bits(client, store.keys)
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(batcher.run)
+                try:
+                    return await work(store)
+                finally:
+                    tasks.cancel_scope.cancel()
+        finally:
+            await client.aclose()
+
+    return anyio.run(run)
+
+
+@topic.command()
+@click.argument("name", required=False, callback=lambda _c, _p, v: v and _name(v))
+@options.redis_target
+def trim(name: str | None, target: RedisTarget) -> None:
+    """Apply retention now to topic NAME (default: every topic)."""
+    from mapping.retention import enforce_all, enforce_topic
+
+    async def work(store: Store) -> list:
+        return await (enforce_all(store) if name is None else enforce_topic(store, name))
+
+    for r in run_on_store(target, work):
+        click.echo(
+            f"topic={r.topic} partition={r.partition} trimmed={r.trimmed} "
+            f"first_offset={r.first_kept}"
+        )
+
+
+@topic.command()
+@click.argument("name", callback=lambda _c, _p, v: _name(v))
+@options.redis_target
+def delete(name: str, target: RedisTarget) -> None:
+    """Delete topic NAME: its records, replicas, partition state, settings and groups.
+
+    Every pod forgets the topic at once; a pod with auto-creation on makes it anew (with
+    its defaults) when a command names it again."""
+    from mapping.admin import delete_topic
+
+    deletion = run_on_store(target, lambda store: delete_topic(store, name))
+    if deletion is None:
+        raise click.ClickException(f"no topic {name}")
+    click.echo(
+        f"deleted topic={name} partitions={deletion.partitions} "
+        f"groups=[{' '.join(deletion.groups)}]"
+    )
+
+
+async def _stored_bits(client: Any, keys: Keys) -> int:
+    stored = await client.hget(keys.meta, "sequence_bits")
+    return int(stored) if stored is not None else DEFAULT_SEQUENCE_BITS
+
+
+@click.group(name="inspect")
+def inspect_group() -> None:
+    """Look at a deployment's topics and groups (read-only)."""
+
+
+@inspect_group.command(name="topics")
+@options.redis_target
+@options.as_json
+def inspect_topics(target: RedisTarget, as_json: bool) -> None:
+    """One line per topic: settings, records, and the partitions' hw."""
+    keys = target.keys
+    client = target.connect()
+    try:
+        views = [inspection.topic(client, keys, n) for n in inspection.topic_names(client, keys)]
+    finally:
+        client.close()
+    views = [v for v in views if v is not None]
+    if as_json:
+        _echo_json([dataclasses.asdict(v) for v in views])
+        return
+    for v in views:
+        under = sum(1 for p in v.partition_views if len(p.isr) < v.replication_factor)
+        click.echo(
+            f"topic={v.name} partitions={v.partitions} "
+            f"replication_factor={v.replication_factor} "
+            f"min_insync_replicas={v.min_insync_replicas} "
+            f"records={sum(p.records for p in v.partition_views)} "
+            f"under_replicated_partitions={under} {v.retention.describe()}"
+        )
+
+
+@inspect_group.command(name="topic")
+@click.argument("name", callback=lambda _c, _p, v: _name(v))
+@options.redis_target
+@options.as_json
+def inspect_topic(name: str, target: RedisTarget, as_json: bool) -> None:
+    """Topic NAME: settings, then per partition role, log end, hw, ISR, acked offsets."""
+    _describe(name, target, as_json)
+
+
+@inspect_group.command(name="groups")
+@click.option("--topic", "topic_name", default=None, help="Only groups of this topic.")
+@options.redis_target
+@options.as_json
+def inspect_groups(topic_name: str | None, target: RedisTarget, as_json: bool) -> None:
+    """One line per (group, topic): generation, members, total lag."""
+    keys = target.keys
+    client = target.connect()
+    try:
+        views = [
+            inspection.group(client, keys, g, t)
+            for g, t in inspection.group_pairs(client, keys)
+            if topic_name is None or t == topic_name
+        ]
+    finally:
+        client.close()
+    views = [v for v in views if v is not None]
+    if as_json:
+        _echo_json([dataclasses.asdict(v) for v in views])
+        return
+    for v in views:
+        click.echo(
+            f"group={v.group} topic={v.topic} generation={v.generation} "
+            f"assignor={v.assignor} members={len(v.members)} "
+            f"lag={sum(p.lag for p in v.partitions)}"
+        )
+
+
+@inspect_group.command(name="group")
+@click.argument("group_name", metavar="GROUP", callback=lambda _c, _p, v: _name(v))
+@click.argument("topic_name", metavar="TOPIC", callback=lambda _c, _p, v: _name(v))
+@options.redis_target
+@options.as_json
+def inspect_one_group(group_name: str, topic_name: str, target: RedisTarget, as_json: bool) -> None:
+    """GROUP on TOPIC: generation, members and their partitions, committed offsets, lag."""
+    client = target.connect()
+    try:
+        view = inspection.group(client, target.keys, group_name, topic_name)
+    finally:
+        client.close()
+    if view is None:
+        raise click.ClickException(f"no group {group_name} on topic {topic_name}")
+    if as_json:
+        _echo_json(view)
+        return
+    click.echo(
+        f"group={view.group} topic={view.topic} generation={view.generation} "
+        f"assignor={view.assignor} members={len(view.members)}"
+    )
+    for m in view.members:
+        click.echo(
+            f"member={m.consumer_id} partitions=[{' '.join(map(str, m.partitions))}] "
+            f"last_heartbeat_ms={m.last_heartbeat_ms}"
+        )
+    for p in view.partitions:
+        committed = "-" if p.committed is None else str(p.committed)
+        lag = str(p.lag) if p.lag_is_exact else f"{p.lag}+"
+        click.echo(
+            f"partition={p.partition} owner={p.owner or '-'} committed={committed} "
+            f"hw={p.high_watermark} lag={lag}"
+        )

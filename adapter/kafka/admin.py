@@ -1,0 +1,324 @@
+"""Admin APIs: CreateTopics (partitions, replication factor, ``retention.ms``,
+``retention.bytes``, ``min.insync.replicas``), DescribeConfigs for those,
+IncrementalAlterConfigs (retention), DeleteRecords, DescribeCluster, DeleteTopics and
+CreatePartitions (grow only).
+
+Topics are created with the same script as V1's first use and ``adapter topic create``
+(mapping/lua/ensure_topic.lua); retention lives in the topic hash as the CLI writes it, so
+the pod's retention task, ``inspect`` and ``topic describe`` see Kafka-made topics like any
+other. DeleteTopics and CreatePartitions use mapping/admin.py's ``delete_topic`` and
+``add_partitions``, as ``adapter topic delete`` and ``adapter topic alter --partitions`` do:
+every pod hears of the change (pub/sub) and forgets the topic's cached settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapter.kafka import errors
+from adapter.kafka.context import KafkaContext
+from adapter.kafka.errors import error_of
+from adapter.kafka.protocol import Request
+from adapter.kafka.versions import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
+)
+from mapping.admin import MAX_PARTITIONS, InvalidPartitions, add_partitions, delete_topic
+from mapping.errors import BrokerError
+from mapping.inspection import retention_of
+from mapping.keys import is_valid_name
+
+MAX_REPLICATION_FACTOR = 16
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
+CONFIG_TYPE_INT, CONFIG_TYPE_LONG, CONFIG_TYPE_STRING = 3, 5, 2
+# Kafka config name -> (topic hash field, config type); -1 means "no limit" for retention
+TOPIC_CONFIGS = {
+    "retention.ms": ("retention_ms", CONFIG_TYPE_LONG),
+    "retention.bytes": ("retention_bytes", CONFIG_TYPE_LONG),
+    "min.insync.replicas": ("min_insync_replicas", CONFIG_TYPE_INT),
+}
+
+
+class _Invalid(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _integer(name: str, value: str | None) -> int:
+    try:
+        return int(value or "")
+    except ValueError:
+        raise _Invalid(errors.INVALID_CONFIG, f"{name} must be an integer") from None
+
+
+async def create_topics(context: KafkaContext, request: Request) -> Any:
+    response = CREATE_TOPICS.response
+    results = []
+    for topic in request.body.topics or ():  # an array sent as null: none
+        result = response.CreatableTopicResult(name=topic.name, error_code=errors.NONE)
+        try:
+            partitions, factor, min_isr, retention = _settings(context, topic)
+            if await context.find_topic(topic.name) is not None:
+                raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name} exists")
+            if not request.body.validate_only:
+                _, created = await context.store.create_topic(
+                    topic.name, partitions, factor, min_isr
+                )
+                if not created:
+                    raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name} exists")
+                if retention:
+                    key = context.store.keys.topic(topic.name)
+                    await context.store.batcher.call("HSET", key, *retention)
+            result.num_partitions, result.replication_factor = partitions, factor
+            result.configs = []
+        except _Invalid as exc:
+            result.error_code, result.error_message = exc.code, exc.message
+        except BrokerError as exc:
+            result.error_code, result.error_message = error_of(exc), exc.message
+        results.append(result)
+    return response[request.version](throttle_time_ms=0, topics=results)
+
+
+def _settings(context: KafkaContext, topic: Any) -> tuple[int, int, int, list[Any]]:
+    if not is_valid_name(topic.name or ""):
+        raise _Invalid(errors.INVALID_TOPIC_EXCEPTION, "names are 1-249 of [A-Za-z0-9._-]")
+    if topic.assignments:
+        raise _Invalid(errors.INVALID_REPLICA_ASSIGNMENT, "replica assignments are not supported")
+    defaults = context.settings.topic_defaults
+    partitions = defaults.partitions if topic.num_partitions == -1 else topic.num_partitions
+    factor = (
+        defaults.replication_factor if topic.replication_factor == -1 else topic.replication_factor
+    )
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise _Invalid(errors.INVALID_PARTITIONS, f"partitions must be 1..{MAX_PARTITIONS}")
+    if not 1 <= factor <= MAX_REPLICATION_FACTOR:
+        raise _Invalid(
+            errors.INVALID_REPLICATION_FACTOR,
+            f"replication factor must be 1..{MAX_REPLICATION_FACTOR}",
+        )
+    min_isr = min(defaults.min_insync_replicas, factor)
+    retention: list[Any] = []
+    for config in topic.configs or []:
+        if config.name not in TOPIC_CONFIGS:
+            raise _Invalid(errors.INVALID_CONFIG, f"config {config.name} is not supported")
+        value = _integer(config.name, config.value)
+        if config.name == "min.insync.replicas":
+            if not 1 <= value <= factor:
+                raise _Invalid(errors.INVALID_CONFIG, "min.insync.replicas must be 1..RF")
+            min_isr = value
+        else:
+            retention += (TOPIC_CONFIGS[config.name][0], max(value, -1))
+    return partitions, factor, min_isr, retention
+
+
+async def describe_configs(context: KafkaContext, request: Request) -> Any:
+    response = DESCRIBE_CONFIGS.response
+    Result = response.DescribeConfigsResult
+    Entry = Result.DescribeConfigsResourceResult
+    results = []
+    for resource in request.body.resources or ():
+        result = Result(
+            error_code=errors.NONE, error_message=None, resource_type=resource.resource_type,
+            resource_name=resource.resource_name, configs=[],
+        )  # fmt: skip
+        wanted = resource.configuration_keys
+        if resource.resource_type == BROKER_RESOURCE:
+            results.append(result)  # no broker configs are exposed
+            continue
+        if resource.resource_type != TOPIC_RESOURCE:
+            result.error_code = errors.INVALID_REQUEST
+            result.error_message = "only topic and broker resources are described"
+            results.append(result)
+            continue
+        try:
+            config = await context.find_topic(resource.resource_name)
+            if config is None:
+                result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                result.error_message = f"topic {resource.resource_name} does not exist"
+                results.append(result)
+                continue
+            fields = await context.store.batcher.call(
+                "HGETALL", context.store.keys.topic(resource.resource_name)
+            )
+        except BrokerError as exc:
+            result.error_code, result.error_message = error_of(exc), exc.message
+            results.append(result)
+            continue
+        retention = retention_of(fields)
+        values = {
+            "retention.ms": (retention.ms, b"retention_ms" in fields),
+            "retention.bytes": (retention.bytes, b"retention_bytes" in fields),
+            "min.insync.replicas": (config.min_insync_replicas, True),
+        }
+        for name, (value, is_set) in values.items():
+            if wanted is not None and name not in wanted:
+                continue
+            result.configs.append(
+                Entry(
+                    name=name, value=str(value), read_only=False,
+                    config_source=DYNAMIC_TOPIC_CONFIG if is_set else DEFAULT_CONFIG,
+                    is_default=not is_set, is_sensitive=False, synonyms=[],
+                    config_type=TOPIC_CONFIGS[name][1], documentation=None,
+                )
+            )  # fmt: skip
+        results.append(result)
+    return response[request.version](throttle_time_ms=0, results=results)
+
+
+async def describe_cluster(context: KafkaContext, request: Request) -> Any:
+    response = DESCRIBE_CLUSTER.response
+    brokers = await context.brokers()
+    return response[request.version](
+        throttle_time_ms=0,
+        error_code=errors.NONE,
+        error_message=None,
+        cluster_id=context.cluster_id,
+        controller_id=brokers[0][0],
+        brokers=[
+            response.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=None)
+            for n, h, p in brokers
+        ],
+    )
+
+
+SET, DELETE = 0, 1
+RETENTION_CONFIGS = ("retention.ms", "retention.bytes")
+
+
+async def incremental_alter_configs(context: KafkaContext, request: Request) -> Any:
+    """SET or DELETE ``retention.ms`` / ``retention.bytes`` of topics (the retention task
+    reads them from the topic hash on each run). ``min.insync.replicas`` is fixed at
+    creation (pods cache it)."""
+    response = INCREMENTAL_ALTER_CONFIGS.response
+    results = []
+    for resource in request.body.resources or ():
+        result = response.AlterConfigsResourceResponse(
+            error_code=errors.NONE, error_message=None,
+            resource_type=resource.resource_type, resource_name=resource.resource_name,
+        )  # fmt: skip
+        try:
+            if resource.resource_type != TOPIC_RESOURCE:
+                raise _Invalid(errors.INVALID_REQUEST, "only topic configs can be altered")
+            changes: list[tuple[int, str, str | None]] = []
+            for config in resource.configs or ():
+                if config.name not in RETENTION_CONFIGS:
+                    raise _Invalid(errors.INVALID_CONFIG, f"{config.name} cannot be altered")
+                if config.config_operation == SET:
+                    value = max(_integer(config.name, config.value), -1)
+                    changes.append((SET, TOPIC_CONFIGS[config.name][0], str(value)))
+                elif config.config_operation == DELETE:
+                    changes.append((DELETE, TOPIC_CONFIGS[config.name][0], None))
+                else:
+                    raise _Invalid(errors.INVALID_CONFIG, f"{config.name} is not a list")
+            if await context.find_topic(resource.resource_name) is None:
+                raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, "no such topic")
+            if not request.body.validate_only:
+                key = context.store.keys.topic(resource.resource_name)
+                for operation, field, value in changes:
+                    if operation == SET:
+                        await context.store.batcher.call("HSET", key, field, value)
+                    else:
+                        await context.store.batcher.call("HDEL", key, field)
+        except _Invalid as exc:
+            result.error_code, result.error_message = exc.code, exc.message
+        except BrokerError as exc:
+            result.error_code, result.error_message = error_of(exc), exc.message
+        results.append(result)
+    return response[request.version](throttle_time_ms=0, responses=results)
+
+
+async def delete_records(context: KafkaContext, request: Request) -> Any:
+    """Remove records below an offset (-1: below the high watermark); fetches below the new
+    log start are then OFFSET_OUT_OF_RANGE, as after retention."""
+    response = DELETE_RECORDS.response
+    TopicResult = response.DeleteRecordsTopicResult
+    PartitionResult = TopicResult.DeleteRecordsPartitionResult
+    topics = []
+    for topic in request.body.topics or ():
+        parts = []
+        for p in topic.partitions or ():
+            code, low = errors.NONE, -1
+            try:
+                config = await context.find_topic(topic.name)
+                if config is None or not 0 <= p.partition_index < config.partitions:
+                    code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                elif p.offset < -1:  # -1: up to the high watermark; below: no offset
+                    code = errors.OFFSET_OUT_OF_RANGE
+                else:
+                    start = await context.kafka.delete_records(config, p.partition_index, p.offset)
+                    if start is None:
+                        code = errors.OFFSET_OUT_OF_RANGE
+                    else:
+                        low = start
+            except BrokerError as exc:
+                code = error_of(exc)
+            parts.append(PartitionResult(partition_index=p.partition_index, low_watermark=low,
+                                         error_code=code))  # fmt: skip
+        topics.append(TopicResult(name=topic.name, partitions=parts))
+    return response[request.version](throttle_time_ms=0, topics=topics)
+
+
+async def delete_topics(context: KafkaContext, request: Request) -> Any:
+    """By name (v1-5: topic_names; v6: topics with a name or an id). Topics have no ids
+    here (Metadata answers the zero id), so one named by id only is UNKNOWN_TOPIC_ID."""
+    response = DELETE_TOPICS.response
+    if request.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.body.topics or ()]
+    else:
+        wanted = [(name, None) for name in request.body.topic_names or ()]
+    results = []
+    for name, topic_id in wanted:
+        result = response.DeletableTopicResult(name=name, topic_id=topic_id, error_code=errors.NONE)
+        if name is None:
+            result.error_code = errors.UNKNOWN_TOPIC_ID
+            result.error_message = "topics are named, not identified by id, here"
+        elif not is_valid_name(name):
+            result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            result.error_message = "names are 1-249 of [A-Za-z0-9._-]"
+        else:
+            try:
+                if await delete_topic(context.store, name) is None:
+                    result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                    result.error_message = f"no topic {name}"
+            except BrokerError as exc:
+                result.error_code, result.error_message = error_of(exc), exc.message
+        results.append(result)
+    return response[request.version](throttle_time_ms=0, responses=results)
+
+
+async def create_partitions(context: KafkaContext, request: Request) -> Any:
+    """Grow topics' partition counts (never shrink: INVALID_PARTITIONS, as Kafka)."""
+    response = CREATE_PARTITIONS.response
+    results = []
+    for topic in request.body.topics or ():
+        result = response.CreatePartitionsTopicResult(name=topic.name, error_code=errors.NONE)
+        try:
+            if topic.assignments:
+                raise _Invalid(
+                    errors.INVALID_REPLICA_ASSIGNMENT, "replica assignments are not supported"
+                )
+            if not is_valid_name(topic.name or ""):
+                raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic.name}")
+            if not 1 <= topic.count <= MAX_PARTITIONS:
+                raise _Invalid(errors.INVALID_PARTITIONS, f"count must be 1..{MAX_PARTITIONS}")
+            growth = await add_partitions(
+                context.store, topic.name, topic.count, validate_only=request.body.validate_only
+            )
+            if growth is None:
+                raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic.name}")
+        except InvalidPartitions as exc:
+            result.error_code, result.error_message = errors.INVALID_PARTITIONS, str(exc)
+        except _Invalid as exc:
+            result.error_code, result.error_message = exc.code, exc.message
+        except BrokerError as exc:
+            result.error_code, result.error_message = error_of(exc), exc.message
+        results.append(result)
+    return response[request.version](throttle_time_ms=0, results=results)

@@ -1,0 +1,275 @@
+"""One Kafka client connection: an ``asyncio.Protocol`` thin around the sans-I/O core.
+
+Frames are cut by framing.FrameDecoder and parsed by protocol.parse_request in the read
+callback; each request's handler starts at once (a client may pipeline), and responses are
+written strictly in request order, as Kafka requires. At most ``max_in_flight`` requests
+are open per connection; the frames of one read beyond that wait, and reading pauses until
+they started, so a client that pipelines without reading holds at most that many open
+requests and one read of frames (each bounded by ``--kafka-max-request-bytes``). While the
+client takes no answers (``pause_writing``) nothing new starts and nothing more is read;
+one that takes none for ``--idle-timeout-s`` is cut off.
+
+A frame above the size limit, a frame too short for a header or an unknown API key closes
+the connection (what was answered before still goes out), as Kafka does. A request its API
+module fails on gets INVALID_REQUEST in that API's response, and the connection goes on.
+Same limits as V1: the pod's connection slots, idle timeout, TCP keepalive, and the SIGTERM
+drain (answer what was read, then close). With authentication on, SASL (sasl.py) must
+succeed before anything but ApiVersions/SaslHandshake/SaslAuthenticate runs (else the
+connection closes), within ``--auth-timeout-s`` of connecting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from adapter.auth import Authenticator
+from adapter.kafka import errors, protocol, sasl
+from adapter.kafka.apis import Handler
+from adapter.kafka.framing import FrameDecoder, FrameTooLarge
+from adapter.kafka.versions import PRODUCE
+from adapter.limits import ConnectionSlots
+from adapter.served import TIMER_SLACK_S, ServedConnection
+
+log = logging.getLogger(__name__)
+
+# One open request: its future (the handler's task) or its ready bytes; when it started.
+_Open = tuple[protocol.Request, "asyncio.Future[Any] | bytes", float]
+
+
+def _failure_response(request: protocol.Request) -> bytes | None:
+    """The answer to a request its handler failed on: INVALID_REQUEST in the API's
+    response; b"" for none at all (Produce with acks=0); None when none can be built."""
+    if request.api.key == PRODUCE.key and getattr(request.body, "acks", 1) == 0:
+        return b""
+    request.error = errors.INVALID_REQUEST
+    return protocol.error_response(request)
+
+
+class KafkaConnection(ServedConnection):
+    def __init__(
+        self,
+        context: Any,
+        handlers: dict[int, Handler],
+        *,
+        max_request_bytes: int,
+        max_in_flight: int = 100,
+        idle_timeout_s: float = 0.0,
+        keepalive_s: int = 0,
+        slots: ConnectionSlots | None = None,
+        on_answer: Callable[[str, float], None] | None = None,
+        authenticator: Authenticator | None = None,
+        auth_timeout_s: float = 0.0,
+    ) -> None:
+        super().__init__(slots=slots, idle_timeout_s=idle_timeout_s, keepalive_s=keepalive_s)
+        self.context = context
+        self.handlers = handlers
+        self.decoder = FrameDecoder(max_request_bytes)
+        self.max_in_flight = max(1, max_in_flight)
+        self.on_answer = on_answer
+        self._open: deque[_Open] = deque()
+        self._frames: deque[bytes] = deque()  # read, not started yet
+        self._pumping = False
+        self._stopping = False  # no more requests: close once the open ones are answered
+        self.sasl = sasl.SaslSession(authenticator)
+        self._sasl_busy = False  # a SASL request is being decided: start nothing else
+        self._auth_timeout_s = auth_timeout_s
+        self._auth_timer: asyncio.TimerHandle | None = None
+
+    # --- asyncio callbacks ----------------------------------------------------------------
+
+    def _refuse(self, transport: asyncio.BaseTransport) -> None:
+        assert self.slots is not None
+        log.info("refusing a Kafka connection: %d open", self.slots.active)
+        transport.close()  # Kafka has no error to send before a request
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self._has_slot or self.slots is None:
+            if self.sasl.required and self._auth_timeout_s > 0:
+                self._auth_timer = self.loop.call_later(self._auth_timeout_s, self._on_auth_timeout)
+
+    def _forget_requests(self) -> None:
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+        for _, pending, _ in self._open:
+            if isinstance(pending, asyncio.Future):
+                pending.cancel()
+        self._open.clear()
+        self._frames.clear()
+
+    def data_received(self, data: bytes) -> None:
+        if self._stopping:
+            return
+        self._last_activity = self.loop.time()
+        try:
+            self._frames.extend(self.decoder.feed(data))
+        except FrameTooLarge as exc:
+            log.info("closing a Kafka connection: %s", exc)
+            self._input_ended()
+            return
+        self._pump()
+
+    def _pump(self) -> None:
+        """Start the frames read so far, at most ``max_in_flight`` open at once (one read
+        may hold thousands of small requests: the rest wait here, and reading pauses)."""
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            while (
+                self._frames
+                and len(self._open) < self.max_in_flight
+                and self._write_stalled_at is None  # the client reads no answers: wait
+                and not self._sasl_busy
+            ):
+                try:
+                    request = protocol.parse_request(self._frames.popleft())
+                except protocol.CloseConnection as exc:
+                    log.info("closing a Kafka connection: %s", exc)
+                    self._frames.clear()
+                    self._stopping = True
+                    break
+                self._start(request)
+        finally:
+            self._pumping = False
+        self._flush()
+
+    # --- answering ------------------------------------------------------------------------
+
+    def _start(self, request: protocol.Request) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "kafka request %s v%d from %s", request.api.name, request.version, request.client_id
+            )
+        if not self.sasl.admits(request.api.key):
+            log.info("closing a Kafka connection: %s before authentication", request.api.name)
+            self._frames.clear()
+            self._stopping = True
+            return
+        if request.error:
+            reply = protocol.error_response(request)
+            if reply is None:  # nothing can be answered: close after the earlier answers
+                self._frames.clear()
+                self._stopping = True
+                return
+            self._open.append((request, reply, 0.0))
+            return
+        handler = self.handlers[request.api.key]
+        if request.api.key in sasl.SASL_APIS:
+            task = asyncio.ensure_future(handler(self.sasl, request))
+            self._sasl_busy = True
+            task.add_done_callback(self._on_sasl_done)  # before _on_done's flush
+        else:
+            task = asyncio.ensure_future(handler(self.context, request))
+        self._open.append((request, task, self.loop.time()))
+        task.add_done_callback(self._on_done)
+
+    def _on_sasl_done(self, _: asyncio.Future[Any]) -> None:
+        self._sasl_busy = False
+        if self.sasl.failed:  # answer it, then close (Kafka's rule)
+            self._frames.clear()
+            self._stopping = True
+        elif self.sasl.user is not None and self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+
+    def _on_auth_timeout(self) -> None:
+        self._auth_timer = None
+        if self.sasl.user is None and not self.closed.done():
+            log.info("closing a Kafka connection not authenticated in %ss", self._auth_timeout_s)
+            self.abort()
+
+    def _on_done(self, _: asyncio.Future[Any]) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        """Write every answer at the head of the queue that is ready, in request order."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        out: list[bytes] = []
+        while self._open:
+            request, pending, started = self._open[0]
+            if isinstance(pending, bytes):
+                out.append(pending)
+            elif not pending.done():
+                break
+            else:
+                try:
+                    response = pending.result()
+                    if response is not None:
+                        out.append(protocol.encode_response(request, response))
+                    if self.on_answer is not None:
+                        self.on_answer(request.api.name, self.loop.time() - started)
+                except Exception:
+                    # A request that decoded but that its API module could not answer (an
+                    # array sent as null, a value out of any range): its API's response with
+                    # INVALID_REQUEST, and the connection goes on. Only when no response
+                    # can be built is the connection closed.
+                    log.exception("Kafka %s v%d request failed", request.api.name, request.version)
+                    reply = _failure_response(request)
+                    if reply is None:
+                        self._open.popleft()
+                        if out:
+                            transport.write(b"".join(out))
+                        self.close()
+                        return
+                    if reply:
+                        out.append(reply)
+            self._open.popleft()
+        if out:
+            self._last_activity = self.loop.time()
+            transport.write(b"".join(out))
+        if (
+            self._frames
+            and not self._pumping
+            and len(self._open) < self.max_in_flight
+            and self._write_stalled_at is None
+            and not self._sasl_busy
+        ):
+            self._pump()
+            return
+        if self._stopping and not self._open and not self._frames:
+            self.close()
+            return
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        self._set_reading(
+            self._stopping
+            or bool(self._frames)
+            or len(self._open) >= self.max_in_flight
+            or self._write_stalled_at is not None
+        )
+
+    def _input_ended(self) -> None:
+        """Read no more requests; close once the open ones are answered."""
+        self._stopping = True
+        self._flush()
+
+    # --- timers -------------------------------------------------------------------------
+
+    def _arm_timer(self) -> None:
+        if self.idle_s is None:
+            return
+        when = max(self._last_activity + self.idle_s, self.loop.time() + 0.1)
+        self._timer = self.loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.transport is None or self.closed.done() or self.idle_s is None:
+            return
+        now = self.loop.time() + TIMER_SLACK_S
+        stalled = self._write_stalled_at
+        if stalled is not None and now - stalled >= self.idle_s:
+            log.info("closing a Kafka connection whose peer took no answer for %ss", self.idle_s)
+            self.abort()
+            return
+        if not self._open and not self._frames and now - self._last_activity >= self.idle_s:
+            self.close()  # quietly, as Kafka does (connections.max.idle.ms)
+            return
+        self._arm_timer()

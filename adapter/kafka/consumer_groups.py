@@ -1,0 +1,142 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848, ``group.protocol=consumer``),
+answered by ``mapping.kafka_groups`` (``consumer_heartbeat``: the pods assign, members
+reconcile).
+Topics travel by id: ids are the pod's stable UUID5 of each topic name (context.topic_id),
+the same Metadata answers. Regex subscriptions (v1 SubscribedTopicRegex) are not supported
+(INVALID_REQUEST): subscribe by names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapter.kafka import errors
+from adapter.kafka.context import KafkaContext
+from adapter.kafka.protocol import Request
+from adapter.kafka.versions import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT
+from mapping.errors import BrokerError
+
+Response = CONSUMER_GROUP_HEARTBEAT.response
+Assignment = Response.Assignment
+AssignedTopic = Assignment.TopicPartitions
+NO_REGEX = "regex subscriptions are not supported: subscribe by topic names"
+
+
+def _answer(request: Request, code: int, message: str | None = None, **fields: Any) -> Any:
+    return Response[request.version](
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=message,
+        member_id=fields.get("member_id"),
+        member_epoch=fields.get("member_epoch", -1),
+        heartbeat_interval_ms=fields.get("heartbeat_interval_ms", 0),
+        assignment=fields.get("assignment"),
+    )
+
+
+async def consumer_group_heartbeat(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    if getattr(body, "subscribed_topic_regex", None):
+        return _answer(request, errors.INVALID_REQUEST, NO_REGEX)
+    try:
+        owned = None
+        if body.topic_partitions is not None:
+            owned = {}
+            for tp in body.topic_partitions:
+                name = await context.topic_name(tp.topic_id)
+                if name is not None:  # a topic deleted meanwhile: nothing to give up
+                    owned[name] = list(tp.partitions or ())
+        subscribed = body.subscribed_topic_names
+        result = await context.groups.consumer_heartbeat(
+            body.group_id or "",
+            body.member_id or "",
+            body.member_epoch,
+            instance_id=body.instance_id,
+            rack_id=body.rack_id,
+            rebalance_timeout_ms=body.rebalance_timeout_ms,
+            subscribed_topic_names=list(subscribed) if subscribed is not None else None,
+            server_assignor=body.server_assignor,
+            owned=owned,
+            client_id=request.client_id or "",
+            client_host="",
+        )
+    except BrokerError:
+        return _answer(request, errors.COORDINATOR_NOT_AVAILABLE)
+    assignment = None
+    if result.assignment is not None:
+        assignment = Assignment(
+            topic_partitions=[
+                AssignedTopic(topic_id=context.topic_id(topic), partitions=partitions)
+                for topic, partitions in sorted(result.assignment.items())
+            ]
+        )
+    return _answer(
+        request,
+        result.error,
+        member_id=result.member_id or None,
+        member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms,
+        assignment=assignment,
+    )
+
+
+DescribeResponse = CONSUMER_GROUP_DESCRIBE.response
+Described = DescribeResponse.DescribedGroup
+DescribedMember = Described.Member
+MemberAssignment = DescribedMember.Assignment
+MemberTopic = MemberAssignment.TopicPartitions
+CONSUMER_MEMBER = 1  # MemberType (v1, KIP-1099): a member of the consumer protocol
+
+
+def _assignment(context: KafkaContext, assigned: dict[str, list[int]]) -> Any:
+    return MemberAssignment(
+        topic_partitions=[
+            MemberTopic(topic_id=context.topic_id(t), topic_name=t, partitions=ps)
+            for t, ps in sorted(assigned.items())
+        ]
+    )
+
+
+async def consumer_group_describe(context: KafkaContext, request: Request) -> Any:
+    groups = []
+    for name in request.body.group_ids or ():
+        try:
+            found = await context.groups.consumer_describe(name or "")
+        except BrokerError:
+            groups.append(
+                Described(
+                    error_code=errors.COORDINATOR_NOT_AVAILABLE,
+                    group_id=name,
+                    group_state="",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=[],
+                )  # fmt: skip
+            )
+            continue
+        groups.append(
+            Described(
+                error_code=found.error,
+                group_id=found.group_id,
+                group_state=found.state,
+                group_epoch=found.group_epoch,
+                assignment_epoch=found.assignment_epoch,
+                assignor_name=found.assignor,
+                members=[
+                    DescribedMember(
+                        member_id=m.member_id,
+                        instance_id=m.instance_id,
+                        rack_id=m.rack_id,
+                        member_epoch=m.member_epoch,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        subscribed_topic_names=m.subscribed_topics,
+                        assignment=_assignment(context, m.assignment),
+                        target_assignment=_assignment(context, m.target_assignment),
+                        member_type=CONSUMER_MEMBER,
+                    )
+                    for m in found.members
+                ],
+            )
+        )
+    return DescribeResponse[request.version](throttle_time_ms=0, groups=groups)

@@ -1,0 +1,50 @@
+"""FindCoordinator: a live pod chosen by a stable hash of the group id (any pod can do a
+group's work, its state is in Redis: the hash only spreads the clients). v4+ batches keys.
+Transaction coordinators (key type 1) do not exist: the pod has no transactions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapter.kafka import errors
+from adapter.kafka.context import KafkaContext
+from adapter.kafka.protocol import Request
+from adapter.kafka.versions import FIND_COORDINATOR
+
+Response = FIND_COORDINATOR.response
+Coordinator = Response.Coordinator
+GROUP_KEY = 0
+NO_TRANSACTIONS = "transactions are not supported"
+
+
+async def handle(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    key_type = body.key_type or GROUP_KEY
+    if request.version < 4:
+        code, message, (node, host, port) = await _one(context, body.key, key_type)
+        return Response[request.version](
+            throttle_time_ms=0, error_code=code, error_message=message,
+            node_id=node, host=host, port=port,
+        )  # fmt: skip
+    coordinators = []
+    for key in body.coordinator_keys or ():
+        code, message, (node, host, port) = await _one(context, key, key_type)
+        coordinators.append(
+            Coordinator(
+                key=key,
+                node_id=node,
+                host=host,
+                port=port,
+                error_code=code,
+                error_message=message,
+            )  # fmt: skip
+        )
+    return Response[request.version](throttle_time_ms=0, coordinators=coordinators)
+
+
+async def _one(
+    context: KafkaContext, key: str | None, key_type: int
+) -> tuple[int, str | None, tuple[int, str, int]]:
+    if key_type != GROUP_KEY:
+        return errors.INVALID_REQUEST, NO_TRANSACTIONS, (-1, "", -1)
+    return errors.NONE, None, await context.coordinator(key or "")

@@ -1,0 +1,95 @@
+"""ListGroups, DescribeGroups, DeleteGroups: what admin clients see of the groups (Kafka
+groups of either protocol, and group names that only have V1 members or offsets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapter.kafka import errors
+from adapter.kafka.context import KafkaContext
+from adapter.kafka.protocol import Request
+from adapter.kafka.versions import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
+from mapping.errors import BrokerError
+from mapping.kafka_groups import GroupDescription
+
+ListResponse = LIST_GROUPS.response
+Listed = ListResponse.ListedGroup
+DescribeResponse = DESCRIBE_GROUPS.response
+Described = DescribeResponse.DescribedGroup
+DescribedMember = Described.DescribedGroupMember
+DeleteResponse = DELETE_GROUPS.response
+Deleted = DeleteResponse.DeletableGroupResult
+DEAD = "Dead"
+
+
+async def list_groups(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    states = set(body.states_filter or ()) if request.version >= 4 else set()
+    types = {t.lower() for t in body.types_filter or ()} if request.version >= 5 else set()
+    try:
+        listings = await context.groups.list_groups(states or None)
+    except BrokerError:
+        return ListResponse[request.version](
+            throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE, groups=[]
+        )
+    return ListResponse[request.version](
+        throttle_time_ms=0,
+        error_code=errors.NONE,
+        groups=[
+            Listed(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=g.group_type,
+            )
+            for g in listings
+            if not types or g.group_type in types
+        ],
+    )
+
+
+async def describe_groups(context: KafkaContext, request: Request) -> Any:
+    names = list(request.body.groups or ())
+    try:
+        found = await context.groups.describe_groups([n or "" for n in names])
+    except BrokerError:
+        found = [GroupDescription(n, errors.COORDINATOR_NOT_AVAILABLE, DEAD) for n in names]
+    described = []
+    for g in found:
+        code = g.error
+        if request.version >= 6 and code == errors.NONE and g.state == DEAD:
+            code = errors.GROUP_ID_NOT_FOUND
+        described.append(
+            Described(
+                error_code=code,
+                error_message=None,
+                group_id=g.group_id,
+                group_state=g.state,
+                protocol_type=g.protocol_type,
+                protocol_data=g.protocol,
+                members=[
+                    DescribedMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in g.members
+                ],
+            )
+        )
+    return DescribeResponse[request.version](throttle_time_ms=0, groups=described)
+
+
+async def delete_groups(context: KafkaContext, request: Request) -> Any:
+    names = [n or "" for n in request.body.groups_names or ()]
+    try:
+        codes = await context.groups.delete_groups(names)
+    except BrokerError:
+        codes = dict.fromkeys(names, errors.COORDINATOR_NOT_AVAILABLE)
+    return DeleteResponse[request.version](
+        throttle_time_ms=0,
+        results=[Deleted(group_id=n, error_code=codes[n]) for n in dict.fromkeys(names)],
+    )

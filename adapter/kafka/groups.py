@@ -1,0 +1,125 @@
+"""The classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, answered by
+``mapping.kafka_groups`` (the state machine in Redis; the barriers wait across pods).
+
+A JoinGroup or a follower's SyncGroup may wait up to the rebalance timeout; the connection
+starts later requests meanwhile but answers in request order, as Kafka does (a Kafka broker
+reads nothing more from a connection until it answered). Redis unreachable:
+COORDINATOR_NOT_AVAILABLE, which clients retry after looking the coordinator up again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapter.kafka import errors
+from adapter.kafka.context import KafkaContext
+from adapter.kafka.protocol import Request
+from adapter.kafka.versions import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
+from mapping.errors import BrokerError
+from mapping.kafka_groups import JoinResult
+
+JoinResponse = JOIN_GROUP.response
+JoinMember = JoinResponse.JoinGroupResponseMember
+LeaveResponse = LEAVE_GROUP.response
+LeaveMember = LeaveResponse.MemberResponse
+
+
+async def join_group(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    try:
+        result = await context.groups.join(
+            body.group_id or "",
+            body.member_id or "",
+            protocol_type=body.protocol_type or "",
+            protocols=[(p.name or "", bytes(p.metadata or b"")) for p in body.protocols or ()],
+            session_timeout_ms=body.session_timeout_ms,
+            rebalance_timeout_ms=body.rebalance_timeout_ms if request.version >= 1 else None,
+            group_instance_id=body.group_instance_id or None,
+            client_id=request.client_id or "",
+            client_host="",
+            require_known_member_id=request.version >= 4,
+        )
+    except BrokerError:
+        result = JoinResult(errors.COORDINATOR_NOT_AVAILABLE, body.member_id or "")
+    nullable_name = request.version >= 7
+    return JoinResponse[request.version](
+        throttle_time_ms=0,
+        error_code=result.error,
+        generation_id=result.generation,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name if nullable_name else result.protocol_name or "",
+        leader=result.leader,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=[
+            JoinMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+            )
+            for m in result.members
+        ],
+    )
+
+
+async def sync_group(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    try:
+        result = await context.groups.sync(
+            body.group_id or "",
+            body.member_id or "",
+            body.generation_id,
+            {a.member_id: bytes(a.assignment or b"") for a in body.assignments or ()},
+            group_instance_id=body.group_instance_id or None,
+            protocol_type=body.protocol_type or None,
+            protocol_name=body.protocol_name or None,
+        )
+        code, assignment = result.error, result.assignment
+        protocol_type, protocol_name = result.protocol_type, result.protocol_name
+    except BrokerError:
+        code, assignment = errors.COORDINATOR_NOT_AVAILABLE, b""
+        protocol_type = protocol_name = None
+    return SYNC_GROUP.response[request.version](
+        throttle_time_ms=0,
+        error_code=code,
+        protocol_type=protocol_type,
+        protocol_name=protocol_name,
+        assignment=assignment,
+    )
+
+
+async def heartbeat(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    try:
+        code = await context.groups.heartbeat(
+            body.group_id or "",
+            body.member_id or "",
+            body.generation_id,
+            body.group_instance_id or None,
+        )
+    except BrokerError:
+        code = errors.COORDINATOR_NOT_AVAILABLE
+    return HEARTBEAT.response[request.version](throttle_time_ms=0, error_code=code)
+
+
+async def leave_group(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    if request.version < 3:
+        leaving = [(body.member_id or "", None)]
+    else:
+        leaving = [(m.member_id or "", m.group_instance_id or None) for m in body.members or ()]
+    try:
+        codes = await context.groups.leave(body.group_id or "", leaving) if leaving else []
+        group_code = errors.NONE
+    except BrokerError:
+        codes, group_code = [], errors.COORDINATOR_NOT_AVAILABLE
+    if request.version < 3:
+        code = group_code if group_code != errors.NONE else codes[0]
+        return LeaveResponse[request.version](throttle_time_ms=0, error_code=code)
+    if codes and all(c == errors.INVALID_GROUP_ID for c in codes):
+        group_code, codes = errors.INVALID_GROUP_ID, []
+    members = [
+        LeaveMember(member_id=member, group_instance_id=instance, error_code=code)
+        for (member, instance), code in zip(leaving, codes, strict=False)
+    ]
+    return LeaveResponse[request.version](
+        throttle_time_ms=0, error_code=group_code, members=members
+    )

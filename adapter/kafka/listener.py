@@ -1,0 +1,130 @@
+"""The pod's Kafka listener: its socket, its context and its broker registration; the
+connections share the pod's slots, TLS context and SIGTERM drain with V1."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio
+from anyio.abc import SocketAttribute
+
+from adapter import tls
+from adapter.kafka.apis import HANDLERS
+from adapter.kafka.connection import KafkaConnection
+from adapter.kafka.context import KafkaContext
+from adapter.limits import ConnectionSlots
+from adapter.settings import Settings
+from mapping.brokers import BrokerRegistry
+from mapping.errors import ConfigurationError
+from mapping.hw_watch import HighWatermarkWatch
+from mapping.kafka import KafkaStore
+from mapping.kafka_groups import GroupWatches, KafkaGroups, KafkaGroupSettings
+
+log = logging.getLogger(__name__)
+
+# Requests of one Kafka connection open at once (clients pipeline at most a few: librdkafka
+# max.in.flight defaults to 5 per broker connection).
+MAX_IN_FLIGHT = 100
+
+
+def advertised(settings: Settings, bound_port: int) -> tuple[str, int]:
+    """HOST:PORT told to clients: --kafka-advertised-listener, else the listen address (a
+    wildcard listen address advertises the host name)."""
+    if settings.kafka_advertised_listener:
+        host, _, port = settings.kafka_advertised_listener.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigurationError(
+                f"--kafka-advertised-listener must be HOST:PORT, got "
+                f"{settings.kafka_advertised_listener!r}"
+            )
+        return host.strip("[]"), int(port)
+    host = settings.kafka_host or settings.host
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.gethostname()
+    return host, bound_port
+
+
+def group_settings(settings: Settings) -> KafkaGroupSettings:
+    return KafkaGroupSettings(
+        initial_rebalance_delay_ms=settings.kafka_group_initial_rebalance_delay_ms,
+        min_session_timeout_ms=settings.kafka_group_min_session_timeout_ms,
+        max_session_timeout_ms=settings.kafka_group_max_session_timeout_ms,
+        v1_session_timeout_ms=settings.session_timeout_ms,
+        consumer_session_timeout_ms=settings.kafka_group_consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms=settings.kafka_group_consumer_heartbeat_interval_ms,
+    )
+
+
+@dataclass
+class KafkaListener:
+    listener: Any
+    context: KafkaContext
+    registry: BrokerRegistry
+    serve_socket: Callable[[socket.socket], Awaitable[None]]
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings,
+        v1: Any,
+        slots: ConnectionSlots,
+        draining: Any,
+        metrics: Any = None,
+        authenticator: Any = None,
+    ) -> KafkaListener:
+        from adapter.server import _serve_socket
+
+        listener = await anyio.create_tcp_listener(
+            local_host=settings.kafka_host or settings.host,
+            local_port=settings.kafka_port,
+            reuse_port=settings.workers > 1,
+        )
+        bound = listener.listeners[0].extra(SocketAttribute.local_port)
+        host, port = advertised(settings, bound)
+        replication = v1.replication
+        registry = BrokerRegistry(
+            v1.store.batcher, v1.store.keys, pod_id=replication.pod_id, address=f"{host}:{port}"
+        )
+        context = KafkaContext(
+            settings=settings,
+            store=v1.store,
+            kafka=KafkaStore(v1.store),
+            replication=replication,
+            registry=registry,
+            hw_watch=HighWatermarkWatch(replication.subscriber),
+            groups=KafkaGroups(
+                v1.store.batcher,
+                GroupWatches(replication.subscriber),
+                v1.store.keys,
+                group_settings(settings),
+            ),
+            advertised_host=host,
+            advertised_port=port,
+        )
+        new_connection = partial(
+            KafkaConnection,
+            context,
+            HANDLERS,
+            max_request_bytes=settings.kafka_max_request_bytes,
+            max_in_flight=min(settings.max_in_flight or MAX_IN_FLIGHT, MAX_IN_FLIGHT),
+            idle_timeout_s=settings.idle_timeout_s,
+            keepalive_s=settings.tcp_keepalive_s,
+            slots=slots,
+            on_answer=metrics.on_kafka_answer if metrics is not None else None,
+            authenticator=authenticator,  # None: no SASL required
+            auth_timeout_s=settings.auth_timeout_s,
+        )
+        serve_socket = partial(
+            _serve_socket, new_connection, draining, tls.listener_context(settings)
+        )
+        bound_host = settings.kafka_host or settings.host
+        log.info(
+            "serving Kafka on %s:%d, advertised as %s:%d%s", bound_host, bound, host, port,
+            " (SASL required)" if authenticator is not None else "",
+        )  # fmt: skip
+        return cls(listener, context, registry, serve_socket)

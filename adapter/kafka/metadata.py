@@ -1,0 +1,80 @@
+"""Metadata: the live pods as brokers, every partition led by one of them (a stable hash),
+topics auto-created when the client allows it and the pod's ``--auto-create-topics`` does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapter.kafka import errors
+from adapter.kafka.context import KafkaContext
+from adapter.kafka.errors import error_of
+from adapter.kafka.protocol import Request
+from adapter.kafka.versions import METADATA
+from mapping.errors import BrokerError
+from mapping.keys import is_valid_name
+
+Response = METADATA.response
+Broker = Response.MetadataResponseBroker
+Topic = Response.MetadataResponseTopic
+Partition = Topic.MetadataResponsePartition
+
+
+async def handle(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    brokers = await context.brokers()
+    if body.topics is None or (request.version == 0 and not body.topics):
+        try:
+            names = await context.store.topic_names()
+        except BrokerError:
+            names = []  # Redis unreachable: no topics to list (clients ask again)
+    else:
+        names = [t.name for t in body.topics]
+    allow_create = request.version < 4 or bool(body.allow_auto_topic_creation)
+    create = allow_create and context.settings.auto_create_topics
+    topics = [await _topic(context, brokers, name, create) for name in names]
+    return Response[request.version](
+        throttle_time_ms=0,
+        brokers=[Broker(node_id=n, host=h, port=p, rack=None) for n, h, p in brokers],
+        cluster_id=context.cluster_id,
+        controller_id=brokers[0][0],
+        topics=topics,
+    )
+
+
+async def _topic(
+    context: KafkaContext, brokers: list[tuple[int, str, int]], name: str, create: bool
+) -> Any:
+    if name is None or not is_valid_name(name):
+        return Topic(error_code=errors.INVALID_TOPIC_EXCEPTION, name=name, partitions=[])
+    try:
+        config = await context.find_topic(name, create=create)
+    except BrokerError as exc:
+        return Topic(error_code=error_of(exc), name=name, partitions=[])
+    if config is None:
+        return Topic(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[])
+    partitions = []
+    for p in range(config.partitions):
+        first = context.leader_index(brokers, name, p)
+        # the leader first, then the next brokers around the ring, as many as RF allows
+        replicas = [
+            brokers[(first + i) % len(brokers)][0]
+            for i in range(min(config.replication_factor, len(brokers)))
+        ]
+        partitions.append(
+            Partition(
+                error_code=errors.NONE,
+                partition_index=p,
+                leader_id=replicas[0],
+                leader_epoch=0,
+                replica_nodes=replicas,
+                isr_nodes=replicas,
+                offline_replicas=[],
+            )
+        )
+    return Topic(
+        error_code=errors.NONE,
+        name=name,
+        topic_id=context.topic_id(name),
+        is_internal=False,
+        partitions=partitions,
+    )

@@ -1,0 +1,155 @@
+"""OffsetCommit, OffsetFetch (one group, or several at once from v8), OffsetDelete: the
+group's committed offsets, the same store V1's COMMIT/OFFSET use (``mapping.kafka_groups``
+offsets). Committed leader epochs are not kept (every partition has epoch 0): -1 is
+answered, which clients read as "unknown"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapter.kafka import errors
+from adapter.kafka.context import KafkaContext
+from adapter.kafka.protocol import Request
+from adapter.kafka.versions import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
+from mapping.errors import BrokerError
+from mapping.kafka_groups import NO_OFFSET, CommittedOffset
+from mapping.keys import is_valid_name
+
+CommitResponse = OFFSET_COMMIT.response
+CommitTopic = CommitResponse.OffsetCommitResponseTopic
+CommitPartition = CommitTopic.OffsetCommitResponsePartition
+FetchResponse = OFFSET_FETCH.response
+FetchTopic = FetchResponse.OffsetFetchResponseTopic
+FetchPartition = FetchTopic.OffsetFetchResponsePartition
+FetchGroup = FetchResponse.OffsetFetchResponseGroup
+FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
+FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
+DeleteResponse = OFFSET_DELETE.response
+DeleteTopic = DeleteResponse.OffsetDeleteResponseTopic
+DeletePartition = DeleteTopic.OffsetDeleteResponsePartition
+UNKNOWN_EPOCH = -1
+
+
+async def offset_commit(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    wanted: dict[str, dict[int, tuple[int, str | None]]] = {}
+    for topic in body.topics or ():
+        parts = wanted.setdefault(topic.name or "", {})
+        for p in topic.partitions or ():
+            parts[p.partition_index] = (p.committed_offset, p.committed_metadata)
+    try:
+        codes = await context.groups.commit_offsets(
+            body.group_id or "",
+            body.member_id or "",
+            body.generation_id_or_member_epoch,
+            wanted,
+            body.group_instance_id or None,
+        )
+    except BrokerError:
+        codes = {t: dict.fromkeys(ps, errors.COORDINATOR_NOT_AVAILABLE) for t, ps in wanted.items()}
+    return CommitResponse[request.version](
+        throttle_time_ms=0,
+        topics=[
+            CommitTopic(
+                name=name,
+                partitions=[
+                    CommitPartition(partition_index=p, error_code=code)
+                    for p, code in sorted(parts.items())
+                ],
+            )
+            for name, parts in codes.items()
+        ],
+    )
+
+
+async def _fetch_one(
+    context: KafkaContext, group: str, topics: dict[str, list[int]] | None
+) -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
+    """(group error, topic -> partition -> committed offset) of one group."""
+    if not is_valid_name(group):
+        return errors.INVALID_GROUP_ID, {}
+    try:
+        return errors.NONE, await context.groups.fetch_offsets(group, topics)
+    except BrokerError:
+        return errors.COORDINATOR_NOT_AVAILABLE, {}
+
+
+def _asked(topics: Any) -> dict[str, list[int]] | None:
+    if topics is None:
+        return None  # every committed partition
+    return {t.name or "": list(t.partition_indexes or ()) for t in topics}
+
+
+async def offset_fetch(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    if request.version >= 8:
+        groups = []
+        for asked in body.groups or ():
+            code, found = await _fetch_one(context, asked.group_id or "", _asked(asked.topics))
+            groups.append(
+                FetchGroup(
+                    group_id=asked.group_id,
+                    error_code=code,
+                    topics=[
+                        FetchGroupTopic(
+                            name=name, partitions=_partitions(FetchGroupPartition, parts)
+                        )
+                        for name, parts in found.items()
+                    ],
+                )
+            )
+        return FetchResponse[request.version](throttle_time_ms=0, groups=groups)
+    topics = body.topics
+    if request.version < 2 and not topics:
+        topics = None  # v1 has no null array: an empty one cannot ask for every topic
+    code, found = await _fetch_one(context, body.group_id or "", _asked(topics))
+    if request.version < 2 and code != errors.NONE:
+        # v0-1 have no group error: it goes on every partition asked for
+        failed = CommittedOffset(NO_OFFSET, None, code)
+        found = {t: dict.fromkeys(ps, failed) for t, ps in (_asked(topics) or {}).items()}
+    return FetchResponse[request.version](
+        throttle_time_ms=0,
+        error_code=code,
+        topics=[
+            FetchTopic(name=name, partitions=_partitions(FetchPartition, parts))
+            for name, parts in found.items()
+        ],
+    )
+
+
+def _partitions(kind: Any, parts: dict[int, CommittedOffset]) -> list[Any]:
+    return [
+        kind(
+            partition_index=p,
+            committed_offset=c.offset,
+            committed_leader_epoch=UNKNOWN_EPOCH,
+            metadata=c.metadata if c.metadata is not None else "",
+            error_code=c.error,
+        )
+        for p, c in sorted(parts.items())
+    ]
+
+
+async def offset_delete(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    wanted = {
+        t.name or "": [p.partition_index for p in t.partitions or ()] for t in body.topics or ()
+    }
+    try:
+        code, found = await context.groups.delete_offsets(body.group_id or "", wanted)
+    except BrokerError:
+        code, found = errors.COORDINATOR_NOT_AVAILABLE, {}
+    return DeleteResponse[request.version](
+        throttle_time_ms=0,
+        error_code=code,
+        topics=[
+            DeleteTopic(
+                name=name,
+                partitions=[
+                    DeletePartition(partition_index=p, error_code=c)
+                    for p, c in sorted(parts.items())
+                ],
+            )
+            for name, parts in found.items()
+        ],
+    )

@@ -1,0 +1,168 @@
+"""Produce: each partition's RecordBatch is one kafka_produce.lua call (offsets assigned
+there, idempotent producers' sequences checked there); all of a request's calls go out in
+the pod's next pipeline. acks=0 gets no response at all, acks=1 answers after the append,
+acks=-1 when hw and the ISR allow it (as V1 acks=all)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from adapter.kafka import errors
+from adapter.kafka.context import KafkaContext
+from adapter.kafka.errors import error_of
+from adapter.kafka.protocol import Request
+from adapter.kafka.records import CorruptBatch, UnsupportedMagic, decode_batches
+from adapter.kafka.versions import PRODUCE
+from mapping.batcher import Pending
+from mapping.errors import REPLICATION_TIMEOUT, BrokerError
+from mapping.kafka import AppendResult
+from mapping.store import TopicConfig
+
+log = logging.getLogger(__name__)
+
+Response = PRODUCE.response
+TopicResponse = Response.TopicProduceResponse
+PartitionResponse = TopicResponse.PartitionProduceResponse
+
+
+async def handle(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    acks = body.acks
+    jobs: list[tuple[str, int, asyncio.Future[tuple[int, int]] | int]] = []
+    for topic in body.topic_data or ():  # an array sent as null: none
+        for part in topic.partition_data or ():
+            jobs.append((topic.name, part.index, _start(context, request, topic.name, part)))
+    # The appends were all queued in this turn (one pipeline); now collect the answers.
+    answers: dict[str, list[Any]] = {}
+    for name, index, job in jobs:
+        code, base = await job if not isinstance(job, int) else (job, -1)
+        answers.setdefault(name, []).append(
+            PartitionResponse(
+                index=index,
+                error_code=code,
+                base_offset=base,
+                log_append_time_ms=-1,
+                log_start_offset=-1,
+                record_errors=[],
+                error_message=None,
+            )
+        )
+    if acks == 0:
+        return None
+    return Response[request.version](
+        responses=[
+            TopicResponse(name=name, partition_responses=parts) for name, parts in answers.items()
+        ],
+        throttle_time_ms=0,
+    )
+
+
+def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any:
+    """Queue one partition's append now; an int is an error known at once."""
+    body = request.body
+    if body.acks not in (0, 1, -1):
+        return errors.INVALID_REQUIRED_ACKS
+    if body.transactional_id is not None:
+        return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # transactions: not supported
+    data = part.records or b""
+    if len(data) > context.settings.kafka_max_message_bytes:
+        return errors.MESSAGE_TOO_LARGE
+    try:
+        batches = decode_batches(data)
+    except UnsupportedMagic:
+        return errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    except CorruptBatch as exc:
+        log.info("corrupt batch for %s/%s: %s", name, part.index, exc)
+        return errors.CORRUPT_MESSAGE
+    if not batches or any(not b.records for b in batches):
+        return errors.INVALID_RECORD
+    config = context.store.known_topic(name)
+    if config is None:  # first use on this pod: look it up first
+        return asyncio.ensure_future(_append(context, body, name, part.index, batches))
+    if not 0 <= part.index < config.partitions:
+        return errors.UNKNOWN_TOPIC_OR_PARTITION
+    # known topic: queued right now, so all of a request's appends share one pipeline
+    pending = _queue(context, config, part.index, batches)
+    return asyncio.ensure_future(_finish(context, body, config, part.index, pending))
+
+
+def _queue(
+    context: KafkaContext, config: TopicConfig, index: int, batches: list[Any]
+) -> list[Pending[AppendResult]]:
+    return [
+        context.kafka.append_batch(
+            config,
+            index,
+            batch.records,
+            batch.producer_id,
+            batch.producer_epoch,
+            batch.base_sequence,
+        )
+        for batch in batches
+    ]
+
+
+async def _append(
+    context: KafkaContext, body: Any, name: str, index: int, batches: list[Any]
+) -> tuple[int, int]:
+    try:
+        config = await context.find_topic(name)
+    except BrokerError as exc:
+        return error_of(exc), -1
+    if config is None or not 0 <= index < config.partitions:
+        return errors.UNKNOWN_TOPIC_OR_PARTITION, -1
+    return await _finish(context, body, config, index, _queue(context, config, index, batches))
+
+
+async def _finish(
+    context: KafkaContext,
+    body: Any,
+    config: TopicConfig,
+    index: int,
+    pending: list[Pending[AppendResult]],
+) -> tuple[int, int]:
+    try:
+        results = [await p for p in pending]
+    except BrokerError as exc:
+        return error_of(exc), -1
+    first = results[0]
+    for result in results:
+        if result.status == errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            return errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+        if result.status == errors.INVALID_PRODUCER_EPOCH:
+            return errors.INVALID_PRODUCER_EPOCH, -1
+    if body.acks == -1:
+        code = await _acks_all(context, config, index, results[-1], body.timeout_ms)
+        if code:
+            return code, -1
+    return errors.NONE, first.base_offset
+
+
+async def _acks_all(
+    context: KafkaContext, config: TopicConfig, index: int, last: AppendResult, timeout_ms: int
+) -> int:
+    redis_wait = context.replication.redis_wait_replicas
+    if (
+        last.high_watermark >= last.last_offset
+        and last.isr_size >= config.min_insync_replicas
+        and redis_wait == 0
+    ):
+        return errors.NONE
+    try:
+        await asyncio.wait_for(
+            context.replication.wait_for_ack(config, index, last.last_offset),
+            max(timeout_ms, 1) / 1000,
+        )
+    except (TimeoutError, BrokerError) as exc:
+        if isinstance(exc, BrokerError) and exc.code != REPLICATION_TIMEOUT:
+            return error_of(exc)
+        try:
+            status = await context.store.partition_status(config, index)
+        except BrokerError as failure:
+            return error_of(failure)
+        if status.isr_size < config.min_insync_replicas:
+            return errors.NOT_ENOUGH_REPLICAS
+        return errors.REQUEST_TIMED_OUT
+    return errors.NONE

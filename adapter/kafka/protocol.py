@@ -1,0 +1,99 @@
+"""The Kafka protocol core, sans-I/O: a request frame in, a ``Request`` out; a response
+message in, a response frame out. No sockets, no Redis: adapter/kafka/connection.py moves
+the bytes, the API modules answer.
+
+Request header v1 (v2 in flexible versions: tagged fields after the client id, KIP-482);
+response header v0 (v1 in flexible versions, except ApiVersions: always v0, so a client
+can read the reply to a version the broker does not know).
+
+What closes the connection, as Kafka does: a frame above the size limit (framing.py), a
+frame too short for a header, an API key the pod does not implement. Anything else gets an
+answer: an unsupported version or an undecodable body gets that API's response with
+UNSUPPORTED_VERSION / INVALID_REQUEST where it has an error code (ApiVersions: v0's reply
+with UNSUPPORTED_VERSION, as the protocol requires).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from adapter.kafka import errors
+from adapter.kafka.framing import frame
+from adapter.kafka.versions import API_VERSIONS, IMPLEMENTED, Api
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered at all: the connection is closed."""
+
+
+@dataclass(slots=True)
+class Request:
+    api: Api
+    version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # the decoded request message; None when ``error`` is set
+    error: int = errors.NONE  # UNSUPPORTED_VERSION or INVALID_REQUEST: answer with it
+
+
+def parse_request(data: bytes) -> Request:
+    """Decode one request frame (without its size prefix)."""
+    if len(data) < _HEADER.size:
+        raise CloseConnection(f"request of {len(data)} bytes is shorter than a header")
+    api_key, version, correlation_id = _HEADER.unpack_from(data)
+    api = IMPLEMENTED.get(api_key)
+    if api is None:
+        raise CloseConnection(f"unknown api key {api_key}")
+    if not api.supports(version):
+        return Request(api, version, correlation_id, None, None, errors.UNSUPPORTED_VERSION)
+    try:
+        body = api.request.decode(data, version=version, header=True)
+    except Exception as exc:  # any malformed body: struct, unicode, index errors...
+        log.info("undecodable %s v%d request: %r", api.name, version, exc)
+        return Request(api, version, correlation_id, None, None, errors.INVALID_REQUEST)
+    return Request(api, version, correlation_id, body.header.client_id, body)
+
+
+def encode_response(request: Request, response: Any) -> bytes:
+    """The response frame for ``request``: header and ``response`` in the request's version."""
+    response.API_VERSION = request.version  # before the header: a response header has none
+    response.with_header(correlation_id=request.correlation_id)
+    return bytes(response.encode(header=True, framed=True))
+
+
+def error_response(request: Request) -> bytes | None:
+    """The answer to a request that failed before its API module saw it (``request.error``);
+    None when there is none to give (the connection is then closed)."""
+    api = request.api
+    if api is API_VERSIONS:  # an error reply is always v0 (clients read it as v0)
+        from adapter.kafka.api_versions import supported_versions
+
+        reply = api.response[0](error_code=request.error, api_keys=supported_versions())
+        reply.with_header(correlation_id=request.correlation_id)
+        return bytes(reply.encode(header=True, framed=True))
+    if not 0 <= request.version <= api.response.max_version:
+        return None  # a version the schemas do not know: nothing can be encoded
+    try:
+        reply = api.response[request.version]()
+        if hasattr(reply, "error_code"):
+            reply.error_code = request.error
+        return encode_response(request, reply)
+    except Exception:
+        return None
+
+
+def encode_request(api: Api, version: int, body: Any, correlation_id: int, client_id: str) -> bytes:
+    """A request frame (tests, and a client's view of the core)."""
+    body.API_VERSION = version
+    body.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(body.encode(header=True, framed=True))
+
+
+__all__ = ["CloseConnection", "Request", "encode_response", "error_response", "frame"]

@@ -1,0 +1,133 @@
+"""Kafka RecordBatches (magic 2) <-> records, with aiokafka's compiled codec.
+
+Decode (Produce): CRC-32C checked, any of the four codecs (gzip, snappy, lz4, zstd through
+cramjam). Encode (Fetch): uncompressed batches whose base offset is the first record's
+offset and whose offset deltas are the gaps between the pod's offsets (a batch never spans
+more than 2^31-1 offsets: a longer run starts a new batch).
+
+Measured on the 2-core VM (1000 records of 100 bytes per batch): aiokafka.record decodes
+~0.9 M rec/s and encodes ~2.2 M rec/s; kafka-python's pure-Python record codec decodes
+~31 k rec/s. So aiokafka for records, kafka-python for the message schemas.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from mapping.kafka import ProducedRecord, StoredRecord
+
+Header = tuple[str, bytes | None]
+MAX_OFFSET_DELTA = (1 << 31) - 1
+_BATCH_LENGTH = struct.Struct(">i")  # at byte 8: the bytes after the first 12
+_BASE_OFFSET = struct.Struct(">q")
+MAGIC_OFFSET = 16
+HEADER_BYTES = 61  # a v2 batch without records
+NO_PRODUCER_ID = -1
+
+
+class CorruptBatch(Exception):
+    """A batch that is truncated, not magic 2, or fails its CRC."""
+
+
+class UnsupportedMagic(CorruptBatch):
+    """A batch of an older message format (magic 0 or 1)."""
+
+
+@dataclass(slots=True)
+class Record:
+    key: bytes | None
+    value: bytes | None
+    timestamp: int  # CreateTime as the producer set it (ms)
+    headers: list[Header]
+
+
+@dataclass(slots=True)
+class ProducedBatch:
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    is_transactional: bool
+    records: list[ProducedRecord]  # (key, value, create time, headers)
+
+
+def decode_batches(data: bytes | memoryview) -> list[ProducedBatch]:
+    """Every batch of a Produce request's ``records``; raises CorruptBatch."""
+    view = memoryview(data)
+    batches: list[ProducedBatch] = []
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < HEADER_BYTES:
+            raise CorruptBatch("truncated record batch")
+        (length,) = _BATCH_LENGTH.unpack_from(view, pos + 8)
+        end = pos + 12 + length
+        if length < HEADER_BYTES - 12 or end > len(view):
+            raise CorruptBatch("truncated record batch")
+        magic = view[pos + MAGIC_OFFSET]
+        if magic != 2:
+            raise UnsupportedMagic(f"message format magic {magic}; only magic 2 is accepted")
+        batch = DefaultRecordBatch(bytes(view[pos:end]))
+        if not batch.validate_crc():
+            raise CorruptBatch("record batch CRC-32C mismatch")
+        try:
+            records = [(r.key, r.value, r.timestamp, r.headers) for r in batch]
+        except Exception as exc:  # a bad varint, a bad compressed payload...
+            raise CorruptBatch(f"undecodable records: {exc}") from None
+        batches.append(
+            ProducedBatch(
+                batch.producer_id,
+                batch.producer_epoch,
+                batch.base_sequence,
+                bool(batch.is_transactional),
+                records,
+            )
+        )
+        pos = end
+    return batches
+
+
+def encode_batches(records: list[StoredRecord]) -> bytes:
+    """Uncompressed batches holding ``records`` (offsets increasing)."""
+    out: list[bytes] = []
+    i = 0
+    while i < len(records):
+        base = records[i].offset
+        builder = DefaultRecordBatchBuilder(2, 0, 0, NO_PRODUCER_ID, -1, -1, 1 << 31)
+        while i < len(records) and records[i].offset - base <= MAX_OFFSET_DELTA:
+            r = records[i]
+            builder.append(r.offset - base, r.timestamp, r.key, r.value, r.headers)
+            i += 1
+        batch = builder.build()
+        _BASE_OFFSET.pack_into(batch, 0, base)  # not covered by the CRC
+        out.append(bytes(batch))
+    return b"".join(out)
+
+
+def batch_builder() -> DefaultRecordBatchBuilder:
+    """An uncompressed batch's builder for Fetch (offset deltas from ``finish_batch``'s base)."""
+    return DefaultRecordBatchBuilder(2, 0, 0, NO_PRODUCER_ID, -1, -1, 1 << 31)
+
+
+def finish_batch(builder: DefaultRecordBatchBuilder, base_offset: int) -> bytes:
+    batch = builder.build()
+    _BASE_OFFSET.pack_into(batch, 0, base_offset)  # not covered by the CRC
+    return bytes(batch)
+
+
+def encode_for_test(
+    records: list[Record],
+    *,
+    compression: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """One batch as a producer sends it (tests and the bench)."""
+    builder = DefaultRecordBatchBuilder(
+        2, compression, 0, producer_id, producer_epoch, base_sequence, 1 << 31
+    )
+    for delta, r in enumerate(records):
+        builder.append(delta, r.timestamp, r.key, r.value, r.headers)
+    return bytes(builder.build())

@@ -1,0 +1,187 @@
+"""Which Kafka APIs the pod implements, in which versions, with the message classes that
+parse and build them.
+
+The schemas are kafka-python's (``kafka.protocol``, generated from Kafka's own JSON message
+definitions, flexible versions and tagged fields included). The floors follow KIP-896
+(Kafka 4.x: Produce >= 3, Fetch >= 4, ListOffsets >= 1); the ceilings stop before versions
+whose meaning the pod does not implement (Produce 12+/Fetch 13+ name topics by id,
+ListOffsets 8+ asks for tiered-storage offsets, InitProducerId 5+ is KIP-890's). ApiVersions
+answers exactly this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+
+from adapter.kafka.schemas import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    name: str
+    request: Any  # the kafka-python request class (index it with a version)
+    response: Any
+    min_version: int
+    max_version: int
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def flexible(self, version: int) -> bool:
+        """Flexible versions (KIP-482): compact strings, tagged fields, request header v2."""
+        return bool(self.request.flexible_version_q(version))
+
+
+PRODUCE = Api(0, "Produce", ProduceRequest, ProduceResponse, 3, 11)
+FETCH = Api(1, "Fetch", FetchRequest, FetchResponse, 4, 12)
+LIST_OFFSETS = Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7)
+METADATA = Api(3, "Metadata", MetadataRequest, MetadataResponse, 0, 12)
+API_VERSIONS = Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 4)
+INIT_PRODUCER_ID = Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 4)
+CREATE_TOPICS = Api(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, 2, 7)
+DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, 1, 4)
+DELETE_RECORDS = Api(21, "DeleteRecords", DeleteRecordsRequest, DeleteRecordsResponse, 0, 2)
+INCREMENTAL_ALTER_CONFIGS = Api(
+    44, "IncrementalAlterConfigs", IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, 0, 1,
+)  # fmt: skip
+DESCRIBE_CLUSTER = Api(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, 0, 1)
+DELETE_TOPICS = Api(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, 1, 6)
+CREATE_PARTITIONS = Api(
+    37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, 0, 3
+)
+
+# SaslHandshake v0 (raw SASL tokens after it) is gone in Kafka 4.x (KIP-896): v1 only
+SASL_HANDSHAKE = Api(17, "SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse, 1, 1)
+SASL_AUTHENTICATE = Api(
+    36, "SaslAuthenticate", SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2
+)
+
+# Consumer groups (adapter/kafka/coordinator.py, groups.py, offsets.py, group_admin.py).
+# OffsetCommit 10+ / OffsetFetch 10+ name topics by id; the floors are Kafka 4's (KIP-896).
+OFFSET_COMMIT = Api(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 9)
+OFFSET_FETCH = Api(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 1, 9)
+FIND_COORDINATOR = Api(
+    10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, 0, 6
+)  # fmt: skip
+JOIN_GROUP = Api(11, "JoinGroup", JoinGroupRequest, JoinGroupResponse, 0, 9)
+HEARTBEAT = Api(12, "Heartbeat", HeartbeatRequest, HeartbeatResponse, 0, 4)
+LEAVE_GROUP = Api(13, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, 0, 5)
+SYNC_GROUP = Api(14, "SyncGroup", SyncGroupRequest, SyncGroupResponse, 0, 5)
+DESCRIBE_GROUPS = Api(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, 0, 6)
+LIST_GROUPS = Api(16, "ListGroups", ListGroupsRequest, ListGroupsResponse, 0, 5)
+DELETE_GROUPS = Api(42, "DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse, 0, 2)
+OFFSET_DELETE = Api(47, "OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse, 0, 0)
+# KIP-848 (adapter/kafka/consumer_groups.py); schemas from adapter/kafka/schemas/
+CONSUMER_GROUP_HEARTBEAT = Api(
+    68, "ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, 0, 1,
+)  # fmt: skip
+CONSUMER_GROUP_DESCRIBE = Api(
+    69, "ConsumerGroupDescribe", ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse, 0, 1,
+)  # fmt: skip
+
+IMPLEMENTED: dict[int, Api] = {
+    api.key: api
+    for api in (
+        PRODUCE,
+        FETCH,
+        LIST_OFFSETS,
+        METADATA,
+        API_VERSIONS,
+        INIT_PRODUCER_ID,
+        CREATE_TOPICS,
+        DESCRIBE_CONFIGS,
+        DESCRIBE_CLUSTER,
+        DELETE_RECORDS,
+        INCREMENTAL_ALTER_CONFIGS,
+        SASL_HANDSHAKE,
+        SASL_AUTHENTICATE,
+        DELETE_TOPICS,
+        CREATE_PARTITIONS,
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+        FIND_COORDINATOR,
+        JOIN_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        SYNC_GROUP,
+        DESCRIBE_GROUPS,
+        LIST_GROUPS,
+        DELETE_GROUPS,
+        OFFSET_DELETE,
+        CONSUMER_GROUP_HEARTBEAT,
+        CONSUMER_GROUP_DESCRIBE,
+    )
+}

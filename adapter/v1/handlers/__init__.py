@@ -1,0 +1,112 @@
+"""The command table: command name -> a small function that validates, calls `mapping`,
+and formats the payload. A handler raises `BrokerError` for an error reply."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from adapter.settings import Settings
+from mapping.batcher import Pending
+from mapping.errors import UNKNOWN_TOPIC, BrokerError
+from mapping.store import Store
+
+if TYPE_CHECKING:
+    from mapping.groups import Groups
+    from mapping.replication import Replication
+
+
+# A hot command's synchronous start: validates (raising BrokerError) and queues its Redis
+# calls, returning the pending payload (or a task for what must wait further); None when
+# it needs the full handler (say, the topic is not known yet). It never replaces the
+# command's Handler, only starts it without a task of its own.
+Starter = Callable[["Context", list[str]], "Pending[str] | asyncio.Task[str] | None"]
+
+
+@dataclass
+class Context:
+    """What a handler may use; shared by every connection of the pod."""
+
+    settings: Settings
+    store: Store
+    groups: Groups
+    replication: Replication
+    # The hot commands' starters (see ``Starter``); None: the default table's.
+    starters: dict[str, Starter] | None = None
+
+
+Handler = Callable[[Context, list[str]], Awaitable[str]]
+
+
+def on_topic(
+    parse: Callable[[list[str]], tuple],
+    start: Callable[..., Pending[str]],
+) -> tuple[Handler, Starter]:
+    """A hot command's handler and starter from one definition: ``parse(argv)`` gives
+    ``(topic, *rest)`` (raising ``BadRequest``), ``start(context, config, *rest)`` queues the
+    work for the topic's settings. The handler looks the topic up (creating it on first
+    use); the starter runs only when the pod knows the topic already, else it returns None
+    and the handler takes the request. A request that meets a deleted topic (the pod's
+    cache not told yet) answers UNKNOWN_TOPIC and the pod forgets the topic: the next
+    request looks it up afresh."""
+
+    async def handler(context: Context, argv: list[str]) -> str:
+        topic, *rest = parse(argv)
+        config = await context.store.topic(topic)
+        try:
+            return await start(context, config, *rest)
+        except BrokerError as exc:
+            # Deleted under this pod's cache (the notice not heard yet): forget it. Not
+            # retried here: an acks=all PRODUCE may have been appended before the deletion.
+            if exc.code == UNKNOWN_TOPIC:
+                context.store.forget(topic)
+            raise
+
+    def starter(context: Context, argv: list[str]) -> Pending[str] | None:
+        topic, *rest = parse(argv)
+        config = context.store.known_topic(topic)
+        if config is None:
+            return None
+        pending = start(context, config, *rest)
+        return _ForgetsDeleted(pending.future, pending.finish, context.store, topic)
+
+    return handler, starter
+
+
+class _ForgetsDeleted(Pending[str]):
+    """A started request on a cached topic: when the scripts refuse it as deleted (the pub/sub
+    notice was missed), the pod forgets the topic, so the next request looks it up afresh."""
+
+    __slots__ = ("store", "topic")
+
+    def __init__(self, future: asyncio.Future, finish: Callable, store: Store, topic: str) -> None:
+        # (no super() calls: this wraps every hot request)
+        self.future = future
+        self.finish = finish
+        self.store = store
+        self.topic = topic
+
+    def result(self) -> str:
+        try:
+            return self.finish(self.future.result())
+        except BrokerError as exc:
+            if exc.code == UNKNOWN_TOPIC:
+                self.store.forget(self.topic)
+            raise
+
+
+def build_table() -> dict[str, Handler]:
+    from adapter.v1.handlers import core, groups, replication
+
+    table: dict[str, Handler] = {}
+    for module in (core, groups, replication):
+        table.update(module.HANDLERS)
+    return table
+
+
+def build_starters() -> dict[str, Starter]:
+    from adapter.v1.handlers import core, groups
+
+    return {**core.STARTERS, **groups.STARTERS}

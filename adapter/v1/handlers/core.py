@@ -1,0 +1,114 @@
+"""PING, PRODUCE, CONSUME and SET_PARTITION_ROLE."""
+
+from __future__ import annotations
+
+from adapter.v1.escaping import escape, unescape
+from adapter.v1.handlers import Context, Handler, Starter, args, on_topic
+from mapping.batcher import Pending
+from mapping.codec import MAX_OFFSET
+from mapping.errors import BadRequest
+from mapping.partitioner import partition_for
+from mapping.store import ConsumeResult, TopicConfig
+
+PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
+CONSUME_USAGE = "CONSUME requires: <topic> <partition> <offset>"
+ROLE_USAGE = "SET_PARTITION_ROLE requires: <topic> <partition> <leader|follower>"
+ACKS = {"0", "1", "all"}
+# Offsets are signed 64-bit as in Kafka; a larger one would not map to a stream id.
+
+
+async def ping(context: Context, argv: list[str]) -> str:
+    if argv:
+        raise BadRequest("PING takes no args")
+    return "pong"
+
+
+def _acks(argv: list[str]) -> str:
+    if len(argv) < 3:
+        return "1"
+    name, sep, value = argv[2].partition("=")
+    value = value.lower()
+    if not sep or name.lower() != "acks" or value not in ACKS:
+        raise BadRequest("invalid acks: must be acks=0, acks=1 or acks=all")
+    return value
+
+
+def _produce_args(argv: list[str]) -> tuple[str, bytes, bytes, str]:
+    """(topic, key, value, acks) of a valid PRODUCE."""
+    args.expect_count(argv, PRODUCE_USAGE, 2, 3)
+    topic = args.name(argv[0], "topic")
+    key_text, sep, value_text = argv[1].partition(":")
+    if not sep:
+        raise BadRequest(PRODUCE_USAGE)
+    acks = _acks(argv)
+    return topic, unescape(key_text), unescape(value_text), acks
+
+
+def _produce(
+    context: Context, config: TopicConfig, key: bytes, value: bytes, acks: str
+) -> Pending[str]:
+    partition = partition_for(key, config.partitions)
+    pending = context.store.start_produce(config, partition, [(key, value)])
+    if acks == "all":  # a task only when the append's reply does not already satisfy it
+        acked = context.replication.start_ack(config, partition, pending)
+        return acked.then(lambda ack: f"partition={partition} offset={ack[0]} hw={ack[1]}")
+    return pending.then(
+        lambda r: f"partition={partition} offset={r.offsets[0]} hw={r.high_watermark}"
+    )
+
+
+produce, produce_now = on_topic(_produce_args, _produce)
+
+
+def _consume_args(argv: list[str]) -> tuple[str, int, int]:
+    args.expect_count(argv, CONSUME_USAGE, 3)
+    topic = args.name(argv[0], "topic")
+    partition = args.integer(argv[1], "partition", minimum=0)
+    offset = args.integer(argv[2], "offset", minimum=0)
+    if offset > MAX_OFFSET:  # beyond any stream id Redis can hold
+        raise BadRequest("invalid offset")
+    return topic, partition, offset
+
+
+def _consume_payload(result: ConsumeResult) -> str:
+    messages = ",".join([f"{o}:{escape(v)}" for o, v in result.records])
+    return f"messages={messages} hw={result.high_watermark}"
+
+
+def _consume(context: Context, config: TopicConfig, partition: int, offset: int) -> Pending[str]:
+    if not 0 <= partition < config.partitions:
+        raise BadRequest("invalid partition")
+    pending = context.store.start_consume(
+        config,
+        partition,
+        offset,
+        context.settings.consume_max_records,
+        context.settings.consume_max_bytes,
+    )
+    return pending.then(_consume_payload)
+
+
+consume, consume_now = on_topic(_consume_args, _consume)
+
+
+async def set_partition_role(context: Context, argv: list[str]) -> str:
+    args.expect_count(argv, ROLE_USAGE, 3)
+    topic = args.name(argv[0], "topic")
+    partition = args.integer(argv[1], "partition", minimum=0)
+    role = argv[2]
+    if role not in ("leader", "follower"):
+        raise BadRequest("invalid role: must be leader or follower")
+    config = await context.store.partition_of(topic, partition)
+    high_watermark = await context.store.set_role(config, partition, role)
+    return f"topic={topic} partition={partition} role={role} hw={high_watermark}"
+
+
+# The hot commands, validated and queued right in the connection's loop (see server.py).
+STARTERS: dict[str, Starter] = {"PRODUCE": produce_now, "CONSUME": consume_now}
+
+HANDLERS: dict[str, Handler] = {
+    "PING": ping,
+    "PRODUCE": produce,
+    "CONSUME": consume,
+    "SET_PARTITION_ROLE": set_partition_role,
+}

@@ -1,0 +1,160 @@
+"""JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT and OFFSET: consumer groups keyed by (group, topic)."""
+
+from __future__ import annotations
+
+from adapter.v1.handlers import Context, Handler, Starter, args, on_topic
+from mapping.assignors import ASSIGNORS
+from mapping.batcher import Pending
+from mapping.codec import MAX_OFFSET
+from mapping.errors import GROUP_IN_USE, BadRequest, BrokerError
+from mapping.kafka_groups.base import kafka_members_live
+from mapping.store import TopicConfig
+
+JOIN_USAGE = "JOIN requires: <group> <topic> <consumer_id> [assignor=round_robin|range]"
+COMMIT_USAGE = "COMMIT requires: <group> <topic> <consumer_id> <generation> <partition> <offset>"
+OFFSET_USAGE = "OFFSET requires: <group> <topic> <partition>"
+# Offsets are signed 64-bit as in Kafka.
+
+
+def _usage(command: str) -> str:
+    return f"{command} requires: <group> <topic> <consumer_id> <generation>"
+
+
+def _assignor(argv: list[str]) -> str | None:
+    """None: keep the group's assignor. Key and value are case-insensitive, like acks=."""
+    if len(argv) < 4:
+        return None
+    name, sep, value = argv[3].partition("=")
+    value = value.lower()
+    if not sep or name.lower() != "assignor" or value not in ASSIGNORS:
+        raise BadRequest("invalid assignor: must be assignor=round_robin or assignor=range")
+    return value
+
+
+def _member_args(argv: list[str], usage: str, count: int) -> tuple[str, str, str, int]:
+    """group, topic, consumer_id, generation: the first four args of a member's request."""
+    args.expect_count(argv, usage, count)
+    return (
+        args.name(argv[0], "group"),
+        args.name(argv[1], "topic"),
+        args.name(argv[2], "consumer_id"),
+        args.integer(argv[3], "generation"),
+    )
+
+
+def _assigned(generation: int, partitions: list[int]) -> str:
+    return f"generation={generation} assigned=[{' '.join(map(str, partitions))}]"
+
+
+def _join_args(argv: list[str]) -> tuple[str, str, str, str | None]:
+    """(topic, group, consumer_id, assignor) of a valid JOIN."""
+    args.expect_count(argv, JOIN_USAGE, 3, 4)
+    group = args.name(argv[0], "group")
+    topic = args.name(argv[1], "topic")
+    member = args.name(argv[2], "consumer_id")
+    return topic, group, member, _assignor(argv)
+
+
+def _join(
+    context: Context, config: TopicConfig, group: str, member: str, assignor: str | None
+) -> Pending[str]:
+    pending = context.groups.start_join(group, config.name, config.partitions, member, assignor)
+    return pending.then(lambda membership: _assigned(membership.generation, membership.assigned))
+
+
+_join_on_topic, _ = on_topic(_join_args, _join)
+
+
+async def join(context: Context, argv: list[str]) -> str:
+    """JOIN, refused (GROUP_IN_USE) while Kafka consumers of the group name are live: one
+    read-only script on the Kafka group's keys before V1's own. Not a pipelined starter:
+    the check comes first."""
+    _, group, _, _ = _join_args(argv)
+    if await kafka_members_live(context.store.batcher, context.store.keys, group):
+        raise BrokerError(GROUP_IN_USE, f"group {group} has live Kafka consumers")
+    return await _join_on_topic(context, argv)
+
+
+async def sync(context: Context, argv: list[str]) -> str:
+    group, topic, member, generation = _member_args(argv, _usage("SYNC"), 4)
+    config = await context.store.topic(topic)
+    membership = await context.groups.sync(group, topic, config.partitions, member, generation)
+    return _assigned(membership.generation, membership.assigned)
+
+
+def _heartbeat_args(argv: list[str]) -> tuple[str, str, str, int]:
+    group, topic, member, generation = _member_args(argv, _usage("HEARTBEAT"), 4)
+    return topic, group, member, generation
+
+
+def _heartbeat(
+    context: Context, config: TopicConfig, group: str, member: str, generation: int
+) -> Pending[str]:
+    pending = context.groups.start_heartbeat(
+        group, config.name, config.partitions, member, generation
+    )
+    return pending.then(lambda _: "heartbeat=ok")
+
+
+heartbeat, heartbeat_now = on_topic(_heartbeat_args, _heartbeat)
+
+
+async def leave(context: Context, argv: list[str]) -> str:
+    group, topic, member, generation = _member_args(argv, _usage("LEAVE"), 4)
+    config = await context.store.topic(topic)
+    await context.groups.leave(group, topic, config.partitions, member, generation)
+    return "left=true"
+
+
+def _commit_args(argv: list[str]) -> tuple[str, str, str, int, int, int]:
+    """(topic, group, consumer_id, generation, partition, offset) of a valid COMMIT."""
+    group, topic, member, generation = _member_args(argv, COMMIT_USAGE, 6)
+    partition = args.integer(argv[4], "partition", minimum=0)
+    offset = args.integer(argv[5], "offset", minimum=0)
+    if offset > MAX_OFFSET:
+        raise BadRequest("invalid offset")
+    return topic, group, member, generation, partition, offset
+
+
+def _commit(
+    context: Context,
+    config: TopicConfig,
+    group: str,
+    member: str,
+    generation: int,
+    partition: int,
+    offset: int,
+) -> Pending[str]:
+    if not 0 <= partition < config.partitions:
+        raise BadRequest("invalid partition")
+    pending = context.groups.start_commit(
+        group, config.name, config.partitions, member, generation, partition, offset
+    )
+    return pending.then(lambda _: "committed=true")
+
+
+commit, commit_now = on_topic(_commit_args, _commit)
+
+
+async def offset(context: Context, argv: list[str]) -> str:
+    args.expect_count(argv, OFFSET_USAGE, 3)
+    group = args.name(argv[0], "group")
+    topic = args.name(argv[1], "topic")
+    partition = args.integer(argv[2], "partition", minimum=0)
+    await context.store.partition_of(topic, partition)
+    return f"offset={await context.groups.committed(group, topic, partition)}"
+
+
+STARTERS: dict[str, Starter] = {
+    "HEARTBEAT": heartbeat_now,
+    "COMMIT": commit_now,
+}
+
+HANDLERS: dict[str, Handler] = {
+    "JOIN": join,
+    "SYNC": sync,
+    "HEARTBEAT": heartbeat,
+    "LEAVE": leave,
+    "COMMIT": commit,
+    "OFFSET": offset,
+}

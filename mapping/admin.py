@@ -1,0 +1,305 @@
+"""The end of a topic's and a group's life: deleting them, and expiring idle groups; and
+growing a topic's partition count.
+
+Used by the command line (``adapter topic delete``, ``adapter group delete``), the pods'
+retention task (offsets retention) and, later, the Kafka front door (DeleteTopics,
+DeleteGroups). Everything goes through a `Store` (its batcher and keys).
+
+Deleting a topic, in this order so that no pod writes into a half-deleted topic:
+
+1. every partition: its log and replica streams are deleted and its state hash becomes a
+   tombstone ``{deleted: 1}`` expiring after ``TOMBSTONE_MS`` (``partition_delete.lua``);
+   from then on the partition scripts refuse it with UNKNOWN_TOPIC, even on a pod that
+   still has the topic's settings cached;
+2. the topic hash and its entry in the topics set go: lookups miss, and a pod with
+   auto-creation on makes the topic anew with its own defaults (which removes the
+   tombstones of the new topic's partitions);
+3. the name is published on ``Keys.topics_deleted_channel``: every pod drops its cached
+   settings (and its replicator stops playing the partitions);
+4. the topic's groups are deleted (forced: their members JOIN again if they come back);
+5. the name is published once more, for a pod whose lookup was in flight during 2.
+
+Growing a topic (``add_partitions``: ``adapter topic alter --partitions``, Kafka
+CreatePartitions): the new partitions first lose any tombstone an earlier topic of that name
+left, then ``topic_grow.lua`` raises the count in the topic hash (only ever up), then the name
+is published on ``Keys.topics_changed_channel``: every pod forgets the topic's cached
+settings (partition count, produce builders, size marks, the replicator's partitions) and
+reads them again, so V1 PRODUCE's key partitioning (FNV-1a mod the count) uses the new count,
+as Kafka's default partitioner does. Until a pod hears the notice it keeps writing into the
+old partitions, which still exist.
+
+A group (keyed by (group, topic)) is deleted by ``group_delete.lua`` atomically, Kafka
+commit metadata included; then its entry leaves the groups set (another slot: a separate
+call). A group with live members is refused with NON_EMPTY_GROUP unless forced, as Kafka
+does. Deleting a whole group name (``delete_groups`` without a topic; Kafka's DeleteGroups
+too) also deletes its Kafka consumer-group state (``kgroup_delete.lua``).
+
+Offsets retention (Kafka's ``offsets.retention.minutes``): a group with no live member and
+no activity (heartbeat, commit, LEAVE, Spark commit) for the retention time is deleted,
+committed offsets included, by ``group_expire.lua``; the retention task runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Protocol
+
+from mapping import scripts
+from mapping.batcher import RedisBatcher
+from mapping.errors import NON_EMPTY_GROUP, BrokerError
+from mapping.kafka_groups.base import kafka_members_live
+from mapping.keys import Keys
+from mapping.store import Store
+
+
+class GroupStore(Protocol):
+    """What deleting and expiring groups needs: a ``Store``, or Kafka's ``KafkaGroups``."""
+
+    batcher: RedisBatcher
+    keys: Keys
+
+
+# How long a deleted topic's partitions refuse writes (their tombstones live). A pod hears of
+# the deletion within moments (pub/sub; a reconnect forgets every topic); this only has to
+# outlast a pod cut off from its pub/sub connection.
+TOMBSTONE_MS = 3_600_000
+# Follower replica streams deleted with a partition: every replica id a topic may have
+# (replication factor at most 16), whatever the topic hash says.
+MAX_REPLICAS = 15
+
+# The most partitions a topic may have (CreateTopics, CreatePartitions, the CLI).
+MAX_PARTITIONS = 10_000
+
+DELETED = "deleted"
+NOT_FOUND = "not_found"
+NON_EMPTY = "non_empty"
+KAFKA_STATE = "(kafka)"  # GroupDeletion.topic of a group name's Kafka consumer-group state
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletion:
+    topic: str
+    partitions: int
+    groups: list[str]  # the topic's groups, deleted with it
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDeletion:
+    group: str
+    topic: str
+    outcome: str  # DELETED, NOT_FOUND or NON_EMPTY
+    message: str = ""
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+async def group_pairs(store: GroupStore) -> list[tuple[str, str]]:
+    """Every (group, topic) of the groups set."""
+    pairs = []
+    for raw in await store.batcher.call("SMEMBERS", store.keys.groups):
+        group, _, topic = _text(raw).partition(" ")
+        if topic:
+            pairs.append((group, topic))
+    return sorted(pairs)
+
+
+async def delete_topic(store: Store, name: str) -> TopicDeletion | None:
+    """Delete topic ``name`` with its data and groups (see the module's docstring for the
+    order). None when there is no such topic."""
+    keys, call = store.keys, store.batcher.call
+    fields, listed = await asyncio.gather(
+        call("HGETALL", keys.topic(name)), call("SISMEMBER", keys.topics, name)
+    )
+    if not fields and not listed:
+        return None
+    partitions = int(fields.get(b"partitions", 0))
+    script = scripts.load("partition_delete")
+    deletes = []
+    for p in range(partitions):
+        pk = keys.partition(name, p)
+        replicas = [pk.replica(r) for r in range(1, MAX_REPLICAS + 1)]
+        owned = [pk.log, pk.state, pk.producers, keys.sink_markers(name, p), *replicas]
+        deletes.append(call(*script.command(owned, [TOMBSTONE_MS])))
+    await asyncio.gather(*deletes)
+    await asyncio.gather(call("DEL", keys.topic(name)), call("SREM", keys.topics, name))
+    await call("PUBLISH", keys.topics_deleted_channel, name)
+    store.forget(name)
+    groups = [g for g, t in await group_pairs(store) if t == name]
+    await asyncio.gather(
+        *(delete_group(store, g, name, force=True, session_timeout_ms=0) for g in groups)
+    )
+    await call("PUBLISH", keys.topics_deleted_channel, name)
+    return TopicDeletion(name, partitions, groups)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionGrowth:
+    topic: str
+    before: int
+    after: int
+
+
+class InvalidPartitions(ValueError):
+    """The count asked for is not above the topic's (partitions are never removed), or
+    above MAX_PARTITIONS."""
+
+
+def _check_growth(name: str, before: int, count: int) -> None:
+    if count > MAX_PARTITIONS:
+        raise InvalidPartitions(f"a topic has at most {MAX_PARTITIONS} partitions")
+    if count <= before:
+        raise InvalidPartitions(
+            f"topic {name} has {before} partitions: the count can only grow, not to {count}"
+        )
+
+
+async def add_partitions(
+    store: Store, name: str, count: int, *, validate_only: bool = False
+) -> PartitionGrowth | None:
+    """Grow topic ``name`` to ``count`` partitions (see the module's docstring); None when
+    there is no such topic, InvalidPartitions when ``count`` is not above its count."""
+    keys, call = store.keys, store.batcher.call
+    current = await call("HGET", keys.topic(name), "partitions")
+    if current is None:
+        return None
+    before = int(current)
+    _check_growth(name, before, count)
+    if validate_only:
+        return PartitionGrowth(name, before, count)
+    await asyncio.gather(
+        *(call("HDEL", keys.partition(name, p).state, "deleted") for p in range(before, count))
+    )
+    before = int(await call(*scripts.load("topic_grow").command([keys.topic(name)], [count])))
+    if before < 0:  # deleted meanwhile
+        return None
+    _check_growth(name, before, count)  # grown meanwhile by someone else
+    await call("PUBLISH", keys.topics_changed_channel, name)
+    store.forget(name)
+    return PartitionGrowth(name, before, count)
+
+
+def _group_call(
+    store: GroupStore,
+    script: str,
+    group: str,
+    topic: str,
+    session_timeout_ms: int,
+    *args: int | str,
+) -> tuple:
+    """A group script's call (see _group.lua): these scripts need no partition count; the
+    Kafka commit metadata beside the offsets is their fifth key."""
+    gk = store.keys.group(group, topic)
+    return scripts.load(script).command(
+        [gk.meta, gk.members, gk.assignment, gk.offsets, gk.offset_metadata],
+        [session_timeout_ms, 0, *args],
+    )
+
+
+async def _unlist(store: GroupStore, group: str, topic: str) -> None:
+    """Remove the group's entry from the groups set, and put it back if a JOIN made the
+    group again between its deletion and now (a listed group is one retention respects)."""
+    gk = store.keys.group(group, topic)
+    entry = f"{group} {topic}"
+    await store.batcher.call("SREM", store.keys.groups, entry)
+    if await store.batcher.call("EXISTS", gk.meta, gk.members, gk.offsets):
+        await store.batcher.call("SADD", store.keys.groups, entry)
+
+
+async def delete_group(
+    store: GroupStore, group: str, topic: str, *, force: bool, session_timeout_ms: int
+) -> GroupDeletion:
+    """Delete ``group`` of ``topic`` (members, assignment, meta, offsets, set entry).
+    Refused (NON_EMPTY) while a member's session (``session_timeout_ms``) has not run out,
+    unless ``force``."""
+    call = _group_call(store, "group_delete", group, topic, session_timeout_ms, int(force))
+    try:
+        deleted = int(await store.batcher.call(*call))
+    except BrokerError as exc:
+        if exc.code != NON_EMPTY_GROUP:
+            raise
+        return GroupDeletion(group, topic, NON_EMPTY, exc.message)
+    await _unlist(store, group, topic)
+    return GroupDeletion(group, topic, DELETED if deleted else NOT_FOUND)
+
+
+async def delete_groups(
+    store: GroupStore, group: str, topic: str | None, *, force: bool, session_timeout_ms: int
+) -> list[GroupDeletion]:
+    """Delete ``group`` of ``topic``, or the whole group name: its group of every topic (per
+    the groups set) and its Kafka consumer-group state (``KAFKA_STATE`` in the results).
+    The one path of ``adapter group delete`` and Kafka's DeleteGroups. Live Kafka consumers
+    refuse the whole-name delete even when forced (they would only join again)."""
+    if topic is not None:
+        return [
+            await delete_group(
+                store, group, topic, force=force, session_timeout_ms=session_timeout_ms
+            )
+        ]
+    topics = [t for g, t in await group_pairs(store) if g == group]
+    results = [
+        await delete_group(store, group, t, force=force, session_timeout_ms=session_timeout_ms)
+        for t in topics
+    ]
+    if any(r.outcome == NON_EMPTY for r in results):
+        return results
+    kafka = await delete_kafka_state(store, group)
+    return results + ([kafka] if kafka.outcome != NOT_FOUND else [])
+
+
+async def delete_kafka_state(store: GroupStore, group: str) -> GroupDeletion:
+    """The group name's Kafka consumer-group state (either protocol); NON_EMPTY while its
+    Kafka consumers are live."""
+    gk = store.keys.kafka_group(group)
+    call = store.batcher.call
+    if not int(await call("EXISTS", gk.meta, gk.consumer_meta)):
+        await call("SREM", store.keys.kafka_groups, group)
+        return GroupDeletion(group, KAFKA_STATE, NOT_FOUND)
+    reply = await call(*scripts.load("kgroup_delete").command(gk.script_keys(), []))
+    if int(reply[0]) != 0:
+        return GroupDeletion(group, KAFKA_STATE, NON_EMPTY, "live Kafka consumers")
+    await call("SREM", store.keys.kafka_groups, group)
+    return GroupDeletion(group, KAFKA_STATE, DELETED)
+
+
+async def expire_groups(
+    store: GroupStore, *, retention_ms: int, session_timeout_ms: int
+) -> list[tuple[str, str]]:
+    """Offsets retention: delete every listed group idle for ``retention_ms`` (see
+    ``group_expire.lua``) and drop set entries of groups that no longer exist. A group name
+    with live Kafka consumers keeps its offsets; one whose every (group, topic) expired loses
+    its idle Kafka state too, as Kafka expires an empty group with its offsets. Returns the
+    (group, topic) pairs expired."""
+    pairs = await group_pairs(store)
+    names = sorted({g for g, _ in pairs})
+    live = await asyncio.gather(*(kafka_members_live(store.batcher, store.keys, g) for g in names))
+    kafka_live = dict(zip(names, live, strict=True))
+    replies = await asyncio.gather(
+        *(
+            store.batcher.call(
+                *_group_call(
+                    store,
+                    "group_expire",
+                    g,
+                    t,
+                    session_timeout_ms,
+                    retention_ms,
+                    "1" if kafka_live[g] else "0",
+                )  # fmt: skip
+            )
+            for g, t in pairs
+        )
+    )
+    expired = []
+    for (group, topic), reply in zip(pairs, replies, strict=True):
+        if int(reply) == 0:
+            continue
+        await _unlist(store, group, topic)
+        if int(reply) == 1:
+            expired.append((group, topic))
+    remaining = {g for g, _ in await group_pairs(store)}
+    for group in sorted({g for g, _ in expired} - remaining):
+        await delete_kafka_state(store, group)
+    return expired

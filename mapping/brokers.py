@@ -1,0 +1,77 @@
+"""The Kafka broker registry: each pod with a Kafka listener registers its advertised
+address with a TTL it keeps refreshing; Metadata lists the live ones.
+
+Node ids come from INCR, one per advertised address, so pods behind one load balancer
+address are one broker to clients, and a pod that restarts on the same address keeps its
+id. A pod removes itself on shutdown; a killed one expires after the TTL.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from mapping import scripts
+from mapping.batcher import RedisBatcher
+from mapping.errors import BrokerError
+from mapping.keys import Keys
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TTL_MS = 10_000
+
+
+class BrokerRegistry:
+    def __init__(
+        self,
+        batcher: RedisBatcher,
+        keys: Keys,
+        *,
+        pod_id: str,
+        address: str,
+        ttl_ms: int = DEFAULT_TTL_MS,
+    ) -> None:
+        self.batcher = batcher
+        self.keys = keys.kafka_brokers
+        self.pod_id = pod_id
+        self.address = address
+        self.ttl_ms = ttl_ms
+        self.node_id: int | None = None
+
+    async def register(self) -> int:
+        reply = await self.batcher.call(
+            *scripts.load("kafka_register").command(
+                self.keys, [self.pod_id, self.address, self.ttl_ms]
+            )
+        )
+        self.node_id = int(reply)
+        return self.node_id
+
+    async def run(self) -> None:
+        """Refresh the registration every third of the TTL until cancelled (the pod calls
+        ``unregister`` on shutdown, while its batcher still runs)."""
+        while True:
+            try:
+                await self.register()
+            except (BrokerError, OSError) as exc:
+                log.warning("cannot refresh the Kafka broker registration: %s", exc)
+            await anyio.sleep(self.ttl_ms / 3000)
+
+    async def unregister(self) -> None:
+        live, pods = self.keys[0], self.keys[1]
+        try:
+            await self.batcher.call("ZREM", live, self.pod_id)
+            await self.batcher.call("HDEL", pods, self.pod_id)
+        except (BrokerError, OSError) as exc:
+            log.info("cannot remove the Kafka broker registration: %s", exc)
+
+    async def live(self) -> list[tuple[int, str, int]]:
+        """(node id, host, port) of every live broker, by node id."""
+        reply = await self.batcher.call(*scripts.load("kafka_brokers").command(self.keys, []))
+        brokers = []
+        for i in range(0, len(reply), 2):
+            address = reply[i + 1].decode() if isinstance(reply[i + 1], bytes) else reply[i + 1]
+            host, _, port = address.rpartition(":")
+            brokers.append((int(reply[i]), host, int(port)))
+        return sorted(brokers)

@@ -1,0 +1,221 @@
+"""Read-only views of a deployment's state for operators: topics with their partitions,
+groups with members, assignment, committed offsets and lag. Synchronous (the CLI and the
+metrics endpoint's scrape thread use it); works on a single Redis and on a cluster.
+
+Group state layout (written by the group scripts, see mapping/lua/_group.lua): under
+``Keys.group(g, t)`` the hashes ``meta`` (generation, assignor), ``members`` (consumer id ->
+last heartbeat ms), ``assignment`` (consumer id -> "0 3 6") and ``offsets`` (partition ->
+committed offset, the next one to read); ``Keys.groups`` lists "<group> <topic>" pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from redis.exceptions import NoScriptError
+
+from mapping import codec, scripts
+from mapping.cluster import SyncClient
+from mapping.keys import Keys
+
+# Lag is read from the record numbers produce.lua writes in each entry: two entries per
+# group partition, however long the backlog, and exact. Only entries written before records
+# were numbered are counted one by one inside Redis, at most this many ("at least" beyond).
+LAG_COUNT_CAP = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    ms: int = -1  # records older than this are trimmed (-1: kept forever)
+    bytes: int = -1  # the log is trimmed to about this many bytes (-1: no limit)
+    ignore_groups: bool = False  # True: trim even records a group has not committed yet
+
+    @property
+    def enabled(self) -> bool:
+        return self.ms >= 0 or self.bytes >= 0
+
+    def describe(self) -> str:
+        return (
+            f"retention_ms={self.ms} retention_bytes={self.bytes} "
+            f"retention_ignore_groups={str(self.ignore_groups).lower()}"
+        )
+
+
+def retention_of(fields: dict) -> Retention:
+    """The retention settings stored in a topic hash (bytes or str keys)."""
+
+    def get(name: str, default: str) -> str:
+        value = fields.get(name, fields.get(name.encode(), default))
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    return Retention(
+        ms=int(get("retention_ms", "-1")),
+        bytes=int(get("retention_bytes", "-1")),
+        ignore_groups=get("retention_ignore_groups", "0") == "1",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    partition: int
+    role: str
+    log_end: int
+    high_watermark: int
+    isr: list[int]
+    acked: dict[int, int]  # follower replica -> acked offset
+    records: int  # entries in the log now (after retention)
+    first_offset: int  # -1: empty
+
+
+@dataclass(frozen=True, slots=True)
+class TopicView:
+    name: str
+    partitions: int
+    replication_factor: int
+    min_insync_replicas: int
+    retention: Retention
+    partition_views: list[PartitionView] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    consumer_id: str
+    last_heartbeat_ms: int
+    partitions: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPartitionView:
+    partition: int
+    committed: int | None  # None: nothing committed (a consumer starts from 0)
+    high_watermark: int
+    lag: int  # records from the committed position to hw (see LAG_COUNT_CAP)
+    owner: str | None
+    lag_is_exact: bool = True  # False: at least ``lag`` (old entries counted up to the cap)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    group: str
+    topic: str
+    generation: int
+    assignor: str
+    members: list[MemberView]
+    partitions: list[GroupPartitionView]
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _hash(client: SyncClient, key: str) -> dict[str, str]:
+    return {_text(k): _text(v) for k, v in client.hgetall(key).items()}
+
+
+def sequence_bits(client: SyncClient, keys: Keys) -> int:
+    stored = client.hget(keys.meta, "sequence_bits")
+    return int(stored) if stored is not None else codec.DEFAULT_SEQUENCE_BITS
+
+
+def topic_names(client: SyncClient, keys: Keys) -> list[str]:
+    return sorted(_text(n) for n in client.smembers(keys.topics))
+
+
+def topic(client: SyncClient, keys: Keys, name: str) -> TopicView | None:
+    settings = _hash(client, keys.topic(name))
+    if not settings:
+        return None
+    partitions = int(settings["partitions"])
+    rf = int(settings["replication_factor"])
+    bits = sequence_bits(client, keys)
+    views = []
+    for p in range(partitions):
+        pk = keys.partition(name, p)
+        state = _hash(client, pk.state)
+        first = client.xrange(pk.log, count=1)
+        views.append(
+            PartitionView(
+                partition=p,
+                role=state.get("role", "leader"),
+                log_end=int(state.get("log_end", -1)),
+                high_watermark=int(state.get("hw", -1)),
+                isr=[int(r) for r in state.get("isr", " ".join(map(str, range(rf)))).split()],
+                acked={r: int(state.get(f"replica.{r}.acked_offset", -1)) for r in range(1, rf)},
+                records=int(client.xlen(pk.log)),
+                first_offset=codec.offset_of(first[0][0], bits) if first else -1,
+            )
+        )
+    return TopicView(
+        name=name,
+        partitions=partitions,
+        replication_factor=rf,
+        min_insync_replicas=int(settings["min_insync_replicas"]),
+        retention=retention_of(settings),
+        partition_views=views,
+    )
+
+
+def group_pairs(client: SyncClient, keys: Keys) -> list[tuple[str, str]]:
+    """Every (group, topic) the groups set knows, sorted."""
+    pairs = []
+    for raw in client.smembers(keys.groups):
+        group, _, topic_name = _text(raw).partition(" ")
+        if topic_name:
+            pairs.append((group, topic_name))
+    return sorted(pairs)
+
+
+def committed_offsets(client: SyncClient, keys: Keys, group: str, topic_name: str) -> dict:
+    raw = client.hgetall(keys.group(group, topic_name).offsets)
+    return {int(_text(p)): int(_text(o)) for p, o in raw.items()}
+
+
+def _lag(
+    client: SyncClient, keys: Keys, topic_name: str, p: int, start: int, bits: int
+) -> tuple[int, int, bool]:
+    """(hw, lag, whether the lag is exact) of one group partition (partition_lag.lua)."""
+    pk = keys.partition(topic_name, p)
+    script = scripts.load("partition_lag")
+    command = script.command(
+        [pk.log, pk.state, pk.hw_channel],
+        [bits, 1, 0, codec.entry_id(max(start, 0), bits), LAG_COUNT_CAP],
+    )
+    try:
+        reply = client.execute_command(*command)
+    except NoScriptError:
+        client.script_load(script.source)
+        reply = client.execute_command(*command)
+    return int(reply[0]), int(reply[1]), bool(int(reply[3]))
+
+
+def group(client: SyncClient, keys: Keys, group_name: str, topic_name: str) -> GroupView | None:
+    gk = keys.group(group_name, topic_name)
+    meta = _hash(client, gk.meta)
+    offsets = committed_offsets(client, keys, group_name, topic_name)
+    if not meta and not offsets:
+        return None
+    members_raw = _hash(client, gk.members)
+    assignment = {
+        member: [int(p) for p in parts.split()]
+        for member, parts in _hash(client, gk.assignment).items()
+    }
+    owners = {p: member for member, parts in assignment.items() for p in parts}
+    partitions = client.hget(keys.topic(topic_name), "partitions")
+    count = int(partitions) if partitions is not None else int(meta.get("partitions", 0))
+    bits = sequence_bits(client, keys)
+    views = []
+    for p in range(count):
+        committed = offsets.get(p)
+        hw, lag, exact = _lag(client, keys, topic_name, p, committed or 0, bits)
+        views.append(GroupPartitionView(p, committed, hw, lag, owners.get(p), exact))
+    return GroupView(
+        group=group_name,
+        topic=topic_name,
+        generation=int(meta.get("generation", 0)),
+        assignor=meta.get("assignor", "round_robin"),
+        members=[
+            MemberView(m, int(float(hb)), assignment.get(m, []))
+            for m, hb in sorted(members_raw.items())
+        ],
+        partitions=views,
+    )

@@ -1,0 +1,50 @@
+"""Kafka consumer groups (classic protocol) with all state in Redis: the API the Kafka wire
+handlers call (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+OffsetDelete, ListGroups, DescribeGroups, DeleteGroups) and the KIP-848 consumer protocol
+(ConsumerGroupHeartbeat, ConsumerGroupDescribe). Plain values in and out: bytes for
+protocol metadata and assignments, Kafka's numeric error codes (``mapping.kafka_errors``),
+no wire encoding. Any pod may serve any request of any group: see NOTES-kgroups.md and
+``mapping/lua/_kgroup.lua`` for the state machine.
+"""
+
+from __future__ import annotations
+
+from mapping.kafka_groups.admin import (
+    GroupAdmin,
+    GroupDescription,
+    GroupListing,
+    MemberDescription,
+)
+from mapping.kafka_groups.base import KafkaGroupSettings
+from mapping.kafka_groups.classic import ClassicGroups, JoinedMember, JoinResult, SyncResult
+from mapping.kafka_groups.consumer import (
+    ConsumerGroupDescription,
+    ConsumerGroups,
+    ConsumerHeartbeatResult,
+    ConsumerMemberDescription,
+)
+from mapping.kafka_groups.offsets import NO_OFFSET, CommittedOffset, GroupOffsets
+from mapping.kafka_groups.waits import GroupWatches
+
+
+class KafkaGroups(ClassicGroups, ConsumerGroups, GroupOffsets, GroupAdmin):
+    """One pod's door to every Kafka group: ``KafkaGroups(batcher, GroupWatches(subscriber),
+    keys, settings)``; several pods (instances on their own connections) share the groups."""
+
+
+__all__ = [
+    "NO_OFFSET",
+    "CommittedOffset",
+    "ConsumerGroupDescription",
+    "ConsumerHeartbeatResult",
+    "ConsumerMemberDescription",
+    "GroupDescription",
+    "GroupListing",
+    "GroupWatches",
+    "JoinResult",
+    "JoinedMember",
+    "KafkaGroupSettings",
+    "KafkaGroups",
+    "MemberDescription",
+    "SyncResult",
+]

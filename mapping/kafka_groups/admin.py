@@ -1,0 +1,141 @@
+"""ListGroups, DescribeGroups and DeleteGroups data.
+
+Groups Kafka clients see: every Kafka group (the ``kgroups`` set), and every group name that
+only has committed offsets or V1 members (the groups set), shown as ``Empty`` with no
+protocol type, so ``kafka-consumer-groups --list`` shows what ``adapter inspect`` shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from mapping import kafka_errors as errors
+from mapping.kafka_groups.base import GroupsBase, raw, text
+from mapping.keys import is_valid_name
+
+DEAD = "Dead"  # a group with no state at all (Kafka's name)
+EMPTY = "Empty"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str = "classic"  # ListGroups v5: "classic" or "consumer" (KIP-848)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes  # for the group's chosen protocol
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    error: int
+    state: str  # DEAD for an unknown group (DescribeGroups v6+ answers GROUP_ID_NOT_FOUND)
+    protocol_type: str = ""
+    protocol: str = ""
+    generation: int = -1
+    members: list[MemberDescription] = field(default_factory=list)
+
+
+class GroupAdmin(GroupsBase):
+    async def _listing(self, group: str) -> GroupListing:
+        """The group under the classic protocol, else under KIP-848 (state DEAD: neither)."""
+        classic, consumer = await asyncio.gather(
+            self.call_group_script("kgroup_describe", group, ["1"]),
+            self.call_group_script("kgroup_consumer_describe", group, []),
+        )
+        if int(classic[0]) == 0 and int(consumer[0]) == 1:
+            return GroupListing(group, "consumer", text(consumer[1]), "consumer")
+        return GroupListing(group, text(classic[2]), text(classic[1]))
+
+    async def list_groups(
+        self, states: set[str] | None = None, types: set[str] | None = None
+    ) -> list[GroupListing]:
+        """Every group, optionally only those in ``states`` / of protocol ``types``
+        (ListGroups v4 and v5 filters; empty or None: no filter)."""
+        kafka_names = sorted(
+            text(n) for n in await self.batcher.call("SMEMBERS", self.keys.kafka_groups)
+        )
+        pairs = await self.batcher.call("SMEMBERS", self.keys.groups)
+        offset_only = {text(p).partition(" ")[0] for p in pairs}
+        found = await asyncio.gather(*(self._listing(g) for g in kafka_names))
+        listings = {g.group_id: g for g in found if g.state != DEAD}
+        for group in offset_only - listings.keys():
+            listings[group] = GroupListing(group, "", EMPTY)
+        return [
+            g
+            for _, g in sorted(listings.items())
+            if (not states or g.state in states) and (not types or g.protocol_type in types)
+        ]
+
+    async def describe_group(self, group: str) -> GroupDescription:
+        if not is_valid_name(group):
+            return GroupDescription(group, errors.INVALID_GROUP_ID, DEAD)
+        reply = await self.call_group_script("kgroup_describe", group, ["0"])
+        if int(reply[0]) == 0:
+            state = EMPTY if await self.topics_of(group) else DEAD
+            return GroupDescription(group, errors.NONE, state)
+        members = [
+            MemberDescription(
+                text(reply[i]),
+                text(reply[i + 1]) or None,
+                text(reply[i + 2]),
+                text(reply[i + 3]),
+                raw(reply[i + 4]),
+                raw(reply[i + 5]),
+            )
+            for i in range(5, len(reply), 6)
+        ]
+        return GroupDescription(
+            group,
+            errors.NONE,
+            text(reply[1]),
+            text(reply[2]),
+            text(reply[3]),
+            int(reply[4]),
+            sorted(members, key=lambda m: m.member_id),
+        )
+
+    async def describe_groups(self, groups: list[str]) -> list[GroupDescription]:
+        return list(await asyncio.gather(*(self.describe_group(g) for g in groups)))
+
+    async def delete_group(self, group: str) -> int:
+        """DeleteGroups for one group: ``mapping.admin.delete_groups``, the one path of
+        every group deletion (V1's ``adapter group delete`` too): its Kafka state, its V1
+        groups' state and every committed offset go; NON_EMPTY_GROUP while members of
+        either protocol are live (checked first, so nothing is half deleted)."""
+        # mapping.admin imports this package (kafka_members_live): imported here
+        from mapping.admin import NON_EMPTY, delete_groups
+
+        if not is_valid_name(group):
+            return errors.INVALID_GROUP_ID
+        topics = await self.topics_of(group)
+        exists = await self.kafka_state_exists(group)
+        if not topics and not exists:
+            return errors.GROUP_ID_NOT_FOUND
+        if await self.v1_members_live(group) or await self.kafka_members_live(group):
+            return errors.NON_EMPTY_GROUP
+        results = await delete_groups(
+            self,
+            group,
+            None,
+            force=False,
+            session_timeout_ms=self.settings.v1_session_timeout_ms,
+        )
+        if any(r.outcome == NON_EMPTY for r in results):
+            return errors.NON_EMPTY_GROUP
+        return errors.NONE
+
+    async def delete_groups(self, groups: list[str]) -> dict[str, int]:
+        codes = await asyncio.gather(*(self.delete_group(g) for g in groups))
+        return dict(zip(groups, codes, strict=True))

@@ -1,0 +1,123 @@
+"""What every part of ``KafkaGroups`` shares: settings, the batcher, script calls."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from mapping import scripts
+from mapping.batcher import RedisBatcher
+from mapping.kafka_groups.waits import GroupWatches
+from mapping.keys import Keys, is_valid_name
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaGroupSettings:
+    # Kafka's group.initial.rebalance.delay.ms (Kafka: 3000). Short, so tests and small
+    # deployments form their first generation fast, yet members started together still land
+    # in one generation instead of one rebalance each.
+    initial_rebalance_delay_ms: int = 300
+    # Kafka's group.min/max.session.timeout.ms (Kafka: 6000 / 1800000); a JoinGroup outside
+    # gets INVALID_SESSION_TIMEOUT. The floor is lower than Kafka's so tests can use short
+    # sessions.
+    min_session_timeout_ms: int = 1000
+    max_session_timeout_ms: int = 1_800_000
+    # Kafka's offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
+    max_metadata_bytes: int = 4096
+    # V1's session timeout (Settings.session_timeout_ms): whether a V1 member is live.
+    v1_session_timeout_ms: int = 10_000
+    # KIP-848 (group.consumer.session.timeout.ms / heartbeat.interval.ms; Kafka: 45000 / 5000)
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5000
+
+
+def text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def raw(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
+
+
+async def kafka_members_live(batcher: RedisBatcher, keys: Keys, group: str) -> bool:
+    """Whether ``group`` has live Kafka members (either protocol), read only: V1 JOIN
+    refuses such a group name (memberships are per protocol)."""
+    if not is_valid_name(group):
+        return False
+    command = scripts.load("kgroup_live").command(keys.kafka_group(group).script_keys(), [])
+    return int(await batcher.call(*command)) > 0
+
+
+class GroupsBase:
+    def __init__(
+        self,
+        batcher: RedisBatcher,
+        watches: GroupWatches,
+        keys: Keys,
+        settings: KafkaGroupSettings | None = None,
+    ) -> None:
+        self.batcher = batcher
+        self.watches = watches
+        self.keys = keys
+        self.settings = settings or KafkaGroupSettings()
+        # KIP-848: each group's subscribed topics as this pod last saw them
+        self.consumer_topics: dict[str, set[str]] = {}
+
+    def group_script(self, name: str, group: str, args: list[Any]) -> tuple:
+        """The EVALSHA command of the ``kgroup_*`` script ``name`` on ``group``'s keys."""
+        return scripts.load(name).command(self.keys.kafka_group(group).script_keys(), args)
+
+    async def call_group_script(self, name: str, group: str, args: list[Any]) -> Any:
+        return await self.batcher.call(*self.group_script(name, group, args))
+
+    async def topics_of(self, group: str) -> list[str]:
+        """The topics ``group`` has a V1 group or committed offsets on (the groups set holds
+        "<group> <topic>" pairs; names are ``[A-Za-z0-9._-]``, so no glob escaping)."""
+        topics: set[str] = set()
+        cursor: int | bytes = 0
+        while True:
+            cursor, found = await self.batcher.call(
+                "SSCAN", self.keys.groups, cursor, "MATCH", f"{group} *", "COUNT", 1000
+            )
+            topics.update(text(pair).partition(" ")[2] for pair in found)
+            if int(cursor) == 0:
+                return sorted(topics)
+
+    async def v1_members_live(self, group: str) -> bool:
+        """Whether any V1 member of ``group`` (on any topic) is live now."""
+        topics = await self.topics_of(group)
+        script = scripts.load("kgroup_v1_live")
+        counts = await asyncio.gather(
+            *(
+                self.batcher.call(
+                    *script.command(
+                        [self.keys.group(group, topic).members],
+                        [self.settings.v1_session_timeout_ms],
+                    )
+                )
+                for topic in topics
+            )
+        )
+        return any(int(count) > 0 for count in counts)
+
+    async def partition_counts(self, topics: list[str]) -> dict[str, int | None]:
+        """Each topic's partition count; None for a topic that does not exist."""
+        counts = await asyncio.gather(
+            *(
+                self.batcher.call("HGET", self.keys.topic(t), "partitions")
+                if is_valid_name(t)
+                else asyncio.sleep(0, None)
+                for t in topics
+            )
+        )
+        return {t: int(c) if c is not None else None for t, c in zip(topics, counts, strict=True)}
+
+    async def kafka_state_exists(self, group: str) -> bool:
+        """Whether ``group`` has state under either Kafka protocol (classic or KIP-848)."""
+        gk = self.keys.kafka_group(group)
+        return int(await self.batcher.call("EXISTS", gk.meta, gk.consumer_meta)) > 0
+
+    async def kafka_members_live(self, group: str) -> bool:
+        """Whether ``group`` has live Kafka members (either protocol): V1 JOIN's check."""
+        return await kafka_members_live(self.batcher, self.keys, group)

@@ -1,0 +1,200 @@
+"""The classic rebalance protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
+
+The state machine lives in Redis and changes only in the ``kgroup_*`` Lua scripts (see
+``mapping/lua/_kgroup.lua``); this module turns requests into script calls and waits, across
+pods, for the barriers: a JoinGroup until every member of the last generation rejoined (or the
+rebalance timeout passed), a follower's SyncGroup until the leader stored the assignment. The
+waits wake on the group's pub/sub channel; the only timer is the deadline the script names
+(rebalance timeout, initial delay, a session expiry), after which the script checks again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from mapping import kafka_errors as errors
+from mapping.kafka_groups.base import GroupsBase, raw, text
+from mapping.keys import is_valid_name
+
+WAIT = -1  # a script's "wait and check again" status (see _kgroup.lua)
+# The Redis clock and the pod's timer are not the same clock: re-check a little after.
+_DEADLINE_MARGIN_S = 0.005
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    error: int
+    member_id: str
+    generation: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    # True for a static leader that rejoined a Stable group: it must not assign again
+    # (JoinGroup v9's SkipAssignment; older versions just get the members).
+    skip_assignment: bool = False
+    members: list[JoinedMember] = field(default_factory=list)  # the leader's only
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    error: int
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+def _optional(value: str | None) -> str:
+    return value or ""
+
+
+def _join_result(reply: list) -> JoinResult:
+    members = [
+        JoinedMember(text(reply[i]), text(reply[i + 1]) or None, raw(reply[i + 2]))
+        for i in range(7, len(reply), 3)
+    ]
+    return JoinResult(
+        error=errors.NONE,
+        member_id=text(reply[1]),
+        generation=int(reply[2]),
+        protocol_type=text(reply[3]) or None,
+        protocol_name=text(reply[4]) or None,
+        leader=text(reply[5]),
+        skip_assignment=int(reply[6]) == 1,
+        members=members,
+    )
+
+
+class ClassicGroups(GroupsBase):
+    async def join(
+        self,
+        group: str,
+        member_id: str,
+        *,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int | None = None,
+        group_instance_id: str | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        require_known_member_id: bool = True,
+    ) -> JoinResult:
+        """JoinGroup; returns when the join barrier completed with this member (or at once
+        with an error, or MEMBER_ID_REQUIRED and the member id to rejoin with).
+        ``rebalance_timeout_ms`` None (JoinGroup v0): the session timeout, as Kafka does.
+        ``require_known_member_id``: JoinGroup v4+."""
+        if not is_valid_name(group):
+            return JoinResult(errors.INVALID_GROUP_ID, member_id)
+        limits = self.settings
+        if not limits.min_session_timeout_ms <= session_timeout_ms <= limits.max_session_timeout_ms:
+            return JoinResult(errors.INVALID_SESSION_TIMEOUT, member_id)
+        if not protocol_type or not protocols:
+            return JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        if not member_id and await self.v1_members_live(group):
+            # The name is in live use by V1 consumers: memberships are per protocol.
+            return JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        prefix = group_instance_id or client_id or "member"
+        args = [
+            limits.initial_rebalance_delay_ms,
+            member_id,
+            _optional(group_instance_id),
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms if rebalance_timeout_ms is not None else session_timeout_ms,
+            protocol_type,
+            "1" if require_known_member_id else "0",
+            f"{prefix}-{uuid.uuid4()}",  # Kafka's form: client id (or instance id) - UUID
+        ]
+        for name, metadata in protocols:
+            args += [name, metadata]
+        # who waits: a new member (static, or without the MEMBER_ID_REQUIRED round) under the
+        # id made here, any other under its own
+        waiting_id = member_id or args[9]
+        gk = self.keys.kafka_group(group)
+        async with self.watches.watching(gk.events) as channel:
+            seen = channel.events
+            registered = self.batcher.submit("SADD", self.keys.kafka_groups, group)
+            reply = await self.call_group_script("kgroup_join", group, args)
+            await registered
+            while int(reply[0]) == WAIT:
+                await channel.wait(seen, int(reply[1]) / 1000 + _DEADLINE_MARGIN_S)
+                seen = channel.events
+                reply = await self.call_group_script("kgroup_join_wait", group, [waiting_id])
+        code = int(reply[0])
+        if code == errors.NONE:
+            return _join_result(reply)
+        if code == errors.MEMBER_ID_REQUIRED:
+            return JoinResult(code, text(reply[1]))
+        return JoinResult(code, member_id)
+
+    async def sync(
+        self,
+        group: str,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        *,
+        group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+    ) -> SyncResult:
+        """SyncGroup: the leader's ``assignments`` (member id -> bytes) are stored and every
+        member gets its own; a follower waits (on any pod) until the leader's arrive, or
+        gets REBALANCE_IN_PROGRESS when the group starts over meanwhile."""
+        if not is_valid_name(group):
+            return SyncResult(errors.INVALID_GROUP_ID)
+        args: list = [
+            member_id,
+            _optional(group_instance_id),
+            generation,
+            _optional(protocol_type),
+            _optional(protocol_name),
+            "0",
+        ]
+        for assigned_member, assignment in (assignments or {}).items():
+            args += [assigned_member, assignment]
+        gk = self.keys.kafka_group(group)
+        async with self.watches.watching(gk.events) as channel:
+            seen = channel.events
+            reply = await self.call_group_script("kgroup_sync", group, args)
+            while int(reply[0]) == WAIT:
+                await channel.wait(seen, int(reply[1]) / 1000 + _DEADLINE_MARGIN_S)
+                seen = channel.events
+                reply = await self.call_group_script("kgroup_sync", group, [*args[:5], "1"])
+        code = int(reply[0])
+        if code != errors.NONE:
+            return SyncResult(code)
+        return SyncResult(
+            errors.NONE, raw(reply[1]), text(reply[2]) or None, text(reply[3]) or None
+        )
+
+    async def heartbeat(
+        self, group: str, member_id: str, generation: int, group_instance_id: str | None = None
+    ) -> int:
+        """Heartbeat: NONE, or REBALANCE_IN_PROGRESS (rejoin), ILLEGAL_GENERATION,
+        UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID as Kafka answers."""
+        if not is_valid_name(group):
+            return errors.INVALID_GROUP_ID
+        args = [member_id, _optional(group_instance_id), generation]
+        reply = await self.call_group_script("kgroup_heartbeat", group, args)
+        return int(reply[0])
+
+    async def leave(self, group: str, members: list[tuple[str, str | None]]) -> list[int]:
+        """LeaveGroup for (member id, group.instance.id) pairs (v3+ batches; a static
+        member may be named by its instance id alone): one error code per member."""
+        if not is_valid_name(group):
+            return [errors.INVALID_GROUP_ID] * len(members)
+        args: list = []
+        for member_id, instance_id in members:
+            args += [member_id, _optional(instance_id)]
+        reply = await self.call_group_script("kgroup_leave", group, args)
+        return [int(code) for code in reply]

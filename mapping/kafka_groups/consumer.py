@@ -1,0 +1,199 @@
+"""The KIP-848 consumer protocol: ConsumerGroupHeartbeat and ConsumerGroupDescribe, with the
+server-side ``uniform`` and ``range`` assignors (``mapping/kafka_groups/assignors.py``).
+
+No barrier and no waiting: every heartbeat runs ``kgroup_consumer_heartbeat``, which applies
+the member's changes and moves it toward its target assignment (``_kconsumer.lua``). When
+the group's epoch is ahead of its target, the script hands the assignor's input back; this
+pod computes the target and stores it with ``kgroup_consumer_target`` (only if the epoch is
+unchanged, else it computes again), which answers the member too. Partition counts come from
+the topics' hashes (other slots) and are passed in; a changed count starts a new epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from mapping import kafka_errors as errors
+from mapping.kafka_groups.assignors import ASSIGNORS, choose
+from mapping.kafka_groups.base import GroupsBase, text
+from mapping.keys import is_valid_name
+
+NEED_TARGET = -2  # a script's "compute the target assignment" status (see _kconsumer.lua)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatResult:
+    error: int
+    member_id: str = ""
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    # topic -> partitions the member owns from now on; None: unchanged since last sent
+    assignment: dict[str, list[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberDescription:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    member_epoch: int
+    subscribed_topics: list[str]
+    assignment: dict[str, list[int]]
+    target_assignment: dict[str, list[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    group_id: str
+    error: int
+    state: str  # Empty, Assigning, Reconciling, Stable; Dead when unknown
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor: str = ""
+    members: list[ConsumerMemberDescription] = field(default_factory=list)
+
+
+def _partitions(value: Any) -> dict[str, list[int]]:
+    # Lua's cjson writes an empty table as {}: a dict either way.
+    return {t: sorted(int(p) for p in ps) for t, ps in dict(value or {}).items() if ps}
+
+
+def _topics(value: Any) -> list[str]:
+    return sorted(value) if isinstance(value, list) else []
+
+
+def _visible(member: dict) -> dict[str, list[int]]:
+    """What the member owns: assigned, less what it is giving up."""
+    assigned, revoking = _partitions(member.get("assigned")), _partitions(member.get("revoking"))
+    kept = {t: [p for p in ps if p not in revoking.get(t, [])] for t, ps in assigned.items()}
+    return {t: ps for t, ps in kept.items() if ps}
+
+
+class ConsumerGroups(GroupsBase):
+    async def consumer_heartbeat(
+        self,
+        group: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: list[str] | None = None,
+        server_assignor: str | None = None,
+        owned: dict[str, list[int]] | None = None,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> ConsumerHeartbeatResult:
+        """ConsumerGroupHeartbeat. ``member_epoch`` 0 joins (``member_id`` may be empty:
+        one is made), -1 leaves, -2 is a static member's temporary leave (treated as a
+        leave: static membership is not kept under this protocol yet). ``None`` fields are
+        "unchanged" as in the request. Topic ids are the caller's business: topics here
+        are names."""
+        if not is_valid_name(group):
+            return ConsumerHeartbeatResult(errors.INVALID_GROUP_ID, member_id)
+        if server_assignor is not None and server_assignor not in ASSIGNORS:
+            return ConsumerHeartbeatResult(errors.UNSUPPORTED_ASSIGNOR, member_id)
+        if member_epoch == 0:
+            if subscribed_topic_names is None:
+                return ConsumerHeartbeatResult(errors.INVALID_REQUEST, member_id)
+            member_id = member_id or str(uuid.uuid4())
+            if await self.v1_members_live(group):
+                return ConsumerHeartbeatResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        elif not member_id:
+            return ConsumerHeartbeatResult(errors.UNKNOWN_MEMBER_ID, member_id)
+        # the group's topics as this pod last saw them: their counts go with the request
+        known = self.consumer_topics.setdefault(group, set())
+        topics = sorted(known | set(subscribed_topic_names or []))
+        counts = await self.partition_counts(topics)
+        full = member_epoch == 0 or subscribed_topic_names is not None
+        owned_json = json.dumps(owned) if owned is not None else ""
+        args = [
+            self.settings.consumer_session_timeout_ms,
+            member_id,
+            member_epoch,
+            instance_id or "",
+            rack_id or "",
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            json.dumps(subscribed_topic_names) if subscribed_topic_names is not None else "",
+            server_assignor or "",
+            owned_json,
+            json.dumps({t: c or 0 for t, c in counts.items()}),
+        ]
+        registered = self.batcher.submit("SADD", self.keys.kafka_groups, group)
+        reply = await self.call_group_script("kgroup_consumer_heartbeat", group, args)
+        await registered
+        while int(reply[0]) == NEED_TARGET:
+            epoch = int(reply[1])
+            members = {m: d for m, d in json.loads(reply[2] or b"{}").items()}
+            previous = {m: _partitions(a) for m, a in dict(json.loads(reply[3])).items()}
+            stored_counts = {t: int(c) for t, c in dict(json.loads(reply[4])).items()}
+            subscriptions = {m: _topics(d.get("subscribed")) for m, d in members.items()}
+            known.update(t for subscribed in subscriptions.values() for t in subscribed)
+            name = choose([str(d.get("assignor") or "") for d in members.values()])
+            target = ASSIGNORS[name](subscriptions, stored_counts, previous)
+            reply = await self.call_group_script(
+                "kgroup_consumer_target",
+                group,
+                [
+                    self.settings.consumer_session_timeout_ms,
+                    epoch,
+                    json.dumps(target),
+                    name,
+                    member_id,
+                    owned_json,
+                    "1" if full else "0",
+                ],
+            )
+        code = int(reply[0])
+        if code != errors.NONE:
+            return ConsumerHeartbeatResult(code, member_id)
+        assignment = _partitions(json.loads(reply[3])) if reply[3] else None
+        return ConsumerHeartbeatResult(
+            errors.NONE,
+            text(reply[1]),
+            int(reply[2]),
+            self.settings.consumer_heartbeat_interval_ms if int(reply[2]) >= 0 else 0,
+            assignment,
+        )
+
+    async def consumer_describe(self, group: str) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe for one group (GROUP_ID_NOT_FOUND when it has no state
+        under this protocol)."""
+        if not is_valid_name(group):
+            return ConsumerGroupDescription(group, errors.INVALID_GROUP_ID, "Dead")
+        reply = await self.call_group_script("kgroup_consumer_describe", group, [])
+        if int(reply[0]) == 0:
+            return ConsumerGroupDescription(group, errors.GROUP_ID_NOT_FOUND, "Dead")
+        members = []
+        for i in range(5, len(reply), 3):
+            m = json.loads(reply[i + 1])
+            members.append(
+                ConsumerMemberDescription(
+                    member_id=text(reply[i]),
+                    instance_id=m.get("instance_id") or None,
+                    rack_id=m.get("rack_id") or None,
+                    client_id=m.get("client_id", ""),
+                    client_host=m.get("client_host", ""),
+                    member_epoch=int(m.get("epoch", 0)),
+                    subscribed_topics=_topics(m.get("subscribed")),
+                    assignment=_visible(m),
+                    target_assignment=_partitions(json.loads(reply[i + 2])),
+                )
+            )
+        return ConsumerGroupDescription(
+            group,
+            errors.NONE,
+            text(reply[1]),
+            int(reply[2]),
+            int(reply[3]),
+            text(reply[4]),
+            sorted(members, key=lambda m: m.member_id),
+        )

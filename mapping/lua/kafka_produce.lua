@@ -1,0 +1,89 @@
+--! include _append.lua
+-- Append one Kafka RecordBatch to a partition's leader log through _append.lua, as every
+-- writer of a log does (offsets are consecutive within the call: base offset + delta is
+-- exact), with the idempotent producer's sequence checks.
+-- KEYS = {log, state, hw_channel, appended, producers}.
+-- ARGV[4] = producer id (-1: not idempotent), ARGV[5] = producer epoch, ARGV[6] = base
+-- sequence, ARGV[7] = record count; then per record: n (its field items), lead (items
+-- before `ts`: key and value, when not null), then n items (field, value, ...); or, for the
+-- common records without headers (the fields record_items would give, in its order):
+-- -1, value, create_ts (a null key) or -2, key, value, create_ts.
+-- Returns {status, hw, ISR size, base offset, last offset}: status 0 (appended), 1 (a retry
+-- of a batch already stored: its original offsets), 45 OUT_OF_ORDER_SEQUENCE_NUMBER,
+-- 47 INVALID_PRODUCER_EPOCH.  The producers hash keeps per producer id
+-- "epoch first_seq last_seq base_offset last_offset ..." for its last five batches.
+local log, state, hw_channel, appended, producers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local limit = 2 ^ tonumber(ARGV[1])
+local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
+local producer_id, epoch, base_seq = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local count = tonumber(ARGV[7])
+local SEQ_LIMIT = 2147483648
+local KEPT_BATCHES = 5
+
+local refusal = append_refusal(state)
+if refusal then return refusal end
+
+local now = now_ms()
+local batches = {}
+if producer_id ~= '-1' then
+  local entry = redis.call('HGET', producers, producer_id)
+  local last_seq = (base_seq + count - 1) % SEQ_LIMIT
+  if entry then
+    local v = {}
+    for word in string.gmatch(entry, '%S+') do v[#v + 1] = tonumber(word) end
+    local stored_epoch = v[1]
+    if epoch < stored_epoch then
+      return {47, -1, 0, -1, -1}
+    end
+    if epoch == stored_epoch then
+      for i = 2, #v, 4 do
+        batches[#batches + 1] = {v[i], v[i + 1], v[i + 2], v[i + 3]}
+      end
+      for _, b in ipairs(batches) do
+        if b[1] == base_seq and b[2] == last_seq then
+          local hw, isr = refresh_hw(state, hw_channel, rf, lag_max_ms, now)
+          return {1, hw, #isr, b[3], b[4]}
+        end
+      end
+      if #batches > 0 and base_seq ~= (batches[#batches][2] + 1) % SEQ_LIMIT then
+        return {45, -1, 0, -1, -1}
+      end
+    elseif base_seq ~= 0 then
+      return {45, -1, 0, -1, -1}
+    end
+  end
+end
+
+local a = open_append(state, log, limit, rf, now)
+local base_offset, last_offset = -1, -1
+local i = 8
+for _ = 1, count do
+  local n = tonumber(ARGV[i])
+  local fields, value_bytes
+  if n == -1 then
+    fields = {'value', ARGV[i + 1], 'ts', now, 'create_ts', ARGV[i + 2], 'null', 'key'}
+    value_bytes = #ARGV[i + 1]
+    i = i + 3
+  elseif n == -2 then
+    fields = {'key', ARGV[i + 1], 'value', ARGV[i + 2], 'ts', now, 'create_ts', ARGV[i + 3]}
+    value_bytes = #ARGV[i + 2]
+    i = i + 4
+  else
+    fields, value_bytes, i = record_fields(ARGV, i, now)
+  end
+  last_offset = append_entry(a, log, fields, value_bytes)
+  if base_offset < 0 then base_offset = last_offset end
+end
+close_append(a, state, appended)
+if producer_id ~= '-1' then
+  batches[#batches + 1] = {base_seq, (base_seq + count - 1) % SEQ_LIMIT, base_offset, last_offset}
+  local first = math.max(1, #batches - KEPT_BATCHES + 1)
+  local words = {fmt(epoch)}
+  for k = first, #batches do
+    local b = batches[k]
+    words[#words + 1] = fmt(b[1]) .. ' ' .. fmt(b[2]) .. ' ' .. fmt(b[3]) .. ' ' .. fmt(b[4])
+  end
+  redis.call('HSET', producers, producer_id, table.concat(words, ' '))
+end
+local hw, isr = refresh_hw(state, hw_channel, rf, lag_max_ms, now)
+return {0, hw, #isr, base_offset, last_offset}

@@ -1,0 +1,36 @@
+--! include _kgroup.lua
+-- LeaveGroup, also in batches (v3+: members named by member id and/or group.instance.id).
+-- ARGV = member id, instance id, member id, instance id, ... ('' for absent).
+-- Returns one error code per member, in order.
+settle()
+local codes, removed = {}, false
+local exists = redis.call('EXISTS', meta) == 1
+for i = 1, #ARGV, 2 do
+  local member_id, instance_id = ARGV[i], ARGV[i + 1]
+  local code = NONE
+  if not exists then
+    code = UNKNOWN_MEMBER_ID
+  elseif instance_id ~= '' then
+    local owner = redis.call('HGET', static, instance_id)
+    if not owner then
+      code = UNKNOWN_MEMBER_ID
+    elseif member_id ~= '' and owner ~= member_id then
+      code = FENCED_INSTANCE_ID
+    else
+      remove_member(owner)
+      removed = true
+    end
+  elseif redis.call('HEXISTS', members, member_id) == 1 then
+    remove_member(member_id)
+    removed = true
+  elseif redis.call('HDEL', pending_ids, member_id) == 0 then
+    code = UNKNOWN_MEMBER_ID
+  end
+  codes[#codes + 1] = code
+end
+if removed then
+  after_removal()
+  maybe_complete_join()
+  publish('left')
+end
+return codes

@@ -1,0 +1,12 @@
+--! include _kgroup.lua
+-- How many members of the Kafka group (classic or KIP-848) have a running session, without
+-- changing anything (for V1 JOIN's check: memberships are per protocol).  Returns a count.
+local live = consumer_members_live()
+local flat = redis.call('HGETALL', members)
+for i = 1, #flat, 2 do
+  -- members waiting in JoinGroup do not expire (see _kgroup.lua)
+  if tonumber(flat[i + 1]) >= now or redis.call('HEXISTS', joining, flat[i]) == 1 then
+    live = live + 1
+  end
+end
+return live

@@ -1,0 +1,199 @@
+"""The sink's Redis side: topics and the pipelined append script (acks=all: acks.py).
+
+Runs in a Spark task (and on the driver for topic look-ups) with a synchronous client. A task
+buffers its records per (topic, partition) and sends every ``batchSize`` records as one
+pipeline holding one ``sink_append.lua`` call per partition chunk.
+
+Exactly once: each call carries the task's *marker* (``<writer id>:<task partition>``), the
+epoch (micro-batch id) and the index of its first record among the task's records for that
+partition. The script stores, atomically with the append, how many of those records are in
+the log, and skips them when a retried task or a replayed micro-batch sends them again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import redis
+
+from mapping import codec, scripts
+from mapping.keys import Keys, is_valid_name
+from mapping.partitioner import partition_for
+from mapping.store import TopicConfig, TopicDefaults
+from spark_connector.acks import wait_for_acks
+from spark_connector.sink_options import SinkOptions, SinkWriteError
+from spark_connector.sink_records import Record, record_items
+
+SINK_SCRIPT = "sink_append"
+
+
+def load_scripts(client: redis.Redis) -> None:
+    """SCRIPT LOAD once per task, so the pipelines can call by SHA (a cluster loads it on
+    every primary)."""
+    for name in (SINK_SCRIPT, "partition_status"):
+        client.script_load(scripts.load(name).source)
+
+
+def sequence_bits(client: redis.Redis, keys: Keys) -> int:
+    """The deployment's sequence bits; pinned to the default first, as a starting pod does."""
+    client.hsetnx(keys.meta, "sequence_bits", codec.DEFAULT_SEQUENCE_BITS)
+    return codec.check_sequence_bits(int(client.hget(keys.meta, "sequence_bits")))
+
+
+def ensure_topic(
+    client: redis.Redis, keys: Keys, name: str, defaults: TopicDefaults
+) -> TopicConfig:
+    """The topic's settings, creating it with ``defaults`` when it does not exist (topics
+    appear on first use, as with V1 PRODUCE)."""
+    script = scripts.load("ensure_topic")
+    args = [defaults.partitions, defaults.replication_factor, defaults.min_insync_replicas]
+    try:
+        reply = client.execute_command(*script.command([keys.topic(name)], args))
+    except redis.exceptions.NoScriptError:
+        client.script_load(script.source)
+        reply = client.execute_command(*script.command([keys.topic(name)], args))
+    if reply[3]:
+        # As the pod announces it: the replicators start following the new partitions.
+        client.sadd(keys.topics, name)
+        client.publish(keys.topics_channel, name)
+    return TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]))
+
+
+@dataclass
+class _Target:
+    """One (topic, partition) this task writes: its buffer and progress."""
+
+    config: TopicConfig
+    partition: int
+    buffer: list[Record] = field(default_factory=list)
+    sent: int = 0  # records handed to the script so far (index of the next chunk's first)
+    appended: int = 0  # records the script stored (the rest were stored by an earlier run)
+    last_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionWritten:
+    topic: str
+    partition: int
+    records: int
+    appended: int
+    last_offset: int
+
+
+class Appender:
+    """One task's writes. ``add`` each record, then ``finish``; ``marker`` None = no replay
+    protection (each call appends)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        opts: SinkOptions,
+        bits: int,
+        *,
+        marker: str | None,
+        epoch: int,
+        task_partition: int,
+    ) -> None:
+        self.client = client
+        self.opts = opts
+        self.keys = Keys(opts.key_prefix)
+        self.bits = bits
+        self.marker = marker or ""
+        self.epoch = epoch
+        self._round_robin = task_partition  # null keys: spread, deterministically per task
+        self._topics: dict[str, TopicConfig] = {}
+        self._targets: dict[tuple[str, int], _Target] = {}
+        self._script = scripts.load(SINK_SCRIPT)
+        load_scripts(client)
+
+    def _topic(self, name: str | None) -> TopicConfig:
+        name = name or self.opts.topic
+        if name is None:
+            raise SinkWriteError("a row has a null topic and no topic option is set")
+        config = self._topics.get(name)
+        if config is None:
+            if not is_valid_name(name):
+                raise SinkWriteError(f"topic {name!r} is not 1-249 characters of [A-Za-z0-9._-]")
+            config = self._topics[name] = ensure_topic(
+                self.client, self.keys, name, self.opts.new_topics
+            )
+        return config
+
+    def add(self, record: Record) -> None:
+        config = self._topic(record.topic if self.opts.topic is None else None)
+        if record.partition is not None:
+            partition = int(record.partition)
+            if not 0 <= partition < config.partitions:
+                raise SinkWriteError(
+                    f"partition {partition} is outside topic {config.name!r} "
+                    f"(partitions 0..{config.partitions - 1})"
+                )
+        elif record.key is not None:
+            partition = partition_for(record.key, config.partitions)
+        else:
+            partition = self._round_robin % config.partitions
+            self._round_robin += 1
+        target = self._targets.get((config.name, partition))
+        if target is None:
+            target = self._targets[(config.name, partition)] = _Target(config, partition)
+        target.buffer.append(record)
+        if len(target.buffer) >= self.opts.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Every buffered chunk in one pipeline (one script call per partition)."""
+        pending = [t for t in self._targets.values() if t.buffer]
+        if not pending:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for target in pending:
+            pipe.execute_command(*self._call(target))
+        replies = pipe.execute(raise_on_error=False)
+        for target, reply in zip(pending, replies, strict=True):
+            if isinstance(reply, Exception):
+                raise SinkWriteError(
+                    f"append to {target.config.name}/{target.partition} failed: {reply}"
+                )
+            target.sent += len(target.buffer)
+            target.buffer.clear()
+            target.appended += int(reply[2])
+            target.last_offset = int(reply[3])
+
+    def _call(self, target: _Target) -> tuple:
+        pk = self.keys.partition(target.config.name, target.partition)
+        args: list[object] = [
+            self.bits,
+            target.config.replication_factor,
+            self.opts.replica_lag_max_ms,
+            self.marker,
+            self.epoch,
+            target.sent,
+        ]
+        for record in target.buffer:
+            lead, items = record_items(record)
+            args += (len(items), lead, *items)
+        return self._script.command(
+            [
+                pk.log,
+                pk.state,
+                pk.hw_channel,
+                pk.appended_channel,
+                self.keys.sink_markers(target.config.name, target.partition),
+            ],
+            args,
+        )
+
+    def finish(self) -> list[PartitionWritten]:
+        """Flush, wait for acks=all, and say what was written where."""
+        self.flush()
+        if self.opts.acks == "all":
+            wait_for_acks(
+                self.client,
+                self.keys,
+                self.opts,
+                [(t.config, t.partition, t.last_offset) for t in self._targets.values()],
+            )
+        return [
+            PartitionWritten(t.config.name, t.partition, t.sent, t.appended, t.last_offset)
+            for t in self._targets.values()
+        ]

@@ -1,0 +1,61 @@
+"""The batcher after SCRIPT FLUSH, straight against Redis: one pipeline whose first script
+call answers NOSCRIPT is completed in the order its calls were made."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import redis
+
+from mapping import scripts
+from mapping.batcher import RedisBatcher
+from mapping.keys import Keys
+from mapping.store import connect
+
+
+async def _one_batch(redis_url: str, keys: Keys) -> list[object]:
+    client = connect(redis_url, 5.0)
+    batcher = RedisBatcher(client)
+    runner = asyncio.create_task(batcher.run())
+    first, second = keys.partition("t", 0), keys.partition("t", 1)
+    try:
+        role = scripts.load("set_role")
+        produce = scripts.load("produce")
+        partition_args = [10, 1, 10_000]
+        # Queued in one turn: one pipeline.
+        futures = [
+            batcher.submit(  # NOSCRIPT: flushed
+                *role.command(
+                    [first.log, first.state, first.hw_channel, first.appended_channel],
+                    [*partition_args, "follower"],
+                )
+            ),
+            batcher.submit("HGET", first.state, "role"),  # a read made after it
+            batcher.submit(  # runs: its script is in the cache
+                *produce.command(
+                    [second.log, second.state, second.hw_channel, second.appended_channel],
+                    [*partition_args, "k", "v"],
+                )
+            ),
+        ]
+        replies = await asyncio.gather(*futures)
+        assert batcher.pipelines_sent == 2  # the batch, then what was sent again
+        return replies
+    finally:
+        runner.cancel()
+        await client.aclose()
+
+
+def test_a_read_after_a_flushed_script_sees_its_write(redis_url: str) -> None:
+    keys = Keys(f"reload-{uuid.uuid4().hex[:8]}")
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        admin.script_flush()
+        admin.script_load(scripts.load("produce").source)  # as another pod would have
+        replies = asyncio.run(_one_batch(redis_url, keys))
+        appended = admin.xlen(keys.partition("t", 1).log)
+    finally:
+        admin.close()
+    assert replies[1] == b"follower"  # read again after the script that wrote it
+    assert appended == 1  # the script call that ran is not sent twice

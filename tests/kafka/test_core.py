@@ -1,0 +1,275 @@
+"""The sans-I/O Kafka core: framing, headers, ApiVersions, error paths, record batches."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.kafka import api_versions, errors, protocol, records
+from adapter.kafka.framing import FrameDecoder, FrameTooLarge, frame
+from adapter.kafka.versions import API_VERSIONS, IMPLEMENTED, METADATA, PRODUCE
+
+
+def test_frames_split_across_reads_come_out_whole_and_in_order() -> None:
+    payloads = [b"a" * n for n in (0, 1, 5, 1000)]
+    stream = b"".join(frame(p) for p in payloads)
+    decoder = FrameDecoder(max_bytes=2000)
+    out: list[bytes] = []
+    for i in range(0, len(stream), 3):
+        out += decoder.feed(stream[i : i + 3])
+    assert out == payloads
+    assert decoder.buffered == 0
+
+
+def test_a_frame_above_the_limit_is_refused_before_it_is_buffered() -> None:
+    decoder = FrameDecoder(max_bytes=100)
+    with pytest.raises(FrameTooLarge):
+        decoder.feed(struct.pack(">i", 101))
+    with pytest.raises(FrameTooLarge):
+        FrameDecoder().feed(struct.pack(">i", -1))
+
+
+@given(st.lists(st.binary(max_size=300), max_size=20), st.integers(1, 50))
+def test_framing_round_trip(payloads: list[bytes], chunk: int) -> None:
+    stream = b"".join(frame(p) for p in payloads)
+    decoder = FrameDecoder(max_bytes=1000)
+    out: list[bytes] = []
+    for i in range(0, len(stream), chunk):
+        out += decoder.feed(stream[i : i + chunk])
+    assert out == payloads
+
+
+def _api_versions_request(version: int, correlation_id: int = 9) -> bytes:
+    body = API_VERSIONS.request[version](client_software_name="test", client_software_version="1.0")
+    return protocol.encode_request(API_VERSIONS, version, body, correlation_id, "client-1")[4:]
+
+
+@pytest.mark.parametrize("version", range(API_VERSIONS.min_version, API_VERSIONS.max_version + 1))
+def test_api_versions_lists_exactly_what_is_implemented(version: int) -> None:
+    request = protocol.parse_request(_api_versions_request(version))
+    assert (request.version, request.correlation_id, request.client_id) == (version, 9, "client-1")
+    reply = protocol.encode_response(request, asyncio.run(api_versions.handle(None, request)))
+    # ApiVersions' response header is v0 in every version (no tagged fields)
+    decoded = API_VERSIONS.response.decode(reply[4:], version=version, header=True)
+    assert decoded.header.correlation_id == 9
+    assert decoded.error_code == errors.NONE
+    listed = {(a.api_key, a.min_version, a.max_version) for a in decoded.api_keys}
+    assert listed == {(a.key, a.min_version, a.max_version) for a in IMPLEMENTED.values()}
+
+
+def test_an_unsupported_api_versions_version_gets_v0s_reply_with_unsupported_version() -> None:
+    data = struct.pack(">hhi", API_VERSIONS.key, 99, 41) + b"\x00\x00junk"
+    request = protocol.parse_request(data)
+    assert request.error == errors.UNSUPPORTED_VERSION
+    reply = protocol.error_response(request)
+    assert reply is not None
+    decoded = API_VERSIONS.response.decode(reply[4:], version=0, header=True)
+    assert decoded.header.correlation_id == 41
+    assert decoded.error_code == errors.UNSUPPORTED_VERSION
+    assert {a.api_key for a in decoded.api_keys} == set(IMPLEMENTED)
+
+
+def test_a_flexible_request_header_with_tagged_fields_is_read() -> None:
+    body = METADATA.request[12](topics=None, allow_auto_topic_creation=False)
+    data = protocol.encode_request(METADATA, 12, body, 3, "c")[4:]
+    request = protocol.parse_request(data)
+    assert METADATA.flexible(12) and request.body.topics is None
+    assert request.correlation_id == 3
+
+
+def test_unknown_api_keys_and_short_frames_close_the_connection() -> None:
+    with pytest.raises(protocol.CloseConnection):
+        protocol.parse_request(struct.pack(">hhi", 999, 0, 1))
+    with pytest.raises(protocol.CloseConnection):
+        protocol.parse_request(b"\x00\x00\x00")
+
+
+def test_an_old_produce_version_is_answered_unsupported_version() -> None:
+    request = protocol.parse_request(struct.pack(">hhi", PRODUCE.key, 2, 5) + b"\x00\x00")
+    assert request.error == errors.UNSUPPORTED_VERSION
+    assert protocol.error_response(request) is not None
+
+
+def test_a_truncated_body_is_answered_invalid_request() -> None:
+    data = _api_versions_request(3)
+    request = protocol.parse_request(data[:-3])
+    assert request.error == errors.INVALID_REQUEST
+    reply = protocol.error_response(request)
+    assert reply is not None
+    decoded = API_VERSIONS.response.decode(reply[4:], version=3, header=True)
+    assert decoded.error_code == errors.INVALID_REQUEST
+
+
+@given(st.binary(max_size=200))
+def test_random_frames_either_parse_or_close(data: bytes) -> None:
+    try:
+        request = protocol.parse_request(data)
+    except protocol.CloseConnection:
+        return
+    if request.error:
+        protocol.error_response(request)  # must not raise
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_record_batches_round_trip_in_every_codec(codec: int) -> None:
+    sent = [
+        records.Record(b"k", b"v" * 100, 1700000000000, [("h", b"x"), ("n", None)]),
+        records.Record(None, None, 1700000000001, []),
+        records.Record(b"", b"", 1700000000002, []),
+    ]
+    data = records.encode_for_test(
+        sent, compression=codec, producer_id=7, producer_epoch=1, base_sequence=4
+    )
+    (batch,) = records.decode_batches(data)
+    assert batch.records == [(r.key, r.value, r.timestamp, r.headers) for r in sent]
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (7, 1, 4)
+
+
+def test_a_bad_crc_or_a_truncated_batch_is_corrupt() -> None:
+    data = bytearray(records.encode_for_test([records.Record(b"k", b"v", 1, [])]))
+    with pytest.raises(records.CorruptBatch):
+        records.decode_batches(bytes(data[:-1]))
+    data[-1] ^= 0xFF
+    with pytest.raises(records.CorruptBatch):
+        records.decode_batches(bytes(data))
+
+
+def test_fetch_batches_carry_the_pods_offsets_with_gaps() -> None:
+    from aiokafka.record.memory_records import MemoryRecords
+
+    stored = [
+        records.StoredRecord(5000, 1, b"a", b"1", []),
+        records.StoredRecord(7000, 2, None, None, [("h", b"v")]),
+        records.StoredRecord(7000 + (1 << 31) + 1, 3, b"c", b"3", []),
+    ]
+    memory = MemoryRecords(records.encode_batches(stored))
+    seen = []
+    while memory.has_next():
+        batch = memory.next_batch()
+        assert batch.validate_crc()
+        seen += [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch]
+    assert seen == [(s.offset, s.timestamp, s.key, s.value, s.headers) for s in stored]
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        (b"k", b"v", 5, []),
+        (None, b"v", 5, []),
+        (b"k", None, 5, []),
+        (None, None, 5, []),
+        (b"k", b"v", 5, [("a", b"x"), ("b", None)]),
+        (None, b"v", 5, [("a", b"x")]),
+    ],
+)
+def test_produce_arguments_are_record_items_for_every_record_shape(record: tuple) -> None:
+    from mapping.kafka import append_args, record_items
+
+    key, value, timestamp, headers = record
+    lead, items = record_items(*record)
+    args = append_args([record, record])
+    if headers or value is None:
+        assert args == [len(items), lead, *items] * 2
+    elif key is None:  # the short forms kafka_produce.lua expands to the same fields
+        assert args == [-1, value, timestamp] * 2
+    else:
+        assert args == [-2, key, value, timestamp] * 2
+
+
+BITS = 12
+
+
+def _entry(offset: int, *fields: bytes) -> list:
+    return [b"%d-%d" % (offset >> BITS, offset & ((1 << BITS) - 1)), list(fields)]
+
+
+# one entry of every layout a log holds: Kafka key + value, null key, tombstone, V1, headers
+# (and a null header value), both null, an entry without the trailing ``n`` field
+LAYOUTS = [
+    _entry(5000, b"key", b"k", b"value", b"v1", b"ts", b"9", b"create_ts", b"11", b"n", b"1"),
+    _entry(5001, b"value", b"v2", b"ts", b"9", b"create_ts", b"11", b"null", b"key", b"n", b"2"),
+    _entry(5002, b"key", b"k3", b"ts", b"9", b"create_ts", b"12", b"null", b"value", b"n", b"3"),
+    _entry(9000, b"key", b"k4", b"value", b"v4", b"ts", b"8"),
+    _entry(
+        9001,
+        b"key",
+        b"k5",
+        b"value",
+        b"v5",
+        b"ts",
+        b"9",
+        b"create_ts",
+        b"13",
+        b"h:a",
+        b"x",
+        b"hn:b",
+        b"",
+        b"n",
+        b"5",
+    ),  # fmt: skip
+    _entry(9002, b"ts", b"9", b"create_ts", b"14", b"null", b"key value", b"n", b"6"),
+    _entry(9003 + (1 << 31), b"key", b"k7", b"value", b"v7", b"ts", b"9", b"create_ts", b"15"),
+]
+
+
+def _fetched(batches: list[bytes]) -> list[tuple]:
+    from aiokafka.record.memory_records import MemoryRecords
+
+    memory = MemoryRecords(b"".join(batches))
+    seen = []
+    while memory.has_next():
+        batch = memory.next_batch()
+        assert batch.validate_crc()
+        seen += [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch]
+    return seen
+
+
+def test_fetch_encodes_every_entry_layout_as_entry_record_reads_it() -> None:
+    from adapter.kafka.fetch import _encode
+    from mapping.kafka import entry_record
+
+    batches, taken, _, done = _encode(LAYOUTS, BITS, 1 << 40, 1 << 20, True)
+    assert (taken, done) == (len(LAYOUTS), False)
+    assert len(batches) == 2  # the last offset is past one batch's delta range
+    expected = [tuple(entry_record(i, f, BITS)) for i, f in LAYOUTS]
+    assert _fetched(batches) == expected
+    assert expected[4][4] == [("a", b"x"), ("b", None)]
+    assert expected[5][2:4] == (None, None)
+
+
+def test_fetch_stops_at_the_high_watermark_and_the_byte_budget() -> None:
+    from adapter.kafka.fetch import _encode
+    from mapping.kafka import RECORD_OVERHEAD
+
+    batches, taken, _, done = _encode(LAYOUTS, BITS, 9000, 1 << 20, True)
+    assert (taken, done) == (4, True)
+    assert [r[0] for r in _fetched(batches)] == [5000, 5001, 5002, 9000]
+    first_two = 2 + 1 + 2 + 2 * RECORD_OVERHEAD  # k + v1, v2
+    batches, taken, used, done = _encode(LAYOUTS, BITS, 1 << 40, first_two + 1, True)
+    assert (taken, used, done) == (2, first_two, True)
+    # the first entry comes whatever its size only when asked to
+    assert _encode(LAYOUTS, BITS, 1 << 40, 1, True)[1:3] == (1, 3 + RECORD_OVERHEAD)
+    assert _encode(LAYOUTS, BITS, 1 << 40, 1, False)[:2] == ([], 0)
+
+
+@pytest.mark.parametrize("value", ["nohost", "host:", ":9093", "host:port", "host:70000"])
+def test_a_malformed_advertised_listener_is_a_configuration_error(value: str) -> None:
+    from adapter.kafka.listener import advertised
+    from adapter.settings import Settings
+    from mapping.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="HOST:PORT"):
+        advertised(Settings(kafka_advertised_listener=value), 9093)
+
+
+def test_the_advertised_address() -> None:
+    from adapter.kafka.listener import advertised
+    from adapter.settings import Settings
+
+    assert advertised(Settings(kafka_advertised_listener="[::1]:19093"), 1) == ("::1", 19093)
+    assert advertised(Settings(host="127.0.0.1"), 40000) == ("127.0.0.1", 40000)
+    assert advertised(Settings(host="127.0.0.1", kafka_host="10.0.0.5"), 9) == ("10.0.0.5", 9)

@@ -1,0 +1,243 @@
+"""Error paths of a live pod's Kafka listener, provoked with the raw client: each code a
+client can meet on produce/fetch, idempotent retries, and what closes a connection."""
+
+from __future__ import annotations
+
+import struct
+import threading
+
+import pytest
+
+from adapter.kafka import errors, protocol
+from adapter.kafka.versions import API_VERSIONS, FETCH, INIT_PRODUCER_ID, METADATA, PRODUCE
+from tests.kafka.helpers import (
+    RawKafka,
+    batch,
+    fetch_body,
+    fetched,
+    partition_reply,
+    produce_body,
+)
+from tests.support import Pod
+
+
+def _create(raw: RawKafka, topic: str) -> None:
+    body = METADATA.request[12](
+        topics=[METADATA.request.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True
+    )
+    reply = raw.call(METADATA, 12, body)
+    assert reply.topics[0].error_code == errors.NONE
+
+
+def _produce(raw: RawKafka, topic: str, partition: int, data: bytes, acks: int = 1):
+    return partition_reply(raw.call(PRODUCE, 9, produce_body(topic, partition, data, acks)))
+
+
+def test_unknown_topic_and_partition(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
+    a, _ = kafka_pods
+    with RawKafka(a.kafka_port) as raw:
+        assert (
+            _produce(raw, topic, 0, batch([b"v"])).error_code == errors.UNKNOWN_TOPIC_OR_PARTITION
+        )
+        _create(raw, topic)
+        assert (
+            _produce(raw, topic, 3, batch([b"v"])).error_code == errors.UNKNOWN_TOPIC_OR_PARTITION
+        )
+        part, _ = fetched(raw.call(FETCH, 12, fetch_body(topic, 7, 0)))
+        assert part.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION
+        # the connection is still usable
+        assert _produce(raw, topic, 0, batch([b"v"])).error_code == errors.NONE
+
+
+def test_corrupt_crc_and_message_too_large(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
+    a, _ = kafka_pods
+    with RawKafka(a.kafka_port) as raw:
+        _create(raw, topic)
+        data = bytearray(batch([b"value"]))
+        data[-1] ^= 0xFF
+        assert _produce(raw, topic, 0, bytes(data)).error_code == errors.CORRUPT_MESSAGE
+        huge = batch([b"x" * (5 << 20)])  # the pods allow 4 MiB
+        assert _produce(raw, topic, 0, huge).error_code == errors.MESSAGE_TOO_LARGE
+        part, got = fetched(raw.call(FETCH, 12, fetch_body(topic, 0, 0)))
+        assert part.high_watermark == 0 and got == []  # nothing was stored
+
+
+def test_fetch_offsets_and_the_high_watermark(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
+    a, b = kafka_pods
+    with RawKafka(a.kafka_port) as raw, RawKafka(b.kafka_port) as other:
+        _create(raw, topic)
+        part, got = fetched(other.call(FETCH, 12, fetch_body(topic, 0, 0)))
+        assert (part.error_code, part.high_watermark, got) == (errors.NONE, 0, [])
+        base = _produce(raw, topic, 0, batch([b"a", b"b", b"c"])).base_offset
+        part, got = fetched(other.call(FETCH, 12, fetch_body(topic, 0, 0)))
+        # offset 0 on a log that lost nothing reads from its first record
+        assert [(r.offset, r.value) for r in got] == [
+            (base, b"a"),
+            (base + 1, b"b"),
+            (base + 2, b"c"),
+        ]
+        assert part.high_watermark == base + 3
+        part, got = fetched(other.call(FETCH, 12, fetch_body(topic, 0, base + 1)))
+        assert [r.value for r in got] == [b"b", b"c"]
+        part, got = fetched(other.call(FETCH, 12, fetch_body(topic, 0, base + 3)))
+        assert (part.error_code, got) == (errors.NONE, [])
+        part, _ = fetched(other.call(FETCH, 12, fetch_body(topic, 0, base + 4)))
+        assert part.error_code == errors.OFFSET_OUT_OF_RANGE
+        part, _ = fetched(other.call(FETCH, 12, fetch_body(topic, 0, -7)))
+        assert part.error_code == errors.OFFSET_OUT_OF_RANGE  # and the connection stays
+        _, got = fetched(other.call(FETCH, 12, fetch_body(topic, 0, base)))
+        assert len(got) == 3
+
+
+def test_a_long_poll_wakes_on_a_new_record(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
+    """The fetch waits up to 30 s; it can only hold the record if a notification woke it."""
+    a, b = kafka_pods
+    with RawKafka(a.kafka_port) as raw, RawKafka(b.kafka_port, timeout=60) as poller:
+        _create(raw, topic)
+        start = _produce(raw, topic, 1, batch([b"first"])).base_offset + 1
+        replies: list = []
+        waiting = threading.Thread(
+            target=lambda: replies.append(
+                poller.call(FETCH, 12, fetch_body(topic, 1, start, max_wait_ms=30_000))
+            )
+        )
+        waiting.start()
+        # produce again until the poll answered (the first produce may precede its read)
+        while waiting.is_alive():
+            _produce(raw, topic, 1, batch([b"later"]))
+            waiting.join(0.5)
+        _, got = fetched(replies[0])
+        assert got and got[0].value == b"later" and got[0].offset >= start
+
+
+def test_idempotent_retries_are_stored_once(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
+    a, b = kafka_pods
+    with RawKafka(a.kafka_port) as raw, RawKafka(b.kafka_port) as other:
+        _create(raw, topic)
+        ids = raw.call(INIT_PRODUCER_ID, 4, INIT_PRODUCER_ID.request[4](
+            transactional_id=None, transaction_timeout_ms=1000, producer_id=-1, producer_epoch=-1
+        ))  # fmt: skip
+        assert ids.error_code == errors.NONE
+        pid = ids.producer_id
+
+        def send(seq: int, values: list[bytes], epoch: int = 0, via: RawKafka = raw):
+            data = batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+            return _produce(via, topic, 0, data)
+
+        first = send(0, [b"a", b"b"])
+        assert first.error_code == errors.NONE
+        retried = send(0, [b"a", b"b"], via=other)  # a retry through another pod
+        assert (retried.error_code, retried.base_offset) == (errors.NONE, first.base_offset)
+        assert send(5, [b"gap"]).error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert send(2, [b"c"]).error_code == errors.NONE
+        bumped = send(0, [b"d"], epoch=1)
+        assert bumped.error_code == errors.NONE
+        assert send(3, [b"old epoch"], epoch=0).error_code == errors.INVALID_PRODUCER_EPOCH
+        _, got = fetched(other.call(FETCH, 12, fetch_body(topic, 0, 0)))
+        assert [r.value for r in got] == [b"a", b"b", b"c", b"d"]
+
+
+def test_acks_zero_gets_no_response_and_order_is_kept(
+    kafka_pods: tuple[Pod, Pod], topic: str
+) -> None:
+    a, _ = kafka_pods
+    with RawKafka(a.kafka_port) as raw:
+        _create(raw, topic)
+        raw.send(PRODUCE, 9, produce_body(topic, 0, batch([b"quiet"]), acks=0))
+        # pipelined: two requests before reading; answers come in request order
+        first = raw.send(API_VERSIONS, 3, API_VERSIONS.request[3](
+            client_software_name="t", client_software_version="1"
+        ))  # fmt: skip
+        second = raw.send(FETCH, 12, fetch_body(topic, 0, 0))
+        assert raw.receive(API_VERSIONS, 3).header.correlation_id == first
+        reply = raw.receive(FETCH, 12)
+        assert reply.header.correlation_id == second
+        _, got = fetched(reply)
+        assert [r.value for r in got] == [b"quiet"]
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        struct.pack(">i", 200 << 20),  # above --kafka-max-request-bytes
+        struct.pack(">ihhi", 8, 999, 0, 1),  # an API key the pod does not implement
+    ],
+)
+def test_what_closes_a_connection(kafka_pods: tuple[Pod, Pod], frame: bytes) -> None:
+    a, _ = kafka_pods
+    with RawKafka(a.kafka_port) as raw:
+        raw.sock.sendall(frame)
+        assert raw.closed_by_peer()
+    with RawKafka(a.kafka_port) as raw:  # the pod still answers
+        assert raw.call(API_VERSIONS, 0, API_VERSIONS.request[0]()).error_code == errors.NONE
+
+
+def test_an_unsupported_version_is_answered(kafka_pods: tuple[Pod, Pod]) -> None:
+    a, _ = kafka_pods
+    with RawKafka(a.kafka_port) as raw:
+        raw.sock.sendall(struct.pack(">ihhi", 10, API_VERSIONS.key, 77, 5) + b"\x00\x00")
+        reply = raw.receive(API_VERSIONS, 0)
+        assert (reply.header.correlation_id, reply.error_code) == (5, errors.UNSUPPORTED_VERSION)
+        assert raw.call(API_VERSIONS, 3, API_VERSIONS.request[3](
+            client_software_name="t", client_software_version="1"
+        )).error_code == errors.NONE  # fmt: skip
+
+
+def test_thousands_of_pipelined_requests_in_one_write_are_answered_in_order(
+    kafka_pods: tuple[Pod, Pod],
+) -> None:
+    """More requests than a connection keeps open at once (100), all in one write: the rest
+    wait unstarted, and every one is answered, in order."""
+    a, _ = kafka_pods
+    body = API_VERSIONS.request[0]()
+    with RawKafka(a.kafka_port) as raw:
+        frames = []
+        for _ in range(3000):
+            raw.correlation_id += 1
+            frames.append(protocol.encode_request(API_VERSIONS, 0, body, raw.correlation_id, "p"))
+        raw.sock.sendall(b"".join(frames))
+        seen = [raw.receive(API_VERSIONS, 0).header.correlation_id for _ in range(3000)]
+        assert seen == list(range(1, 3001))
+
+
+def test_every_implemented_version_is_answered(kafka_pods: tuple[Pod, Pod]) -> None:
+    """A default (empty) request of every API in every advertised version gets its response
+    on the same connection."""
+    from adapter.kafka.versions import IMPLEMENTED
+
+    a, _ = kafka_pods
+    with RawKafka(a.kafka_port) as raw:
+        for api in IMPLEMENTED.values():
+            for version in range(api.min_version, api.max_version + 1):
+                body = api.request[version]()
+                if api is PRODUCE:
+                    body.acks = 1  # acks=0 has no response
+                reply = raw.call(api, version, body)
+                assert reply.header is not None, (api.name, version)
+
+
+@pytest.mark.parametrize(
+    ("api", "version", "body"),
+    [
+        # Metadata v1: one topic whose name is a null string
+        (METADATA, 1, struct.pack(">ih", 1, -1)),
+        # Produce v3: null transactional id, acks 1, timeout, one topic with a null name,
+        # one partition (index 0) with null records
+        (PRODUCE, 3, struct.pack(">hhii", -1, 1, 1000, 1) + struct.pack(">h", -1)
+         + struct.pack(">iii", 1, 0, -1)),
+        # Fetch v4: replica -1, wait 0, min 0, max 1 MiB, isolation 0, one null-named topic
+        (FETCH, 4, struct.pack(">iiiib", -1, 0, 0, 1 << 20, 0) + struct.pack(">ih", 1, -1)
+         + struct.pack(">iiqi", 1, 0, 0, 1 << 20)),
+    ],
+)  # fmt: skip
+def test_null_topic_names_get_an_error_not_a_closed_connection(
+    kafka_pods: tuple[Pod, Pod], api, version: int, body: bytes
+) -> None:
+    a, _ = kafka_pods
+    with RawKafka(a.kafka_port) as raw:
+        header = struct.pack(">hhih", api.key, version, 99, 1) + b"t"
+        frame = header + body
+        raw.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        reply = raw.receive(api, version)
+        assert reply.header.correlation_id == 99
+        assert raw.call(API_VERSIONS, 0, API_VERSIONS.request[0]()).error_code == errors.NONE

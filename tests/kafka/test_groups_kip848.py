@@ -1,0 +1,140 @@
+"""KIP-848 (``group.protocol=consumer``) with confluent-kafka over three pods: the pods
+assign, members on different pods split the partitions, a leaving member's partitions
+move, commits resume."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from confluent_kafka import Consumer, ConsumerGroupType
+from confluent_kafka.admin import AdminClient
+
+from tests.kafka.group_helpers import owned, poll_until, produce
+from tests.kafka.test_groups import PARTITIONS, PER_PARTITION, group_pods, group_topic
+from tests.support import ROOT, Pod
+
+__all__ = ["group_pods", "group_topic"]  # the fixtures, shared with test_groups.py
+
+KIP848 = {
+    "group.protocol": "consumer",
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    "socket.timeout.ms": 5000,
+    "topic.metadata.refresh.interval.ms": 1000,
+}
+
+
+def _member(pod: Pod, group: str) -> Consumer:
+    return Consumer({"bootstrap.servers": pod.bootstrap, "group.id": group, **KIP848})
+
+
+def test_kip848_members_split_hand_over_and_resume(group_pods: list[Pod], group_topic: str) -> None:
+    group = f"g848-{group_topic}"
+    members = [_member(group_pods[i], group) for i in range(2)]
+    got: list[list[bytes]] = [[], []]
+
+    def poll_all() -> None:
+        for i, member in enumerate(members):
+            message = member.poll(0.1)
+            if message is not None and message.error() is None:
+                got[i].append(message.value())
+
+    def state() -> object:
+        return [owned(m) for m in members], [len(g) for g in got]
+
+    try:
+        for member in members:
+            member.subscribe([group_topic])
+        poll_until(
+            [poll_all],
+            lambda: (
+                all(owned(m) for m in members)
+                and sum(len(g) for g in got) == PARTITIONS * PER_PARTITION
+            ),
+            state=state,
+        )
+        shares = [owned(m) for m in members]
+        assert shares[0] | shares[1] == set(range(PARTITIONS))
+        assert not shares[0] & shares[1]
+        members[0].commit(asynchronous=False)
+        members[1].commit(asynchronous=False)
+        # one leaves: the other gets every partition, and resumes after the commits
+        members.pop(0).close()
+        got.pop(0)
+        produce(group_pods[0].bootstrap, group_topic, PARTITIONS, 1, tag="late")
+        got[0].clear()
+        poll_until(
+            [poll_all],
+            lambda: owned(members[0]) == set(range(PARTITIONS)) and len(got[0]) >= PARTITIONS,
+            state=state,
+        )
+        assert sorted(got[0]) == sorted(f"{p}-late0".encode() for p in range(PARTITIONS))
+    finally:
+        for member in members:
+            member.close()
+
+
+def test_kip848_group_described_by_the_admin_client(
+    group_pods: list[Pod], group_topic: str
+) -> None:
+    group = f"g848d-{group_topic}"
+    member = _member(group_pods[1], group)
+    admin = AdminClient({"bootstrap.servers": group_pods[2].bootstrap})
+    try:
+        member.subscribe([group_topic])
+        poll_until([lambda: member.poll(0.1)], lambda: owned(member) == set(range(PARTITIONS)))
+        described = admin.describe_consumer_groups([group])[group].result(timeout=15)
+        assert described.group_id == group
+        assert described.type == ConsumerGroupType.CONSUMER
+        [one] = described.members
+        assigned = one.assignment.topic_partitions
+        assert {(tp.topic, tp.partition) for tp in assigned} == {
+            (group_topic, p) for p in range(PARTITIONS)
+        }
+        assert group in {g.group_id for g in admin.list_consumer_groups().result(15).valid}
+    finally:
+        member.close()
+
+
+def test_kip848_killed_member_is_replaced_after_the_session(
+    group_pods: list[Pod], group_topic: str, tmp_path: Path
+) -> None:
+    group = f"g848k-{group_topic}"
+    status = tmp_path / "member"
+    status.write_text("")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.kafka.group_member", group_pods[1].bootstrap, group,
+         group_topic, str(status), "consumer"],
+        cwd=ROOT,
+    )  # fmt: skip
+    survivor = _member(group_pods[0], group)
+    try:
+        survivor.subscribe([group_topic])
+
+        def childowned() -> set[int]:
+            return {int(p) for p in status.read_text().split(",") if p}
+
+        poll_until(
+            [lambda: survivor.poll(0.2)],
+            lambda: (
+                bool(childowned())
+                and bool(owned(survivor))
+                and childowned() | owned(survivor) == set(range(PARTITIONS))
+            ),
+            state=lambda: (childowned(), owned(survivor)),
+        )
+        assert not childowned() & owned(survivor)
+        child.kill()  # no leave heartbeat: the pods notice when its session runs out
+        child.wait(timeout=10)
+        poll_until(
+            [lambda: survivor.poll(0.2)],
+            lambda: owned(survivor) == set(range(PARTITIONS)),
+            state=lambda: owned(survivor),
+        )
+    finally:
+        survivor.close()
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)

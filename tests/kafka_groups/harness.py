@@ -1,0 +1,104 @@
+"""Several "pods" on one Redis for the Kafka group tests: each a ``KafkaGroups`` with its own
+Redis connection, batcher and pub/sub ``Subscriber``, as separate pods have."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from mapping import kafka_errors as errors
+from mapping.batcher import RedisBatcher
+from mapping.groups import Groups
+from mapping.kafka_groups import (
+    GroupWatches,
+    JoinResult,
+    KafkaGroups,
+    KafkaGroupSettings,
+)
+from mapping.keys import Keys
+from mapping.pubsub import Subscriber
+from mapping.store import Store, TopicDefaults, connect, pin_sequence_bits
+
+# Short timeouts keep the tests fast; sessions far longer than any test step unless a test
+# is about expiry. The initial delay lets members a test starts together form generation 1.
+TEST_SETTINGS = KafkaGroupSettings(
+    initial_rebalance_delay_ms=200, min_session_timeout_ms=100, v1_session_timeout_ms=10_000
+)
+LONG_SESSION_MS = 60_000
+
+
+@dataclass
+class TestPod:
+    groups: KafkaGroups
+    store: Store
+    v1: Groups
+    client: Redis
+
+
+@asynccontextmanager
+async def pods(
+    redis_url: str, count: int, settings: KafkaGroupSettings = TEST_SETTINGS
+) -> AsyncIterator[list[TestPod]]:
+    keys = Keys(f"kg-{uuid.uuid4().hex[:8]}")
+    started: list[TestPod] = []
+    tasks: list[asyncio.Task] = []
+    try:
+        for n in range(count):
+            client = connect(redis_url, 5.0)
+            await pin_sequence_bits(client, keys, 10)
+            batcher = RedisBatcher(client)
+            subscriber = Subscriber(client, keys.pod_channel(f"test-pod-{n}"))
+            tasks += [asyncio.create_task(batcher.run()), asyncio.create_task(subscriber.run())]
+            store = Store(batcher, keys, sequence_bits=10, topic_defaults=TopicDefaults(3, 1, 1))
+            groups = KafkaGroups(batcher, GroupWatches(subscriber), keys, settings)
+            v1 = Groups(batcher, keys, session_timeout_ms=settings.v1_session_timeout_ms)
+            started.append(TestPod(groups, store, v1, client))
+        yield started
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for pod in started:
+            await pod.client.aclose()
+
+
+def subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0 (what Kafka consumers send as JoinGroup metadata)."""
+    body = bytearray(b"\x00\x00") + len(topics).to_bytes(4, "big")
+    for topic in topics:
+        body += len(topic).to_bytes(2, "big") + topic.encode()
+    return bytes(body + b"\xff\xff\xff\xff")  # no user data
+
+
+async def join(
+    groups: KafkaGroups,
+    group: str,
+    *,
+    member_id: str = "",
+    instance_id: str | None = None,
+    session_ms: int = LONG_SESSION_MS,
+    rebalance_ms: int = 10_000,
+    protocols: list[tuple[str, bytes]] | None = None,
+    client_id: str = "test-client",
+) -> JoinResult:
+    """A consumer's join, with the MEMBER_ID_REQUIRED round trip a v4+ client makes."""
+    for _ in range(2):
+        result = await groups.join(
+            group,
+            member_id,
+            protocol_type="consumer",
+            protocols=protocols or [("range", subscription("t"))],
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms,
+            group_instance_id=instance_id,
+            client_id=client_id,
+        )
+        if result.error != errors.MEMBER_ID_REQUIRED:
+            return result
+        member_id = result.member_id
+    raise AssertionError("MEMBER_ID_REQUIRED twice")

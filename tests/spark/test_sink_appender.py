@@ -1,0 +1,265 @@
+"""The sink's Redis side (``spark_connector.appender``) against a real redis-server, without
+Spark: the replay markers, partitioning, headers and acks=all waiting of ``sink_append.lua``;
+and the sink's option and column checks.
+Records are read back through the real consume script (``Store.consume``, as V1 CONSUME)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import redis
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    DoubleType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from mapping.keys import Keys
+from mapping.partitioner import partition_for
+from mapping.store import LATEST_OFFSET, TopicDefaults
+from spark_connector.appender import Appender, sequence_bits
+from spark_connector.options import OptionError
+from spark_connector.sink_options import SinkOptions, SinkWriteError, parse_sink_options
+from spark_connector.sink_records import (
+    Record,
+    check_sink_schema,
+)
+from tests.spark.conftest import TopicWriter
+from tests.support import wait_until
+
+
+@pytest.fixture
+def client(spark_redis_url: str) -> Iterator[redis.Redis]:
+    connection = redis.Redis.from_url(spark_redis_url)
+    yield connection
+    connection.close()
+
+
+def sink_options(url: str, topic: str, **extra: str) -> SinkOptions:
+    return parse_sink_options(
+        {"redis.url": url, "topic": topic, "topic.replicationFactor": "1", **extra}
+    )
+
+
+def write(
+    client: redis.Redis,
+    opts: SinkOptions,
+    records: list[Record],
+    *,
+    marker: str | None = "w:0",
+    epoch: int = 0,
+    stop_after: int | None = None,
+) -> int:
+    """Run one task's writes; ``stop_after`` = crash after that many flushed records."""
+    appender = Appender(
+        client,
+        opts,
+        sequence_bits(client, Keys(opts.key_prefix)),
+        marker=marker,
+        epoch=epoch,
+        task_partition=0,
+    )
+    for i, record in enumerate(records):
+        if stop_after is not None and i == stop_after:
+            appender.flush()
+            return sum(t.appended for t in appender._targets.values())
+        appender.add(record)
+    return sum(w.appended for w in appender.finish())
+
+
+def keyed(n: int, prefix: str = "v") -> list[Record]:
+    return [Record(None, None, b"k%d" % (i % 7), b"%s%d" % (prefix.encode(), i)) for i in range(n)]
+
+
+def all_values(writer: TopicWriter, topic: str) -> list[bytes]:
+    config = writer.topic(topic)
+    return [v for p in range(config.partitions) for _, v in writer.consume_all(topic, p)]
+
+
+def test_replayed_task_stores_each_record_once(
+    client, spark_redis_url, writer, spark_topic
+) -> None:
+    opts = sink_options(spark_redis_url, spark_topic, batchSize="10")
+    records = keyed(95)
+    # The first attempt dies after 40 records were flushed (several chunks, several
+    # partitions); the retry sends everything again with the same marker and epoch.
+    assert write(client, opts, records, stop_after=40) == 40
+    assert write(client, opts, records) == 55
+    # A replay of a finished task stores nothing, whatever its chunking.
+    assert write(client, sink_options(spark_redis_url, spark_topic, batchSize="3"), records) == 0
+    assert sorted(all_values(writer, spark_topic)) == sorted(r.value for r in records)
+    # Each record sits in the partition V1 PRODUCE would choose, in the task's order.
+    for p in range(3):
+        expected = [r.value for r in records if partition_for(r.key, 3) == p]
+        assert [v for _, v in writer.consume_all(spark_topic, p)] == expected
+
+
+def test_next_epoch_appends_and_older_epoch_is_skipped(
+    client, spark_redis_url, writer, spark_topic
+) -> None:
+    opts = sink_options(spark_redis_url, spark_topic)
+    assert write(client, opts, keyed(5, "a"), epoch=3) == 5
+    assert write(client, opts, keyed(5, "b"), epoch=4) == 5
+    assert write(client, opts, keyed(5, "a"), epoch=3) == 0  # already superseded
+    assert write(client, opts, keyed(5, "c"), marker=None) == 5  # no marker: plain appends
+    assert write(client, opts, keyed(5, "c"), marker=None) == 5
+    assert len(all_values(writer, spark_topic)) == 20
+
+
+def test_partition_column_null_keys_values_and_headers(
+    client, spark_redis_url, writer, spark_topic
+) -> None:
+    opts = sink_options(spark_redis_url, spark_topic)
+    records = [
+        Record(None, 1, b"user1", b"pinned", [("h", b"\xff\x00x"), ("n", None)]),  # FNV: 2
+        *(Record(None, None, None, b"nokey%d" % i) for i in range(6)),
+        Record(None, 0, b"gone", None),  # a tombstone
+    ]
+    write(client, opts, records)
+    # Null keys are spread over the partitions, two each.
+    assert [len(writer.consume_all(spark_topic, p)) for p in range(3)] == [3, 3, 2]
+    # V1 CONSUME shows a null value as empty.
+    assert writer.consume_all(spark_topic, 0)[-1][1] == b""
+    entries = {p: client.xrange(Keys().partition(spark_topic, p).log) for p in range(3)}
+    # The fields the Kafka front door writes: key/value absent when null, "null" names them,
+    # one h:<name> per header (hn:<name> for a null header value), ts as PRODUCE writes it,
+    # and n, the entry's number in its partition, as every append writes it (_append.lua).
+    pinned = entries[1][0][1]
+    assert list(pinned) == [b"key", b"value", b"ts", b"h:h", b"hn:n", b"n"]
+    assert [e[1][b"n"] for e in entries[1]] == [b"1", b"2", b"3"]
+    assert (pinned[b"key"], pinned[b"value"], pinned[b"h:h"]) == (b"user1", b"pinned", b"\xff\x00x")
+    no_key = entries[0][0][1]
+    assert (b"key" in no_key, no_key[b"value"], no_key[b"null"]) == (False, b"nokey0", b"key")
+    tombstone = entries[0][-1][1]
+    assert (b"value" in tombstone, tombstone[b"null"]) == (False, b"value")
+    with pytest.raises(SinkWriteError, match="partition 3 is outside"):
+        write(client, opts, [Record(None, 3, b"k", b"v")])
+
+
+def test_acks_all_waits_for_replicas_then_times_out_without_them(
+    client, spark_redis_url, spark_topic
+) -> None:
+    # RF 2, min ISR 2, no replicator: the follower (in the ISR within the lag window) must
+    # copy the records before hw reaches them.
+    rf2 = TopicDefaults(partitions=1, replication_factor=2, min_insync_replicas=2)
+    follower = TopicWriter(spark_redis_url, replica_lag_max_ms=60_000, defaults=rf2)
+    settings = {"redis.url": spark_redis_url, "topic": spark_topic, "replicaLagMaxMs": "60000"}
+    try:
+        config = follower.topic(spark_topic)
+        # acks=1: done once the leader log has them, whatever the followers.
+        leader_only = parse_sink_options({**settings, "acks": "1"})
+        assert write(client, leader_only, keyed(2, "early"), marker="t:1") == 2
+        impatient = parse_sink_options({**settings, "acks.timeoutMs": "300"})
+        with pytest.raises(SinkWriteError, match="REPLICATION_TIMEOUT"):
+            write(client, impatient, keyed(3), marker="t:0")
+        # The records stay in the log; the retry appends nothing and waits for the follower.
+        retried: list[int] = []
+        retry = threading.Thread(
+            target=lambda: retried.append(
+                write(
+                    client_of(spark_redis_url), parse_sink_options(settings), keyed(3), marker="t:0"
+                )
+            )
+        )
+        retry.start()
+        hw_channel = Keys().partition(spark_topic, 0).hw_channel
+        wait_until(lambda: client.pubsub_numsub(hw_channel)[0][1] > 0)
+        follower._call(follower.store.replica_fetch(config, 0, 1, LATEST_OFFSET))
+        retry.join(timeout=30)
+        assert retried == [0]
+        assert len(follower.consume_all(spark_topic, 0)) == 5
+    finally:
+        follower.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"acks": "2"}, "acks must be 0, 1 or all"),
+        ({"batchSize": "0"}, "batchSize must be a positive"),
+        ({"acks.timeoutMs": "x"}, "acks.timeoutMs must be a positive"),
+        ({"replicaLagMaxMs": "-1"}, "replicaLagMaxMs must be an integer >= 0"),
+        ({"batchId": "3"}, "batchId needs option writerId"),
+        ({"writerId": "a b"}, "writerId must be 1-249"),
+        ({"topic": "a:b"}, "topic must be 1-249"),
+        ({"bogus": "1"}, "unknown sink option"),
+        ({"redis.url": "http://x"}, "redis.url must be"),
+    ],
+)
+def test_bad_sink_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        parse_sink_options({"redis.url": "redis://localhost:1/0", "topic": "t", **options})
+
+
+def test_sink_option_defaults() -> None:
+    opts = parse_sink_options({"redis.url": "redis://localhost:1/0", "TOPIC": "t"})
+    assert (opts.topic, opts.acks, opts.batch_size, opts.writer_id) == ("t", "all", 1000, None)
+    # min ISR above the replication factor could never be met: capped, as the pod does
+    capped = parse_sink_options(
+        {"redis.url": "redis://x:1/0", "topic.replicationFactor": "1", "topic": "t"}
+    )
+    assert capped.new_topics == TopicDefaults(3, 1, 1)
+
+
+HEADERS = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
+
+
+def schema(**columns: DataType) -> StructType:
+    return StructType([StructField(name, data_type) for name, data_type in columns.items()])
+
+
+@pytest.mark.parametrize(
+    ("columns", "topic", "message"),
+    [
+        (schema(key=StringType(), value=StringType()), None, "needs a topic"),
+        (schema(key=StringType(), v=StringType()), "t", "needs a 'value' column"),
+        (schema(partition=StringType(), value=StringType()), "t", "'partition' must be int"),
+        (schema(topic=IntegerType(), value=StringType()), "t", "'topic' must be string"),
+        (schema(headers=ArrayType(StringType()), value=BinaryType()), "t", "'headers' must be"),
+    ],
+)
+def test_bad_sink_columns(columns: StructType, topic: str | None, message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        check_sink_schema(columns, topic)
+
+
+def test_good_sink_columns() -> None:
+    columns = schema(
+        topic=StringType(),
+        partition=IntegerType(),
+        key=BinaryType(),
+        value=StringType(),
+        extra=DoubleType(),  # ignored, as by Kafka's sink
+        headers=HEADERS,
+    )
+    check_sink_schema(columns, None)  # raises on any problem
+
+
+def client_of(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url)
+
+
+def test_sink_appends_keep_numbers_and_size_marks_as_produce_does(
+    client, spark_redis_url, spark_topic
+) -> None:
+    """The sink appends through _append.lua like PRODUCE: entries numbered in order and the
+    value size marks kept, so CONSUME sizes its reads of sink-written records too."""
+    opts = sink_options(spark_redis_url, spark_topic)
+    write(client, opts, [Record(None, 0, b"k", b"x" * 1000), Record(None, 0, b"k", b"small")])
+    partition = Keys().partition(spark_topic, 0)
+    entries = client.xrange(partition.log)
+    assert [e[1][b"n"] for e in entries] == [b"1", b"2"]
+    state = client.hgetall(partition.state)
+    last = state[b"log_end"]
+    # 1000 bytes is more than 2^7, 2^8 and 2^9 bytes, not more than 2^10.
+    assert [state.get(b"size.%d" % k) for k in (7, 8, 9, 10)] == [last, last, last, None]
+    assert (state[b"appended"], state[b"size.from"]) == (b"2", b"0")
