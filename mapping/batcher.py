@@ -212,6 +212,16 @@ class RedisBatcher:
         connection = self._connection
         if connection is None:
             connection = self._connection = await self._client.connection_pool.get_connection()
+        elif connection.is_connected:
+            # Nothing is left unread between pipelines, so readable means the socket was
+            # closed (Redis restarted while this pod was idle): reconnect rather than fail
+            # the batch, as the pool does with its connections.
+            try:
+                stale = await connection.can_read()
+            except RedisConnectionError:
+                stale = False  # can_read disconnected it already
+            if stale:
+                await connection.disconnect(nowait=True)
         callbacks = self._client.response_callbacks
         replies: list[Any] = []
         try:

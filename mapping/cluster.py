@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster as SyncRedisCluster
+from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
 
 
@@ -53,6 +54,14 @@ def plain_url(url: str) -> str:
     return f"{CLUSTER_SCHEMES.get(scheme.lower(), scheme)}{sep}{rest}"
 
 
+def _pool_checks_connections() -> dict[str, Any]:
+    """redis-py 8 turns on "maintenance notifications" (a Redis Enterprise feature) by
+    default, and with them on, its pools skip the check that a pooled connection's socket
+    is still open: after a Redis restart, each connection left idle in the pool failed
+    one request with "Connection closed by server". Off, the pool reconnects it instead."""
+    return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
+
+
 def connect_async(url: str, timeout_s: float, **options: Any) -> AsyncClient:
     """An asyncio client for a single Redis or a cluster, with no automatic retries (a
     retried produce could append twice). Cluster redirections (MOVED/ASK) still apply."""
@@ -61,6 +70,7 @@ def connect_async(url: str, timeout_s: float, **options: Any) -> AsyncClient:
         socket_connect_timeout=timeout_s,
         retry=Retry(NoBackoff(), 0),
         decode_responses=False,
+        **_pool_checks_connections(),
         **options,
     )
     if is_cluster_url(url):
@@ -100,6 +110,7 @@ def is_tls_url(url: str) -> bool:
 
 def connect_sync(url: str, **options: Any) -> SyncClient:
     """A synchronous client (CLI, Spark connector) for a single Redis or a cluster."""
+    options = {**_pool_checks_connections(), **options}
     if is_cluster_url(url):
         return SyncRedisCluster.from_url(plain_url(url), **options)
     return redis.Redis.from_url(url, **options)

@@ -198,3 +198,40 @@ def test_redis_paused_answers_unavailable_then_recovers(
         assert values[0] == b"before" and values[-1] == b"after"
         # a produce that timed out may still have been applied once Redis woke up
         assert values.count(b"during") <= 1
+
+
+@pytest.mark.parametrize("stop", ["kill", "stop"])
+def test_an_idle_pod_answers_its_first_requests_after_a_redis_restart(
+    start_pod: StartPod, tmp_path: Path, topic: str, stop: str
+) -> None:
+    """Redis restarts while the pod is idle: the pod's connections to the old server are
+    closed under it, and the first requests after the restart are answered, not failed with
+    UNAVAILABLE on a dead connection (redis-py 8's pools skipped that check by default)."""
+    server = RedisProcess(tmp_path / "redis", appendfsync="always").start()
+    try:
+        pod = start_pod(server.url, *RF1, *TIMEOUT)
+        clients = [pod.client(timeout=20) for _ in range(4)]
+        try:
+            # several connections busy at once, so the pod's pool holds more than one
+            threads = [
+                threading.Thread(target=c.produce_many, args=(topic, [(b"k", b"v")] * 200))
+                for c in clients
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            getattr(server, stop)()
+            server.start()
+            for client in clients:
+                produced = client.request("PRODUCE", f"{topic} after:restart")
+                assert produced.ok, produced
+                consumed = client.request("CONSUME", f"{topic} 0 0")
+                assert consumed.ok, consumed
+                joined = client.request("JOIN", f"g-{topic} {topic} member")
+                assert joined.ok, joined
+        finally:
+            for client in clients:
+                client.close()
+    finally:
+        server.kill()
