@@ -10,6 +10,8 @@
 --   local refusal = append_refusal(state); if refusal then return refusal end
 --   local a = open_append(state, log, limit, rf, now)
 --   local offset = append_entry(a, log, fields, value_bytes)  -- per record: {'key', k, ...}
+--   (or, with the fields spelled out: local id, number, offset = next_entry(a, value_bytes);
+--    redis.call('XADD', log, id, 'key', k, ..., 'n', number))
 --   close_append(a, state, appended)                          -- log end, marks, wake-up
 -- Followers that had everything before the append were caught up until now (caught_up_ms);
 -- when one did, the new log end is PUBLISHed on the appended channel, which wakes the idle
@@ -35,12 +37,15 @@ local function open_append(state, log, limit, rf, now)
   if not numbered then
     numbered = log_end < 0 and 0 or redis.call('XLEN', log)
   end
-  local a = {ms = -1, seq = limit - 1, limit = limit, now = now, count = 0, wake = false,
-    log_end = log_end, numbered = numbered, marked = known[2] ~= false, largest = 0}
+  -- now_text: the append time as the records' 'ts' field (see int_text)
+  local a = {ms = -1, seq = limit - 1, limit = limit, now = now, now_text = int_text(now),
+    count = 0, wake = false, log_end = log_end, numbered = numbered,
+    marked = known[2] ~= false, largest = 0}
   if log_end >= 0 then
     a.ms = math.floor(log_end / limit)
     a.seq = log_end - a.ms * limit
   end
+  a.ms_text = int_text(a.ms) .. '-'  -- the entry ids' first part, made again when ms moves
   for r = 1, rf - 1 do
     local acked = tonumber(redis.call('HGET', state, replica_field(r, 'acked_offset'))) or -1
     if acked >= log_end then
@@ -51,21 +56,20 @@ local function open_append(state, log, limit, rf, now)
   return a
 end
 
--- Appends one record (its stream fields: field, value, ...; 'n' is added here) whose value
--- has `value_bytes` bytes; returns its offset.
-local function append_entry(a, log, fields, value_bytes)
+-- The next record's place, for one whose value has `value_bytes` bytes: its entry id, its
+-- number (the 'n' field's text) and its offset. The caller XADDs it at once (append_entry,
+-- or a script's own XADD with the fields spelled out: no table per record).
+local function next_entry(a, value_bytes)
   if a.now > a.ms then
     a.ms, a.seq = a.now, 0
+    a.ms_text = int_text(a.ms) .. '-'
   elseif a.seq + 1 < a.limit then
     a.seq = a.seq + 1
   else
     a.ms, a.seq = a.ms + 1, 0
+    a.ms_text = int_text(a.ms) .. '-'
   end
   a.numbered = a.numbered + 1
-  -- A number, not text: Redis writes integers below 2^53 exactly, string.format costs.
-  fields[#fields + 1] = 'n'
-  fields[#fields + 1] = a.numbered
-  redis.call('XADD', log, fmt(a.ms) .. '-' .. fmt(a.seq), unpack(fields))
   local offset = a.ms * a.limit + a.seq
   if a.count == 0 then
     a.first = offset
@@ -74,11 +78,22 @@ local function append_entry(a, log, fields, value_bytes)
   if value_bytes > a.largest then
     a.largest = value_bytes
   end
+  return a.ms_text .. int_text(a.seq), int_text(a.numbered), offset
+end
+
+-- Appends one record (its stream fields: field, value, ...; 'n' is added here) whose value
+-- has `value_bytes` bytes; returns its offset.
+local function append_entry(a, log, fields, value_bytes)
+  local id, number, offset = next_entry(a, value_bytes)
+  fields[#fields + 1] = 'n'
+  fields[#fields + 1] = number
+  redis.call('XADD', log, id, unpack(fields))
   return offset
 end
 
 -- One record given as `n lead item1 .. itemN` from argv[at] on (mapping.kafka.record_items's
 -- layout: the lead items, key and value when not null, go before the append time 'ts').
+-- `now` is the append time's text (open_append's now_text).
 -- Returns its stream fields, its value's size and where the next record starts.
 local function record_fields(argv, at, now)
   local n, lead = tonumber(argv[at]), tonumber(argv[at + 1])

@@ -57,21 +57,29 @@ end
 local a = open_append(state, log, limit, rf, now)
 local base_offset, last_offset = -1, -1
 local i = 8
+local ts = a.now_text
 for _ = 1, count do
-  local n = tonumber(ARGV[i])
-  local fields, value_bytes
-  if n == -1 then
-    fields = {'value', ARGV[i + 1], 'ts', now, 'create_ts', ARGV[i + 2], 'null', 'key'}
-    value_bytes = #ARGV[i + 1]
+  -- the short forms' fields spelled out in the XADD (the same as record_items gives)
+  local form = ARGV[i]
+  if form == '-1' then
+    local value = ARGV[i + 1]
+    local id, number, offset = next_entry(a, #value)
+    redis.call('XADD', log, id, 'value', value, 'ts', ts, 'create_ts', ARGV[i + 2],
+      'null', 'key', 'n', number)
+    last_offset = offset
     i = i + 3
-  elseif n == -2 then
-    fields = {'key', ARGV[i + 1], 'value', ARGV[i + 2], 'ts', now, 'create_ts', ARGV[i + 3]}
-    value_bytes = #ARGV[i + 2]
+  elseif form == '-2' then
+    local value = ARGV[i + 2]
+    local id, number, offset = next_entry(a, #value)
+    redis.call('XADD', log, id, 'key', ARGV[i + 1], 'value', value, 'ts', ts,
+      'create_ts', ARGV[i + 3], 'n', number)
+    last_offset = offset
     i = i + 4
   else
-    fields, value_bytes, i = record_fields(ARGV, i, now)
+    local fields, value_bytes
+    fields, value_bytes, i = record_fields(ARGV, i, ts)
+    last_offset = append_entry(a, log, fields, value_bytes)
   end
-  last_offset = append_entry(a, log, fields, value_bytes)
   if base_offset < 0 then base_offset = last_offset end
 end
 close_append(a, state, appended)

@@ -14,7 +14,9 @@ local a = open_append(state, log, limit, rf, now)
 local offsets = {0, 0}
 for i = 4, #ARGV, 2 do
   local value = ARGV[i + 1]
-  offsets[#offsets + 1] = append_entry(a, log, {'key', ARGV[i], 'value', value, 'ts', now}, #value)
+  local id, number, offset = next_entry(a, #value)
+  redis.call('XADD', log, id, 'key', ARGV[i], 'value', value, 'ts', a.now_text, 'n', number)
+  offsets[#offsets + 1] = offset
 end
 close_append(a, state, appended)
 local hw, isr = refresh_hw(state, hw_channel, rf, lag_max_ms, now)

@@ -47,7 +47,7 @@ local appended_now = 0
 if skip < count then
   local a = open_append(state, log, limit, rf, now)
   for k = skip + 1, count do
-    local fields, value_bytes = record_fields(ARGV, starts[k], now)
+    local fields, value_bytes = record_fields(ARGV, starts[k], a.now_text)
     last_offset = append_entry(a, log, fields, value_bytes)
   end
   close_append(a, state, appended)
