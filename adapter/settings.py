@@ -72,6 +72,9 @@ class Settings:
     kafka_advertised_listener: str | None = None  # HOST:PORT told to clients; None: listen address
     kafka_max_request_bytes: int = 100 << 20  # a larger frame closes the connection
     kafka_max_message_bytes: int = 1048588  # a larger RecordBatch: MESSAGE_TOO_LARGE (Kafka's)
+    # an idempotent producer's state (per partition) is dropped after this long without an
+    # append (Kafka's producer.id.expiration.ms)
+    kafka_producer_id_expiration_ms: int = 86_400_000
     # Kafka consumer groups (mapping/kafka_groups/): Kafka's group.initial.rebalance.delay.ms
     # and group.min/max.session.timeout.ms (Kafka: 3000, 6000, 1800000)
     kafka_group_initial_rebalance_delay_ms: int = 300

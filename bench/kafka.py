@@ -74,7 +74,7 @@ def raw_produce(client: redis.Redis, records: int, batch: int) -> float:
     keys = Keys(PREFIX)
     topic = f"raw-{uuid.uuid4().hex[:8]}"
     # the arguments the pod sends for the same records (append_args)
-    args: list = [-1, -1, -1, batch]
+    args: list = [-1, -1, -1, batch, 0]
     args += append_args([(None, VALUE, int(time.time() * 1000), [])] * batch)
     done = 0
     started = time.perf_counter()
@@ -83,7 +83,14 @@ def raw_produce(client: redis.Redis, records: int, batch: int) -> float:
         for p in range(PARTITIONS):
             pk = keys.partition(topic, p)
             call = script.command(
-                [pk.log, pk.state, pk.hw_channel, pk.appended_channel, pk.producers],
+                [
+                    pk.log,
+                    pk.state,
+                    pk.hw_channel,
+                    pk.appended_channel,
+                    pk.producers,
+                    pk.producer_times,
+                ],
                 [codec.DEFAULT_SEQUENCE_BITS, 1, 10_000, *args],
             )
             pipe.execute_command(*call)

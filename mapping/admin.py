@@ -121,7 +121,8 @@ async def delete_topic(store: Store, name: str) -> TopicDeletion | None:
     for p in range(partitions):
         pk = keys.partition(name, p)
         replicas = [pk.replica(r) for r in range(1, MAX_REPLICAS + 1)]
-        owned = [pk.log, pk.state, pk.producers, keys.sink_markers(name, p), *replicas]
+        owned = [pk.log, pk.state, pk.producers, pk.producer_times, keys.sink_markers(name, p)]
+        owned += replicas
         deletes.append(call(*script.command(owned, [TOMBSTONE_MS])))
     await asyncio.gather(*deletes)
     await asyncio.gather(call("DEL", keys.topic(name)), call("SREM", keys.topics, name))

@@ -237,11 +237,18 @@ class FetchRead:
     page_full: bool  # the XRANGE returned its COUNT: more may follow
 
 
+# Kafka's producer.id.expiration.ms
+PRODUCER_ID_EXPIRATION_MS = 86_400_000
+
+
 class KafkaStore:
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self, store: Store, producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
+    ) -> None:
         self.store = store
         self.keys = store.keys
         self.bits = store.sequence_bits
+        self.producer_id_expiration_ms = producer_id_expiration_ms
 
     def append_batch(
         self,
@@ -254,9 +261,12 @@ class KafkaStore:
     ) -> Pending[AppendResult]:
         """One script call appending one RecordBatch."""
         args: list[Any] = [producer_id, producer_epoch, base_sequence, len(records)]
+        args.append(self.producer_id_expiration_ms)
         args += append_args(records)
         pk = self.keys.partition(config.name, partition)
-        call = self.store.partition_call("kafka_produce", config, partition, args, (pk.producers,))
+        call = self.store.partition_call(
+            "kafka_produce", config, partition, args, (pk.producers, pk.producer_times)
+        )
         future = self.store.batcher.submit(*call)
         return Pending(
             future,

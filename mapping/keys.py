@@ -54,6 +54,8 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        SASL SCRAM-SHA-256/512)
     <prefix>:part:{<topic>:<p>}:producers      hash    Kafka producer id -> epoch and its
                                                        last five batches (idempotence)
+    <prefix>:part:{<topic>:<p>}:producer_times zset    Kafka producer id -> its last append
+                                                       (ms): its state expires after a while
     <prefix>:kafka:producer_ids                string  the last Kafka producer id (INCR)
     <prefix>:kafka:{brokers}:live              zset    pod id -> registration expiry (ms)
     <prefix>:kafka:{brokers}:pods              hash    pod id -> advertised HOST:PORT
@@ -86,6 +88,7 @@ class PartitionKeys:
     appended_channel: str
     replica_prefix: str
     producers: str
+    producer_times: str
 
     def replica(self, replica_id: int) -> str:
         return f"{self.replica_prefix}{replica_id}"
@@ -223,6 +226,7 @@ class Keys:
             appended_channel=f"{base}:appended",
             replica_prefix=f"{base}:replica:",
             producers=f"{base}:producers",
+            producer_times=f"{base}:producer_times",
         )
 
     def sink_markers(self, topic: str, partition: int) -> str:

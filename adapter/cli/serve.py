@@ -219,6 +219,14 @@ defaults = Settings()
     help="Largest RecordBatch a Kafka producer may send (else MESSAGE_TOO_LARGE).",
 )
 @click.option(
+    "--kafka-producer-id-expiration-ms",
+    default=defaults.kafka_producer_id_expiration_ms,
+    type=click.IntRange(1),
+    show_envvar=True,
+    help="An idempotent producer's sequence state in a partition is dropped after this long "
+    "without an append there (Kafka's producer.id.expiration.ms).",
+)
+@click.option(
     "--kafka-group-initial-rebalance-delay-ms",
     default=defaults.kafka_group_initial_rebalance_delay_ms,
     type=click.IntRange(0),

@@ -93,7 +93,7 @@ class KafkaListener:
         context = KafkaContext(
             settings=settings,
             store=v1.store,
-            kafka=KafkaStore(v1.store),
+            kafka=KafkaStore(v1.store, settings.kafka_producer_id_expiration_ms),
             replication=replication,
             registry=registry,
             hw_watch=HighWatermarkWatch(replication.subscriber),

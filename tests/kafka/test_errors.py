@@ -7,9 +7,12 @@ import struct
 import threading
 
 import pytest
+import redis
 
 from adapter.kafka import errors, protocol
 from adapter.kafka.versions import API_VERSIONS, FETCH, INIT_PRODUCER_ID, METADATA, PRODUCE
+from mapping.keys import Keys
+from tests.kafka.conftest import SINGLE_REPLICA
 from tests.kafka.helpers import (
     RawKafka,
     batch,
@@ -18,7 +21,7 @@ from tests.kafka.helpers import (
     partition_reply,
     produce_body,
 )
-from tests.support import Pod
+from tests.support import Pod, wait_until
 
 
 def _create(raw: RawKafka, topic: str) -> None:
@@ -135,6 +138,57 @@ def test_idempotent_retries_are_stored_once(kafka_pods: tuple[Pod, Pod], topic: 
         assert send(3, [b"old epoch"], epoch=0).error_code == errors.INVALID_PRODUCER_EPOCH
         _, got = fetched(other.call(FETCH, 12, fetch_body(topic, 0, 0)))
         assert [r.value for r in got] == [b"a", b"b", b"c", b"d"]
+
+
+def test_idle_producers_state_expires(redis_url: str, topic: str) -> None:
+    """A producer idle for longer than --kafka-producer-id-expiration-ms loses its sequence
+    state in the partition (dropped by the next idempotent append there) and is taken as new
+    when it comes back; an active producer keeps its state."""
+    prefix = f"expiry-{topic}"
+    pod = Pod(
+        redis_url, *SINGLE_REPLICA, "--key-prefix", prefix,
+        "--kafka-producer-id-expiration-ms", "500",
+    ).start()  # fmt: skip
+    client = redis.Redis.from_url(redis_url)
+    pk = Keys(prefix).partition(topic, 0)
+    try:
+        with RawKafka(pod.kafka_port) as raw:
+            _create(raw, topic)
+            idle, active = (
+                raw.call(INIT_PRODUCER_ID, 4, INIT_PRODUCER_ID.request[4](
+                    transactional_id=None, transaction_timeout_ms=1000,
+                    producer_id=-1, producer_epoch=-1,
+                )).producer_id
+                for _ in range(2)
+            )  # fmt: skip
+
+            def send(pid: int, seq: int, value: bytes) -> int:
+                data = batch([value], producer_id=pid, producer_epoch=0, base_sequence=seq)
+                return _produce(raw, topic, 0, data).error_code
+
+            assert send(idle, 0, b"idle 0") == errors.NONE
+            assert send(active, 0, b"active 0") == errors.NONE
+            assert client.hexists(pk.producers, idle)
+            # within the period a gap is refused: the state is there
+            assert send(idle, 5, b"gap") == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+            sequence = iter(range(1, 10_000))
+            wait_until(
+                lambda: (
+                    send(active, next(sequence), b"active") == errors.NONE
+                    and not client.hexists(pk.producers, idle)
+                ),
+                timeout=10,
+                interval=0.1,
+            )
+            assert client.zscore(pk.producer_times, idle) is None
+            assert client.hexists(pk.producers, active)
+            # back after expiry: a new producer, any sequence accepted
+            assert send(idle, 5, b"idle again") == errors.NONE
+            assert send(idle, 6, b"idle next") == errors.NONE
+            assert send(idle, 9, b"gap again") == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    finally:
+        client.close()
+        pod.stop()
 
 
 def test_acks_zero_gets_no_response_and_order_is_kept(
