@@ -267,8 +267,8 @@ async def delete_records(context: KafkaContext, request: Request) -> Any:
 
 
 async def delete_topics(context: KafkaContext, request: Request) -> Any:
-    """By name (v1-5: topic_names; v6: topics with a name or an id). Topics have no ids
-    here (Metadata answers the zero id), so one named by id only is UNKNOWN_TOPIC_ID."""
+    """By name (v1-5: topic_names; v6: topics with a name or an id: an id is looked up
+    among the topics' ids, UNKNOWN_TOPIC_ID when none has it)."""
     response = DELETE_TOPICS.response
     if request.version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.body.topics or ()]
@@ -277,9 +277,16 @@ async def delete_topics(context: KafkaContext, request: Request) -> Any:
     results = []
     for name, topic_id in wanted:
         result = response.DeletableTopicResult(name=name, topic_id=topic_id, error_code=errors.NONE)
+        if name is None and topic_id is not None and topic_id.int:
+            try:
+                name = result.name = await context.topic_name(topic_id)
+            except BrokerError as exc:
+                result.error_code, result.error_message = error_of(exc), exc.message
+                results.append(result)
+                continue
         if name is None:
             result.error_code = errors.UNKNOWN_TOPIC_ID
-            result.error_message = "topics are named, not identified by id, here"
+            result.error_message = f"no topic has the id {topic_id}"
         elif not is_valid_name(name):
             result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
             result.error_message = "names are 1-249 of [A-Za-z0-9._-]"

@@ -1,8 +1,11 @@
 """Metadata: the live pods as brokers, every partition led by one of them (a stable hash),
-topics auto-created when the client allows it and the pod's ``--auto-create-topics`` does."""
+topics auto-created when the client allows it and the pod's ``--auto-create-topics`` does.
+A topic may be asked for by id (v10+, the Java admin's ``describeTopics`` by ids): answered
+with its name, or UNKNOWN_TOPIC_ID with the id echoed, as Kafka does."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from adapter.kafka import errors
@@ -31,7 +34,13 @@ async def handle(context: KafkaContext, request: Request) -> Any:
         names = [t.name for t in body.topics]
     allow_create = request.version < 4 or bool(body.allow_auto_topic_creation)
     create = allow_create and context.settings.auto_create_topics
-    topics = [await _topic(context, brokers, name, create) for name in names]
+    topics = []
+    for i, name in enumerate(names):
+        topic_id = _asked_id(body.topics[i]) if name is None and body.topics else None
+        if topic_id is not None:
+            topics.append(await _topic_by_id(context, brokers, topic_id))
+        else:
+            topics.append(await _topic(context, brokers, name, create))
     return Response[request.version](
         throttle_time_ms=0,
         brokers=[Broker(node_id=n, host=h, port=p, rack=None) for n, h, p in brokers],
@@ -39,6 +48,26 @@ async def handle(context: KafkaContext, request: Request) -> Any:
         controller_id=brokers[0][0],
         topics=topics,
     )
+
+
+def _asked_id(topic: Any) -> uuid.UUID | None:
+    """The topic id a request's entry names (v10+), None for none (the zero id)."""
+    topic_id = getattr(topic, "topic_id", None)
+    return topic_id if isinstance(topic_id, uuid.UUID) and topic_id.int else None
+
+
+async def _topic_by_id(
+    context: KafkaContext, brokers: list[tuple[int, str, int]], topic_id: uuid.UUID
+) -> Any:
+    try:
+        name = await context.topic_name(topic_id)
+    except BrokerError as exc:
+        return Topic(error_code=error_of(exc), name=None, topic_id=topic_id, partitions=[])
+    if name is None:
+        return Topic(
+            error_code=errors.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[]
+        )
+    return await _topic(context, brokers, name, create=False)
 
 
 async def _topic(

@@ -5,6 +5,7 @@ the change (the other pod's cached settings are dropped)."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -114,6 +115,56 @@ def test_delete_topics_by_name_in_every_version_and_by_id(
         assert (by_name.name, by_name.error_code) == (topic, errors.NONE)
         assert by_id.error_code == errors.UNKNOWN_TOPIC_ID
         assert _metadata_partitions(a, topic)[0] == errors.UNKNOWN_TOPIC_OR_PARTITION
+        # by the id Metadata gave (the Java admin's deleteTopics(TopicCollection.ofTopicIds))
+        other = f"{topic}-by-id"
+        _create(a, other, 1)
+        topic_id = _metadata_by_id(raw, None, other).topic_id
+        body = request[6](
+            topics=[request[6].DeleteTopicState(name=None, topic_id=topic_id)], timeout_ms=5000
+        )
+        (deleted,) = raw.call(DELETE_TOPICS, 6, body).responses
+        assert (deleted.name, deleted.topic_id, deleted.error_code) == (
+            other,
+            topic_id,
+            errors.NONE,
+        )
+        assert _metadata_partitions(a, other)[0] == errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _metadata_by_id(raw: RawKafka, topic_id: uuid.UUID | None, name: str | None = None) -> Any:
+    """Metadata v12 for one topic, asked by id (or by name when ``topic_id`` is None)."""
+    entry = METADATA.request.MetadataRequestTopic
+    asked = entry(name=None, topic_id=topic_id) if topic_id is not None else entry(name=name)
+    body = METADATA.request[12](topics=[asked], allow_auto_topic_creation=False)
+    (answer,) = raw.call(METADATA, 12, body).topics
+    return answer
+
+
+def test_metadata_answers_a_topic_asked_for_by_id(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
+    """The Java admin's describeTopics(TopicCollection.ofTopicIds(...)) asks Metadata by id
+    (name null): the topic comes back with its name, id and partitions, through either pod;
+    an id no topic has gets UNKNOWN_TOPIC_ID with the id echoed (a zero id there fails the
+    Java client)."""
+    a, b = kafka_pods
+    _create(a, topic, 3)
+    with RawKafka(a.kafka_port) as raw_a, RawKafka(b.kafka_port) as raw_b:
+        by_name = _metadata_by_id(raw_a, None, topic)
+        assert by_name.error_code == errors.NONE and by_name.topic_id.int
+        for raw in (raw_a, raw_b):
+            by_id = _metadata_by_id(raw, by_name.topic_id)
+            assert (by_id.error_code, by_id.name, by_id.topic_id) == (
+                errors.NONE,
+                topic,
+                by_name.topic_id,
+            )
+            assert sorted(p.partition_index for p in by_id.partitions) == [0, 1, 2]
+        unknown = uuid.uuid4()
+        missing = _metadata_by_id(raw_a, unknown)
+        assert (missing.error_code, missing.name, missing.topic_id) == (
+            errors.UNKNOWN_TOPIC_ID,
+            None,
+            unknown,
+        )
 
 
 # --- CreatePartitions ------------------------------------------------------------------------
