@@ -1,7 +1,8 @@
 """Metadata: the live pods as brokers, every partition led by one of them (a stable hash),
 topics auto-created when the client allows it and the pod's ``--auto-create-topics`` does.
-A topic may be asked for by id (v10+, the Java admin's ``describeTopics`` by ids): answered
-with its name, or UNKNOWN_TOPIC_ID with the id echoed, as Kafka does."""
+A topic may be asked for by id (v10+, the Java admin's ``describeTopics`` by ids, which sends
+an empty name beside the id): a non-zero id wins over the name, as in Kafka, and is answered
+with the topic's name, or UNKNOWN_TOPIC_ID with the id echoed."""
 
 from __future__ import annotations
 
@@ -30,13 +31,13 @@ async def handle(context: KafkaContext, request: Request) -> Any:
             names = await context.store.topic_names()
         except BrokerError:
             names = []  # Redis unreachable: no topics to list (clients ask again)
+        asked = [(name, None) for name in names]
     else:
-        names = [t.name for t in body.topics]
+        asked = [(t.name, _asked_id(t)) for t in body.topics]
     allow_create = request.version < 4 or bool(body.allow_auto_topic_creation)
     create = allow_create and context.settings.auto_create_topics
     topics = []
-    for i, name in enumerate(names):
-        topic_id = _asked_id(body.topics[i]) if name is None and body.topics else None
+    for name, topic_id in asked:
         if topic_id is not None:
             topics.append(await _topic_by_id(context, brokers, topic_id))
         else:

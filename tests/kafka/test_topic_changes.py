@@ -134,7 +134,8 @@ def test_delete_topics_by_name_in_every_version_and_by_id(
 def _metadata_by_id(raw: RawKafka, topic_id: uuid.UUID | None, name: str | None = None) -> Any:
     """Metadata v12 for one topic, asked by id (or by name when ``topic_id`` is None)."""
     entry = METADATA.request.MetadataRequestTopic
-    asked = entry(name=None, topic_id=topic_id) if topic_id is not None else entry(name=name)
+    # by id, as the Java admin asks: an empty name (its schema's default) beside the id
+    asked = entry(name="", topic_id=topic_id) if topic_id is not None else entry(name=name)
     body = METADATA.request[12](topics=[asked], allow_auto_topic_creation=False)
     (answer,) = raw.call(METADATA, 12, body).topics
     return answer
