@@ -31,6 +31,14 @@ CONFLUENT = {
     "auto.offset.reset": "earliest",
     "topic.metadata.refresh.interval.ms": 1000,
 }
+# a KIP-848 member (group.protocol=consumer): session and heartbeat are the pods' settings
+KIP848 = {
+    "group.protocol": "consumer",
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    "socket.timeout.ms": 5000,
+    "topic.metadata.refresh.interval.ms": 1000,
+}
 
 
 def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, tag: str = "") -> None:

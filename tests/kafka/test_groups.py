@@ -19,6 +19,7 @@ from mapping.keys import Keys
 from tests.kafka.group_helpers import (
     CONFLUENT,
     GROUP_PREFIX,
+    KIP848,
     POD_ARGS,
     SESSION_MS,
     AioMember,
@@ -233,32 +234,44 @@ def test_commits_resume_and_are_shared_with_v1(group_pods: list[Pod], group_topi
     )
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_killed_member_is_replaced_after_its_session_timeout(
-    group_pods: list[Pod], group_topic: str, tmp_path: Path
+    group_pods: list[Pod], group_topic: str, tmp_path: Path, protocol: str
 ) -> None:
-    group = f"g-{group_topic}"
+    """A member SIGKILLed (no LeaveGroup, no leaving heartbeat) in the classic protocol and
+    in KIP-848 (group.protocol=consumer): its partitions go to the survivor once its session
+    runs out. The split counts as settled when the two cover the topic (KIP-848 hands
+    partitions over one heartbeat at a time, not all at once as the eager protocol does)."""
+    group = f"g-{protocol}-{group_topic}"
     status = tmp_path / "member"
     status.write_text("")
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.kafka.group_member", group_pods[1].bootstrap, group,
-         group_topic, str(status)],
+         group_topic, str(status), protocol],
         cwd=ROOT,
     )  # fmt: skip
-    survivor = _confluent(group_pods[0], group)
+    if protocol == "classic":
+        survivor = _confluent(group_pods[0], group)
+    else:
+        survivor = Consumer({"bootstrap.servers": group_pods[0].bootstrap, "group.id": group,
+                             **KIP848})  # fmt: skip
     try:
         survivor.subscribe([group_topic])
 
-        def childowned_by_each() -> set[int]:
+        def child_owns() -> set[int]:
             return {int(p) for p in status.read_text().split(",") if p}
 
         poll_until(
             [lambda: survivor.poll(0.2)],
-            lambda: bool(childowned_by_each()) and bool(owned(survivor)),
-            state=lambda: (childowned_by_each(), owned(survivor)),
+            lambda: (
+                bool(child_owns())
+                and bool(owned(survivor))
+                and child_owns() | owned(survivor) == set(range(PARTITIONS))
+            ),
+            state=lambda: (child_owns(), owned(survivor)),
         )
-        assert childowned_by_each() | owned(survivor) == set(range(PARTITIONS))
-        assert not childowned_by_each() & owned(survivor)
-        child.kill()  # no LeaveGroup: the group notices when its session runs out
+        assert not child_owns() & owned(survivor)
+        child.kill()  # the group notices when its session runs out
         child.wait(timeout=10)
         poll_until(
             [lambda: survivor.poll(0.2)],

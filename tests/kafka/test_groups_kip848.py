@@ -4,26 +4,14 @@ move, commits resume."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 from confluent_kafka import Consumer, ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
-from tests.kafka.group_helpers import owned, poll_until, produce
+from tests.kafka.group_helpers import KIP848, owned, poll_until, produce
 from tests.kafka.test_groups import PARTITIONS, PER_PARTITION, group_pods, group_topic
-from tests.support import ROOT, Pod
+from tests.support import Pod
 
 __all__ = ["group_pods", "group_topic"]  # the fixtures, shared with test_groups.py
-
-KIP848 = {
-    "group.protocol": "consumer",
-    "enable.auto.commit": False,
-    "auto.offset.reset": "earliest",
-    "socket.timeout.ms": 5000,
-    "topic.metadata.refresh.interval.ms": 1000,
-}
 
 
 def _member(pod: Pod, group: str) -> Consumer:
@@ -96,45 +84,3 @@ def test_kip848_group_described_by_the_admin_client(
         assert group in {g.group_id for g in admin.list_consumer_groups().result(15).valid}
     finally:
         member.close()
-
-
-def test_kip848_killed_member_is_replaced_after_the_session(
-    group_pods: list[Pod], group_topic: str, tmp_path: Path
-) -> None:
-    group = f"g848k-{group_topic}"
-    status = tmp_path / "member"
-    status.write_text("")
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.kafka.group_member", group_pods[1].bootstrap, group,
-         group_topic, str(status), "consumer"],
-        cwd=ROOT,
-    )  # fmt: skip
-    survivor = _member(group_pods[0], group)
-    try:
-        survivor.subscribe([group_topic])
-
-        def childowned() -> set[int]:
-            return {int(p) for p in status.read_text().split(",") if p}
-
-        poll_until(
-            [lambda: survivor.poll(0.2)],
-            lambda: (
-                bool(childowned())
-                and bool(owned(survivor))
-                and childowned() | owned(survivor) == set(range(PARTITIONS))
-            ),
-            state=lambda: (childowned(), owned(survivor)),
-        )
-        assert not childowned() & owned(survivor)
-        child.kill()  # no leave heartbeat: the pods notice when its session runs out
-        child.wait(timeout=10)
-        poll_until(
-            [lambda: survivor.poll(0.2)],
-            lambda: owned(survivor) == set(range(PARTITIONS)),
-            state=lambda: owned(survivor),
-        )
-    finally:
-        survivor.close()
-        if child.poll() is None:
-            child.kill()
-            child.wait(timeout=10)
