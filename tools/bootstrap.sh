@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything `make run` and `make test` need on a fresh Debian/Ubuntu machine:
-# redis-server, haproxy and a Java runtime (for the Spark tests) from the system packages when
-# missing, then the project's virtualenv. Safe to run again; it only installs what is absent.
+# redis-server, haproxy, valgrind and a Java runtime (for the Spark tests) from the system
+# packages when missing, then the project's virtualenv. Safe to run again; it only installs
+# what is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,9 @@ need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 # haproxy: the tests check the compose stack's load-balancer config with `haproxy -c`.
 command -v haproxy >/dev/null 2>&1 || need_apt+=(haproxy)
+# valgrind: `python -m bench.script_cost` counts the append scripts' instructions (and a
+# smoke test runs it).
+command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
 if [ "${SKIP_JAVA:-0}" != 1 ] && ! command -v java >/dev/null 2>&1; then
   need_apt+=(openjdk-17-jre-headless)
 fi

@@ -71,3 +71,24 @@ def test_bench_one_workload() -> None:
     first, second = done.stdout.splitlines()[:2]
     assert first.startswith("groups connections=2 window=4") and "errors 0" in first, first
     assert second.startswith("CPU over") and "redis" in second, second
+
+
+def test_script_cost_counts_instructions_per_record() -> None:
+    """``python -m bench.script_cost`` (callgrind inside EVALSHA) prints a count per shape;
+    a record with a header costs more than one without (it takes the generic field list)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.script_cost", "--records", "50", "--calls", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    costs = {
+        line.rsplit(None, 4)[0].strip(): int(line.split()[-4].replace(",", ""))
+        for line in done.stdout.splitlines()
+        if line.endswith("instructions per record")
+    }
+    assert set(costs) == {"kafka null key", "kafka key", "kafka key + header", "V1 PRODUCE"}
+    assert all(cost > 1000 for cost in costs.values())
+    assert costs["kafka key + header"] > costs["kafka key"]
