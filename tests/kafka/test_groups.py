@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka import KafkaConsumer
 
 from adapter.client import RequestFailed
@@ -283,6 +283,41 @@ def test_a_killed_member_is_replaced_after_its_session_timeout(
         if child.poll() is None:
             child.kill()
             child.wait(timeout=10)
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_members_get_the_partitions_a_topic_grows(
+    group_pods: list[Pod], group_topic: str, protocol: str
+) -> None:
+    """A topic grown by CreatePartitions while two members consume it: the new partitions
+    are assigned without a restart, split between the members. Classic: the client leader
+    sees the count change in its metadata and rejoins; KIP-848: the pods' target assignment
+    follows the topic's partition count."""
+    group = f"g-grow-{protocol}-{group_topic}"
+    settings = CONFLUENT if protocol == "classic" else KIP848
+    members = [
+        Consumer({"bootstrap.servers": group_pods[i].bootstrap, "group.id": group, **settings})
+        for i in range(2)
+    ]
+    admin = AdminClient({"bootstrap.servers": group_pods[2].bootstrap})
+    try:
+        for member in members:
+            member.subscribe([group_topic])
+
+        def covered(count: int) -> bool:
+            shares = [owned(m) for m in members]
+            return all(shares) and shares[0] | shares[1] == set(range(count))
+
+        poll_all = [lambda m=m: m.poll(0.1) for m in members]
+        poll_until(poll_all, lambda: covered(PARTITIONS), state=lambda: [owned(m) for m in members])
+        grown = PARTITIONS * 2
+        futures = admin.create_partitions([NewPartitions(group_topic, grown)])
+        futures[group_topic].result(timeout=15)
+        poll_until(poll_all, lambda: covered(grown), state=lambda: [owned(m) for m in members])
+        assert not owned(members[0]) & owned(members[1])
+    finally:
+        for member in members:
+            member.close()
 
 
 def _generation(redis_url: str, group: str) -> int:
