@@ -32,7 +32,7 @@ import redis
 from adapter.client import Client
 from mapping import codec, scripts
 from mapping.embedded import RedisProcess, free_port
-from mapping.kafka import append_args
+from mapping.kafka import produce_script_args
 from mapping.keys import Keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,8 +74,7 @@ def raw_produce(client: redis.Redis, records: int, batch: int) -> float:
     keys = Keys(PREFIX)
     topic = f"raw-{uuid.uuid4().hex[:8]}"
     # the arguments the pod sends for the same records (append_args)
-    args: list = [-1, -1, -1, batch, 0]
-    args += append_args([(None, VALUE, int(time.time() * 1000), [])] * batch)
+    args = produce_script_args([(None, VALUE, int(time.time() * 1000), [])] * batch)
     done = 0
     started = time.perf_counter()
     while done < records:

@@ -22,7 +22,7 @@ import redis
 
 from mapping import codec, scripts
 from mapping.embedded import free_port
-from mapping.kafka import append_args
+from mapping.kafka import produce_script_args
 from mapping.keys import Keys
 
 VALUE = b"x" * 100
@@ -30,11 +30,11 @@ CREATE_TIME = 1_700_000_000_000
 
 # shape -> (script, its per-call arguments after the partition ones, for `records` records)
 SHAPES = {
-    "kafka null key": lambda n: ("kafka_produce", [-1, -1, -1, n, 0]
-                                 + append_args([(None, VALUE, CREATE_TIME, [])] * n)),
-    "kafka key": lambda n: ("kafka_produce", [-1, -1, -1, n, 0]
-                            + append_args([(b"key-1", VALUE, CREATE_TIME, [])] * n)),
-    "kafka key + header": lambda n: ("kafka_produce", [-1, -1, -1, n, 0] + append_args(
+    "kafka null key": lambda n: (
+        "kafka_produce", produce_script_args([(None, VALUE, CREATE_TIME, [])] * n)),
+    "kafka key": lambda n: (
+        "kafka_produce", produce_script_args([(b"key-1", VALUE, CREATE_TIME, [])] * n)),
+    "kafka key + header": lambda n: ("kafka_produce", produce_script_args(
         [(b"key-1", VALUE, CREATE_TIME, [("source", b"web")])] * n)),
     "V1 PRODUCE": lambda n: ("produce", [b"key-1", VALUE] * n),
 }  # fmt: skip

@@ -241,6 +241,18 @@ class FetchRead:
 PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 
+def produce_script_args(
+    records: list[ProducedRecord],
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+) -> list[Any]:
+    """kafka_produce.lua's arguments after the partition ones, for one RecordBatch."""
+    head = [producer_id, producer_epoch, base_sequence, len(records), producer_id_expiration_ms]
+    return head + append_args(records)
+
+
 class KafkaStore:
     def __init__(
         self, store: Store, producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
@@ -260,9 +272,9 @@ class KafkaStore:
         base_sequence: int = -1,
     ) -> Pending[AppendResult]:
         """One script call appending one RecordBatch."""
-        args: list[Any] = [producer_id, producer_epoch, base_sequence, len(records)]
-        args.append(self.producer_id_expiration_ms)
-        args += append_args(records)
+        args = produce_script_args(
+            records, producer_id, producer_epoch, base_sequence, self.producer_id_expiration_ms
+        )
         pk = self.keys.partition(config.name, partition)
         call = self.store.partition_call(
             "kafka_produce", config, partition, args, (pk.producers, pk.producer_times)
