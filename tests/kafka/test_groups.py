@@ -59,6 +59,12 @@ def _confluent(pod: Pod, group: str, **config: object) -> Consumer:
     return Consumer({"bootstrap.servers": pod.bootstrap, "group.id": group, **CONFLUENT, **config})
 
 
+def protocol_member(pod: Pod, group: str, protocol: str) -> Consumer:
+    """A confluent-kafka member of ``group`` in the classic protocol or KIP-848 (``consumer``)."""
+    settings = CONFLUENT if protocol == "classic" else KIP848
+    return Consumer({"bootstrap.servers": pod.bootstrap, "group.id": group, **settings})
+
+
 def test_two_confluent_consumers_on_two_pods_split_the_partitions(
     group_pods: list[Pod], group_topic: str
 ) -> None:
@@ -250,11 +256,7 @@ def test_a_killed_member_is_replaced_after_its_session_timeout(
          group_topic, str(status), protocol],
         cwd=ROOT,
     )  # fmt: skip
-    if protocol == "classic":
-        survivor = _confluent(group_pods[0], group)
-    else:
-        survivor = Consumer({"bootstrap.servers": group_pods[0].bootstrap, "group.id": group,
-                             **KIP848})  # fmt: skip
+    survivor = protocol_member(group_pods[0], group, protocol)
     try:
         survivor.subscribe([group_topic])
 
@@ -294,11 +296,7 @@ def test_members_get_the_partitions_a_topic_grows(
     sees the count change in its metadata and rejoins; KIP-848: the pods' target assignment
     follows the topic's partition count."""
     group = f"g-grow-{protocol}-{group_topic}"
-    settings = CONFLUENT if protocol == "classic" else KIP848
-    members = [
-        Consumer({"bootstrap.servers": group_pods[i].bootstrap, "group.id": group, **settings})
-        for i in range(2)
-    ]
+    members = [protocol_member(group_pods[i], group, protocol) for i in range(2)]
     admin = AdminClient({"bootstrap.servers": group_pods[2].bootstrap})
     try:
         for member in members:

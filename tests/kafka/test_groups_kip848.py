@@ -4,23 +4,25 @@ move, commits resume."""
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, ConsumerGroupType
+from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
-from tests.kafka.group_helpers import KIP848, owned, poll_until, produce
-from tests.kafka.test_groups import PARTITIONS, PER_PARTITION, group_pods, group_topic
+from tests.kafka.group_helpers import owned, poll_until, produce
+from tests.kafka.test_groups import (
+    PARTITIONS,
+    PER_PARTITION,
+    group_pods,
+    group_topic,
+    protocol_member,
+)
 from tests.support import Pod
 
 __all__ = ["group_pods", "group_topic"]  # the fixtures, shared with test_groups.py
 
 
-def _member(pod: Pod, group: str) -> Consumer:
-    return Consumer({"bootstrap.servers": pod.bootstrap, "group.id": group, **KIP848})
-
-
 def test_kip848_members_split_hand_over_and_resume(group_pods: list[Pod], group_topic: str) -> None:
     group = f"g848-{group_topic}"
-    members = [_member(group_pods[i], group) for i in range(2)]
+    members = [protocol_member(group_pods[i], group, "consumer") for i in range(2)]
     got: list[list[bytes]] = [[], []]
 
     def poll_all() -> None:
@@ -68,7 +70,7 @@ def test_kip848_group_described_by_the_admin_client(
     group_pods: list[Pod], group_topic: str
 ) -> None:
     group = f"g848d-{group_topic}"
-    member = _member(group_pods[1], group)
+    member = protocol_member(group_pods[1], group, "consumer")
     admin = AdminClient({"bootstrap.servers": group_pods[2].bootstrap})
     try:
         member.subscribe([group_topic])
