@@ -168,6 +168,19 @@ def _records(
     return records
 
 
+def _joined(page: ConsumeResult, rest: ConsumeResult, max_bytes: int) -> ConsumeResult:
+    """``page`` and the records read on after it, with the later hw, the values of all but
+    the first record within ``max_bytes`` (a page cut there is full)."""
+    records = list(page.records)
+    used = sum(len(value) for _, value in records[1:])
+    for offset, value in rest.records:
+        used += len(value) if records else 0
+        if used > max_bytes:
+            break
+        records.append((offset, value))
+    return ConsumeResult(records, rest.high_watermark)
+
+
 def creation_commands(keys: Keys, name: str, partitions: int) -> list[tuple]:
     """What follows the creation of topic ``name``: its partitions lose the tombstone an
     earlier topic of that name left (see mapping/admin.py), it joins the topics set, and
@@ -490,8 +503,9 @@ class Store:
             return self._read_after_status(config, partition, offset, max_records, max_bytes)
         count = known.native_read(offset, max_records, max_bytes)
         if count:
-            end = codec.entry_id(known.log_end, self.sequence_bits)
-            return self._read_with_status(config, partition, offset, count, end)
+            return self._read_to_known_end(
+                config, partition, offset, count, known.log_end, max_records, max_bytes
+            )
         start = codec.entry_id(offset, self.sequence_bits)
         call = self._partition_call("consume", config, partition, [start, max_records, max_bytes])
         return Pending(self.batcher.submit(*call), self._script_read_finisher(config, partition))
@@ -510,6 +524,44 @@ class Store:
             return ConsumeResult(records, high_watermark)
 
         return finish
+
+    def _read_to_known_end(
+        self,
+        config: TopicConfig,
+        partition: int,
+        offset: int,
+        count: int,
+        known_end: int,
+        max_records: int,
+        max_bytes: int,
+    ) -> Pending[ConsumeResult]:
+        """A native read up to ``known_end``, the log end of this pod's last read (where its
+        size marks stop), in one pipeline with hw. When the partition has grown past it
+        meanwhile (hw beyond ``known_end``) and the page is not full, the rest is read on
+        from ``known_end + 1`` with the marks just learnt, so that a page that is not full
+        always holds every record up to the hw it reports (a reader moving on to hw + 1
+        would skip them otherwise)."""
+        end = codec.entry_id(known_end, self.sequence_bits)
+        first = self._read_with_status(config, partition, offset, count, end)
+        consumed: asyncio.Future[ConsumeResult] = asyncio.get_running_loop().create_future()
+
+        def read_on(reply: list[Any]) -> ConsumeResult | None:
+            page = first.finish(reply)
+            used = sum(len(value) for _, value in page.records[1:])
+            if len(page.records) >= count or page.high_watermark <= known_end or used >= max_bytes:
+                return page
+            rest = self.start_consume(
+                config, partition, known_end + 1, max_records - len(page.records), max_bytes - used
+            )
+            _then(
+                rest.future,
+                consumed,
+                lambda more: _joined(page, rest.finish(more), max_bytes),
+            )
+            return None
+
+        _then(first.future, consumed, read_on)
+        return Pending(consumed, lambda result: result)
 
     def _hw_and_marks(self, config: TopicConfig, partition: int, start: str) -> tuple:
         return self._partition_call("consume", config, partition, [start, 0, 0])

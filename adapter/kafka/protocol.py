@@ -7,10 +7,12 @@ response header v0 (v1 in flexible versions, except ApiVersions: always v0, so a
 can read the reply to a version the broker does not know).
 
 What closes the connection, as Kafka does: a frame above the size limit (framing.py), a
-frame too short for a header, an API key the pod does not implement. Anything else gets an
-answer: an unsupported version or an undecodable body gets that API's response with
-UNSUPPORTED_VERSION / INVALID_REQUEST where it has an error code (ApiVersions: v0's reply
-with UNSUPPORTED_VERSION, as the protocol requires).
+frame too short for a header, an API key the pod does not implement, a version of it the
+pod does not serve (ApiVersions excepted: v0's reply with UNSUPPORTED_VERSION, as the
+protocol requires, so a client can learn the versions). An undecodable body, or one its
+API module fails on, gets INVALID_REQUEST in that API's response where the response has a
+top-level error code; where it has none (Produce, CreateTopics, ListOffsets...), an empty
+response would read as success for work not done, so the connection is closed instead.
 """
 
 from __future__ import annotations
@@ -52,7 +54,11 @@ def parse_request(data: bytes) -> Request:
     if api is None:
         raise CloseConnection(f"unknown api key {api_key}")
     if not api.supports(version):
-        return Request(api, version, correlation_id, None, None, errors.UNSUPPORTED_VERSION)
+        if api is API_VERSIONS:
+            return Request(api, version, correlation_id, None, None, errors.UNSUPPORTED_VERSION)
+        raise CloseConnection(
+            f"{api.name} v{version} is not served (v{api.min_version}-v{api.max_version})"
+        )
     try:
         body = api.request.decode(data, version=version, header=True)
     except Exception as exc:  # any malformed body: struct, unicode, index errors...
@@ -68,9 +74,23 @@ def encode_response(request: Request, response: Any) -> bytes:
     return bytes(response.encode(header=True, framed=True))
 
 
+def carries_error_code(api: Api, version: int) -> bool:
+    """Whether ``api``'s response in ``version`` has a top-level error code (from Kafka's
+    message definition: the field's version range, such as ``"13+"`` or ``"2-5"``)."""
+    for field in api.response._json["fields"]:
+        if field["name"] == "ErrorCode":
+            low, plus, high = field["versions"].partition("+")
+            if plus:
+                return version >= int(low)
+            low, _, high = field["versions"].partition("-")
+            return int(low) <= version <= int(high or low)
+    return False
+
+
 def error_response(request: Request) -> bytes | None:
-    """The answer to a request that failed before its API module saw it (``request.error``);
-    None when there is none to give (the connection is then closed)."""
+    """The answer to a request that failed before or in its API module (``request.error``):
+    that API's response with the error code; None when there is none to give, or no
+    top-level error code to carry it (the connection is then closed)."""
     api = request.api
     if api is API_VERSIONS:  # an error reply is always v0 (clients read it as v0)
         from adapter.kafka.api_versions import supported_versions
@@ -78,12 +98,11 @@ def error_response(request: Request) -> bytes | None:
         reply = api.response[0](error_code=request.error, api_keys=supported_versions())
         reply.with_header(correlation_id=request.correlation_id)
         return bytes(reply.encode(header=True, framed=True))
-    if not 0 <= request.version <= api.response.max_version:
-        return None  # a version the schemas do not know: nothing can be encoded
+    if not api.supports(request.version) or not carries_error_code(api, request.version):
+        return None
     try:
         reply = api.response[request.version]()
-        if hasattr(reply, "error_code"):
-            reply.error_code = request.error
+        reply.error_code = request.error
         return encode_response(request, reply)
     except Exception:
         return None

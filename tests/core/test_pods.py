@@ -247,3 +247,23 @@ def test_embedded_redis_serves_and_stops_with_the_pod(
     again.process.kill()
     again.process.wait(timeout=10)
     wait_until(lambda: not port_open(again.redis_port), timeout=15)
+
+
+def test_consume_pages_hold_every_record_up_to_their_high_watermark(
+    start_pod: StartPod, redis_url: str, topic: str
+) -> None:
+    """After new writes, a CONSUME from an earlier position on a pod that read the partition
+    before returns every record up to the hw it reports, on that pod and on another: a
+    reader that moves on to hw + 1 skips nothing."""
+    first, second = start_pod(redis_url, *RF1), start_pod(redis_url, *RF1)
+    produced: list[int] = []
+    with first.client() as writer, first.client() as same, second.client() as other:
+        for round_ in range(8):
+            produced.append(writer.produce(topic, "user1", f"v{round_}", acks="all").offset)
+            for reader in (same, other):
+                reply = reader.consume(topic, 2, 0)
+                assert len(reply.records) < 1000  # not full: every record <= hw is here
+                assert reply.high_watermark >= produced[-1]
+                assert [o for o, _ in reply.records] == [
+                    o for o in produced if o <= reply.high_watermark
+                ]

@@ -86,3 +86,28 @@ def test_follower_refuses_produce(redis_url: str) -> None:
         assert info.value.code == "NOT_LEADER"
 
     asyncio.run(_with_store(redis_url, body))
+
+
+def test_a_read_past_the_remembered_log_end_keeps_the_byte_limit(redis_url: str) -> None:
+    """A pod remembers a partition's log end from its last read; records appended since are
+    read on in the same CONSUME (none up to hw is skipped), within the byte limit: a page cut
+    there is full by bytes, and reading on from it finds the rest."""
+
+    async def body(store: Store) -> None:
+        config = await store.topic("grown")
+        first = await store.produce(config, 0, [(b"k", b"a" * 100)] * 3)
+        page = await store.consume(config, 0, 0, 1000, 1000)  # learns the marks
+        assert [o for o, _ in page.records] == first.offsets
+        later = await store.produce(config, 0, [(b"k", b"b" * 300)] * 4)
+        every = first.offsets + later.offsets
+        page = await store.consume(config, 0, 0, 1000, 700)  # 100 + 100 + 100 + 300 + 300
+        assert [o for o, _ in page.records] == every[:4]
+        assert sum(len(v) for _, v in page.records[1:]) <= 700
+        page = await store.consume(config, 0, page.records[-1][0] + 1, 1000, 10_000)
+        assert [o for o, _ in page.records] == every[4:]
+        assert page.high_watermark == every[-1]
+        more = await store.produce(config, 0, [(b"k", b"c" * 10)] * 2)
+        page = await store.consume(config, 0, every[4], 1000, 10_000)
+        assert [o for o, _ in page.records] == every[4:] + more.offsets
+
+    asyncio.run(_with_store(redis_url, body))

@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 
 from adapter.kafka import api_versions, errors, protocol, records
 from adapter.kafka.framing import FrameDecoder, FrameTooLarge, frame
-from adapter.kafka.versions import API_VERSIONS, IMPLEMENTED, METADATA, PRODUCE
+from adapter.kafka.versions import (
+    API_VERSIONS,
+    CREATE_TOPICS,
+    FETCH,
+    IMPLEMENTED,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+    Api,
+)
 
 
 def test_frames_split_across_reads_come_out_whole_and_in_order() -> None:
@@ -88,10 +97,30 @@ def test_unknown_api_keys_and_short_frames_close_the_connection() -> None:
         protocol.parse_request(b"\x00\x00\x00")
 
 
-def test_an_old_produce_version_is_answered_unsupported_version() -> None:
-    request = protocol.parse_request(struct.pack(">hhi", PRODUCE.key, 2, 5) + b"\x00\x00")
-    assert request.error == errors.UNSUPPORTED_VERSION
-    assert protocol.error_response(request) is not None
+@pytest.mark.parametrize(
+    ("api", "version"), [(PRODUCE, 2), (FETCH, 2), (LIST_OFFSETS, 0), (CREATE_TOPICS, 0)]
+)
+def test_a_version_below_the_floor_closes_the_connection(api: Api, version: int) -> None:
+    """kafka-go's CreateTopics v0 was answered with an empty response, which reads as
+    success: a version the pod does not serve closes the connection, as Kafka does."""
+    with pytest.raises(protocol.CloseConnection, match=f"{api.name} v{version} is not served"):
+        protocol.parse_request(struct.pack(">hhih", api.key, version, 5, -1) + b"\x00\x00")
+
+
+def test_failures_are_answered_only_where_the_response_carries_an_error_code() -> None:
+    """An empty Produce or CreateTopics response says every topic succeeded: none is given
+    (the connection closes); Fetch v7+ and Metadata-less APIs with an error code get one."""
+    request = protocol.Request(PRODUCE, 9, 1, None, None, errors.INVALID_REQUEST)
+    assert protocol.error_response(request) is None
+    request = protocol.Request(CREATE_TOPICS, 7, 1, None, None, errors.INVALID_REQUEST)
+    assert protocol.error_response(request) is None
+    request = protocol.Request(FETCH, 4, 1, None, None, errors.INVALID_REQUEST)
+    assert protocol.error_response(request) is None  # Fetch's error code is v7+
+    request = protocol.Request(FETCH, 12, 1, None, None, errors.INVALID_REQUEST)
+    reply = protocol.error_response(request)
+    assert reply is not None
+    decoded = FETCH.response.decode(reply[4:], version=12, header=True)
+    assert decoded.error_code == errors.INVALID_REQUEST
 
 
 def test_a_truncated_body_is_answered_invalid_request() -> None:

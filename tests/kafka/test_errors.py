@@ -140,6 +140,41 @@ def test_idempotent_retries_are_stored_once(kafka_pods: tuple[Pod, Pod], topic: 
         assert [r.value for r in got] == [b"a", b"b", b"c", b"d"]
 
 
+def test_init_producer_id_never_hands_out_an_id_it_is_told(
+    kafka_pods: tuple[Pod, Pod], topic: str
+) -> None:
+    """Without a transactional id every InitProducerId gets a new id at epoch 0, whatever id
+    and epoch it names (Kafka's rule): @platformatic/kafka sends 0/0, and three such
+    producers writing one partition with sequence 0 each get their own record stored."""
+    a, b = kafka_pods
+    with RawKafka(a.kafka_port) as raw, RawKafka(b.kafka_port) as other:
+        _create(raw, topic)
+
+        def init(via: RawKafka, producer_id: int, epoch: int) -> tuple[int, int]:
+            reply = via.call(INIT_PRODUCER_ID, 4, INIT_PRODUCER_ID.request[4](
+                transactional_id=None, transaction_timeout_ms=1000,
+                producer_id=producer_id, producer_epoch=epoch,
+            ))  # fmt: skip
+            assert reply.error_code == errors.NONE
+            return reply.producer_id, reply.producer_epoch
+
+        named = [init(via, 0, 0) for via in (raw, other, raw)]
+        assert [epoch for _, epoch in named] == [0, 0, 0]
+        assert len({pid for pid, _ in named}) == 3
+        bumped = init(raw, named[0][0], 0)  # a KIP-360 bump of its own id: a new one too
+        assert bumped[1] == 0 and bumped[0] not in {pid for pid, _ in named}
+        offsets = []
+        for pid, epoch in named:
+            data = batch([f"from {pid}".encode()], producer_id=pid, producer_epoch=epoch,
+                         base_sequence=0)  # fmt: skip
+            reply = _produce(raw, topic, 0, data)
+            assert reply.error_code == errors.NONE
+            offsets.append(reply.base_offset)
+        assert len(set(offsets)) == 3
+        _, got = fetched(other.call(FETCH, 12, fetch_body(topic, 0, 0)))
+        assert sorted(r.value for r in got) == sorted(f"from {pid}".encode() for pid, _ in named)
+
+
 def test_idle_producers_state_expires(redis_url: str, topic: str) -> None:
     """A producer idle for longer than --kafka-producer-id-expiration-ms loses its sequence
     state in the partition (dropped by the next idempotent append there) and is taken as new
@@ -215,6 +250,11 @@ def test_acks_zero_gets_no_response_and_order_is_kept(
     [
         struct.pack(">i", 200 << 20),  # above --kafka-max-request-bytes
         struct.pack(">ihhi", 8, 999, 0, 1),  # an API key the pod does not implement
+        # versions below the pod's floor: kafka-go's CreateTopics v0 and Produce v2,
+        # Burrow's ListOffsets v0 (an empty answer would read as success)
+        struct.pack(">ihhih", 12, 19, 0, 1, -1) + b"\x00\x00\x00\x00",
+        struct.pack(">ihhih", 10, 0, 2, 1, -1),
+        struct.pack(">ihhih", 10, 2, 0, 1, -1),
     ],
 )
 def test_what_closes_a_connection(kafka_pods: tuple[Pod, Pod], frame: bytes) -> None:
@@ -295,3 +335,22 @@ def test_null_topic_names_get_an_error_not_a_closed_connection(
         reply = raw.receive(api, version)
         assert reply.header.correlation_id == 99
         assert raw.call(API_VERSIONS, 0, API_VERSIONS.request[0]()).error_code == errors.NONE
+
+
+def test_fetch_pages_hold_every_record_below_their_high_watermark(
+    kafka_pods: tuple[Pod, Pod], topic: str
+) -> None:
+    """The V1 short-page defect, checked on Kafka Fetch: after new writes, a fetch from 0 on
+    either pod returns every record below the high watermark it reports."""
+    a, b = kafka_pods
+    produced: list[int] = []
+    with RawKafka(a.kafka_port) as raw, RawKafka(b.kafka_port) as other:
+        _create(raw, topic)
+        for round_ in range(8):
+            reply = _produce(raw, topic, 1, batch([f"v{round_}".encode()]), acks=-1)
+            assert reply.error_code == errors.NONE
+            produced.append(reply.base_offset)
+            for via in (raw, other):
+                part, got = fetched(via.call(FETCH, 12, fetch_body(topic, 1, 0)))
+                assert part.high_watermark > produced[-1]
+                assert [r.offset for r in got] == [o for o in produced if o < part.high_watermark]
