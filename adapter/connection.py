@@ -9,8 +9,11 @@ and an ``asyncio.wait`` (the README's Performance section has the figures).
 
 Limits (see adapter/limits.py for the numbers):
 
-- at most one slice (``--max-in-flight`` lines, fewer while replies are large) is being
-  answered at once;
+- at most one slice (``--max-in-flight`` lines, fewer while replies are large, and at most
+  ``--max-connection-append-bytes`` of lines beyond its first) is being answered at once;
+- a slice starts only when the pod's append budget allows (adapter/backpressure.py): while
+  the pod has ``--max-append-bytes`` of requests in flight, connections wait their turn
+  with reading paused;
 - reading pauses while a whole next slice is waiting, and while the socket does not take
   the replies (``pause_writing``): a client that pipelines without reading is left with
   full socket buffers, and the pod holds at most one read, one slice and one slice of
@@ -29,6 +32,7 @@ import asyncio
 import logging
 
 from adapter.auth import Authenticator, AuthGate
+from adapter.backpressure import AppendBudget
 from adapter.limits import ConnectionSlots
 from adapter.served import TIMER_SLACK_S, ServedConnection
 from adapter.v1 import answer, protocol
@@ -73,6 +77,7 @@ class Connection(ServedConnection):
         *,
         slots: ConnectionSlots | None = None,
         authenticator: Authenticator | None = None,
+        budget: AppendBudget | None = None,
     ) -> None:
         settings = context.settings
         super().__init__(
@@ -85,8 +90,13 @@ class Connection(ServedConnection):
         self.framer = protocol.LineFramer(settings.max_line_bytes)
         self.gate = AuthGate(authenticator, settings.auth_timeout_s, self.loop.time())
         self.flow = Flow(settings.max_in_flight)
+        self.budget = budget if budget is not None else AppendBudget()
+        self.share = self.budget.share(self._pump)
         self._backlog: list[bytes] = []  # lines read, not yet started
+        self._backlog_bytes = 0
         self._slice: list[answer.Started] | None = None  # started, some still waiting
+        self._slice_bytes = 0  # taken from the budget for the slice
+        self._held = False  # the budget refused the next slice: wait for a turn
         self._waiting = 0
         self._eof = False
         self._lingering = False  # "line too long" sent: dropping input until closed
@@ -100,10 +110,13 @@ class Connection(ServedConnection):
         transport.close()
 
     def _forget_requests(self) -> None:
+        self.budget.forget(self.share)
         started, self._slice = self._slice, None
         if started is not None:
             answer.cancel(started)
+            self.budget.give(self.share, self._slice_bytes)
         self._backlog = []
+        self._backlog_bytes = 0
 
     def data_received(self, data: bytes) -> None:
         if self._lingering:
@@ -114,6 +127,7 @@ class Connection(ServedConnection):
         self._last_activity = self.loop.time()
         lines = self.framer.feed(data)
         if lines:
+            self._backlog_bytes += sum(map(len, lines))
             if self._backlog:
                 self._backlog += lines
             else:
@@ -132,17 +146,24 @@ class Connection(ServedConnection):
         transport = self.transport
         if transport is None or transport.is_closing():
             return
+        self._held = False
         while self._slice is None and self._backlog and self._write_stalled_at is None:
-            size = self.flow.lines_at_once
-            lines = self._backlog[:size]
-            del self._backlog[:size]
+            count, size = self._next_slice()
+            if not self.budget.try_take(self.share, size):
+                self._held = True  # resumed when the pod gives this connection its turn
+                break
+            lines = self._backlog[:count]
+            del self._backlog[:count]
+            self._backlog_bytes -= size
             started = answer.start(self.context, self.table, lines, self.gate)
             futures = {future for future in map(answer.awaited, started) if future is not None}
             if futures:
-                self._slice, self._waiting = started, len(futures)
+                self._slice, self._waiting, self._slice_bytes = started, len(futures), size
                 for future in futures:
                     future.add_done_callback(self._one_done)
-            elif not self._reply(started):
+                continue
+            self.budget.give(self.share, size)
+            if not self._reply(started):
                 return
         if self._slice is None and not self._backlog:
             if self.framer.overflowed and not self._lingering:
@@ -153,6 +174,23 @@ class Connection(ServedConnection):
                 return
         self._update_reading()
 
+    def _next_slice(self) -> tuple[int, int]:
+        """(lines, bytes) of the next slice: ``flow.lines_at_once`` lines at most, and no
+        more than the connection's append bound in bytes beyond its first line."""
+        backlog = self._backlog
+        most = min(self.flow.lines_at_once, len(backlog))
+        bound = self.budget.connection_bytes
+        if not bound or self._backlog_bytes <= bound:
+            if most == len(backlog):
+                return most, self._backlog_bytes
+            return most, sum(map(len, backlog[:most]))
+        size = len(backlog[0])
+        for count in range(1, most):
+            if size + len(backlog[count]) > bound:
+                return count, size
+            size += len(backlog[count])
+        return most, size
+
     def _one_done(self, _: asyncio.Future) -> None:
         if self._slice is None:  # the connection went away meanwhile
             return
@@ -160,6 +198,7 @@ class Connection(ServedConnection):
         if self._waiting:
             return
         started, self._slice = self._slice, None
+        self.budget.give(self.share, self._slice_bytes)
         if self._reply(started):
             self._pump()
 
@@ -179,10 +218,13 @@ class Connection(ServedConnection):
         return True
 
     def _update_reading(self) -> None:
+        bound = self.budget.connection_bytes
         self._set_reading(
             self._eof
             or self._write_stalled_at is not None
+            or self._held
             or len(self._backlog) >= self.flow.lines_at_once
+            or bool(bound and self._backlog_bytes >= bound)
         )
 
     def _line_too_long(self) -> None:

@@ -55,6 +55,15 @@ class Metrics:
             registry=r,
         )  # fmt: skip
         self.connections = Gauge("adapter_connections", "Open client connections", registry=r)
+        # backpressure (adapter/backpressure.py): set to read the pod's budget
+        self.append_bytes = Gauge(
+            "adapter_append_bytes_in_flight", "Request bytes being answered (the budget)",
+            registry=r,
+        )  # fmt: skip
+        self.waiting = Gauge(
+            "adapter_connections_waiting", "Connections waiting for their turn (pod bound)",
+            registry=r,
+        )  # fmt: skip
         self.kafka_requests = Counter(
             "adapter_kafka_requests", "Kafka requests answered, by API", ["api"], registry=r
         )

@@ -26,6 +26,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from adapter import tls
 from adapter.auth import Authenticator, users_in_redis
+from adapter.backpressure import AppendBudget, Trimmer
 from adapter.connection import Connection
 from adapter.limits import ConnectionSlots
 from adapter.settings import Settings
@@ -142,8 +143,15 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             users_in_redis(batcher, keys, keys.users_scram) if settings.auth_redis else None,
         )
         slots = ConnectionSlots(settings.max_connections)
+        # one budget for both front doors: they share the pod's memory and its pipeline
+        budget = AppendBudget(settings.max_append_bytes, settings.max_connection_append_bytes)
+        trimmer = Trimmer(asyncio.get_running_loop(), budget)
+        stack.callback(trimmer.close)
+        if metrics is not None:
+            metrics.append_bytes.set_function(lambda: budget.in_flight)
+            metrics.waiting.set_function(lambda: len(budget.waiting))
         new_connection = partial(
-            Connection, context, table, slots=slots, authenticator=authenticator
+            Connection, context, table, slots=slots, authenticator=authenticator, budget=budget
         )
         connection = partial(
             _serve_socket, new_connection, draining, tls.listener_context(settings)
@@ -156,8 +164,9 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             from adapter.kafka.listener import KafkaListener
 
             kafka = await KafkaListener.open(
-                settings, context, slots, draining, metrics, authenticator=authenticator
-            )
+                settings, context, slots, draining, metrics, authenticator=authenticator,
+                budget=budget,
+            )  # fmt: skip
             serving.append((kafka.listener, kafka.serve_socket))
         async with anyio.create_task_group() as background:
             background.start_soon(batcher.run)

@@ -8,6 +8,7 @@ from pathlib import Path
 from mapping.cluster import credentials
 from mapping.codec import DEFAULT_SEQUENCE_BITS
 from mapping.keys import DEFAULT_PREFIX
+from mapping.sentinel import sentinel_url
 from mapping.store import DEFAULT_TOPIC_CACHE_SIZE, TopicDefaults
 
 
@@ -48,6 +49,10 @@ class Settings:
     idle_timeout_s: float = 600.0
     tcp_keepalive_s: int = 60
     max_in_flight: int = 1000  # requests of one connection answered at once
+    # Backpressure (adapter/backpressure.py): request bytes (Kafka Produce, V1 lines) being
+    # answered at once, per pod and per connection; beyond them reading pauses
+    max_append_bytes: int = 16 << 20
+    max_connection_append_bytes: int = 4 << 20
     consume_max_bytes: int = 1 << 20  # value bytes per CONSUME (at least one record)
     # TLS on the client listener (adapter/tls.py)
     tls_cert: Path | None = None
@@ -63,6 +68,13 @@ class Settings:
     redis_tls_ca: Path | None = None
     redis_tls_cert: Path | None = None
     redis_tls_key: Path | None = None
+    # Redis Sentinel (mapping/sentinel.py) instead of redis_url: "[rediss://]HOST:PORT,..." and
+    # the monitored primary's name; redis_url becomes their redis+sentinel:// URL. The
+    # sentinels' own login, when they have one (the redis_* login is the data nodes')
+    redis_sentinel: str | None = None
+    redis_sentinel_master: str | None = None
+    redis_sentinel_username: str | None = None
+    redis_sentinel_password: str | None = None
     require_aof: bool = False  # refuse to start when Redis has AOF off
     allow_evicting_redis: bool = False  # start even when Redis' maxmemory-policy evicts keys
     # The Kafka listener (adapter/kafka/)
@@ -83,6 +95,16 @@ class Settings:
     # KIP-848: group.consumer.session.timeout.ms / heartbeat.interval.ms (Kafka: 45000 / 5000)
     kafka_group_consumer_session_timeout_ms: int = 45_000
     kafka_group_consumer_heartbeat_interval_ms: int = 5000
+
+    def __post_init__(self) -> None:
+        if self.redis_sentinel is None:
+            return
+        if not self.redis_sentinel_master:
+            raise ValueError("redis_sentinel needs redis_sentinel_master")
+        url = sentinel_url(self.redis_sentinel, self.redis_sentinel_master)
+        if self.redis_url not in (None, url):  # replace() passes the URL made here back in
+            raise ValueError("redis_url and redis_sentinel name two deployments: give one")
+        object.__setattr__(self, "redis_url", url)  # frozen: set once, here
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -106,4 +128,6 @@ class Settings:
             tls_ca=self.redis_tls_ca,
             tls_cert=self.redis_tls_cert,
             tls_key=self.redis_tls_key,
+            sentinel_username=self.redis_sentinel_username,
+            sentinel_password=self.redis_sentinel_password,
         )

@@ -44,14 +44,16 @@ PREFIX = "kbench"
 RAW_BATCH = 500
 
 
-def _pod(redis_url: str) -> tuple[subprocess.Popen[bytes], int, int]:
+def pod(redis_url: str, extra: list[str] | None = None) -> tuple[subprocess.Popen[bytes], int, int]:
+    """A ``serve`` child process on ``redis_url`` (``extra``: more options): (process, V1
+    port, Kafka port) once it answers."""
     port, kafka_port = free_port(), free_port()
     command = [
         sys.executable, "-m", "adapter", "serve", "--redis-url", redis_url,
         "--host", "127.0.0.1", "--port", str(port), "--kafka-port", str(kafka_port),
         "--key-prefix", PREFIX, "--default-partitions", str(PARTITIONS),
         "--default-replication-factor", "1", "--default-min-insync-replicas", "1",
-        "--no-replicator", "--log-level", "WARNING",
+        "--no-replicator", "--log-level", "WARNING", *(extra or ()),
     ]  # fmt: skip
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
@@ -274,7 +276,7 @@ def end_to_end_latency(bootstrap: str, rate: float, seconds: float) -> tuple[flo
 
 def measure(redis_url: str, records: int, latency_seconds: float) -> dict[str, float]:
     """Every row against the redis-server at ``redis_url``, with a pod of its own."""
-    process, port, kafka_port = _pod(redis_url)
+    process, port, kafka_port = pod(redis_url)
     try:
         raw_client = redis.Redis.from_url(redis_url)
         topic = f"kafka-{uuid.uuid4().hex[:8]}"

@@ -476,7 +476,31 @@ def _kafka_rows(redis_url: str, options: Options) -> list[Row]:
     latency = Row("Kafka produce->fetch", "adapter", 1, "paced", paced, paced,
                   k["latency_p50_ms"] * 1000, k["latency_p99_ms"] * 1000, None,
                   note="half the max rate, long-poll fetch")  # fmt: skip
-    return [raw_produce, v1, produce, raw_fetch, fetch, plain, latency]
+    return [
+        raw_produce,
+        v1,
+        produce,
+        raw_fetch,
+        fetch,
+        plain,
+        latency,
+        _fairness_row(redis_url, options),
+    ]
+
+
+def _fairness_row(redis_url: str, options: Options) -> Row:
+    """bench/fairness.py: four confluent-kafka producers on one pod at once; the note has
+    each connection's records/s and the slowest-to-fastest ratio (1.0: an even share)."""
+    from bench import fairness
+
+    seconds = max(1.0, 2 * options.kafka_latency_s)  # 10 s, or 1 s with --short
+    share = fairness.measure(redis_url, 4, seconds, options.adapter_args)
+    total = share["total_records_per_s"]
+    rates = "/".join(f"{rate / 1000:.1f}k" for rate in share["records_per_s"])
+    return Row("Kafka 4 producers, 1 pod", "adapter", 4, "pipelined", total, total, None,
+               None, None, errors=share["delivery_failures"],
+               note=f"per connection {rates} rec/s, min/max {share['min_max_ratio']:.2f}",
+               extra=share)  # fmt: skip
 
 
 def _soak(pods: AdapterPods, options: Options, topic: str, log: Any) -> list[dict[str, Any]]:

@@ -7,13 +7,17 @@ DeleteGroups). Everything goes through a `Store` (its batcher and keys).
 
 Deleting a topic, in this order so that no pod writes into a half-deleted topic:
 
-1. every partition: its log and replica streams are deleted and its state hash becomes a
-   tombstone ``{deleted: 1}`` expiring after ``TOMBSTONE_MS`` (``partition_delete.lua``);
-   from then on the partition scripts refuse it with UNKNOWN_TOPIC, even on a pod that
-   still has the topic's settings cached;
-2. the topic hash and its entry in the topics set go: lookups miss, and a pod with
-   auto-creation on makes the topic anew with its own defaults (which removes the
-   tombstones of the new topic's partitions);
+1. every partition: its log, replica streams, idempotent producers' state and Spark sink
+   markers are deleted and its state hash becomes a tombstone ``{deleted: 1, topic_id}``
+   expiring after ``TOMBSTONE_MS`` (``partition_delete.lua``); from then on the partition
+   scripts refuse it with UNKNOWN_TOPIC, even on a pod that still has the topic's settings
+   cached. The tombstones are the only keys a deleted topic leaves, and they expire;
+2. the topic hash goes (``topic_delete.lua``, which answers the count the topic had then:
+   partitions added since step 1 read it get their tombstones too), then its entries in the
+   topics set and the id index: lookups miss, and a pod with auto-creation on makes the
+   topic anew with its own defaults and a new id (which removes the tombstones of the new
+   topic's partitions: ``partition_revive.lua``, a tombstone of another id only, so a
+   creation announced after this deletion of it leaves them);
 3. the name is published on ``Keys.topics_deleted_channel``: every pod drops its cached
    settings (and its replicator stops playing the partitions);
 4. the topic's groups are deleted (forced: their members JOIN again if they come back);
@@ -49,8 +53,8 @@ from mapping import scripts
 from mapping.batcher import RedisBatcher
 from mapping.errors import NON_EMPTY_GROUP, BrokerError
 from mapping.kafka_groups.base import kafka_members_live
-from mapping.keys import Keys
-from mapping.store import Store
+from mapping.keys import Keys, group_entry, group_part, parse_group_entry
+from mapping.store import Store, revive_commands
 
 
 class GroupStore(Protocol):
@@ -82,6 +86,7 @@ class TopicDeletion:
     topic: str
     partitions: int
     groups: list[str]  # the topic's groups, deleted with it
+    topic_id: str = ""  # the deleted topic's id ("": a name listed with no topic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,32 +105,60 @@ async def group_pairs(store: GroupStore) -> list[tuple[str, str]]:
     """Every (group, topic) of the groups set."""
     pairs = []
     for raw in await store.batcher.call("SMEMBERS", store.keys.groups):
-        group, _, topic = _text(raw).partition(" ")
-        if topic:
-            pairs.append((group, topic))
+        pair = parse_group_entry(raw)
+        if pair is not None:
+            pairs.append(pair)
     return sorted(pairs)
 
 
-async def delete_topic(store: Store, name: str) -> TopicDeletion | None:
-    """Delete topic ``name`` with its data and groups (see the module's docstring for the
-    order). None when there is no such topic."""
-    keys, call = store.keys, store.batcher.call
-    fields, listed = await asyncio.gather(
-        call("HGETALL", keys.topic(name)), call("SISMEMBER", keys.topics, name)
-    )
-    if not fields and not listed:
-        return None
-    partitions = int(fields.get(b"partitions", 0))
-    script = scripts.load("partition_delete")
-    deletes = []
-    for p in range(partitions):
+def _delete_partitions(store: Store, name: str, topic_id: str, partitions: range) -> list:
+    """partition_delete.lua calls for these partitions: every key of each goes, its state
+    becomes the expiring tombstone of topic ``topic_id``."""
+    keys, script = store.keys, scripts.load("partition_delete")
+    calls = []
+    for p in partitions:
         pk = keys.partition(name, p)
-        replicas = [pk.replica(r) for r in range(1, MAX_REPLICAS + 1)]
         owned = [pk.log, pk.state, pk.producers, pk.producer_times, keys.sink_markers(name, p)]
-        owned += replicas
-        deletes.append(call(*script.command(owned, [TOMBSTONE_MS])))
-    await asyncio.gather(*deletes)
-    await asyncio.gather(call("DEL", keys.topic(name)), call("SREM", keys.topics, name))
+        owned += [pk.replica(r) for r in range(1, MAX_REPLICAS + 1)]
+        calls.append(store.batcher.call(*script.command(owned, [TOMBSTONE_MS, topic_id])))
+    return calls
+
+
+async def delete_topic(store: Store, name: str, topic_id: str = "") -> TopicDeletion | None:
+    """Delete topic ``name`` with its data and groups (see the module's docstring for the
+    order). None when there is no such topic, or when ``topic_id`` is given and the topic
+    of that name has another id (Kafka's DeleteTopics by id)."""
+    keys, call = store.keys, store.batcher.call
+    config, listed = await asyncio.gather(
+        store.read_topic(name), call("SISMEMBER", keys.topics, name)
+    )
+    if config is None and not listed:
+        return None
+    if topic_id and (config is None or config.topic_id != topic_id):
+        return None
+    partitions = config.partitions if config is not None else 0
+    deleted_id = config.topic_id if config is not None else ""
+    await asyncio.gather(*_delete_partitions(store, name, deleted_id, range(partitions)))
+    final = -1  # (a name listed with no topic hash: none to delete, nor one made since)
+    if config is not None:
+        script = scripts.load("topic_delete")
+        final = int(await call(*script.command([keys.topic(name)], [deleted_id])))
+    if final == -2:
+        # Made anew under us (another id): its partitions keep no tombstone of ours.
+        again = await store.read_topic(name)
+        if again is not None:
+            revive = revive_commands(keys, name, again.topic_id, range(again.partitions))
+            await asyncio.gather(*(call(*command) for command in revive))
+        store.forget(name)
+        return None
+    if final > partitions:  # grown since it was read (CreatePartitions meanwhile)
+        more = range(partitions, final)
+        await asyncio.gather(*_delete_partitions(store, name, deleted_id, more))
+        partitions = final
+    unlist = [call("SREM", keys.topics, name)]
+    if deleted_id:
+        unlist.append(call("HDEL", keys.topic_ids, deleted_id))
+    await asyncio.gather(*unlist)
     await call("PUBLISH", keys.topics_deleted_channel, name)
     store.forget(name)
     groups = [g for g, t in await group_pairs(store) if t == name]
@@ -133,7 +166,7 @@ async def delete_topic(store: Store, name: str) -> TopicDeletion | None:
         *(delete_group(store, g, name, force=True, session_timeout_ms=0) for g in groups)
     )
     await call("PUBLISH", keys.topics_deleted_channel, name)
-    return TopicDeletion(name, partitions, groups)
+    return TopicDeletion(name, partitions, groups, deleted_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,16 +196,15 @@ async def add_partitions(
     """Grow topic ``name`` to ``count`` partitions (see the module's docstring); None when
     there is no such topic, InvalidPartitions when ``count`` is not above its count."""
     keys, call = store.keys, store.batcher.call
-    current = await call("HGET", keys.topic(name), "partitions")
-    if current is None:
+    config = await store.read_topic(name)
+    if config is None:
         return None
-    before = int(current)
+    before = config.partitions
     _check_growth(name, before, count)
     if validate_only:
         return PartitionGrowth(name, before, count)
-    await asyncio.gather(
-        *(call("HDEL", keys.partition(name, p).state, "deleted") for p in range(before, count))
-    )
+    revive = revive_commands(keys, name, config.topic_id, range(before, count))
+    await asyncio.gather(*(call(*command) for command in revive))
     before = int(await call(*scripts.load("topic_grow").command([keys.topic(name)], [count])))
     if before < 0:  # deleted meanwhile
         return None
@@ -203,7 +235,7 @@ async def _unlist(store: GroupStore, group: str, topic: str) -> None:
     """Remove the group's entry from the groups set, and put it back if a JOIN made the
     group again between its deletion and now (a listed group is one retention respects)."""
     gk = store.keys.group(group, topic)
-    entry = f"{group} {topic}"
+    entry = group_entry(group, topic)
     await store.batcher.call("SREM", store.keys.groups, entry)
     if await store.batcher.call("EXISTS", gk.meta, gk.members, gk.offsets):
         await store.batcher.call("SADD", store.keys.groups, entry)
@@ -256,12 +288,12 @@ async def delete_kafka_state(store: GroupStore, group: str) -> GroupDeletion:
     gk = store.keys.kafka_group(group)
     call = store.batcher.call
     if not int(await call("EXISTS", gk.meta, gk.consumer_meta)):
-        await call("SREM", store.keys.kafka_groups, group)
+        await call("SREM", store.keys.kafka_groups, group_part(group))
         return GroupDeletion(group, KAFKA_STATE, NOT_FOUND)
     reply = await call(*scripts.load("kgroup_delete").command(gk.script_keys(), []))
     if int(reply[0]) != 0:
         return GroupDeletion(group, KAFKA_STATE, NON_EMPTY, "live Kafka consumers")
-    await call("SREM", store.keys.kafka_groups, group)
+    await call("SREM", store.keys.kafka_groups, group_part(group))
     return GroupDeletion(group, KAFKA_STATE, DELETED)
 
 

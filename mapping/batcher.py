@@ -10,6 +10,15 @@ Calls that ``append`` items to one combinable script call (PRODUCE records for o
 share a single command per batch: each caller's items join the group opened by the first
 one, as long as no other call was queued after it (so Redis still runs every call in the
 order it was made). One EVALSHA of 500 records costs Redis and redis-py far less than 500.
+
+A saturated Redis is slow, not gone: a pipeline is written in chunks, each of which must be
+taken within the socket timeout, and each reply must follow the one before within it, so a
+long pipeline that Redis works through steadily never times out (one timeout over the
+whole write did, under load: "Timeout writing to socket", answered as "not written" while
+Redis went on to run the appends). The pods bound what they queue (adapter/backpressure.py),
+so a pipeline stays short anyway. When a pipeline does fail, the calls whose replies came
+back keep them; the rest fail with ``Unavailable`` when nothing was sent (connecting
+failed) and ``OutcomeUnknown`` once it was (they may have run).
 """
 
 from __future__ import annotations
@@ -22,12 +31,13 @@ from typing import Any, Generic, TypeVar
 
 import hiredis
 from redis.asyncio import Redis
-from redis.exceptions import BusyLoadingError, NoScriptError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mapping import scripts
-from mapping.errors import Unavailable, from_script_error
+from mapping.errors import OutcomeUnknown, Unavailable, from_script_error
+from mapping.redis_errors import not_run
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +72,9 @@ class Pending(Generic[T]):
 
 # Most items one combined call carries: bounds the time one script holds Redis.
 MAX_COMBINED_ITEMS = 1024
+# A pipeline is written in chunks of about this size, each within the socket timeout: the
+# timeout bounds how long Redis may take no bytes at all, not how long a long pipeline takes.
+WRITE_CHUNK_BYTES = 256 << 10
 # Times a batch's NOSCRIPT calls are loaded and sent again (a flush may race the reload).
 MAX_SCRIPT_RELOADS = 3
 # Commands that may run twice with the same effect: after a NOSCRIPT they are sent again so
@@ -86,6 +99,16 @@ class _Combined:
 
 # A queued call: a ready command and its future, or a combined one.
 _Call = tuple[tuple, "asyncio.Future[Any]"] | _Combined
+
+
+class PipelineFailed(Exception):
+    """A pipeline broke off: ``replies`` are those of its first calls, which came back; the
+    others fail with ``error``."""
+
+    def __init__(self, replies: list[Any], error: Unavailable) -> None:
+        super().__init__(error.message)
+        self.replies = replies
+        self.error = error
 
 
 class RedisBatcher:
@@ -157,23 +180,29 @@ class RedisBatcher:
         return ready
 
     async def _flush(self, batch: list[tuple[tuple, Any]]) -> None:
+        commands = [command for command, _ in batch]
         try:
-            commands = [command for command, _ in batch]
             replies = await self._execute(commands)
             await self._resend_without_scripts(commands, replies)
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            self._fail(batch, f"redis unavailable: {exc}")
+        except PipelineFailed as failed:
+            self._settle(batch, failed.replies)
+            self._fail(batch[len(failed.replies) :], failed.error)
             return
         except Exception as exc:
-            # Anything else (a protocol error, a failed SCRIPT LOAD, a bug) must not end the
-            # flusher: every later call of the pod would wait forever.
+            # Anything else (a bug) must not end the flusher: every later call of the pod
+            # would wait forever.
             log.exception("redis pipeline failed")
-            self._fail(batch, f"redis error: {exc}")
+            self._fail(batch, OutcomeUnknown(f"redis error: {exc}"))
             return
-        for (_, future), reply in zip(batch, replies, strict=True):
+        self._settle(batch, replies)
+
+    @staticmethod
+    def _settle(batch: list[tuple[tuple, Any]], replies: list[Any]) -> None:
+        """Hand each reply (or error reply) to its call; ``replies`` may be the first few."""
+        for (_, future), reply in zip(batch, replies, strict=False):
             if future.done():  # the caller went away
                 continue
-            if isinstance(reply, BusyLoadingError):
+            if not_run(reply):  # LOADING, READONLY, CLUSTERDOWN, ...: safe to send again
                 future.set_exception(Unavailable(f"redis unavailable: {reply}"))
             elif isinstance(reply, ResponseError):
                 future.set_exception(from_script_error(str(reply)) or reply)
@@ -183,18 +212,30 @@ class RedisBatcher:
                 future.set_result(reply)
 
     @staticmethod
-    def _fail(batch: list[tuple[tuple, Any]], message: str) -> None:
+    def _fail(batch: list[tuple[tuple, Any]], error: Unavailable) -> None:
         for _, future in batch:
             if not future.done():  # one exception each: raising shares its traceback
-                future.set_exception(Unavailable(message))
+                future.set_exception(type(error)(error.message))
 
     async def _execute(self, commands: list[tuple]) -> list[Any]:
-        """Send ``commands`` as one pipeline; error replies come back as exceptions."""
+        """Send ``commands`` as one pipeline; error replies come back as exceptions. Raises
+        ``PipelineFailed`` when the pipeline broke off."""
         self.pipelines_sent += 1
         self.calls_sent += len(commands)
         if self.on_flush is not None:
             self.on_flush(len(commands))
-        return await self._send(commands)
+        try:
+            return await self._send(commands)
+        except PipelineFailed:
+            raise
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            # another client's pipeline (a test double): whether it was sent is not known
+            raise PipelineFailed([], OutcomeUnknown(f"redis outcome unknown: {exc}")) from exc
+        except Exception as exc:
+            # Anything else (a protocol error, a bug) must not end the flusher: every later
+            # call of the pod would wait forever.
+            log.exception("redis pipeline failed")
+            raise PipelineFailed([], OutcomeUnknown(f"redis error: {exc}")) from exc
 
     async def _send(self, commands: list[tuple]) -> list[Any]:
         if isinstance(self._client, Redis):
@@ -208,7 +249,45 @@ class RedisBatcher:
     async def _execute_on_own_connection(self, commands: list[tuple]) -> list[Any]:
         """What ``pipeline().execute(raise_on_error=False)`` does, on a connection the
         flusher keeps (one pipeline is in flight at a time): a redis-py Pipeline object per
-        batch costs more than the round trip itself."""
+        batch costs more than the round trip itself. Written in chunks and read reply by
+        reply, each within the socket timeout (see the module's docstring)."""
+        try:
+            connection = await self._ready_connection()
+        except Exception as exc:  # refused, timed out, failed its handshake: nothing sent
+            raise PipelineFailed([], Unavailable(f"redis unavailable: {exc}")) from exc
+        callbacks = self._client.response_callbacks
+        replies: list[Any] = []
+        try:
+            for chunk in _chunks(_pack(commands, connection)):
+                await connection.send_packed_command(chunk, check_health=False)
+            for command in commands:
+                try:
+                    reply = await connection.read_response()
+                except ResponseError as exc:
+                    replies.append(exc)
+                    continue
+                callback = callbacks.get(command[0])
+                if callback is not None:  # as redis-py's own replies (SMEMBERS: a set, ...)
+                    reply = callback(reply)
+                    if inspect.isawaitable(reply):
+                        reply = await reply
+                replies.append(reply)
+        except Exception as exc:
+            # Replies may be left unread: the connection is out of step, drop it. What was
+            # sent may have run: the calls without a reply have an unknown outcome.
+            await connection.disconnect(nowait=True)
+            if not isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
+                log.exception("redis pipeline failed")  # a protocol error, a bug
+            unknown = OutcomeUnknown(f"redis outcome unknown: {exc}")
+            raise PipelineFailed(replies, unknown) from exc
+        except BaseException:  # cancelled (the pod stops)
+            await connection.disconnect(nowait=True)
+            raise
+        return replies
+
+    async def _ready_connection(self) -> Any:
+        """The flusher's connection, connected: nothing is sent yet, so a failure here means
+        the pipeline certainly did not run."""
         connection = self._connection
         if connection is None:
             connection = self._connection = await self._client.connection_pool.get_connection()
@@ -222,27 +301,9 @@ class RedisBatcher:
                 stale = False  # can_read disconnected it already
             if stale:
                 await connection.disconnect(nowait=True)
-        callbacks = self._client.response_callbacks
-        replies: list[Any] = []
-        try:
-            await connection.send_packed_command(_pack(commands, connection), check_health=False)
-            for command in commands:
-                try:
-                    reply = await connection.read_response()
-                except ResponseError as exc:
-                    replies.append(exc)
-                    continue
-                callback = callbacks.get(command[0])
-                if callback is not None:  # as redis-py's own replies (SMEMBERS: a set, ...)
-                    reply = callback(reply)
-                    if inspect.isawaitable(reply):
-                        reply = await reply
-                replies.append(reply)
-        except BaseException:
-            # Replies may be left unread: the connection is out of step, drop it.
-            await connection.disconnect(nowait=True)
-            raise
-        return replies
+        if not connection.is_connected:
+            await connection.connect()
+        return connection
 
     async def _resend_without_scripts(self, commands: list[tuple], replies: list[Any]) -> None:
         """After a Redis restart without its script cache (or SCRIPT FLUSH) an EVALSHA
@@ -256,13 +317,20 @@ class RedisBatcher:
             missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
             if not missing:
                 return
-            await self._load_scripts({commands[i][1] for i in missing})
             again = [
                 i
                 for i in range(missing[0], len(commands))
                 if isinstance(replies[i], NoScriptError) or _repeatable(commands[i])
             ]
-            resent = await self._execute([commands[i] for i in again])
+            try:
+                await self._load_scripts({commands[i][1] for i in missing})
+                resent = await self._execute([commands[i] for i in again])
+            except Exception as exc:  # Redis gone, a failed SCRIPT LOAD
+                # the calls before the first NOSCRIPT have their replies; of the rest some
+                # ran and some did not
+                message = exc.error.message if isinstance(exc, PipelineFailed) else str(exc)
+                unknown = OutcomeUnknown(f"redis outcome unknown: {message}")
+                raise PipelineFailed(replies[: missing[0]], unknown) from exc
             for i, reply in zip(again, resent, strict=True):
                 replies[i] = reply
 
@@ -278,10 +346,25 @@ def _repeatable(command: tuple) -> bool:
     return (name.decode() if isinstance(name, bytes) else str(name)).upper() in REPEATABLE
 
 
-def _pack(commands: list[tuple], connection: Any) -> bytes | list[bytes]:
-    """The RESP bytes of ``commands``: hiredis's packer in C, much faster than redis-py's own
-    (see the README's Performance section); redis-py's for what hiredis does not take."""
+def _pack(commands: list[tuple], connection: Any) -> list[bytes]:
+    """The RESP bytes of each of ``commands``: hiredis's packer in C, much faster than
+    redis-py's own (see the README's Performance section); redis-py's for what hiredis does
+    not take."""
     try:
-        return b"".join([hiredis.pack_command(command) for command in commands])
+        return [hiredis.pack_command(command) for command in commands]
     except TypeError:
-        return connection.pack_commands(commands)
+        return [b"".join(connection.pack_commands([command])) for command in commands]
+
+
+def _chunks(packed: list[bytes]) -> list[bytes]:
+    """``packed`` joined into pieces of about WRITE_CHUNK_BYTES (one for a short pipeline)."""
+    chunks: list[bytes] = []
+    start = size = 0
+    for index, command in enumerate(packed):
+        size += len(command)
+        if size >= WRITE_CHUNK_BYTES:
+            chunks.append(b"".join(packed[start : index + 1]))
+            start, size = index + 1, 0
+    if start < len(packed):
+        chunks.append(b"".join(packed[start:]))
+    return chunks

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import logging
 
-import anyio
-
-from mapping import scripts
+from mapping import resilient, scripts
 from mapping.batcher import RedisBatcher
-from mapping.errors import BrokerError
 from mapping.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -50,20 +47,18 @@ class BrokerRegistry:
 
     async def run(self) -> None:
         """Refresh the registration every third of the TTL until cancelled (the pod calls
-        ``unregister`` on shutdown, while its batcher still runs)."""
-        while True:
-            try:
-                await self.register()
-            except (BrokerError, OSError) as exc:
-                log.warning("cannot refresh the Kafka broker registration: %s", exc)
-            await anyio.sleep(self.ttl_ms / 3000)
+        ``unregister`` on shutdown, while its batcher still runs). Any failure (Redis down,
+        a cluster failing over) is logged and retried soon: it never ends the task."""
+        await resilient.every(
+            "refreshing the Kafka broker registration", self.register, self.ttl_ms / 3000
+        )
 
     async def unregister(self) -> None:
         live, pods = self.keys[0], self.keys[1]
         try:
             await self.batcher.call("ZREM", live, self.pod_id)
             await self.batcher.call("HDEL", pods, self.pod_id)
-        except (BrokerError, OSError) as exc:
+        except resilient.REDIS_TROUBLE as exc:
             log.info("cannot remove the Kafka broker registration: %s", exc)
 
     async def live(self) -> list[tuple[int, str, int]]:

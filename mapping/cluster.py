@@ -9,6 +9,9 @@ each script touches one slot and runs unchanged on a cluster. What differs:
 - pub/sub: a cluster propagates PUBLISH to every node, so the pod's one pub/sub connection
   may be to any node (``pubsub_connection`` picks the next one on each reconnect);
 - Redis ``WAIT`` (``--redis-wait-replicas``) is per node and is refused on a cluster.
+
+A ``redis+sentinel://`` URL names sentinels and the primary they watch (mapping/sentinel.py);
+``connect_async``/``connect_sync`` give its client too, so every caller follows failovers.
 """
 
 from __future__ import annotations
@@ -26,9 +29,13 @@ from redis.cluster import RedisCluster as SyncRedisCluster
 from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
 
+from mapping import redis_errors, sentinel
+
 
 def redact(url: str) -> str:
     """``url`` without its password, for logs and messages."""
+    if sentinel.is_sentinel_url(url):
+        return sentinel.redact(url)  # several hosts: urlsplit cannot read the port
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -63,8 +70,9 @@ def _pool_checks_connections() -> dict[str, Any]:
 
 
 def connect_async(url: str, timeout_s: float, **options: Any) -> AsyncClient:
-    """An asyncio client for a single Redis or a cluster, with no automatic retries (a
-    retried produce could append twice). Cluster redirections (MOVED/ASK) still apply."""
+    """An asyncio client for a single Redis, a cluster or a sentinel-watched primary, with no
+    automatic retries (a retried produce could append twice). Cluster redirections
+    (MOVED/ASK) still apply."""
     common = dict(
         socket_timeout=timeout_s,
         socket_connect_timeout=timeout_s,
@@ -73,11 +81,17 @@ def connect_async(url: str, timeout_s: float, **options: Any) -> AsyncClient:
         **_pool_checks_connections(),
         **options,
     )
+    if sentinel.is_sentinel_url(url):
+        return sentinel.connect_async(url, **common)
+    _drop_sentinel_login(common)
     if is_cluster_url(url):
         # Per node. ClusterBatcher runs at most half as many calls at once (redis-py raises
         # rather than waits when a node's pool is used up); the rest is for the pod's
         # other calls on this client.
-        return RedisCluster.from_url(plain_url(url), max_connections=256, **common)
+        cluster = RedisCluster.from_url(plain_url(url), max_connections=256, **common)
+        # A failed connect then says "not sent": the batcher answers it as retriable.
+        redis_errors.mark_connect_failures(cluster)
+        return cluster
     return Redis.from_url(url, **common)
 
 
@@ -88,11 +102,18 @@ def credentials(
     tls_ca: str | Path | None = None,
     tls_cert: str | Path | None = None,
     tls_key: str | Path | None = None,
+    sentinel_username: str | None = None,
+    sentinel_password: str | None = None,
 ) -> dict[str, Any]:
     """redis-py's keyword arguments for an ACL user, a password and TLS files beyond what
     the URL carries (``rediss://USER:PASSWORD@HOST:PORT/DB``); unset ones are left out, so
-    the URL's own still apply. The pod and every command line build their clients with it."""
+    the URL's own still apply. The pod and every command line build their clients with it.
+    ``sentinel_*``: the sentinels' own login (only with a ``redis+sentinel://`` URL)."""
     options: dict[str, Any] = {}
+    if sentinel_username is not None:
+        options["sentinel_username"] = sentinel_username
+    if sentinel_password is not None:
+        options["sentinel_password"] = sentinel_password
     if username is not None:
         options["username"] = username
     if password is not None:
@@ -105,15 +126,26 @@ def credentials(
 
 
 def is_tls_url(url: str) -> bool:
-    return url.split("://", 1)[0].lower() in ("rediss", "rediss+cluster")
+    return url.split("://", 1)[0].lower() in ("rediss", "rediss+cluster", "rediss+sentinel")
 
 
 def connect_sync(url: str, **options: Any) -> SyncClient:
-    """A synchronous client (CLI, Spark connector) for a single Redis or a cluster."""
+    """A synchronous client (CLI, Spark connector) for a single Redis, a cluster or the
+    primary that sentinels name."""
     options = {**_pool_checks_connections(), **options}
+    if sentinel.is_sentinel_url(url):
+        return sentinel.connect_sync(url, **options)
+    _drop_sentinel_login(options)
     if is_cluster_url(url):
         return SyncRedisCluster.from_url(plain_url(url), **options)
     return redis.Redis.from_url(url, **options)
+
+
+def _drop_sentinel_login(options: dict[str, Any]) -> None:
+    """The sentinels' login means nothing to a plain Redis or a cluster (the command lines
+    refuse it without sentinels)."""
+    for name in sentinel.SENTINEL_LOGIN:
+        options.pop(name, None)
 
 
 _next_node = itertools.count()

@@ -46,8 +46,17 @@ class BadRequest(BrokerError):
 
 
 class Unavailable(BrokerError):
+    """Redis could not be reached: the request was not sent to it, so nothing was done."""
+
     def __init__(self, message: str) -> None:
         super().__init__(UNAVAILABLE, message)
+
+
+class OutcomeUnknown(Unavailable):
+    """The request was sent to Redis, then the connection failed or went silent before its
+    reply: it may or may not have run. V1 answers UNAVAILABLE (documented as "may have been
+    written"); Kafka's Produce answers REQUEST_TIMED_OUT, never a "not written" code (see
+    adapter/kafka/errors.py)."""
 
 
 class ConfigurationError(Exception):

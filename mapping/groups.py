@@ -1,6 +1,6 @@
 """Consumer groups in Redis: JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT and OFFSET.
 
-A group is keyed by (group, topic) and lives in four hashes under one hash tag (see
+A group is keyed by (group, topic) and lives in five hashes under one hash tag (see
 ``Keys.group`` and ``mapping/lua/_group.lua``), readable with ``redis-cli HGETALL``:
 
     meta        generation, assignor, partitions, active_ms (last activity of a member that
@@ -8,6 +8,8 @@ A group is keyed by (group, topic) and lives in four hashes under one hash tag (
     members     consumer id -> last heartbeat (ms since the epoch, Redis clock)
     assignment  consumer id -> its partitions, e.g. "0 3 6"
     offsets     partition -> committed offset (the next offset to read)
+    offset_metadata  Kafka commit metadata and leader epochs (mapping/kafka_groups/offsets.py):
+                a COMMIT removes its partition's, it carries neither
 
 Every change is one Lua script (``group_*.lua``) that reads the clock with ``TIME`` and first
 removes members whose session ran out, so expiry needs no reaper and no pod clock. The
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 from mapping import scripts
 from mapping.batcher import Pending, RedisBatcher
-from mapping.keys import Keys
+from mapping.keys import Keys, group_entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,7 @@ class Groups:
         the same commands straight to Redis)."""
         gk = self.keys.group(group, topic)
         return scripts.load(name).command(
-            [gk.meta, gk.members, gk.assignment, gk.offsets],
+            [gk.meta, gk.members, gk.assignment, gk.offsets, gk.offset_metadata],
             [self.session_timeout_ms, partitions, *args],
         )
 
@@ -61,7 +63,7 @@ class Groups:
         # another slot, so it cannot be part of the script (Redis Cluster).
         both = asyncio.gather(
             self.batcher.submit(*call),
-            self.batcher.submit("SADD", self.keys.groups, f"{group} {topic}"),
+            self.batcher.submit("SADD", self.keys.groups, group_entry(group, topic)),
         )
         return Pending(both, lambda replies: Membership(int(replies[0][0]),
                                                         _partitions(replies[0][1])))  # fmt: skip

@@ -16,7 +16,7 @@ from redis.exceptions import NoScriptError
 
 from mapping import codec, scripts
 from mapping.cluster import SyncClient
-from mapping.keys import Keys
+from mapping.keys import Keys, parse_group_entry
 
 # Lag is read from the record numbers produce.lua writes in each entry: two entries per
 # group partition, however long the backlog, and exact. Only entries written before records
@@ -159,9 +159,9 @@ def group_pairs(client: SyncClient, keys: Keys) -> list[tuple[str, str]]:
     """Every (group, topic) the groups set knows, sorted."""
     pairs = []
     for raw in client.smembers(keys.groups):
-        group, _, topic_name = _text(raw).partition(" ")
-        if topic_name:
-            pairs.append((group, topic_name))
+        pair = parse_group_entry(raw)  # the group id as written, whatever its characters
+        if pair is not None:
+            pairs.append(pair)
     return sorted(pairs)
 
 

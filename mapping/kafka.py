@@ -19,10 +19,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 from mapping import codec
 from mapping.batcher import Pending
+from mapping.errors import Unavailable
+from mapping.kafka_errors import OUT_OF_ORDER_SEQUENCE_NUMBER
+from mapping.sequence_fence import SequenceFence
 from mapping.store import Store, TopicConfig, _mark_retrieved
 
 Header = tuple[str, bytes | None]
@@ -261,6 +265,7 @@ class KafkaStore:
         self.keys = store.keys
         self.bits = store.sequence_bits
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.fence = SequenceFence()  # see mapping/sequence_fence.py
 
     def append_batch(
         self,
@@ -280,10 +285,32 @@ class KafkaStore:
             "kafka_produce", config, partition, args, (pk.producers, pk.producer_times)
         )
         future = self.store.batcher.submit(*call)
-        return Pending(
-            future,
-            lambda reply: AppendResult(*(int(v) for v in reply[:5])),
-        )
+        # a caller that goes away (its connection closed) leaves the failure unread
+        future.add_done_callback(_mark_retrieved)
+        if producer_id < 0:
+            return Pending(future, lambda reply: AppendResult(*(int(v) for v in reply[:5])))
+        # an idempotent producer's batches keep their order across a failed one
+        key = (config.name, partition, producer_id, producer_epoch)
+        future.add_done_callback(partial(self._settled, key, base_sequence))
+        return Pending(future, partial(self._appended, key, base_sequence))
+
+    def _settled(self, key: tuple, base_sequence: int, future: asyncio.Future[Any]) -> None:
+        if future.cancelled():
+            return
+        failure = future.exception()
+        if isinstance(failure, Unavailable):  # not written, or perhaps not (OutcomeUnknown)
+            self.fence.failed(key, base_sequence)
+        elif failure is None and int(future.result()[0]) in (0, 1):  # stored, or found stored
+            self.fence.written(key)
+
+    def _appended(self, key: tuple, base_sequence: int, reply: Any) -> AppendResult:
+        result = AppendResult(*(int(v) for v in reply[:5]))
+        if result.status == OUT_OF_ORDER_SEQUENCE_NUMBER and self.fence.behind_failure(
+            key, base_sequence
+        ):
+            # The gap is an earlier batch this pod failed: "not written", send that first.
+            raise Unavailable("redis unavailable: an earlier batch of this producer failed")
+        return result
 
     def start_read(
         self, config: TopicConfig, partition: int, offset: int, count: int
@@ -369,7 +396,8 @@ class KafkaStore:
         pk = self.keys.partition(config.name, partition)
         replicas = tuple(pk.replica(r) for r in range(1, config.replication_factor))
         call = self.store.partition_call("delete_records", config, partition, [cut], replicas)
-        status, low = await self.store.batcher.call(*call)
+        # (refused as deleted: this pod forgets the topic, as after any partition script)
+        status, low = await self.store._partition_reply(config, call)
         return None if int(status) else int(low)
 
     async def new_producer_id(self) -> int:

@@ -4,10 +4,13 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
 
     <prefix>:meta                              hash    deployment settings (sequence_bits)
     <prefix>:topics                            set     topic names
-    <prefix>:topic:{<topic>}                   hash    partitions, replication_factor, ...
+    <prefix>:topics:ids                        hash    topic id -> topic name (Kafka asks by id)
+    <prefix>:topic:{<topic>}                   hash    partitions, replication_factor, topic_id,
+                                                       ...
     <prefix>:part:{<topic>:<p>}:log            stream  the leader log; fields key, value, ts
     <prefix>:part:{<topic>:<p>}:state          hash    role, log_end, hw, isr, replica.<r>.*
-                                                       (a deleted topic's: {deleted: 1}, expiring)
+                                                       (a deleted topic's: {deleted: 1, topic_id},
+                                                       expiring)
     <prefix>:part:{<topic>:<p>}:replica:<r>    stream  follower replica r's copy of the log
     <prefix>:part:{<topic>:<p>}:hw             channel high-watermark notifications
     <prefix>:part:{<topic>:<p>}:appended       channel new records, for idle followers
@@ -20,17 +23,22 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:replicator:{leases}:shard:<n>     string  owner pod of replicator shard n
     <prefix>:pod:<pod id>                      channel one pod's private notifications
     <prefix>:wait_probe                        string  written before Redis WAIT
-    <prefix>:groups                            set     "<group> <topic>" pairs
+    <prefix>:groups                            set     "<group> <topic>" pairs (group_entry)
     <prefix>:retention:{lease}:pods|:owner     retention task lease (one pod trims at a time)
     <prefix>:group:{<group>:<topic>}:meta        hash  generation, assignor, partitions,
                                                      active_ms (last commit / member seen)
     <prefix>:group:{<group>:<topic>}:members     hash  consumer id -> last heartbeat (ms)
     <prefix>:group:{<group>:<topic>}:assignment  hash  consumer id -> partitions "0 3 6"
     <prefix>:group:{<group>:<topic>}:offsets     hash  partition -> committed (next) offset
-    <prefix>:group:{<group>:<topic>}:offset_metadata  hash  partition -> commit metadata (Kafka)
+    <prefix>:group:{<group>:<topic>}:offset_metadata  hash  partition -> commit metadata (Kafka),
+                                                     "<partition>.leader_epoch" -> the committed
+                                                     leader epoch (Kafka; absent: none, -1),
+                                                     "<partition>.fence" -> the largest commit
+                                                     fence token used on it (Kafka)
     <prefix>:kgroups                           set     Kafka group names (ListGroups)
     <prefix>:kgroup:{<group>}:meta             hash    state, generation, protocol_type,
-                                                       protocol, leader, deadlines (Kafka group)
+                                                       protocol, leader, deadlines,
+                                                       commit_fence (Kafka group)
     <prefix>:kgroup:{<group>}:members          hash    member id -> session expiry (ms)
     <prefix>:kgroup:{<group>}:member_info      hash    member id -> JSON (instance id, client
                                                        id, host, timeouts)
@@ -43,7 +51,7 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        MEMBER_ID_REQUIRED -> expiry (ms)
     <prefix>:kgroup:{<group>}:events           channel state changes, wakes JoinGroup/SyncGroup
     <prefix>:kgroup:{<group>}:consumer:meta    hash    KIP-848 group: group_epoch,
-                                                       target_epoch, assignor
+                                                       target_epoch, assignor, commit_fence
     <prefix>:kgroup:{<group>}:consumer:members hash    member id -> session expiry (ms)
     <prefix>:kgroup:{<group>}:consumer:member  hash    member id -> JSON (epoch, subscription,
                                                        assigned, revoking, instance id, ...)
@@ -62,22 +70,75 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:kafka:{brokers}:ids               hash    advertised HOST:PORT -> node id
     <prefix>:kafka:{brokers}:next_id           string  the last node id (INCR)
 
-Names are validated before they get here (``[A-Za-z0-9._-]``, 1-249 characters), so a
-name can never contain ``{``, ``}`` or ``:`` and every key is unambiguous.
+Topic, V1 group and consumer names are validated before they get here (``[A-Za-z0-9._-]``,
+1-249 characters), so a name can never contain ``{``, ``}``, ``:`` or a space and every key
+is unambiguous.
+
+Kafka group ids may be any string (Kafka's only rule: not empty for the membership APIs), so
+wherever ``<group>`` stands above, in a key, in a "<group> <topic>" entry of the groups set
+and in the kgroups set, it is ``group_part(group)``: the name itself when it is made of
+``[A-Za-z0-9._-]`` (every V1 name, so existing keys keep their names), else its UTF-8 bytes
+with every byte outside that set written ``%XX`` (upper-case hex); the empty id is ``%``. A
+part is thus always ``[A-Za-z0-9._%-]``: no hash-tag brace, no ``:``, no space, no glob
+character, and a plain name never holds ``%``, so no two ids share a part. Everything that
+reads group names back from Redis goes through ``group_name`` / ``parse_group_entry``.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import unquote_to_bytes
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,249}")
 DEFAULT_PREFIX = "rsa"
+# The bytes a group id's key part keeps as they are (NAME_PATTERN's characters).
+_PLAIN_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+# The empty group id's part (Kafka accepts "" for OffsetCommit/OffsetFetch): percent-encoding
+# never writes a lone "%", and a hash tag must not be empty ("{}" hashes the whole key).
+EMPTY_GROUP_PART = "%"
 
 
 def is_valid_name(name: str) -> bool:
-    """Topic, group and consumer names: 1-249 characters of ``[A-Za-z0-9._-]``."""
+    """Topic, V1 group and consumer names: 1-249 characters of ``[A-Za-z0-9._-]``."""
     return NAME_PATTERN.fullmatch(name) is not None
+
+
+def group_part(group: str) -> str:
+    """The part of a key (and of a groups-set entry) that names group ``group``: see the
+    module's docstring. Unchanged for a name of ``[A-Za-z0-9._-]``."""
+    if NAME_PATTERN.fullmatch(group):
+        return group
+    if not group:
+        return EMPTY_GROUP_PART
+    # surrogatepass: any Python string has a part, and group_name gives it back
+    encoded = group.encode("utf-8", "surrogatepass")
+    return "".join(chr(b) if b in _PLAIN_BYTES else f"%{b:02X}" for b in encoded)
+
+
+def group_name(part: bytes | str) -> str:
+    """The group id whose ``group_part`` is ``part`` (as read back from Redis)."""
+    text = part.decode() if isinstance(part, bytes) else part
+    if "%" not in text:
+        return text
+    if text == EMPTY_GROUP_PART:
+        return ""
+    try:
+        return unquote_to_bytes(text).decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:  # not written by group_part (edited by hand): shown as is
+        return text
+
+
+def group_entry(group: str, topic: str) -> str:
+    """The groups set's entry of (group, topic)."""
+    return f"{group_part(group)} {topic}"
+
+
+def parse_group_entry(entry: bytes | str) -> tuple[str, str] | None:
+    """(group, topic) of a groups-set entry; None for a malformed one."""
+    text = entry.decode() if isinstance(entry, bytes) else entry
+    part, _, topic = text.partition(" ")
+    return (group_name(part), topic) if topic else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +216,12 @@ class Keys:
     @property
     def topics(self) -> str:
         return f"{self.prefix}:topics"
+
+    @property
+    def topic_ids(self) -> str:
+        """Topic id -> name, beside the topics set: Kafka names topics by id (Metadata,
+        DeleteTopics, KIP-848), and ids are random, so they are looked up here."""
+        return f"{self.topics}:ids"
 
     @property
     def groups(self) -> str:
@@ -235,7 +302,7 @@ class Keys:
         return f"{self.prefix}:part:{{{topic}:{partition}}}:sink"
 
     def group(self, group: str, topic: str) -> GroupKeys:
-        base = f"{self.prefix}:group:{{{group}:{topic}}}"
+        base = f"{self.prefix}:group:{{{group_part(group)}:{topic}}}"
         return GroupKeys(
             meta=f"{base}:meta",
             members=f"{base}:members",
@@ -246,11 +313,11 @@ class Keys:
 
     @property
     def kafka_groups(self) -> str:
-        """Names of the Kafka groups (classic protocol), for ListGroups."""
+        """Kafka groups (either protocol), for ListGroups: their ``group_part``s."""
         return f"{self.prefix}:kgroups"
 
     def kafka_group(self, group: str) -> KafkaGroupKeys:
-        base = f"{self.prefix}:kgroup:{{{group}}}"
+        base = f"{self.prefix}:kgroup:{{{group_part(group)}}}"
         return KafkaGroupKeys(
             meta=f"{base}:meta",
             members=f"{base}:members",

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections.abc import Callable
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from mapping.cluster import pubsub_connection
@@ -26,10 +27,29 @@ class Subscriber:
     current state and miss no later change. After a lost connection every channel is
     subscribed again and the ``on_reconnect`` callbacks run (notifications may have been
     missed while it was down).
+
+    A connection that goes silent is lost too: an idle connection sends PING every
+    ``keepalive_s`` and is dropped when nothing at all came back for ``silent_s``. Otherwise a
+    subscriber on a node that stopped (paused, cut off) and was failed over would wait
+    forever for notifications that now go elsewhere: every acks=all waiter and replicator
+    wake-up of the pod with it.
     """
 
-    def __init__(self, client: Redis, home_channel: str) -> None:
+    def __init__(
+        self,
+        client: Redis,
+        home_channel: str,
+        *,
+        keepalive_s: float = 1.0,
+        silent_s: float | None = None,
+    ) -> None:
         self._client = client
+        self.keepalive_s = keepalive_s
+        if silent_s is None:  # the client's own reply timeout (the pod's --redis-timeout-ms)
+            timeout = _socket_timeout(client)
+            silent_s = max(2 * keepalive_s, timeout or 0.0)
+        self.silent_s = silent_s
+        self.reconnects = 0
         # Always subscribed, so the connection is in pub/sub mode from the start.
         self._home = home_channel.encode()
         self._handlers: dict[bytes, list[Handler]] = {}
@@ -111,8 +131,9 @@ class Subscriber:
         backoff = 0.1
         first = True
         while True:
-            conn = pubsub_connection(self._client)
+            conn = None
             try:
+                conn = pubsub_connection(self._client)
                 await conn.connect()
                 self._active.clear()
                 channels = [self._home, *self._handlers]
@@ -120,13 +141,24 @@ class Subscriber:
                 self._conn = conn
                 await conn.send_command("SUBSCRIBE", *channels, check_health=False)
                 if not first:
+                    self.reconnects += 1
                     asyncio.ensure_future(self._after_reconnect(list(self._handlers)))
                 first = False
                 backoff = 0.1
+                silent = 0.0
                 while True:
-                    # math.inf: block without the client's socket timeout; push_request:
-                    # under RESP3 messages are pushes, which the parser otherwise swallows.
-                    message = await conn.read_response(timeout=math.inf, push_request=True)
+                    # A timeout of its own, not the client's: None when nothing came in
+                    # time. push_request: under RESP3 messages are pushes, which the parser
+                    # otherwise swallows.
+                    message = await conn.read_response(timeout=self.keepalive_s, push_request=True)
+                    if message is None:
+                        silent += self.keepalive_s
+                        if silent >= self.silent_s:
+                            raise RedisConnectionError(f"pub/sub connection silent {silent:g}s")
+                        # Its answer (or any message) shows the connection still works.
+                        await conn.send_command("PING", check_health=False)
+                        continue
+                    silent = 0.0
                     self._dispatch(message)
             except asyncio.CancelledError:
                 raise
@@ -136,7 +168,8 @@ class Subscriber:
                 self._conn = None
                 self._active.clear()
                 try:
-                    await conn.disconnect()
+                    if conn is not None:
+                        await conn.disconnect()
                 except Exception:
                     pass
             await asyncio.sleep(backoff)
@@ -152,3 +185,13 @@ class Subscriber:
         await asyncio.gather(*waits, return_exceptions=True)
         for callback in self._callbacks:
             callback()
+
+
+def _socket_timeout(client: Redis | RedisCluster) -> float | None:
+    """The reply timeout ``client``'s connections were made with, if any."""
+    if isinstance(client, RedisCluster):
+        kwargs = client.nodes_manager.connection_kwargs
+    else:
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    timeout = kwargs.get("socket_timeout")
+    return float(timeout) if timeout else None

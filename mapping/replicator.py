@@ -17,6 +17,13 @@ partitions are fetched together (one pipeline through the batcher); a partition 
 stopped at the per-call bound is fetched again at once, so a busy partition needs no
 notifications. New topics are announced on ``<prefix>:topics:created``.
 
+Failover. A fetch that ran on a primary which then failed over (or on a Redis that
+restarted from a slightly old AOF) may be lost while the appends before it were kept: the
+followers are behind again, and appends no longer wake anyone. So after any failed call,
+after a pub/sub reconnect, and when Redis changed under the pod (the cluster's epoch grew,
+or the server's run id changed, checked at each tick), every played partition is fetched
+again. None of the loops ever ends for Redis trouble (mapping/resilient.py).
+
 Two owners at once (a paused pod whose lease expired) are harmless: REPLICA_FETCH copies
 from the replica stream's own last entry, so concurrent fetches are idempotent.
 """
@@ -28,9 +35,9 @@ import logging
 import zlib
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.asyncio.cluster import RedisCluster
 
-from mapping import scripts
+from mapping import resilient, scripts
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
 from mapping.pubsub import Subscriber
 from mapping.store import (
@@ -52,7 +59,7 @@ def shard_of(topic: str, partition: int, shards: int) -> int:
 class Replicator:
     def __init__(
         self,
-        client: Redis,
+        client: Redis | RedisCluster,
         store: Store,
         subscriber: Subscriber,
         *,
@@ -76,14 +83,25 @@ class Replicator:
         self._wake = asyncio.Event()
         self._discover = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
+        self._epoch: int | str | None = None  # the Redis seen at the last tick
+        self._resync = False  # a call failed: fetch every partition once Redis answers
         self.fetches = 0
 
     async def run(self) -> None:
         self.subscriber.on_reconnect(self._mark_all_dirty)
         try:
             async with asyncio.TaskGroup() as tasks:
-                tasks.create_task(self._lease_loop())
-                tasks.create_task(self._fetch_loop())
+                # Neither ever ends for Redis trouble (nor for a bug): the pod goes on.
+                tasks.create_task(
+                    resilient.every(
+                        "replicator tick",
+                        self._lease_step,
+                        self.lease_ms / 3000,
+                        wait=self._discovered,
+                        on_failure=self._trouble,
+                    )
+                )
+                tasks.create_task(resilient.supervised("replicator fetches", self._fetch_loop))
                 tasks.create_task(
                     self.subscriber.subscribe(
                         self.store.keys.topics_channel, lambda _: self._discover.set()
@@ -113,22 +131,49 @@ class Replicator:
         except (Exception, asyncio.CancelledError) as exc:
             log.debug("could not release replicator leases: %s", exc)
 
-    async def _lease_loop(self) -> None:
-        interval = self.lease_ms / 3000
-        while True:
-            self._discover.clear()
-            try:
-                owned = await self._tick()
-                if owned != self.owned:
-                    log.info("replicator %s owns shards %s", self.pod_id, sorted(owned))
-                self.owned = owned
-                await self._sync()
-            except (BrokerError, RedisError, OSError) as exc:
-                log.warning("replicator tick failed: %s", exc)
-            try:
-                await asyncio.wait_for(self._discover.wait(), interval)
-            except TimeoutError:
-                pass
+    async def _lease_step(self) -> None:
+        self._discover.clear()
+        owned = await self._tick()
+        if owned != self.owned:
+            log.info("replicator %s owns shards %s", self.pod_id, sorted(owned))
+        self.owned = owned
+        await self._sync()
+        if await self._failed_over() or self._resync:
+            # A fetch that ran on a primary which then failed over may be lost with it:
+            # its followers are behind again, and appends wake only followers that had
+            # everything (_append.lua), so nothing would wake them. Fetch them all again.
+            self._resync = False
+            self._mark_all_dirty()
+
+    async def _discovered(self, seconds: float) -> None:
+        """Until the next tick: ``seconds``, or sooner when a topic was created."""
+        try:
+            await asyncio.wait_for(self._discover.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    def _trouble(self, _: BaseException) -> None:
+        """Redis failed a call: once it answers again, every partition is fetched again
+        (whatever happened meanwhile, a failover or a restart, may have lost fetches)."""
+        self._resync = True
+
+    async def _failed_over(self) -> bool:
+        """Whether Redis changed under the pod since the last tick: on a cluster the
+        cluster's epoch grew (every failover raises it); else the server's run id changed
+        (a restart, or Sentinel's failover to another server). False on the first call."""
+        if isinstance(self.client, RedisCluster):
+            info = await self.client.cluster_info()
+            epoch: int | str = int(info.get("cluster_current_epoch", 0))
+            # Nodes learn of a new epoch by gossip: one that has not yet is no change.
+            changed = self._epoch is not None and epoch > self._epoch  # type: ignore[operator]
+            if self._epoch is None or changed:
+                self._epoch = epoch
+            return changed
+        info = await self.client.info("server")
+        epoch = str(info.get("run_id", ""))
+        changed = self._epoch is not None and epoch != self._epoch
+        self._epoch = epoch
+        return changed
 
     async def _sync(self) -> None:
         """Play exactly the partitions of the owned shards (topics with RF > 1)."""
@@ -222,6 +267,7 @@ class Replicator:
                     failed.append(pid)
                     log.warning("replica fetch of %s/%d failed: %s", *pid, result)
             if failed:
+                self._resync = True
                 await asyncio.sleep(0.5)  # Redis trouble: retry, not in a tight loop
                 self._dirty.update(failed)
             if self._dirty:

@@ -22,12 +22,11 @@ from dataclasses import dataclass
 
 import anyio
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
-from mapping import scripts
+from mapping import resilient, scripts
 from mapping.admin import expire_groups
-from mapping.errors import BrokerError
 from mapping.inspection import Retention, retention_of
+from mapping.keys import parse_group_entry
 from mapping.store import Store
 
 log = logging.getLogger(__name__)
@@ -55,9 +54,9 @@ async def group_floors(store: Store, topic: str, partitions: int) -> dict[int, i
     pairs = await store.batcher.call("SMEMBERS", store.keys.groups)
     groups = []
     for raw in pairs:
-        group, _, group_topic = raw.decode().partition(" ")
-        if group_topic == topic:
-            groups.append(group)
+        pair = parse_group_entry(raw)
+        if pair is not None and pair[1] == topic:
+            groups.append(pair[0])
     offsets = await asyncio.gather(
         *(store.batcher.call("HGETALL", store.keys.group(g, topic).offsets) for g in groups)
     )
@@ -131,12 +130,7 @@ class RetentionTask:
         if self.interval_ms <= 0:
             return
         try:
-            while True:
-                try:
-                    await self.tick()
-                except (BrokerError, RedisError, OSError) as exc:
-                    log.warning("retention run failed: %s", exc)
-                await asyncio.sleep(self.interval_ms / 1000)
+            await resilient.every("retention run", self.tick, self.interval_ms / 1000)
         finally:
             if self.owner:
                 await self._release()

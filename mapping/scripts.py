@@ -10,6 +10,9 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
+
+from redis.exceptions import NoScriptError
 
 LUA_DIR = Path(__file__).with_name("lua")
 _INCLUDE = "--! include "
@@ -51,3 +54,16 @@ def by_sha(sha: str) -> Script | None:
         if script.sha == sha:
             return script
     return None
+
+
+def call_sync(client: Any, command: tuple) -> Any:
+    """Run ``command`` on a synchronous client (the command line, a Spark task); an EVALSHA
+    of a script this Redis has not loaded yet (NOSCRIPT) loads it and runs again."""
+    try:
+        return client.execute_command(*command)
+    except NoScriptError:
+        script = by_sha(command[1]) if command[0] == "EVALSHA" else None
+        if script is None:
+            raise
+        client.script_load(script.source)
+        return client.execute_command(*command)

@@ -7,6 +7,8 @@ Every method builds script calls from `keys`, `codec` and `scripts`, sends them 
 from __future__ import annotations
 
 import asyncio
+import base64
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from mapping.batcher import Pending, RedisBatcher
 from mapping.cluster import connect_async
 from mapping.errors import TOPIC_LIMIT, UNKNOWN_TOPIC, BadRequest, BrokerError, ConfigurationError
 from mapping.keys import Keys
+from mapping.scripts import call_sync
 
 # Offsets past every log end (exact as a Lua double): "copy everything there is".
 LATEST_OFFSET = (1 << 53) - 1
@@ -44,12 +47,85 @@ class TopicDefaults:
     min_insync_replicas: int = 2
 
 
+# Names Kafka reserves for its own topics (Topic.isInternal: group offsets, transactions,
+# share groups; and KRaft's metadata log). The pods keep offsets and transactions in their own
+# keys, so a topic of one of these names would only mislead Kafka tools: none is ever created
+# automatically, and CreateTopics and ``adapter topic create`` refuse them.
+KAFKA_INTERNAL_TOPICS = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
+)
+
+
+def is_internal_topic(name: str) -> bool:
+    """Whether ``name`` is reserved by Kafka (see ``KAFKA_INTERNAL_TOPICS``)."""
+    return name in KAFKA_INTERNAL_TOPICS
+
+
+# Ids Kafka reserves (Uuid.RESERVED): the zero id means "none", the one id is KRaft's
+# metadata topic.
+_RESERVED_TOPIC_IDS = frozenset({0, 1})
+
+
+def new_topic_id() -> str:
+    """A fresh topic id, as Kafka's Uuid.randomUuid makes them: random, never a reserved
+    id, and never one whose base64 form (how Kafka tools print ids) starts with ``-``, which
+    command lines would read as an option."""
+    while True:
+        candidate = uuid.uuid4()
+        text = base64.urlsafe_b64encode(candidate.bytes).decode()
+        if candidate.int not in _RESERVED_TOPIC_IDS and not text.startswith("-"):
+            return str(candidate)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfig:
     name: str
     partitions: int
     replication_factor: int
     min_insync_replicas: int
+    # Random at each creation, stored in the topic hash (see ensure_topic.lua): a topic
+    # deleted and made again is another topic to Kafka clients. "" only where a caller
+    # builds a config without reading Redis.
+    topic_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EnsuredTopic:
+    """What ensure_topic.lua answered: the settings, whether this call created the topic,
+    and whether it gave a topic made by older code its id (both need announcing)."""
+
+    config: TopicConfig
+    created: bool
+    id_assigned: bool
+
+
+def ensure_topic_call(
+    keys: Keys,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    min_insync_replicas: int,
+    *,
+    create: bool = True,
+) -> tuple:
+    """The ensure_topic.lua call that creates topic ``name`` with these settings (or only
+    looks it up: ``create`` False), carrying the fresh id it gets if it is created now."""
+    return scripts.load("ensure_topic").command(
+        [keys.topic(name)],
+        [partitions, replication_factor, min_insync_replicas, int(create), new_topic_id()],
+    )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def ensured_topic(name: str, reply: list[Any]) -> EnsuredTopic | None:
+    """ensure_topic.lua's reply; None when the topic does not exist (and was not created)."""
+    if not reply:
+        return None
+    config = TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]), _text(reply[4]))
+    return EnsuredTopic(config, bool(reply[3]), bool(reply[5]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,12 +257,42 @@ def _joined(page: ConsumeResult, rest: ConsumeResult, max_bytes: int) -> Consume
     return ConsumeResult(records, rest.high_watermark)
 
 
-def creation_commands(keys: Keys, name: str, partitions: int) -> list[tuple]:
-    """What follows the creation of topic ``name``: its partitions lose the tombstone an
-    earlier topic of that name left (see mapping/admin.py), it joins the topics set, and
-    its name is published (the replicators listen)."""
-    revive = [("HDEL", keys.partition(name, p).state, "deleted") for p in range(partitions)]
-    return [*revive, ("SADD", keys.topics, name), ("PUBLISH", keys.topics_channel, name)]
+def revive_commands(keys: Keys, name: str, topic_id: str, partitions: range) -> list[tuple]:
+    """The first step after the creation of topic ``name`` (or the growth of its partition
+    count): these partitions lose the tombstone an earlier topic of that name left (see
+    mapping/admin.py and partition_revive.lua). A reply of -1 means the topic itself was
+    deleted meanwhile: it must not be announced."""
+    script = scripts.load("partition_revive")
+    return [script.command([keys.partition(name, p).state], [topic_id]) for p in partitions]
+
+
+def listing_commands(keys: Keys, config: TopicConfig) -> list[tuple]:
+    """The second step: the topic joins the topics set and the id index, and its name is
+    published (the replicators listen)."""
+    return [
+        ("SADD", keys.topics, config.name),
+        ("HSET", keys.topic_ids, config.topic_id, config.name),
+        ("PUBLISH", keys.topics_channel, config.name),
+    ]
+
+
+def deleted_meanwhile(revived: list[Any]) -> bool:
+    """Whether revive_commands' replies say the topic was deleted since its creation."""
+    return any(int(reply) < 0 for reply in revived)
+
+
+def announce_sync(client: Any, keys: Keys, ensured: EnsuredTopic) -> None:
+    """What follows ensure_topic.lua, on a synchronous client (the command line, Spark):
+    a created topic is revived and listed, an older topic given its id now is indexed."""
+    config = ensured.config
+    if ensured.created:
+        revive = revive_commands(keys, config.name, config.topic_id, range(config.partitions))
+        if deleted_meanwhile([call_sync(client, command) for command in revive]):
+            return
+        for command in listing_commands(keys, config):
+            client.execute_command(*command)
+    elif ensured.id_assigned:
+        client.hset(keys.topic_ids, config.topic_id, config.name)
 
 
 def _then(
@@ -350,24 +456,33 @@ class Store:
         """Names whose settings this pod holds, least recently used first."""
         return list(self._known)
 
+    async def read_topic(self, name: str) -> TopicConfig | None:
+        """The topic's settings as Redis has them now (never cached, never creates it;
+        a topic made by older code gets its id)."""
+        return await self._read_topic(name, create=False)
+
     async def _read_topic(self, name: str, *, create: bool) -> TopicConfig | None:
         d = self.topic_defaults
         # min ISR above RF could never be met (acks=all would always time out): cap it.
         min_isr = min(d.min_insync_replicas, d.replication_factor)
-        reply = await self.batcher.call(
-            *scripts.load("ensure_topic").command(
-                [self.keys.topic(name)],
-                [d.partitions, d.replication_factor, min_isr, int(create)],
-            )
+        call = ensure_topic_call(
+            self.keys, name, d.partitions, d.replication_factor, min_isr, create=create
         )
-        if not reply:
+        ensured = ensured_topic(name, await self.batcher.call(*call))
+        if ensured is None:
             return None
-        config = TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]))
-        if reply[3]:
-            await self._announce_topic(config)
-        return config
+        await self._announce_topic(ensured)
+        return ensured.config
 
     async def _ensure_topic(self, name: str) -> TopicConfig:
+        if is_internal_topic(name):  # served if it exists (made by older code), never made
+            config = await self._read_topic(name, create=False)
+            if config is None:
+                raise BrokerError(
+                    UNKNOWN_TOPIC,
+                    f"unknown topic {name} (reserved by Kafka: never created automatically)",
+                )
+            return config
         if self.auto_create_topics and not self.max_topics:
             config = await self._read_topic(name, create=True)
             assert config is not None
@@ -395,24 +510,45 @@ class Store:
                 f"cannot create topic {name}: {count} topics exist, the limit is {self.max_topics}",
             )
 
-    async def _announce_topic(self, config: TopicConfig) -> None:
-        commands = creation_commands(self.keys, config.name, config.partitions)
-        await asyncio.gather(*(self.batcher.call(*command) for command in commands))
+    async def _announce_topic(self, ensured: EnsuredTopic) -> None:
+        """What follows ensure_topic.lua (see announce_sync): revive, then list and publish
+        unless the topic was deleted meanwhile (its own tombstones stay; listing it would
+        leave a name in the topics set with no topic)."""
+        config, call = ensured.config, self.batcher.call
+        if ensured.created:
+            partitions = range(config.partitions)
+            revive = revive_commands(self.keys, config.name, config.topic_id, partitions)
+            if deleted_meanwhile(await asyncio.gather(*(call(*c) for c in revive))):
+                return
+            await asyncio.gather(*(call(*c) for c in listing_commands(self.keys, config)))
+        elif ensured.id_assigned:
+            await call("HSET", self.keys.topic_ids, config.topic_id, config.name)
 
     async def create_topic(
         self, name: str, partitions: int, replication_factor: int, min_insync_replicas: int
     ) -> tuple[TopicConfig, bool]:
         """Create a topic with these settings; returns (its settings, created). An existing
         topic keeps its own settings (compare them to see whether they differ)."""
-        reply = await self.batcher.call(
-            *scripts.load("ensure_topic").command(
-                [self.keys.topic(name)], [partitions, replication_factor, min_insync_replicas]
-            )
+        call = ensure_topic_call(
+            self.keys, name, partitions, replication_factor, min_insync_replicas
         )
-        config = TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]))
-        if reply[3]:
-            await self._announce_topic(config)
-        return config, bool(reply[3])
+        ensured = ensured_topic(name, await self.batcher.call(*call))
+        assert ensured is not None  # created, or there
+        await self._announce_topic(ensured)
+        return ensured.config, ensured.created
+
+    async def topic_by_id(self, topic_id: str) -> TopicConfig | None:
+        """The topic whose id is ``topic_id``; None when no topic has it (a deleted one's).
+        The id index (``Keys.topic_ids``, written beside the topics set, another slot) names
+        the topic; the topic hash's own id has the last word."""
+        name = await self.batcher.call("HGET", self.keys.topic_ids, topic_id)
+        if name is None:
+            return None
+        config = await self.lookup(_text(name))
+        if config is not None and config.topic_id != topic_id:
+            # cached settings of an earlier topic of that name (its deletion not heard yet)
+            config = await self.read_topic(config.name)
+        return config if config is not None and config.topic_id == topic_id else None
 
     async def topic_names(self) -> list[str]:
         return sorted(n.decode() for n in await self.batcher.call("SMEMBERS", self.keys.topics))

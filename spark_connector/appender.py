@@ -19,7 +19,15 @@ import redis
 from mapping import codec, scripts
 from mapping.keys import Keys, is_valid_name
 from mapping.partitioner import partition_for
-from mapping.store import TopicConfig, TopicDefaults
+from mapping.scripts import call_sync
+from mapping.store import (
+    TopicConfig,
+    TopicDefaults,
+    announce_sync,
+    ensure_topic_call,
+    ensured_topic,
+    is_internal_topic,
+)
 from spark_connector.acks import wait_for_acks
 from spark_connector.sink_options import SinkOptions, SinkWriteError
 from spark_connector.sink_records import Record, record_items
@@ -44,19 +52,19 @@ def ensure_topic(
     client: redis.Redis, keys: Keys, name: str, defaults: TopicDefaults
 ) -> TopicConfig:
     """The topic's settings, creating it with ``defaults`` when it does not exist (topics
-    appear on first use, as with V1 PRODUCE)."""
-    script = scripts.load("ensure_topic")
-    args = [defaults.partitions, defaults.replication_factor, defaults.min_insync_replicas]
-    try:
-        reply = client.execute_command(*script.command([keys.topic(name)], args))
-    except redis.exceptions.NoScriptError:
-        client.script_load(script.source)
-        reply = client.execute_command(*script.command([keys.topic(name)], args))
-    if reply[3]:
-        # As the pod announces it: the replicators start following the new partitions.
-        client.sadd(keys.topics, name)
-        client.publish(keys.topics_channel, name)
-    return TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]))
+    appear on first use, as with V1 PRODUCE), announced as a pod announces it (an earlier
+    topic's tombstones go, the replicators start following the new partitions). Names Kafka
+    reserves (``__consumer_offsets``, ...) are never created."""
+    internal = is_internal_topic(name)
+    call = ensure_topic_call(
+        keys, name, defaults.partitions, defaults.replication_factor,
+        defaults.min_insync_replicas, create=not internal,
+    )  # fmt: skip
+    ensured = ensured_topic(name, call_sync(client, call))
+    if ensured is None:
+        raise SinkWriteError(f"topic {name!r} is reserved by Kafka: it is never created")
+    announce_sync(client, keys, ensured)
+    return ensured.config
 
 
 @dataclass

@@ -15,7 +15,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from mapping import scripts
-from mapping.keys import Keys
+from mapping.keys import Keys, group_entry
 
 
 def commit_group_offsets(
@@ -29,7 +29,7 @@ def commit_group_offsets(
     partitions = sorted(next_offsets)
     args = [part for p in partitions for part in (str(p), str(int(next_offsets[p])))]
     gk = keys.group(group, topic)
-    command = script.command([gk.offsets, gk.meta], args)
+    command = script.command([gk.offsets, gk.meta, gk.offset_metadata], args)
     try:
         stored = client.execute_command(*command)
     except NoScriptError:
@@ -37,5 +37,5 @@ def commit_group_offsets(
         client.script_load(script.source)
         stored = client.execute_command(*command)
     # Another slot than the offsets (Redis Cluster): its own call, as JOIN does.
-    client.sadd(keys.groups, f"{group} {topic}")
+    client.sadd(keys.groups, group_entry(group, topic))
     return {p: int(value) for p, value in zip(partitions, stored, strict=True)}

@@ -62,12 +62,17 @@ class RangePartition(InputPartition):
 
 def client_for(opts: SourceOptions) -> redis.Redis:
     """A synchronous client with the source's timeouts (not yet connected)."""
-    return connect_sync(  # a redis+cluster:// URL gives a cluster client
+    return connect_sync(  # a cluster client for redis+cluster://, Sentinel's for redis+sentinel://
         opts.redis_url,
         socket_timeout=opts.timeout_s,
         socket_connect_timeout=opts.timeout_s,
         decode_responses=False,
-        **credentials(username=opts.redis_username, password=opts.redis_password),
+        **credentials(
+            username=opts.redis_username,
+            password=opts.redis_password,
+            sentinel_username=opts.redis_sentinel_username,
+            sentinel_password=opts.redis_sentinel_password,
+        ),
     )
 
 

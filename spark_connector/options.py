@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mapping.keys import DEFAULT_PREFIX, is_valid_name
+from mapping.sentinel import sentinel_url
 
 # Kafka's special per-partition values in a JSON offsets spec.
 KAFKA_LATEST = -1
@@ -33,6 +34,10 @@ KNOWN_OPTIONS = (
     "redis.timeout",
     "redis.username",
     "redis.password",
+    "redis.sentinel",
+    "redis.sentinelmaster",
+    "redis.sentinelusername",
+    "redis.sentinelpassword",
     "failondataloss",
 )
 
@@ -106,6 +111,32 @@ class SourceOptions:
     # the UI, which it does not do for a password inside redis.url.
     redis_username: str | None = None
     redis_password: str | None = None
+    # The sentinels' own login (with redis.sentinel; redis_url is then redis+sentinel://)
+    redis_sentinel_username: str | None = None
+    redis_sentinel_password: str | None = None
+
+
+def _redis_url(opts: dict[str, str]) -> str:
+    """``redis.url``, or the ``redis+sentinel://`` URL of ``redis.sentinel`` and
+    ``redis.sentinelMaster`` (mapping/sentinel.py)."""
+    url = opts.get("redis.url", "").strip()
+    sentinels = opts.get("redis.sentinel", "").strip()
+    master = opts.get("redis.sentinelmaster", "").strip()
+    if not sentinels:
+        if master or opts.get("redis.sentinelusername") or opts.get("redis.sentinelpassword"):
+            raise OptionError(
+                "options redis.sentinelMaster/redis.sentinelUsername/redis.sentinelPassword "
+                "need option redis.sentinel"
+            )
+        return url
+    if url:
+        raise OptionError("give option redis.url or redis.sentinel, not both")
+    if not master:
+        raise OptionError("option redis.sentinel needs option redis.sentinelMaster (a name)")
+    try:
+        return sentinel_url(sentinels, master)
+    except ValueError as exc:
+        raise OptionError(f"option redis.sentinel: {exc}") from None
 
 
 def _positive_int(name: str, text: str) -> int:
@@ -179,15 +210,18 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         raise OptionError(
             f"unknown option(s) {', '.join(unknown)}; known options: {', '.join(KNOWN_OPTIONS)}"
         )
-    url = opts.get("redis.url", "").strip()
+    url = _redis_url(opts)
     if not url:
-        raise OptionError("option redis.url is required, e.g. redis://localhost:6379/0")
-    if not url.startswith(
-        ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
-    ):
         raise OptionError(
-            f"option redis.url must be a redis://, rediss://, unix:// or redis+cluster:// URL: "
-            f"{url!r}"
+            "option redis.url is required, e.g. redis://localhost:6379/0 (or redis.sentinel)"
+        )
+    if not url.startswith(
+        ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://",
+         "redis+sentinel://", "rediss+sentinel://")
+    ):  # fmt: skip
+        raise OptionError(
+            f"option redis.url must be a redis://, rediss://, unix://, redis+cluster:// or "
+            f"redis+sentinel:// URL: {url!r}"
         )
     topic = opts.get("topic", "")
     if not topic:
@@ -243,4 +277,6 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         fail_on_data_loss=fail_on_data_loss == "true",
         redis_username=opts.get("redis.username") or None,
         redis_password=opts.get("redis.password") or None,
+        redis_sentinel_username=opts.get("redis.sentinelusername") or None,
+        redis_sentinel_password=opts.get("redis.sentinelpassword") or None,
     )

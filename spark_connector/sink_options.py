@@ -1,8 +1,9 @@
 """The sink's options (``df.write[Stream].format("redis-topics")``), parsed once on the driver.
 
-Connection options (``redis.url``, ``keyPrefix``, ``redis.timeout``) are the source's and are
-validated by the same code (``options.parse_options``); the rest is the sink's own. Anything
-malformed raises ``OptionError`` naming the option and what it accepts.
+Connection options (``redis.url`` or ``redis.sentinel``, the logins, ``keyPrefix``,
+``redis.timeout``) are the source's and are validated by the same code
+(``options.parse_options``); the rest is the sink's own. Anything malformed raises
+``OptionError`` naming the option and what it accepts.
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ DEFAULT_BATCH_SIZE = 1000
 DEFAULT_ACKS_TIMEOUT_MS = 10_000
 DEFAULT_REPLICA_LAG_MAX_MS = 10_000  # the pod's default (--replica-lag-max-ms)
 
-CONNECTION_OPTIONS = ("redis.url", "keyprefix", "redis.timeout")
+CONNECTION_OPTIONS = (
+    "redis.url",
+    "keyprefix",
+    "redis.timeout",
+    "redis.username",
+    "redis.password",
+    "redis.sentinel",
+    "redis.sentinelmaster",
+    "redis.sentinelusername",
+    "redis.sentinelpassword",
+)
 SINK_OPTIONS = (
     "topic",
     "acks",
@@ -47,7 +58,7 @@ class SinkWriteError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
-    connection: SourceOptions  # redis.url, keyPrefix, redis.timeout (topic unused)
+    connection: SourceOptions  # Redis, logins, keyPrefix, redis.timeout (topic unused)
     topic: str | None  # None: every row names its topic in a `topic` column
     acks: Acks = "all"
     acks_timeout_ms: int = DEFAULT_ACKS_TIMEOUT_MS

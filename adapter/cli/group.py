@@ -3,9 +3,11 @@
     group delete GROUP [--topic T] [--force]
 
 A group is keyed by (group, topic): without ``--topic`` GROUP is deleted for every topic
-it has. A group with live members (a member whose session has not run out) is refused, as
-Kafka's DeleteGroups answers NON_EMPTY_GROUP, unless ``--force`` (its members then get
-"group not found" and JOIN again). Looking at groups is ``adapter inspect groups``.
+it has. GROUP is any group id: a Kafka group's may hold any character (quote it for the
+shell), a V1 group's is ``[A-Za-z0-9._-]``. A group with live members (a member whose
+session has not run out) is refused, as Kafka's DeleteGroups answers NON_EMPTY_GROUP, unless
+``--force`` (its members then get "group not found" and JOIN again). Looking at groups is
+``adapter inspect groups``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def group() -> None:
 
 
 @group.command()
-@click.argument("group_name", metavar="GROUP", callback=lambda _c, _p, v: _name(v))
+@click.argument("group_name", metavar="GROUP")
 @click.option(
     "--topic", "topic_name", default=None, callback=lambda _c, _p, v: _name(v),
     help="Only GROUP's group of this topic (default: of every topic).",

@@ -15,6 +15,7 @@ import click
 from adapter.settings import Settings
 from mapping.cluster import SyncClient, connect_sync, credentials, is_tls_url
 from mapping.keys import DEFAULT_PREFIX, Keys
+from mapping.sentinel import sentinel_url
 
 _file = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -23,11 +24,11 @@ _file = click.Path(exists=True, dir_okay=False, path_type=Path)
 # login options it could not reach a password-protected Redis.
 redis_url = click.option(
     "--redis-url",
-    required=True,
+    default=None,  # required unless --redis-sentinel names the deployment
     envvar="ADAPTER_REDIS_URL",
     show_envvar=True,
     help="redis://HOST:PORT/DB of the deployment (rediss:// for TLS, redis+cluster://HOST:PORT "
-    "for a cluster).",
+    "for a cluster); or --redis-sentinel.",
 )
 key_prefix = click.option(
     "--key-prefix",
@@ -84,6 +85,74 @@ REDIS_LOGIN_OPTIONS = [
 ]
 
 
+# Where the primary is when Sentinel watches it (mapping/sentinel.py): instead of --redis-url.
+# The --redis-username/--redis-password/--redis-tls-* options still log in to the data nodes.
+REDIS_SENTINEL_OPTIONS = [
+    click.option(
+        "--redis-sentinel",
+        default=None,
+        envvar="ADAPTER_REDIS_SENTINEL",
+        show_envvar=True,
+        metavar="[rediss://]HOST:PORT,...",
+        help="Redis Sentinel instead of --redis-url: ask these sentinels for the primary and "
+        "follow it across failovers (rediss:// for TLS to sentinels and Redis alike).",
+    ),
+    click.option(
+        "--redis-sentinel-master",
+        default=None,
+        envvar="ADAPTER_REDIS_SENTINEL_MASTER",
+        show_envvar=True,
+        metavar="NAME",
+        help="With --redis-sentinel: the name the sentinels monitor the primary under.",
+    ),
+    click.option(
+        "--redis-sentinel-username",
+        default=None,
+        envvar="ADAPTER_REDIS_SENTINEL_USERNAME",
+        show_envvar=True,
+        help="With --redis-sentinel: ACL user on the sentinels, when they have their own.",
+    ),
+    click.option(
+        "--redis-sentinel-password",
+        default=None,
+        envvar="ADAPTER_REDIS_SENTINEL_PASSWORD",
+        show_envvar=True,
+        help="With --redis-sentinel: the sentinels' own password (their requirepass); prefer "
+        "the environment variable.",
+    ),
+]
+
+
+def deployment_url(
+    redis_url: str | None,
+    sentinel: str | None,
+    master: str | None,
+    sentinel_login: list[str | None],
+    *,
+    required: bool,
+) -> str | None:
+    """The deployment's URL: ``--redis-url``, or the ``redis+sentinel://`` URL that
+    ``--redis-sentinel`` and ``--redis-sentinel-master`` make. Usage errors say which option
+    is wrong."""
+    if sentinel is None:
+        if master is not None or any(value is not None for value in sentinel_login):
+            raise click.UsageError(
+                "--redis-sentinel-master/--redis-sentinel-username/--redis-sentinel-password "
+                "need --redis-sentinel"
+            )
+        if redis_url is None and required:
+            raise click.UsageError("Missing option '--redis-url' (or --redis-sentinel)")
+        return redis_url
+    if redis_url is not None:
+        raise click.UsageError("give --redis-url or --redis-sentinel, not both")
+    if not master:
+        raise click.UsageError("--redis-sentinel needs --redis-sentinel-master NAME")
+    try:
+        return sentinel_url(sentinel, master)
+    except ValueError as exc:
+        raise click.UsageError(f"--redis-sentinel: {exc}") from None
+
+
 @dataclass(frozen=True)
 class RedisTarget:
     """The deployment a command works on: its Redis, how to log in, and its key prefix."""
@@ -93,7 +162,8 @@ class RedisTarget:
     login: dict[str, Any] = field(default_factory=dict)  # see mapping.cluster.credentials
 
     def connect(self, **options: Any) -> SyncClient:
-        """A synchronous client (a cluster client for a ``redis+cluster://`` URL)."""
+        """A synchronous client (a cluster client for a ``redis+cluster://`` URL, one that
+        follows the primary for a ``redis+sentinel://`` URL)."""
         return connect_sync(self.url, **self.login, **options)
 
 
@@ -102,37 +172,52 @@ def check_redis_tls(url: str | None, tls_files: list[Path | None]) -> None:
     if any(path is not None for path in tls_files) and not (url and is_tls_url(url)):
         raise click.UsageError(
             "--redis-tls-ca/--redis-tls-cert/--redis-tls-key need a rediss:// "
-            "(or rediss+cluster://) --redis-url"
+            "(or rediss+cluster://) --redis-url, or --redis-sentinel rediss://..."
         )
 
 
 def redis_target(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add --redis-url, the login options and --key-prefix to ``command``, which receives
-    them as one ``target: RedisTarget``."""
+    """Add --redis-url (or the --redis-sentinel options), the login options and --key-prefix
+    to ``command``, which receives them as one ``target: RedisTarget``."""
 
     @functools.wraps(command)
     def with_target(
         *args: Any,
-        redis_url: str,
+        redis_url: str | None,
         key_prefix: str,
         redis_username: str | None,
         redis_password: str | None,
         redis_tls_ca: Path | None,
         redis_tls_cert: Path | None,
         redis_tls_key: Path | None,
+        redis_sentinel: str | None,
+        redis_sentinel_master: str | None,
+        redis_sentinel_username: str | None,
+        redis_sentinel_password: str | None,
         **kwargs: Any,
     ) -> Any:
-        check_redis_tls(redis_url, [redis_tls_ca, redis_tls_cert, redis_tls_key])
+        url = deployment_url(
+            redis_url,
+            redis_sentinel,
+            redis_sentinel_master,
+            [redis_sentinel_username, redis_sentinel_password],
+            required=True,
+        )
+        assert url is not None
+        check_redis_tls(url, [redis_tls_ca, redis_tls_cert, redis_tls_key])
         login = credentials(
             username=redis_username,
             password=redis_password,
             tls_ca=redis_tls_ca,
             tls_cert=redis_tls_cert,
             tls_key=redis_tls_key,
+            sentinel_username=redis_sentinel_username,
+            sentinel_password=redis_sentinel_password,
         )
-        return command(*args, target=RedisTarget(redis_url, Keys(key_prefix), login), **kwargs)
+        return command(*args, target=RedisTarget(url, Keys(key_prefix), login), **kwargs)
 
-    for option in reversed([redis_url, *REDIS_LOGIN_OPTIONS, key_prefix]):
+    options = [redis_url, *REDIS_LOGIN_OPTIONS, *REDIS_SENTINEL_OPTIONS, key_prefix]
+    for option in reversed(options):
         with_target = option(with_target)
     return with_target
 
@@ -171,6 +256,23 @@ SERVE_OPTIONS = [
         show_envvar=True,
         help="Requests of one connection answered at once; the pod reads no more from a "
         "connection until their replies are sent (0: no limit).",
+    ),
+    click.option(
+        "--max-append-bytes",
+        default=defaults.max_append_bytes,
+        type=click.IntRange(0),
+        show_envvar=True,
+        help="Backpressure: bytes of requests (Kafka Produce, V1 request lines) one pod "
+        "answers at once; beyond it connections wait their turn with reading paused, so a "
+        "saturated Redis slows clients down instead of timing out (0: no limit).",
+    ),
+    click.option(
+        "--max-connection-append-bytes",
+        default=defaults.max_connection_append_bytes,
+        type=click.IntRange(0),
+        show_envvar=True,
+        help="Backpressure: the same bound per connection (one request is always admitted; "
+        "0: no limit).",
     ),
     click.option(
         "--consume-max-bytes",
@@ -224,6 +326,7 @@ SERVE_OPTIONS = [
         "long after it opened (0: never).",
     ),
     *REDIS_LOGIN_OPTIONS,
+    *REDIS_SENTINEL_OPTIONS,
     click.option(
         "--require-aof/--no-require-aof",
         default=False,
@@ -256,8 +359,15 @@ def security_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def check_tls_options(options: dict[str, Any]) -> None:
-    check_redis_tls(
+    url = deployment_url(  # serve without either starts an embedded Redis
         options.get("redis_url"),
+        options.get("redis_sentinel"),
+        options.get("redis_sentinel_master"),
+        [options.get("redis_sentinel_username"), options.get("redis_sentinel_password")],
+        required=False,
+    )
+    check_redis_tls(
+        url,
         [options.get(name) for name in ("redis_tls_ca", "redis_tls_cert", "redis_tls_key")],
     )
     if options.get("tls_key") and not options.get("tls_cert"):

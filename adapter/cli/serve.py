@@ -29,8 +29,8 @@ defaults = Settings()
     "--redis-url",
     default=None,
     show_envvar=True,
-    help="redis://HOST:PORT/DB (rediss:// for TLS). Unset: start an embedded "
-    "redis-server with AOF in --data-dir.",
+    help="redis://HOST:PORT/DB (rediss:// for TLS, redis+cluster://HOST:PORT for a cluster; "
+    "or --redis-sentinel). Unset: start an embedded redis-server with AOF in --data-dir.",
 )
 @click.option("--host", default=defaults.host, show_envvar=True, help="Address to listen on.")
 @click.option(
@@ -153,7 +153,9 @@ defaults = Settings()
     default=defaults.redis_timeout_ms,
     type=click.IntRange(1),
     show_envvar=True,
-    help="A Redis call slower than this answers UNAVAILABLE.",
+    help="Redis taking no byte of a pipeline, or giving no reply, for this long answers "
+    "UNAVAILABLE (Kafka: KAFKA_STORAGE_ERROR, or REQUEST_TIMED_OUT for an append that was "
+    "sent); a long pipeline Redis works through is not cut off.",
 )
 @click.option(
     "--replicator/--no-replicator",

@@ -33,11 +33,20 @@ import click
 
 from adapter.cli import options
 from adapter.cli.options import RedisTarget
-from mapping import inspection, scripts
+from mapping import inspection
 from mapping.cluster import SyncClient
 from mapping.codec import DEFAULT_SEQUENCE_BITS
 from mapping.keys import Keys, is_valid_name
-from mapping.store import Store, connect, creation_commands, make_batcher
+from mapping.scripts import call_sync
+from mapping.store import (
+    Store,
+    announce_sync,
+    connect,
+    ensure_topic_call,
+    ensured_topic,
+    is_internal_topic,
+    make_batcher,
+)
 
 T = TypeVar("T")
 
@@ -109,7 +118,10 @@ def create(
     retention_ignore_groups: bool | None,
     target: RedisTarget,
 ) -> None:
-    """Create topic NAME (an existing topic with other settings is an error)."""
+    """Create topic NAME (an existing topic with other settings is an error). Names Kafka
+    reserves for its internal topics (__consumer_offsets, ...) are refused."""
+    if is_internal_topic(name):
+        raise click.BadParameter(f"creation of internal topic {name} is prohibited (Kafka's)")
     if min_insync_replicas > replication_factor:
         raise click.BadParameter(
             "cannot exceed --replication-factor", param_hint="--min-insync-replicas"
@@ -118,22 +130,21 @@ def create(
     wanted = (partitions, replication_factor, min_insync_replicas)
     client = target.connect()
     try:
-        script = scripts.load("ensure_topic")
-        reply = client.eval(script.source, 1, keys.topic(name), *wanted)
-        stored = (int(reply[0]), int(reply[1]), int(reply[2]))
-        if reply[3]:
-            for command in creation_commands(keys, name, stored[0]):
-                client.execute_command(*command)
+        ensured = ensured_topic(name, call_sync(client, ensure_topic_call(keys, name, *wanted)))
+        assert ensured is not None  # created, or there
+        announce_sync(client, keys, ensured)
+        config, created = ensured.config, ensured.created
+        stored = (config.partitions, config.replication_factor, config.min_insync_replicas)
         settings = (
             f"partitions={stored[0]} replication_factor={stored[1]} min_insync_replicas={stored[2]}"
         )
-        if not reply[3] and stored != wanted:
+        if not created and stored != wanted:
             raise click.ClickException(f"topic {name} exists with other settings: {settings}")
         _store_retention(client, keys, name, retention_ms, retention_bytes, retention_ignore_groups)
         retention = inspection.retention_of(client.hgetall(keys.topic(name)))
     finally:
         client.close()
-    click.echo(f"{'created' if reply[3] else 'exists'} topic={name} {settings} "
+    click.echo(f"{'created' if created else 'exists'} topic={name} {settings} "
                f"{retention.describe()}")  # fmt: skip
 
 
@@ -361,7 +372,7 @@ def inspect_groups(topic_name: str | None, target: RedisTarget, as_json: bool) -
 
 
 @inspect_group.command(name="group")
-@click.argument("group_name", metavar="GROUP", callback=lambda _c, _p, v: _name(v))
+@click.argument("group_name", metavar="GROUP")  # any group id (Kafka: any characters)
 @click.argument("topic_name", metavar="TOPIC", callback=lambda _c, _p, v: _name(v))
 @options.redis_target
 @options.as_json

@@ -9,14 +9,21 @@ the pod's retention task, ``inspect`` and ``topic describe`` see Kafka-made topi
 other. DeleteTopics and CreatePartitions use mapping/admin.py's ``delete_topic`` and
 ``add_partitions``, as ``adapter topic delete`` and ``adapter topic alter --partitions`` do:
 every pod hears of the change (pub/sub) and forgets the topic's cached settings.
+
+Each created topic gets a new random id, stored with it (CreateTopics v7+ answers it);
+DeleteTopics by id deletes the topic only while it still has that id. Names Kafka reserves
+for its internal topics (``__consumer_offsets``, ``__transaction_state``,
+``__share_group_state``, ``__cluster_metadata``) are refused with INVALID_REQUEST, as Kafka
+refuses ``__cluster_metadata``.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from adapter.kafka import errors
-from adapter.kafka.context import KafkaContext
+from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import (
@@ -32,6 +39,7 @@ from mapping.admin import MAX_PARTITIONS, InvalidPartitions, add_partitions, del
 from mapping.errors import BrokerError
 from mapping.inspection import retention_of
 from mapping.keys import is_valid_name
+from mapping.store import is_internal_topic
 
 MAX_REPLICATION_FACTOR = 16
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
@@ -69,11 +77,12 @@ async def create_topics(context: KafkaContext, request: Request) -> Any:
             if await context.find_topic(topic.name) is not None:
                 raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name} exists")
             if not request.body.validate_only:
-                _, created = await context.store.create_topic(
+                config, created = await context.store.create_topic(
                     topic.name, partitions, factor, min_isr
                 )
                 if not created:
                     raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name} exists")
+                result.topic_id = topic_id_of(config)  # (v7+)
                 if retention:
                     key = context.store.keys.topic(topic.name)
                     await context.store.batcher.call("HSET", key, *retention)
@@ -90,6 +99,10 @@ async def create_topics(context: KafkaContext, request: Request) -> Any:
 def _settings(context: KafkaContext, topic: Any) -> tuple[int, int, int, list[Any]]:
     if not is_valid_name(topic.name or ""):
         raise _Invalid(errors.INVALID_TOPIC_EXCEPTION, "names are 1-249 of [A-Za-z0-9._-]")
+    if is_internal_topic(topic.name):  # Kafka's words for __cluster_metadata
+        raise _Invalid(
+            errors.INVALID_REQUEST, f"Creation of internal topic {topic.name} is prohibited."
+        )
     if topic.assignments:
         raise _Invalid(errors.INVALID_REPLICA_ASSIGNMENT, "replica assignments are not supported")
     defaults = context.settings.topic_defaults
@@ -268,7 +281,8 @@ async def delete_records(context: KafkaContext, request: Request) -> Any:
 
 async def delete_topics(context: KafkaContext, request: Request) -> Any:
     """By name (v1-5: topic_names; v6: topics with a name or an id: an id is looked up
-    among the topics' ids, UNKNOWN_TOPIC_ID when none has it)."""
+    among the topics' ids, UNKNOWN_TOPIC_ID when none has it, also when the topic of that
+    name is another one by the time it would be deleted)."""
     response = DELETE_TOPICS.response
     if request.version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.body.topics or ()]
@@ -277,7 +291,8 @@ async def delete_topics(context: KafkaContext, request: Request) -> Any:
     results = []
     for name, topic_id in wanted:
         result = response.DeletableTopicResult(name=name, topic_id=topic_id, error_code=errors.NONE)
-        if name is None and topic_id is not None and topic_id.int:
+        by_id = name is None and topic_id is not None and bool(topic_id.int)
+        if by_id:
             try:
                 name = result.name = await context.topic_name(topic_id)
             except BrokerError as exc:
@@ -292,9 +307,17 @@ async def delete_topics(context: KafkaContext, request: Request) -> Any:
             result.error_message = "names are 1-249 of [A-Za-z0-9._-]"
         else:
             try:
-                if await delete_topic(context.store, name) is None:
-                    result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
-                    result.error_message = f"no topic {name}"
+                expected = str(topic_id) if by_id else ""
+                deletion = await delete_topic(context.store, name, expected)
+                if deletion is not None and deletion.topic_id:
+                    result.topic_id = uuid.UUID(deletion.topic_id)  # (v6: by name too)
+                if deletion is None:
+                    if by_id:
+                        result.error_code = errors.UNKNOWN_TOPIC_ID
+                        result.error_message = f"no topic has the id {topic_id}"
+                    else:
+                        result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                        result.error_message = f"no topic {name}"
             except BrokerError as exc:
                 result.error_code, result.error_message = error_of(exc), exc.message
         results.append(result)

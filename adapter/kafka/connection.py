@@ -9,6 +9,11 @@ requests and one read of frames (each bounded by ``--kafka-max-request-bytes``).
 client takes no answers (``pause_writing``) nothing new starts and nothing more is read;
 one that takes none for ``--idle-timeout-s`` is cut off.
 
+Produce requests also count against the pod's append budget (adapter/backpressure.py): one
+that would pass the connection's or the pod's bound of bytes in flight waits unstarted,
+reading pauses, and it starts when its appends complete or the pod gives the connection
+its turn.
+
 A frame above the size limit, a frame too short for a header or an unknown API key closes
 the connection (what was answered before still goes out), as Kafka does. A request its API
 module fails on gets INVALID_REQUEST in that API's response, and the connection goes on.
@@ -24,9 +29,11 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from adapter.auth import Authenticator
+from adapter.backpressure import AppendBudget
 from adapter.kafka import errors, protocol, sasl
 from adapter.kafka.apis import Handler
 from adapter.kafka.framing import FrameDecoder, FrameTooLarge
@@ -38,6 +45,12 @@ log = logging.getLogger(__name__)
 
 # One open request: its future (the handler's task) or its ready bytes; when it started.
 _Open = tuple[protocol.Request, "asyncio.Future[Any] | bytes", float]
+
+
+def _append_bytes(frame: bytes) -> int:
+    """The bytes ``frame`` counts against the append budget: its size for a Produce request
+    (API key 0, the frame's first two bytes), 0 for any other request."""
+    return len(frame) if frame[:2] == b"\x00\x00" else 0
 
 
 def _failure_response(request: protocol.Request) -> bytes | None:
@@ -63,8 +76,11 @@ class KafkaConnection(ServedConnection):
         on_answer: Callable[[str, float], None] | None = None,
         authenticator: Authenticator | None = None,
         auth_timeout_s: float = 0.0,
+        budget: AppendBudget | None = None,
     ) -> None:
         super().__init__(slots=slots, idle_timeout_s=idle_timeout_s, keepalive_s=keepalive_s)
+        self.budget = budget if budget is not None else AppendBudget()
+        self.share = self.budget.share(self._pump)
         self.context = context
         self.handlers = handlers
         self.decoder = FrameDecoder(max_request_bytes)
@@ -73,6 +89,7 @@ class KafkaConnection(ServedConnection):
         self._open: deque[_Open] = deque()
         self._frames: deque[bytes] = deque()  # read, not started yet
         self._pumping = False
+        self._held = False  # the append budget refused the next frame: wait to be resumed
         self._stopping = False  # no more requests: close once the open ones are answered
         self.sasl = sasl.SaslSession(authenticator)
         self._sasl_busy = False  # a SASL request is being decided: start nothing else
@@ -93,6 +110,7 @@ class KafkaConnection(ServedConnection):
                 self._auth_timer = self.loop.call_later(self._auth_timeout_s, self._on_auth_timeout)
 
     def _forget_requests(self) -> None:
+        self.budget.forget(self.share)  # (cancelled Produce tasks give their bytes back)
         if self._auth_timer is not None:
             self._auth_timer.cancel()
         for _, pending, _ in self._open:
@@ -115,10 +133,12 @@ class KafkaConnection(ServedConnection):
 
     def _pump(self) -> None:
         """Start the frames read so far, at most ``max_in_flight`` open at once (one read
-        may hold thousands of small requests: the rest wait here, and reading pauses)."""
+        may hold thousands of small requests: the rest wait here, and reading pauses), and
+        Produce requests only as the append budget allows."""
         if self._pumping:
             return
         self._pumping = True
+        self._held = False
         try:
             while (
                 self._frames
@@ -126,31 +146,47 @@ class KafkaConnection(ServedConnection):
                 and self._write_stalled_at is None  # the client reads no answers: wait
                 and not self._sasl_busy
             ):
+                frame = self._frames[0]
+                size = _append_bytes(frame)
+                if size and not self.budget.try_take(self.share, size):
+                    self._held = True  # resumed by its own answers or by its turn
+                    break
+                self._frames.popleft()
                 try:
-                    request = protocol.parse_request(self._frames.popleft())
+                    request = protocol.parse_request(frame)
                 except protocol.CloseConnection as exc:
                     log.info("closing a Kafka connection: %s", exc)
+                    self._appended(size)
                     self._frames.clear()
                     self._stopping = True
                     break
-                self._start(request)
+                self._start(request, size)
         finally:
             self._pumping = False
         self._flush()
 
+    def _appended(self, size: int, _: object = None) -> None:
+        """A Produce request of ``size`` bytes was answered (or went away)."""
+        if size:
+            self.budget.give(self.share, size)
+
     # --- answering ------------------------------------------------------------------------
 
-    def _start(self, request: protocol.Request) -> None:
+    def _start(self, request: protocol.Request, size: int = 0) -> None:
+        """Start answering ``request``; ``size``: its bytes taken from the append budget,
+        given back once it is answered."""
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "kafka request %s v%d from %s", request.api.name, request.version, request.client_id
             )
         if not self.sasl.admits(request.api.key):
             log.info("closing a Kafka connection: %s before authentication", request.api.name)
+            self._appended(size)
             self._frames.clear()
             self._stopping = True
             return
         if request.error:
+            self._appended(size)
             reply = protocol.error_response(request)
             if reply is None:  # nothing can be answered: close after the earlier answers
                 self._frames.clear()
@@ -165,6 +201,8 @@ class KafkaConnection(ServedConnection):
             task.add_done_callback(self._on_sasl_done)  # before _on_done's flush
         else:
             task = asyncio.ensure_future(handler(self.context, request))
+        if size:  # before _on_done: its flush may start this connection's next Produce
+            task.add_done_callback(partial(self._appended, size))
         self._open.append((request, task, self.loop.time()))
         task.add_done_callback(self._on_done)
 
@@ -184,6 +222,7 @@ class KafkaConnection(ServedConnection):
             self.abort()
 
     def _on_done(self, _: asyncio.Future[Any]) -> None:
+        self._held = False  # bytes of this connection may have been given back
         self._flush()
 
     def _flush(self) -> None:
@@ -227,6 +266,7 @@ class KafkaConnection(ServedConnection):
         if (
             self._frames
             and not self._pumping
+            and not self._held
             and len(self._open) < self.max_in_flight
             and self._write_stalled_at is None
             and not self._sasl_busy

@@ -1,12 +1,15 @@
 """ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848, ``group.protocol=consumer``),
 answered by ``mapping.kafka_groups`` (``consumer_heartbeat``: the pods assign, members
 reconcile).
-Topics travel by id: ids are the pod's stable UUID5 of each topic name (context.topic_id),
-the same Metadata answers. Regex subscriptions (v1 SubscribedTopicRegex) are not supported
-(INVALID_REQUEST): subscribe by names."""
+Topics travel by id: the ids stored with the topics (context.topic_id), the same Metadata
+answers; a deleted topic is left out of assignments (it has no id any more). Regex
+subscriptions (v1 SubscribedTopicRegex) are not supported (INVALID_REQUEST): subscribe by
+names."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from adapter.kafka import errors
@@ -59,14 +62,16 @@ async def consumer_group_heartbeat(context: KafkaContext, request: Request) -> A
             client_id=request.client_id or "",
             client_host="",
         )
+        ids = await _topic_ids(context, result.assignment or {})
     except BrokerError:
         return _answer(request, errors.COORDINATOR_NOT_AVAILABLE)
     assignment = None
     if result.assignment is not None:
         assignment = Assignment(
             topic_partitions=[
-                AssignedTopic(topic_id=context.topic_id(topic), partitions=partitions)
+                AssignedTopic(topic_id=ids[topic], partitions=partitions)
                 for topic, partitions in sorted(result.assignment.items())
+                if topic in ids
             ]
         )
     return _answer(
@@ -87,11 +92,22 @@ MemberTopic = MemberAssignment.TopicPartitions
 CONSUMER_MEMBER = 1  # MemberType (v1, KIP-1099): a member of the consumer protocol
 
 
-def _assignment(context: KafkaContext, assigned: dict[str, list[int]]) -> Any:
+async def _topic_ids(context: KafkaContext, topics: Iterable[str]) -> dict[str, uuid.UUID]:
+    """The ids of ``topics`` that exist (the configs are cached: no Redis call, mostly)."""
+    ids = {}
+    for topic in sorted(set(topics)):
+        topic_id = await context.topic_id(topic)
+        if topic_id is not None:
+            ids[topic] = topic_id
+    return ids
+
+
+def _assignment(ids: dict[str, uuid.UUID], assigned: dict[str, list[int]]) -> Any:
     return MemberAssignment(
         topic_partitions=[
-            MemberTopic(topic_id=context.topic_id(t), topic_name=t, partitions=ps)
+            MemberTopic(topic_id=ids[t], topic_name=t, partitions=ps)
             for t, ps in sorted(assigned.items())
+            if t in ids
         ]
     )
 
@@ -101,6 +117,8 @@ async def consumer_group_describe(context: KafkaContext, request: Request) -> An
     for name in request.body.group_ids or ():
         try:
             found = await context.groups.consumer_describe(name or "")
+            topics = [t for m in found.members for t in (*m.assignment, *m.target_assignment)]
+            ids = await _topic_ids(context, topics)
         except BrokerError:
             groups.append(
                 Described(
@@ -131,8 +149,8 @@ async def consumer_group_describe(context: KafkaContext, request: Request) -> An
                         client_id=m.client_id,
                         client_host=m.client_host,
                         subscribed_topic_names=m.subscribed_topics,
-                        assignment=_assignment(context, m.assignment),
-                        target_assignment=_assignment(context, m.target_assignment),
+                        assignment=_assignment(ids, m.assignment),
+                        target_assignment=_assignment(ids, m.target_assignment),
                         member_type=CONSUMER_MEMBER,
                     )
                     for m in found.members

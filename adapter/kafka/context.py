@@ -4,6 +4,7 @@ waiting), broker registry and consumer groups. One per pod, shared by its Kafka 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adapter.settings import Settings
@@ -16,6 +17,9 @@ from mapping.kafka_groups import KafkaGroups
 from mapping.keys import is_valid_name
 from mapping.replication import Replication
 from mapping.store import Store, TopicConfig
+
+# Topic ids whose names a pod remembers at most (all forgotten at once beyond: cheap, rare).
+MAX_REMEMBERED_IDS = 10_000
 
 
 @dataclass
@@ -33,23 +37,36 @@ class KafkaContext:
     # sized to its byte limit
     entry_sizes: dict[tuple[str, int], float] = field(default_factory=dict)
 
-    # topic id -> name, of the topic ids answered so far (KIP-848 names topics by id)
+    # topic id -> name, of the ids asked for lately (checked against the cached settings)
     topic_names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
 
-    def topic_id(self, name: str) -> uuid.UUID:
-        """The topic's id (Metadata v10+, KIP-848): a UUID5 of the key prefix and the name,
-        so every pod answers the same without storing it. A topic deleted and created again
-        keeps its id (Kafka would give it a new one)."""
-        topic_id = uuid.uuid5(uuid.uuid5(uuid.NAMESPACE_URL, self.cluster_id), name)
-        self.topic_names_by_id[topic_id] = name
-        return topic_id
+    async def topic_id(self, name: str) -> uuid.UUID | None:
+        """The id of topic ``name`` (Metadata v10+, KIP-848), None when there is no such
+        topic: random at each creation and stored with the topic (see ``topic_id_of``)."""
+        config = await self.store.lookup(name)
+        return topic_id_of(config) if config is not None else None
 
     async def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        """The name of the topic with ``topic_id``; None when no topic has it."""
-        if topic_id not in self.topic_names_by_id:
-            for name in await self.store.topic_names():
-                self.topic_id(name)
-        return self.topic_names_by_id.get(topic_id)
+        """The name of the topic with ``topic_id``; None when no topic has it (a deleted
+        topic's id stays unknown, also once a topic of its name exists again). Ids seen
+        before cost no Redis call while the pod holds their topic's settings (KIP-848
+        members send theirs with every heartbeat)."""
+        if not topic_id.int:
+            return None
+        wanted = str(topic_id)
+        name = self.topic_names_by_id.get(topic_id)
+        if name is not None:
+            known = self.store.known_topic(name)
+            if known is not None and known.topic_id == wanted:
+                return name
+        config = await self.store.topic_by_id(wanted)
+        if config is None:
+            self.topic_names_by_id.pop(topic_id, None)
+            return None
+        if len(self.topic_names_by_id) >= MAX_REMEMBERED_IDS:
+            self.topic_names_by_id.clear()
+        self.topic_names_by_id[topic_id] = config.name
+        return config.name
 
     @property
     def cluster_id(self) -> str:
@@ -84,10 +101,31 @@ class KafkaContext:
     async def coordinator(self, key: str) -> tuple[int, str, int]:
         """The broker clients are told coordinates group ``key``: a stable spread over the
         live brokers (any pod can do a group's work: its state is in Redis)."""
+        return coordinator_of(await self.brokers(), key)
+
+    async def coordinated_here(self) -> Callable[[str], bool]:
+        """Whether this pod's broker is the one FindCoordinator names for a group, over the
+        live brokers as they are now: ListGroups lists those groups, as a Kafka broker lists
+        the groups it coordinates, so a client that asks every broker (librdkafka, the admin
+        clients) sees each group once. Pods behind one advertised address are one broker:
+        each of them answers for all of its groups."""
         brokers = await self.brokers()
-        return brokers[partitioner.fnv1a_32(key.encode()) % len(brokers)]
+        here = (self.advertised_host, self.advertised_port)
+        return lambda group: coordinator_of(brokers, group)[1:] == here
 
     def leader_index(self, brokers: list[tuple[int, str, int]], topic: str, partition: int) -> int:
         """The index in ``brokers`` of the partition's leader: a stable spread over the live
         brokers (any pod still serves any partition: this only spreads the clients' load)."""
         return (partitioner.fnv1a_32(topic.encode()) + partition) % len(brokers)
+
+
+def topic_id_of(config: TopicConfig) -> uuid.UUID:
+    """The topic's id as Kafka carries it. Every config read from Redis has one; the zero id
+    ("none") only stands in for a config built without reading Redis."""
+    return uuid.UUID(config.topic_id) if config.topic_id else uuid.UUID(int=0)
+
+
+def coordinator_of(brokers: list[tuple[int, str, int]], group: str) -> tuple[int, str, int]:
+    """The broker of ``brokers`` (the live ones, by node id) that coordinates ``group``: FNV-1a
+    of the group id's UTF-8 bytes, modulo their number."""
+    return brokers[partitioner.fnv1a_32(group.encode("utf-8", "surrogatepass")) % len(brokers)]

@@ -15,8 +15,16 @@ from mapping.kafka_errors import (
 )
 
 
-def error_of(exc: BaseException) -> int:
-    """The Kafka error code for a failure of the Redis side (mapping's BrokerError)."""
+def error_of(exc: BaseException, *, append: bool = False) -> int:
+    """The Kafka error code for a failure of the Redis side (mapping's BrokerError).
+
+    ``append``: the failure of an append (Produce). One whose outcome is unknown (sent to
+    Redis, no reply) answers REQUEST_TIMED_OUT, which Kafka clients take as "possibly
+    written" (librdkafka: MSG_POSSIBLY_PERSISTED), never KAFKA_STORAGE_ERROR, which they
+    take as "not written" (librdkafka: MSG_NOT_PERSISTED) and retry without a second
+    thought; see docs/kafka.md, "Overload and unknown outcomes"."""
+    if append and isinstance(exc, v1.OutcomeUnknown):
+        return REQUEST_TIMED_OUT
     if isinstance(exc, v1.BrokerError):
         if exc.code == v1.UNAVAILABLE:
             return KAFKA_STORAGE_ERROR  # retriable: clients try again

@@ -1,5 +1,10 @@
 """ListGroups, DescribeGroups, DeleteGroups: what admin clients see of the groups (Kafka
-groups of either protocol, and group names that only have V1 members or offsets)."""
+groups of either protocol, and group names that only have V1 members or offsets).
+
+ListGroups answers the groups this pod's broker coordinates (``KafkaContext.coordinated_here``:
+FindCoordinator's hash over the same live brokers), as a Kafka broker does: clients list a
+cluster's groups by asking every broker and concatenating the answers, so each group appears
+once. DescribeGroups and DeleteGroups answer for any group on any pod."""
 
 from __future__ import annotations
 
@@ -27,7 +32,8 @@ async def list_groups(context: KafkaContext, request: Request) -> Any:
     states = set(body.states_filter or ()) if request.version >= 4 else set()
     types = {t.lower() for t in body.types_filter or ()} if request.version >= 5 else set()
     try:
-        listings = await context.groups.list_groups(states or None)
+        coordinated = await context.coordinated_here()
+        listings = await context.groups.list_groups(states or None, coordinated=coordinated)
     except BrokerError:
         return ListResponse[request.version](
             throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE, groups=[]

@@ -14,6 +14,7 @@ import anyio
 from anyio.abc import SocketAttribute
 
 from adapter import tls
+from adapter.backpressure import AppendBudget
 from adapter.kafka.apis import HANDLERS
 from adapter.kafka.connection import KafkaConnection
 from adapter.kafka.context import KafkaContext
@@ -76,6 +77,7 @@ class KafkaListener:
         draining: Any,
         metrics: Any = None,
         authenticator: Any = None,
+        budget: AppendBudget | None = None,
     ) -> KafkaListener:
         from adapter.server import _serve_socket
 
@@ -118,6 +120,7 @@ class KafkaListener:
             on_answer=metrics.on_kafka_answer if metrics is not None else None,
             authenticator=authenticator,  # None: no SASL required
             auth_timeout_s=settings.auth_timeout_s,
+            budget=budget,  # the pod's, shared with V1
         )
         serve_socket = partial(
             _serve_socket, new_connection, draining, tls.listener_context(settings)

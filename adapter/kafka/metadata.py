@@ -2,7 +2,10 @@
 topics auto-created when the client allows it and the pod's ``--auto-create-topics`` does.
 A topic may be asked for by id (v10+, the Java admin's ``describeTopics`` by ids, which sends
 an empty name beside the id): a non-zero id wins over the name, as in Kafka, and is answered
-with the topic's name, or UNKNOWN_TOPIC_ID with the id echoed."""
+with the topic's name, or UNKNOWN_TOPIC_ID with the id echoed. Ids are the ones stored with
+the topics (random at each creation: a topic made again is another topic to the clients).
+Names Kafka reserves for its internal topics (``__consumer_offsets``, ...) are never
+auto-created: UNKNOWN_TOPIC_OR_PARTITION, flagged internal as Kafka does."""
 
 from __future__ import annotations
 
@@ -10,12 +13,13 @@ import uuid
 from typing import Any
 
 from adapter.kafka import errors
-from adapter.kafka.context import KafkaContext
+from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import METADATA
 from mapping.errors import BrokerError
 from mapping.keys import is_valid_name
+from mapping.store import is_internal_topic
 
 Response = METADATA.response
 Broker = Response.MetadataResponseBroker
@@ -26,7 +30,8 @@ Partition = Topic.MetadataResponsePartition
 async def handle(context: KafkaContext, request: Request) -> Any:
     body = request.body
     brokers = await context.brokers()
-    if body.topics is None or (request.version == 0 and not body.topics):
+    every_topic = body.topics is None or (request.version == 0 and not body.topics)
+    if every_topic:
         try:
             names = await context.store.topic_names()
         except BrokerError:
@@ -35,13 +40,17 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     else:
         asked = [(t.name, _asked_id(t)) for t in body.topics]
     allow_create = request.version < 4 or bool(body.allow_auto_topic_creation)
-    create = allow_create and context.settings.auto_create_topics
+    # Listing every topic creates none (a name left in the topics set by a creation that
+    # raced a deletion is no topic, and is left out).
+    create = allow_create and context.settings.auto_create_topics and not every_topic
     topics = []
     for name, topic_id in asked:
         if topic_id is not None:
             topics.append(await _topic_by_id(context, brokers, topic_id))
-        else:
-            topics.append(await _topic(context, brokers, name, create))
+            continue
+        topic = await _topic(context, brokers, name, create)
+        if not (every_topic and topic.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION):
+            topics.append(topic)
     return Response[request.version](
         throttle_time_ms=0,
         brokers=[Broker(node_id=n, host=h, port=p, rack=None) for n, h, p in brokers],
@@ -76,12 +85,18 @@ async def _topic(
 ) -> Any:
     if name is None or not is_valid_name(name):
         return Topic(error_code=errors.INVALID_TOPIC_EXCEPTION, name=name, partitions=[])
-    try:
+    internal = is_internal_topic(name)
+    try:  # (a reserved name is never created: see Store.topic)
         config = await context.find_topic(name, create=create)
     except BrokerError as exc:
-        return Topic(error_code=error_of(exc), name=name, partitions=[])
+        return Topic(error_code=error_of(exc), name=name, is_internal=internal, partitions=[])
     if config is None:
-        return Topic(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[])
+        return Topic(
+            error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
+            name=name,
+            is_internal=internal,
+            partitions=[],
+        )
     partitions = []
     for p in range(config.partitions):
         first = context.leader_index(brokers, name, p)
@@ -104,7 +119,7 @@ async def _topic(
     return Topic(
         error_code=errors.NONE,
         name=name,
-        topic_id=context.topic_id(name),
-        is_internal=False,
+        topic_id=topic_id_of(config),
+        is_internal=internal,
         partitions=partitions,
     )

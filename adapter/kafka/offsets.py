@@ -1,7 +1,8 @@
 """OffsetCommit, OffsetFetch (one group, or several at once from v8), OffsetDelete: the
 group's committed offsets, the same store V1's COMMIT/OFFSET use (``mapping.kafka_groups``
-offsets). Committed leader epochs are not kept (every partition has epoch 0): -1 is
-answered, which clients read as "unknown"."""
+offsets). The committed leader epoch (OffsetCommit v6+) is stored with the offset and
+answered by OffsetFetch v5+; -1 where none was committed (a V1 COMMIT, an older client).
+The empty group id is a group for OffsetCommit and OffsetFetch, as in Kafka."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
 from mapping.errors import BrokerError
-from mapping.kafka_groups import NO_OFFSET, CommittedOffset
-from mapping.keys import is_valid_name
+from mapping.kafka_groups import NO_EPOCH, NO_OFFSET, CommittedOffset, OffsetToCommit
 
 CommitResponse = OFFSET_COMMIT.response
 CommitTopic = CommitResponse.OffsetCommitResponseTopic
@@ -27,16 +27,19 @@ FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
 DeleteResponse = OFFSET_DELETE.response
 DeleteTopic = DeleteResponse.OffsetDeleteResponseTopic
 DeletePartition = DeleteTopic.OffsetDeleteResponsePartition
-UNKNOWN_EPOCH = -1
 
 
 async def offset_commit(context: KafkaContext, request: Request) -> Any:
     body = request.body
-    wanted: dict[str, dict[int, tuple[int, str | None]]] = {}
+    wanted: dict[str, dict[int, OffsetToCommit]] = {}
     for topic in body.topics or ():
         parts = wanted.setdefault(topic.name or "", {})
         for p in topic.partitions or ():
-            parts[p.partition_index] = (p.committed_offset, p.committed_metadata)
+            parts[p.partition_index] = (
+                p.committed_offset,
+                p.committed_metadata,
+                p.committed_leader_epoch if request.version >= 6 else NO_EPOCH,
+            )
     try:
         codes = await context.groups.commit_offsets(
             body.group_id or "",
@@ -66,8 +69,6 @@ async def _fetch_one(
     context: KafkaContext, group: str, topics: dict[str, list[int]] | None
 ) -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
     """(group error, topic -> partition -> committed offset) of one group."""
-    if not is_valid_name(group):
-        return errors.INVALID_GROUP_ID, {}
     try:
         return errors.NONE, await context.groups.fetch_offsets(group, topics)
     except BrokerError:
@@ -122,7 +123,7 @@ def _partitions(kind: Any, parts: dict[int, CommittedOffset]) -> list[Any]:
         kind(
             partition_index=p,
             committed_offset=c.offset,
-            committed_leader_epoch=UNKNOWN_EPOCH,
+            committed_leader_epoch=c.leader_epoch,
             metadata=c.metadata if c.metadata is not None else "",
             error_code=c.error,
         )

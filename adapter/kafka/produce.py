@@ -9,6 +9,8 @@ import asyncio
 import logging
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
@@ -16,7 +18,7 @@ from adapter.kafka.protocol import Request
 from adapter.kafka.records import CorruptBatch, UnsupportedMagic, decode_batches
 from adapter.kafka.versions import PRODUCE
 from mapping.batcher import Pending
-from mapping.errors import REPLICATION_TIMEOUT, BrokerError
+from mapping.errors import REPLICATION_TIMEOUT, UNAVAILABLE, BrokerError, OutcomeUnknown
 from mapping.kafka import AppendResult
 from mapping.store import TopicConfig
 
@@ -123,10 +125,18 @@ async def _finish(
     index: int,
     pending: list[Pending[AppendResult]],
 ) -> tuple[int, int]:
-    try:
-        results = [await p for p in pending]
-    except BrokerError as exc:
-        return error_of(exc), -1
+    results: list[AppendResult] = []
+    failures: list[BrokerError] = []
+    for p in pending:  # every one awaited, so none is left with its exception unretrieved
+        try:
+            results.append(await p)
+        except BrokerError as exc:
+            failures.append(exc)
+        except RedisError as exc:  # an error reply the batcher does not classify (WRONGTYPE):
+            # the script may have written some records before it failed
+            failures.append(OutcomeUnknown(f"redis error: {exc}"))
+    if failures:
+        return _failed_append(failures, some_written=bool(results)), -1
     first = results[0]
     for result in results:
         if result.status == errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
@@ -138,6 +148,16 @@ async def _finish(
         if code:
             return code, -1
     return errors.NONE, first.base_offset
+
+
+def _failed_append(failures: list[BrokerError], some_written: bool) -> int:
+    """The code for a partition's batches of which some failed: REQUEST_TIMED_OUT ("may be
+    written") when one's outcome is unknown or others were written, since any "not written"
+    code would make the client send written records again; else the first failure's."""
+    if some_written:
+        return errors.REQUEST_TIMED_OUT
+    unknown = [f for f in failures if isinstance(f, OutcomeUnknown)]
+    return error_of(unknown[0] if unknown else failures[0], append=True)
 
 
 async def _acks_all(
@@ -157,12 +177,16 @@ async def _acks_all(
         )
     except (TimeoutError, BrokerError) as exc:
         if isinstance(exc, BrokerError) and exc.code != REPLICATION_TIMEOUT:
-            return error_of(exc)
+            # the record is in the log: never a code that says it was not written
+            return errors.REQUEST_TIMED_OUT if exc.code == UNAVAILABLE else error_of(exc)
         try:
             status = await context.store.partition_status(config, index)
-        except BrokerError as failure:
-            return error_of(failure)
+        except BrokerError:
+            return errors.REQUEST_TIMED_OUT  # written; its replication is not known
         if status.isr_size < config.min_insync_replicas:
-            return errors.NOT_ENOUGH_REPLICAS
+            # Kafka's code for an appended record the ISR is too small for: plain
+            # NOT_ENOUGH_REPLICAS tells clients it was not written (Kafka checks the ISR
+            # before appending; the pod appends first), so they would send it again.
+            return errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return errors.REQUEST_TIMED_OUT
     return errors.NONE

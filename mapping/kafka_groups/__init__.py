@@ -23,7 +23,13 @@ from mapping.kafka_groups.consumer import (
     ConsumerHeartbeatResult,
     ConsumerMemberDescription,
 )
-from mapping.kafka_groups.offsets import NO_OFFSET, CommittedOffset, GroupOffsets
+from mapping.kafka_groups.offsets import (
+    NO_EPOCH,
+    NO_OFFSET,
+    CommittedOffset,
+    GroupOffsets,
+    OffsetToCommit,
+)
 from mapping.kafka_groups.waits import GroupWatches
 
 
@@ -33,6 +39,7 @@ class KafkaGroups(ClassicGroups, ConsumerGroups, GroupOffsets, GroupAdmin):
 
 
 __all__ = [
+    "NO_EPOCH",
     "NO_OFFSET",
     "CommittedOffset",
     "ConsumerGroupDescription",
@@ -46,5 +53,6 @@ __all__ = [
     "KafkaGroupSettings",
     "KafkaGroups",
     "MemberDescription",
+    "OffsetToCommit",
     "SyncResult",
 ]

@@ -3,16 +3,20 @@
 Groups Kafka clients see: every Kafka group (the ``kgroups`` set), and every group name that
 only has committed offsets or V1 members (the groups set), shown as ``Empty`` with no
 protocol type, so ``kafka-consumer-groups --list`` shows what ``adapter inspect`` shows.
+Names come back from Redis through ``mapping.keys.group_name``: a group id of any characters
+is listed as the client wrote it. The empty group id (offsets committed under "") is one
+too, as in Kafka, which accepts it for DescribeGroups and DeleteGroups.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mapping import kafka_errors as errors
 from mapping.kafka_groups.base import GroupsBase, raw, text
-from mapping.keys import is_valid_name
+from mapping.keys import group_name, parse_group_entry
 
 DEAD = "Dead"  # a group with no state at all (Kafka's name)
 EMPTY = "Empty"
@@ -59,16 +63,23 @@ class GroupAdmin(GroupsBase):
         return GroupListing(group, text(classic[2]), text(classic[1]))
 
     async def list_groups(
-        self, states: set[str] | None = None, types: set[str] | None = None
+        self,
+        states: set[str] | None = None,
+        types: set[str] | None = None,
+        coordinated: Callable[[str], bool] | None = None,
     ) -> list[GroupListing]:
         """Every group, optionally only those in ``states`` / of protocol ``types``
-        (ListGroups v4 and v5 filters; empty or None: no filter)."""
-        kafka_names = sorted(
-            text(n) for n in await self.batcher.call("SMEMBERS", self.keys.kafka_groups)
-        )
+        (ListGroups v4 and v5 filters; empty or None: no filter) and those ``coordinated``
+        says yes to (a pod's ListGroups: the groups it is the coordinator of)."""
+        kafka_names = {
+            group_name(n) for n in await self.batcher.call("SMEMBERS", self.keys.kafka_groups)
+        }
         pairs = await self.batcher.call("SMEMBERS", self.keys.groups)
-        offset_only = {text(p).partition(" ")[0] for p in pairs}
-        found = await asyncio.gather(*(self._listing(g) for g in kafka_names))
+        offset_only = {pair[0] for pair in map(parse_group_entry, pairs) if pair is not None}
+        if coordinated is not None:
+            kafka_names = {g for g in kafka_names if coordinated(g)}
+            offset_only = {g for g in offset_only if coordinated(g)}
+        found = await asyncio.gather(*(self._listing(g) for g in sorted(kafka_names)))
         listings = {g.group_id: g for g in found if g.state != DEAD}
         for group in offset_only - listings.keys():
             listings[group] = GroupListing(group, "", EMPTY)
@@ -79,8 +90,6 @@ class GroupAdmin(GroupsBase):
         ]
 
     async def describe_group(self, group: str) -> GroupDescription:
-        if not is_valid_name(group):
-            return GroupDescription(group, errors.INVALID_GROUP_ID, DEAD)
         reply = await self.call_group_script("kgroup_describe", group, ["0"])
         if int(reply[0]) == 0:
             state = EMPTY if await self.topics_of(group) else DEAD
@@ -117,8 +126,6 @@ class GroupAdmin(GroupsBase):
         # mapping.admin imports this package (kafka_members_live): imported here
         from mapping.admin import NON_EMPTY, delete_groups
 
-        if not is_valid_name(group):
-            return errors.INVALID_GROUP_ID
         topics = await self.topics_of(group)
         exists = await self.kafka_state_exists(group)
         if not topics and not exists:

@@ -9,7 +9,7 @@ from typing import Any
 from mapping import scripts
 from mapping.batcher import RedisBatcher
 from mapping.kafka_groups.waits import GroupWatches
-from mapping.keys import Keys, is_valid_name
+from mapping.keys import Keys, group_part, is_valid_name, parse_group_entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +43,6 @@ def raw(value: bytes | str) -> bytes:
 async def kafka_members_live(batcher: RedisBatcher, keys: Keys, group: str) -> bool:
     """Whether ``group`` has live Kafka members (either protocol), read only: V1 JOIN
     refuses such a group name (memberships are per protocol)."""
-    if not is_valid_name(group):
-        return False
     command = scripts.load("kgroup_live").command(keys.kafka_group(group).script_keys(), [])
     return int(await batcher.call(*command)) > 0
 
@@ -73,14 +71,18 @@ class GroupsBase:
 
     async def topics_of(self, group: str) -> list[str]:
         """The topics ``group`` has a V1 group or committed offsets on (the groups set holds
-        "<group> <topic>" pairs; names are ``[A-Za-z0-9._-]``, so no glob escaping)."""
+        "<group part> <topic>" entries; a part is ``[A-Za-z0-9._%-]``: no glob escaping)."""
         topics: set[str] = set()
         cursor: int | bytes = 0
+        pattern = f"{group_part(group)} *"
         while True:
             cursor, found = await self.batcher.call(
-                "SSCAN", self.keys.groups, cursor, "MATCH", f"{group} *", "COUNT", 1000
+                "SSCAN", self.keys.groups, cursor, "MATCH", pattern, "COUNT", 1000
             )
-            topics.update(text(pair).partition(" ")[2] for pair in found)
+            for entry in found:
+                pair = parse_group_entry(entry)
+                if pair is not None:
+                    topics.add(pair[1])
             if int(cursor) == 0:
                 return sorted(topics)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from mapping import kafka_errors as errors
 from mapping.kafka_groups.base import GroupsBase, raw, text
-from mapping.keys import is_valid_name
+from mapping.keys import group_part
 
 WAIT = -1  # a script's "wait and check again" status (see _kgroup.lua)
 # The Redis clock and the pod's timer are not the same clock: re-check a little after.
@@ -91,7 +91,7 @@ class ClassicGroups(GroupsBase):
         with an error, or MEMBER_ID_REQUIRED and the member id to rejoin with).
         ``rebalance_timeout_ms`` None (JoinGroup v0): the session timeout, as Kafka does.
         ``require_known_member_id``: JoinGroup v4+."""
-        if not is_valid_name(group):
+        if not group:  # Kafka's rule: any group id but the empty one
             return JoinResult(errors.INVALID_GROUP_ID, member_id)
         limits = self.settings
         if not limits.min_session_timeout_ms <= session_timeout_ms <= limits.max_session_timeout_ms:
@@ -122,7 +122,7 @@ class ClassicGroups(GroupsBase):
         gk = self.keys.kafka_group(group)
         async with self.watches.watching(gk.events) as channel:
             seen = channel.events
-            registered = self.batcher.submit("SADD", self.keys.kafka_groups, group)
+            registered = self.batcher.submit("SADD", self.keys.kafka_groups, group_part(group))
             reply = await self.call_group_script("kgroup_join", group, args)
             await registered
             while int(reply[0]) == WAIT:
@@ -150,7 +150,7 @@ class ClassicGroups(GroupsBase):
         """SyncGroup: the leader's ``assignments`` (member id -> bytes) are stored and every
         member gets its own; a follower waits (on any pod) until the leader's arrive, or
         gets REBALANCE_IN_PROGRESS when the group starts over meanwhile."""
-        if not is_valid_name(group):
+        if not group:
             return SyncResult(errors.INVALID_GROUP_ID)
         args: list = [
             member_id,
@@ -182,7 +182,7 @@ class ClassicGroups(GroupsBase):
     ) -> int:
         """Heartbeat: NONE, or REBALANCE_IN_PROGRESS (rejoin), ILLEGAL_GENERATION,
         UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID as Kafka answers."""
-        if not is_valid_name(group):
+        if not group:
             return errors.INVALID_GROUP_ID
         args = [member_id, _optional(group_instance_id), generation]
         reply = await self.call_group_script("kgroup_heartbeat", group, args)
@@ -191,7 +191,7 @@ class ClassicGroups(GroupsBase):
     async def leave(self, group: str, members: list[tuple[str, str | None]]) -> list[int]:
         """LeaveGroup for (member id, group.instance.id) pairs (v3+ batches; a static
         member may be named by its instance id alone): one error code per member."""
-        if not is_valid_name(group):
+        if not group:
             return [errors.INVALID_GROUP_ID] * len(members)
         args: list = []
         for member_id, instance_id in members:

@@ -19,7 +19,7 @@ from typing import Any
 from mapping import kafka_errors as errors
 from mapping.kafka_groups.assignors import ASSIGNORS, choose
 from mapping.kafka_groups.base import GroupsBase, text
-from mapping.keys import is_valid_name
+from mapping.keys import group_part
 
 NEED_TARGET = -2  # a script's "compute the target assignment" status (see _kconsumer.lua)
 
@@ -95,7 +95,7 @@ class ConsumerGroups(GroupsBase):
         leave: static membership is not kept under this protocol yet). ``None`` fields are
         "unchanged" as in the request. Topic ids are the caller's business: topics here
         are names."""
-        if not is_valid_name(group):
+        if not group:  # Kafka's rule: any group id but the empty one
             return ConsumerHeartbeatResult(errors.INVALID_GROUP_ID, member_id)
         if server_assignor is not None and server_assignor not in ASSIGNORS:
             return ConsumerHeartbeatResult(errors.UNSUPPORTED_ASSIGNOR, member_id)
@@ -127,7 +127,7 @@ class ConsumerGroups(GroupsBase):
             owned_json,
             json.dumps({t: c or 0 for t, c in counts.items()}),
         ]
-        registered = self.batcher.submit("SADD", self.keys.kafka_groups, group)
+        registered = self.batcher.submit("SADD", self.keys.kafka_groups, group_part(group))
         reply = await self.call_group_script("kgroup_consumer_heartbeat", group, args)
         await registered
         while int(reply[0]) == NEED_TARGET:
@@ -167,7 +167,7 @@ class ConsumerGroups(GroupsBase):
     async def consumer_describe(self, group: str) -> ConsumerGroupDescription:
         """ConsumerGroupDescribe for one group (GROUP_ID_NOT_FOUND when it has no state
         under this protocol)."""
-        if not is_valid_name(group):
+        if not group:
             return ConsumerGroupDescription(group, errors.INVALID_GROUP_ID, "Dead")
         reply = await self.call_group_script("kgroup_consumer_describe", group, [])
         if int(reply[0]) == 0:

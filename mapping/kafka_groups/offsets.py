@@ -2,15 +2,28 @@
 
 One store for both protocols: ``Keys.group(group, topic).offsets`` (partition -> the next
 offset to read), so V1 ``OFFSET`` answers what a Kafka consumer committed and a Kafka
-consumer resumes from a V1 ``COMMIT``. Kafka's commit metadata goes beside it in
-``offset_metadata`` (same hash tag, so one script call per topic writes both), and the
-(group, topic) pair joins the groups set, so ``inspect``, lag metrics and retention's
-slowest-group rule see Kafka groups as they see V1 ones.
+consumer resumes from a V1 ``COMMIT``. Kafka's commit metadata and committed leader epoch go
+beside it in ``offset_metadata`` (fields ``<p>`` and ``<p>.leader_epoch``; same hash tag, so
+one script call per topic writes all three at once); a V1 COMMIT or a Spark commit, which
+carry neither, remove the partition's (OffsetFetch answers "" and -1). The (group, topic)
+pair joins the groups set, so ``inspect``, lag metrics and retention's slowest-group rule
+see Kafka groups as they see V1 ones.
 
-The membership check of a commit runs first, on the Kafka group's keys (another slot, so it
-cannot be the same script on Redis Cluster): a rebalance that starts between the check and
-the write lets through a commit Kafka would have taken a moment earlier with the same
-generation, which Kafka allows (commits stay valid during PreparingRebalance).
+Any non-empty group id is a Kafka group (``Keys`` maps it to its keys, ``group_part``); the
+empty id is accepted where Kafka accepts it, OffsetCommit and OffsetFetch, and refused by
+OffsetDelete with INVALID_GROUP_ID.
+
+A commit is checked, then written, atomically in effect on single Redis and Cluster alike
+(docs/kafka-groups-design.md, "Atomic commits"): the check (``kgroup_commit_check``, on the
+Kafka group's slot) answers a fence token, and the write (``kgroup_offset_commit``, on the
+(group, topic)'s slot: another one, so not the same script on Redis Cluster) refuses every
+partition a newer token already read (``fetch_offsets``) or wrote (a partition's largest
+token is field ``<p>.fence`` of ``offset_metadata``). A check that went stale while its pod
+was paused thus never puts old offsets over those of the group's next generation; such
+partitions are checked again and get Kafka's answer of now (ILLEGAL_GENERATION,
+UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, STALE_MEMBER_EPOCH), or are written with the new
+token when the member is still entitled to commit. The common path is unchanged: one check
+(with the partition counts), then one write per topic.
 """
 
 from __future__ import annotations
@@ -22,9 +35,16 @@ from mapping import kafka_errors as errors
 from mapping import scripts
 from mapping.kafka_groups.base import GroupsBase, text
 from mapping.kafka_groups.consumer_protocol import subscribed_topics
-from mapping.keys import is_valid_name
+from mapping.keys import group_entry, is_valid_name
 
 NO_OFFSET = -1  # Kafka's "nothing committed": the consumer applies auto.offset.reset
+NO_EPOCH = -1  # Kafka's "no committed leader epoch"
+# Times a commit is written when fenced partitions are checked again and still allowed: the
+# group's fence moves only on rebalances, so a second try normally settles it.
+COMMIT_ATTEMPTS = 3
+# What a commit stores per partition: (next offset, metadata) or (next offset, metadata,
+# committed leader epoch); without an epoch, none (NO_EPOCH).
+OffsetToCommit = tuple[int, str | None] | tuple[int, str | None, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +52,19 @@ class CommittedOffset:
     offset: int  # the next offset to read; NO_OFFSET when nothing is committed
     metadata: str | None = None
     error: int = errors.NONE
+    leader_epoch: int = NO_EPOCH  # the committed leader epoch; NO_EPOCH when none
+
+
+def epoch_field(partition: int | str) -> str:
+    """The ``offset_metadata`` field holding a partition's committed leader epoch."""
+    return f"{partition}.leader_epoch"
+
+
+def _split(value: OffsetToCommit) -> tuple[int, str | None, int]:
+    if len(value) == 3:
+        return value
+    offset, metadata = value
+    return offset, metadata, NO_EPOCH
 
 
 class GroupOffsets(GroupsBase):
@@ -40,32 +73,29 @@ class GroupOffsets(GroupsBase):
         group: str,
         member_id: str,
         generation: int,
-        offsets: dict[str, dict[int, tuple[int, str | None]]],
+        offsets: dict[str, dict[int, OffsetToCommit]],
         group_instance_id: str | None = None,
     ) -> dict[str, dict[int, int]]:
-        """OffsetCommit: ``offsets`` topic -> partition -> (next offset, metadata); the
-        answer is an error code per partition. Generation -1 with an empty member id is a
-        commit from outside group management, allowed while the group has no members."""
+        """OffsetCommit: ``offsets`` topic -> partition -> (next offset, metadata[, leader
+        epoch]); the answer is an error code per partition. Generation -1 with an empty
+        member id is a commit from outside group management, allowed while the group has no
+        members (the empty group id too, as Kafka allows)."""
 
         def every(code: int) -> dict[str, dict[int, int]]:
             return {t: dict.fromkeys(ps, code) for t, ps in offsets.items()}
 
-        if not is_valid_name(group):
-            return every(errors.INVALID_GROUP_ID)
         args = [member_id, group_instance_id or "", generation]
-        check, counts = await asyncio.gather(
-            self.call_group_script("kgroup_commit_check", group, args),
-            self.partition_counts(list(offsets)),
+        (code, token), counts = await asyncio.gather(
+            self._check_commit(group, args), self.partition_counts(list(offsets))
         )
-        if int(check[0]) != errors.NONE:
-            return every(int(check[0]))
-        script = scripts.load("kgroup_offset_commit")
+        if code != errors.NONE:
+            return every(code)
         answer: dict[str, dict[int, int]] = {}
-        writes = []
+        pending: dict[str, dict[int, list]] = {}
         for topic, partitions in offsets.items():
             codes = answer[topic] = {}
-            values: list = []
-            for p, (offset, metadata) in partitions.items():
+            for p, value in partitions.items():
+                offset, metadata, epoch = _split(value)
                 count = counts[topic]
                 if count is None or not 0 <= p < count:
                     codes[p] = errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -78,62 +108,90 @@ class GroupOffsets(GroupsBase):
                     codes[p] = errors.OFFSET_METADATA_TOO_LARGE
                 else:
                     codes[p] = errors.NONE
-                    values += [p, offset, metadata or ""]
-            if values:
-                gk = self.keys.group(group, topic)
-                writes.append(
-                    self.batcher.call(
-                        *script.command([gk.offsets, gk.offset_metadata, gk.meta], values)
-                    )
-                )
-                writes.append(self.batcher.call("SADD", self.keys.groups, f"{group} {topic}"))
-        await asyncio.gather(*writes)
+                    values = [p, offset, metadata or "", max(epoch, NO_EPOCH)]
+                    pending.setdefault(topic, {})[p] = values
+        for _ in range(COMMIT_ATTEMPTS):
+            pending = await self._write_offsets(group, token, pending)
+            if not pending:
+                return answer
+            # fenced: the group moved on since the check; Kafka's answer of now decides
+            code, token = await self._check_commit(group, args)
+            if code != errors.NONE:
+                break
+        else:
+            code = errors.REBALANCE_IN_PROGRESS  # the fence kept moving: the client retries
+        for topic, refused in pending.items():
+            answer[topic].update(dict.fromkeys(refused, code))
         return answer
+
+    async def _check_commit(self, group: str, args: list) -> tuple[int, str]:
+        """(error code, fence token) of ``kgroup_commit_check``."""
+        reply = await self.call_group_script("kgroup_commit_check", group, args)
+        return int(reply[0]), text(reply[1]) if len(reply) > 1 else ""
+
+    async def _write_offsets(
+        self, group: str, token: str, pending: dict[str, dict[int, list]]
+    ) -> dict[str, dict[int, list]]:
+        """Write ``pending`` (topic -> partition -> script values) with ``token``, one
+        script call per topic; answers the partitions refused (fenced), in the same shape."""
+        script = scripts.load("kgroup_offset_commit")
+        topics = list(pending)
+        calls = []
+        for topic in topics:
+            gk = self.keys.group(group, topic)
+            values = [v for quad in pending[topic].values() for v in quad]
+            keys = [gk.offsets, gk.offset_metadata, gk.meta]
+            calls.append(self.batcher.call(*script.command(keys, [token, *values])))
+            calls.append(self.batcher.call("SADD", self.keys.groups, group_entry(group, topic)))
+        replies = await asyncio.gather(*calls)
+        refused: dict[str, dict[int, list]] = {}
+        for topic, reply in zip(topics, replies[::2], strict=True):
+            for p in map(int, reply):
+                refused.setdefault(topic, {})[p] = pending[topic][p]
+        return refused
 
     async def fetch_offsets(
         self, group: str, topics: dict[str, list[int]] | None = None
     ) -> dict[str, dict[int, CommittedOffset]]:
         """OffsetFetch: the committed offset of each named partition (NO_OFFSET when none);
         ``topics`` None: every partition committed on every topic of the group."""
-        if not is_valid_name(group):
-            error = CommittedOffset(NO_OFFSET, None, errors.INVALID_GROUP_ID)
-            return {t: dict.fromkeys(ps, error) for t, ps in (topics or {}).items()}
         if topics is None:
             names = await self.topics_of(group)
             stored = await asyncio.gather(*(self._stored(group, t) for t in names))
-            return {
-                t: {p: CommittedOffset(o, meta.get(p) or None) for p, o in sorted(offsets.items())}
-                for t, (offsets, meta) in zip(names, stored, strict=True)
-                if offsets
-            }
-        answer: dict[str, dict[int, CommittedOffset]] = {}
-        for topic, partitions in topics.items():
-            if not is_valid_name(topic) or not partitions:
-                answer[topic] = {p: CommittedOffset(NO_OFFSET) for p in partitions}
-                continue
+            return {t: offsets for t, offsets in zip(names, stored, strict=True) if offsets}
+        answer = {t: {p: CommittedOffset(NO_OFFSET) for p in ps} for t, ps in topics.items()}
+        asked = [t for t, ps in topics.items() if is_valid_name(t) and ps]
+        if not asked:
+            return answer
+        # the fetcher may be a member of a new generation about to start from these
+        # offsets: their fences go up to the group's token (see kgroup_offset_fetch)
+        token = text(await self.call_group_script("kgroup_fence", group, []))
+        script = scripts.load("kgroup_offset_fetch")
+
+        async def fetch(topic: str) -> list:
             gk = self.keys.group(group, topic)
-            offsets, meta = await asyncio.gather(
-                self.batcher.call("HMGET", gk.offsets, *partitions),
-                self.batcher.call("HMGET", gk.offset_metadata, *partitions),
-            )
+            keys = [gk.offsets, gk.offset_metadata]
+            return await self.batcher.call(*script.command(keys, [token, *topics[topic]]))
+
+        replies = await asyncio.gather(*(fetch(t) for t in asked))
+        for topic, (offsets, details, epochs) in zip(asked, replies, strict=True):
             answer[topic] = {
-                p: CommittedOffset(
-                    int(o) if o is not None else NO_OFFSET, text(m) if m is not None else None
-                )
-                for p, o, m in zip(partitions, offsets, meta, strict=True)
+                p: _committed(o, m, e)
+                for p, o, m, e in zip(topics[topic], offsets, details, epochs, strict=True)
             }
         return answer
 
-    async def _stored(self, group: str, topic: str) -> tuple[dict[int, int], dict[int, str]]:
+    async def _stored(self, group: str, topic: str) -> dict[int, CommittedOffset]:
         gk = self.keys.group(group, topic)
-        offsets, meta = await asyncio.gather(
+        offsets, details = await asyncio.gather(
             self.batcher.call("HGETALL", gk.offsets),
             self.batcher.call("HGETALL", gk.offset_metadata),
         )
-        return (
-            {int(p): int(o) for p, o in offsets.items()},
-            {int(p): text(m) for p, m in meta.items()},
-        )
+        found = {text(f): v for f, v in details.items()}
+        return {
+            int(p): _committed(o, found.get(text(p)), found.get(epoch_field(text(p))))
+            for p, o in sorted(offsets.items(), key=lambda item: int(item[0]))
+        }
 
     async def subscribed(self, group: str) -> set[str]:
         """Topics the group's live members consume: Kafka consumers' subscriptions, and the
@@ -156,7 +214,7 @@ class GroupOffsets(GroupsBase):
     ) -> tuple[int, dict[str, dict[int, int]]]:
         """OffsetDelete: (group error, topic -> partition -> error). A topic the group's
         live members consume keeps its offsets (GROUP_SUBSCRIBED_TO_TOPIC)."""
-        if not is_valid_name(group):
+        if not group:  # Kafka refuses the empty id here (it accepts it for commits)
             return errors.INVALID_GROUP_ID, {}
         known = await self.topics_of(group)
         exists = await self.kafka_state_exists(group)
@@ -176,3 +234,15 @@ class GroupOffsets(GroupsBase):
                     *script.command([gk.offsets, gk.offset_metadata], list(partitions))
                 )
         return errors.NONE, answer
+
+
+def _committed(
+    offset: bytes | None, metadata: bytes | None, epoch: bytes | None
+) -> CommittedOffset:
+    """One partition's stored commit (Redis replies; None: absent)."""
+    return CommittedOffset(
+        int(offset) if offset is not None else NO_OFFSET,
+        text(metadata) if metadata is not None else None,
+        errors.NONE,
+        int(epoch) if epoch is not None else NO_EPOCH,
+    )

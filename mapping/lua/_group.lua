@@ -6,6 +6,8 @@
 --   KEYS[2] members     consumer id -> last heartbeat (ms, Redis clock)
 --   KEYS[3] assignment  consumer id -> its partitions, "0 3 6" ("" when none)
 --   KEYS[4] offsets     partition -> committed offset (the next one to read)
+--   KEYS[5] offset_metadata  Kafka commit metadata and leader epochs (the scripts that
+--                       change or delete offsets: commit, delete, expire)
 -- ARGV[1] = session timeout (ms), ARGV[2] = the topic's partition count; each script's own
 -- arguments follow from ARGV[3].  The clock is Redis's (TIME), so pods need no common clock.
 local meta, members, assignment, offsets = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

@@ -1,7 +1,8 @@
 --! include _kgroup.lua
 -- Shared by the kgroup_consumer_* scripts: the group under the KIP-848 consumer protocol
 -- (ConsumerGroupHeartbeat), keys KEYS[11..15] (see _kgroup.lua):
---   consumer:meta     group_epoch, target_epoch, assignor (the target's)
+--   consumer:meta     group_epoch, target_epoch, assignor (the target's), commit_fence
+--                     (see _kgroup.lua)
 --   consumer:members  member id -> session expiry (ms, Redis clock)
 --   consumer:member   member id -> JSON {epoch, previous_epoch, instance_id, rack_id,
 --                     client_id, client_host, rebalance_timeout_ms, subscribed = [topics],
@@ -79,6 +80,7 @@ local function remove_consumer(id)
   redis.call('HDEL', cmember, id)
   redis.call('HDEL', ctarget, id)
   bump_epoch()
+  bump_fence(cmeta) -- its partitions may go to others now
 end
 
 -- Members whose session ran out leave (a new group epoch).
@@ -141,9 +143,11 @@ local function reconcile(id, owned, full)
     local revoke = minus(assigned, target)
     if is_empty(revoke) then
       m.previous_epoch, m.epoch = m.epoch, target_epoch
+      bump_fence(cmeta) -- its commits at the old epoch are stale from now on
     elseif released(revoke) then
       assigned = minus(assigned, revoke)
       m.previous_epoch, m.epoch = m.epoch, target_epoch
+      bump_fence(cmeta)
     else
       revoking = revoke
     end

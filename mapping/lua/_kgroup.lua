@@ -2,7 +2,8 @@
 -- Shared by the kgroup_* scripts: one Kafka classic group, every key under the hash tag
 -- {<group>} (see mapping/keys.py KafkaGroupKeys and mapping/kafka_groups/):
 --   KEYS[1] meta           state, generation, protocol_type, protocol, leader,
---                          rebalance_deadline, delay_until (ms, Redis clock), join_seq
+--                          rebalance_deadline, delay_until (ms, Redis clock), join_seq,
+--                          commit_fence (see current_fence below)
 --   KEYS[2] members        member id -> session expiry (ms)
 --   KEYS[3] member_info    member id -> JSON {instance_id, client_id, client_host,
 --                          session_timeout_ms, rebalance_timeout_ms}
@@ -51,6 +52,33 @@ end
 
 local function publish(event)
   redis.call('PUBLISH', events, event)
+end
+
+-- Commit fencing (docs/kafka-groups-design.md, "Atomic commits"): the group's commit fence
+-- grows whenever commits checked before may have turned stale with partitions going to
+-- another member or incarnation (a new generation, a static member replaced, a KIP-848
+-- member's epoch moving or the member leaving). A commit's check answers the fence as its
+-- token; its write, at the (group, topic)'s slot, is refused where a newer token was used.
+-- The fence is the larger of meta's and consumer:meta's field (classic, KIP-848): one order
+-- across both protocols.
+local function current_fence()
+  return math.max(tonumber(redis.call('HGET', meta, 'commit_fence') or '0'),
+    tonumber(redis.call('HGET', cmeta, 'commit_fence') or '0'))
+end
+
+-- Never below the clock: after DeleteGroups the fields restart from now, still above every
+-- token handed out before (fences stored beside offsets outlive the group's state).
+local function bump_fence(key)
+  redis.call('HSET', key, 'commit_fence', fmt(math.max(current_fence() + 1, now)))
+end
+
+-- The token of a commit that passed its check now. A group without a fence yet (no Kafka
+-- state: commits from outside group management only; or state from before fencing) takes
+-- the clock, less 1 ms so that its first fence, never below the clock, is larger.
+local function commit_token()
+  local fence = current_fence()
+  if fence == 0 then return now - 1 end
+  return fence
 end
 
 local function member_info(id)
@@ -152,6 +180,7 @@ end
 
 local function go_empty(gen)
   redis.call('HSET', meta, 'state', 'Empty', 'generation', gen)
+  bump_fence(meta)
   redis.call('HDEL', meta, 'protocol', 'leader', 'rebalance_deadline', 'delay_until')
   redis.call('DEL', joining, assignment, generation_of)
 end
@@ -181,6 +210,7 @@ local function complete_join()
   end
   redis.call('HSET', meta, 'state', 'CompletingRebalance', 'generation', gen,
     'protocol', protocol or '', 'leader', leader)
+  bump_fence(meta)
   redis.call('HDEL', meta, 'rebalance_deadline', 'delay_until')
   publish('joined ' .. gen)
 end

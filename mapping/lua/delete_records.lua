@@ -6,6 +6,9 @@
 -- ARGV[4] = cut (an offset; -1: the high watermark, i.e. everything committed).
 -- Returns {0, low watermark (the log start now)} or {1, Kafka hw} when cut > Kafka hw.
 local log, state = KEYS[1], KEYS[2]
+-- A deleted topic's partition (a pod that has not heard yet): nothing is written into it.
+local gone = deleted_reply(state)
+if gone then return gone end
 local limit = 2 ^ tonumber(ARGV[1])
 local cut = tonumber(ARGV[4])
 local hw = tonumber(redis.call('HGET', state, 'hw')) or -1

@@ -87,6 +87,7 @@ end
 -- Stable group whose protocol does not change, its assignment) goes to the new id.
 local function replace_static(old_id)
   local id = new_id
+  bump_fence(meta) -- the old id's commits in flight must not land after the new id's
   for _, key in ipairs({members, info, protocols, joining, generation_of, assignment}) do
     local v = redis.call('HGET', key, old_id)
     if v then

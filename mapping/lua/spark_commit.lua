@@ -1,7 +1,8 @@
 -- A Spark job's progress into a group's committed offsets, only ever moving forward, so a
 -- re-run micro-batch (same data after a failure) or a late writer cannot move it back.
 -- KEYS[1] = the group's offsets hash, [KEYS[2] = its meta hash: the commit time is stored
--- as active_ms, so offsets retention counts from it].
+-- as active_ms, so offsets retention counts from it], [KEYS[3] = its Kafka commit metadata
+-- hash: a moved partition's metadata and leader epoch go, a Spark commit has neither].
 -- ARGV = partition1, next_offset1, partition2, ...
 --! include _clock.lua
 -- Returns the stored value per partition after the update, as strings.
@@ -22,6 +23,9 @@ for i = 1, #ARGV, 2 do
   local current = redis.call('HGET', offsets, field)
   if not current or tonumber(wanted) > tonumber(current) then
     redis.call('HSET', offsets, field, wanted)
+    if KEYS[3] then
+      redis.call('HDEL', KEYS[3], field, field .. '.leader_epoch')
+    end
     current = wanted
   end
   stored[#stored + 1] = current

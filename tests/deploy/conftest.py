@@ -1,5 +1,6 @@
-"""Fixtures of the deployment tests: a real 3-node Redis Cluster on loopback, and the
-command line pointed at one Redis and key prefix."""
+"""Fixtures of the deployment tests: a real Redis Cluster on loopback (3 primaries; with a
+replica each for the failover tests), and the command line pointed at one Redis and key
+prefix."""
 
 from __future__ import annotations
 
@@ -34,17 +35,131 @@ class CliTarget:
         return result.output
 
 
-def _cluster_ok(ports: list[int]) -> bool:
-    for port in ports:
-        client = redis.Redis(port=port, socket_timeout=2)
+def _node_info(port: int, *section: str) -> dict[str, str]:
+    """``CLUSTER INFO`` (no section) or ``INFO <section>`` of one node, as a dict."""
+    client = redis.Redis(port=port, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        if section:
+            return {k: str(v) for k, v in client.info(*section).items()}
+        reply = client.execute_command("CLUSTER", "INFO")
+    finally:
+        client.close()
+    text = reply.decode() if isinstance(reply, bytes) else str(reply)
+    return dict(line.split(":", 1) for line in text.split() if ":" in line)
+
+
+class LoopbackCluster:
+    """A Redis Cluster of child processes on loopback: ``primaries`` primaries with
+    ``replicas`` replicas each, slots spread by ``redis-cli --cluster create``, AOF on like a
+    real deployment. A test may SIGKILL a node (``kill``) and start it again (``restart``:
+    it rejoins, as a replica of the node that took over)."""
+
+    def __init__(
+        self, base: Path, primaries: int = 3, replicas: int = 0, node_timeout_ms: int = 5000
+    ) -> None:
+        self.replicas = replicas
+        # The bus port is set: the default (port + 10000) fails for ports above 55535.
+        self.nodes = [
+            RedisProcess(
+                base / f"node{i}",
+                appendonly=True,
+                extra_args=[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    str(node_timeout_ms),
+                    "--cluster-port",
+                    str(free_port()),
+                ],
+            )  # fmt: skip
+            for i in range(primaries * (1 + replicas))
+        ]
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    def start(self) -> LoopbackCluster:
+        for node in self.nodes:
+            node.start()
+        subprocess.run(
+            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+        self.wait_ok(timeout=60)
+        return self
+
+    def _ok(self) -> bool:
+        """Every running node sees the whole cluster healthy, and every replica is in sync."""
+        for node in self.running():
+            info = _node_info(node.port)
+            if info.get("cluster_state") != "ok":
+                return False
+            if info.get("cluster_known_nodes") != str(len(self.nodes)):
+                return False
+            replication = _node_info(node.port, "replication")
+            if replication.get("role") == "slave" and replication.get("master_link_status") != "up":
+                return False
+        return True
+
+    def wait_ok(self, timeout: float = 30.0) -> None:
+        wait_until(self._ok, timeout=timeout, interval=0.1)
+
+    def running(self) -> list[RedisProcess]:
+        return [node for node in self.nodes if node.process is not None]
+
+    def primary_of(self, key: str) -> RedisProcess:
+        """The running node that serves ``key``'s slot now."""
+        client = redis.Redis(port=self.running()[0].port, socket_timeout=2)
         try:
-            info = client.execute_command("CLUSTER", "INFO")
+            slot = int(client.execute_command("CLUSTER", "KEYSLOT", key))
+            for start, end, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end:
+                    port = int(primary[1])
+                    return next(n for n in self.nodes if n.port == port)
         finally:
             client.close()
-        text = info.decode() if isinstance(info, bytes) else str(info)
-        if "cluster_state:ok" not in text or "cluster_known_nodes:3" not in text:
-            return False
-    return True
+        raise AssertionError(f"no node serves slot {slot}")
+
+    def replica_of(self, primary: RedisProcess) -> RedisProcess:
+        """A running replica of ``primary``."""
+        for node in self.running():
+            info = _node_info(node.port, "replication")
+            if info.get("role") == "slave" and info.get("master_port") == str(primary.port):
+                return node
+        raise AssertionError(f"no replica of the node on port {primary.port}")
+
+    def failover(self, replica: RedisProcess) -> None:
+        """A manual failover (``CLUSTER FAILOVER``): ``replica`` takes over from its primary
+        once it has everything, as a failover that loses nothing."""
+        client = redis.Redis(port=replica.port, socket_timeout=5)
+        try:
+            client.execute_command("CLUSTER", "FAILOVER")
+        finally:
+            client.close()
+        self.wait_promoted(replica)
+
+    def wait_promoted(self, replica: RedisProcess, timeout: float = 30.0) -> None:
+        """Until ``replica`` is a primary and the cluster is healthy again."""
+        wait_until(
+            lambda: _node_info(replica.port, "replication").get("role") == "master",
+            timeout=timeout,
+            interval=0.05,
+        )
+        self.wait_ok(timeout=timeout)
+
+    def kill(self, node: RedisProcess) -> None:
+        node.kill()
+
+    def restart(self, node: RedisProcess) -> None:
+        node.start()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
 
 
 @pytest.fixture(scope="session")
@@ -53,39 +168,24 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ``redis-cli --cluster create``, AOF on like a real deployment."""
     if shutil.which("redis-cli") is None:
         pytest.skip("redis-cli is not installed (apt-get install redis-tools)")
-    base = tmp_path_factory.mktemp("cluster")
-    nodes = [
-        RedisProcess(
-            base / f"node{i}",
-            appendonly=True,
-            # The bus port is set: the default (port + 10000) fails for ports above 55535.
-            extra_args=[
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-node-timeout",
-                "5000",
-                "--cluster-port",
-                str(free_port()),
-            ],
-        )  # fmt: skip
-        for i in range(3)
-    ]
+    cluster = LoopbackCluster(tmp_path_factory.mktemp("cluster"))
     try:
-        for node in nodes:
-            node.start()
-        ports = [node.port for node in nodes]
-        subprocess.run(
-            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
-             "--cluster-replicas", "0", "--cluster-yes"],
-            check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
-        wait_until(lambda: _cluster_ok(ports), timeout=60, interval=0.2)
-        yield f"redis+cluster://127.0.0.1:{ports[0]}"
+        yield cluster.start().url
     finally:
-        for node in nodes:
-            node.stop()
+        cluster.stop()
+
+
+@pytest.fixture
+def failover_cluster(tmp_path: Path) -> Iterator[LoopbackCluster]:
+    """A cluster of its own, for a test that kills primaries: three primaries with one
+    replica each, and a short node timeout (1 s) so a replica takes over within seconds."""
+    if shutil.which("redis-cli") is None:
+        pytest.skip("redis-cli is not installed (apt-get install redis-tools)")
+    cluster = LoopbackCluster(tmp_path / "cluster", replicas=1, node_timeout_ms=1000)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

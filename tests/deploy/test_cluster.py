@@ -139,6 +139,68 @@ def test_operations_cli_and_retention_on_the_cluster(cluster_url: str, start_pod
     )
 
 
+def test_topic_ids_on_the_cluster(cluster_url: str, start_pod) -> None:
+    """Topic ids on a cluster: the id is written with the topic hash, the id index lives in
+    another slot; CreateTopics answers the id, Metadata and DeleteTopics find the topic by
+    it, a topic made again has a new one and the old id is unknown from then on. The CLI
+    and the Spark sink's creations are indexed alike."""
+    from click.testing import CliRunner
+
+    from adapter.cli import main
+    from adapter.kafka import errors
+    from adapter.kafka.versions import CREATE_TOPICS, DELETE_TOPICS, METADATA
+    from mapping.store import TopicDefaults
+    from spark_connector.appender import ensure_topic
+    from tests.kafka.helpers import RawKafka
+
+    topic, by_cli, by_spark = _topics(3)
+    pod = start_pod(cluster_url, "--default-replication-factor", "1",
+                    "--default-min-insync-replicas", "1")  # fmt: skip
+    create, delete, metadata = CREATE_TOPICS.request, DELETE_TOPICS.request, METADATA.request
+
+    def created(raw: RawKafka) -> uuid.UUID:
+        body = create[7](topics=[create.CreatableTopic(
+            name=topic, num_partitions=2, replication_factor=1, assignments=[], configs=[],
+        )], timeout_ms=5000, validate_only=False)  # fmt: skip
+        (result,) = raw.call(CREATE_TOPICS, 7, body).topics
+        assert result.error_code == errors.NONE
+        return result.topic_id
+
+    def by_id(raw: RawKafka, topic_id: uuid.UUID) -> tuple[int, str | None]:
+        body = metadata[12](topics=[metadata.MetadataRequestTopic(name="", topic_id=topic_id)],
+                            allow_auto_topic_creation=False)  # fmt: skip
+        (answer,) = raw.call(METADATA, 12, body).topics
+        return answer.error_code, answer.name
+
+    with RawKafka(pod.kafka_port) as raw:
+        first = created(raw)
+        assert first is not None and first.int and by_id(raw, first) == (errors.NONE, topic)
+        body = delete[6](topics=[delete[6].DeleteTopicState(name=None, topic_id=first)],
+                         timeout_ms=5000)  # fmt: skip
+        (deleted,) = raw.call(DELETE_TOPICS, 6, body).responses
+        assert (deleted.name, deleted.error_code) == (topic, errors.NONE)
+        second = created(raw)
+        assert second.int and second != first
+        assert by_id(raw, first) == (errors.UNKNOWN_TOPIC_ID, None)
+        assert by_id(raw, second) == (errors.NONE, topic)
+
+        args = ["--replication-factor", "1", "--min-insync-replicas", "1"]
+        made = CliRunner().invoke(
+            main, ["topic", "create", by_cli, *args, "--redis-url", cluster_url]
+        )
+        assert made.exit_code == 0, made.output
+        cluster = connect_sync(cluster_url)
+        try:
+            spark = ensure_topic(cluster, Keys(), by_spark, TopicDefaults(1, 1, 1))
+            for name in (by_cli, by_spark):
+                topic_id = cluster.hget(Keys().topic(name), "topic_id").decode()
+                assert cluster.hget(Keys().topic_ids, topic_id) == name.encode()
+                assert by_id(raw, uuid.UUID(topic_id)) == (errors.NONE, name)
+            assert spark.topic_id == cluster.hget(Keys().topic(by_spark), "topic_id").decode()
+        finally:
+            cluster.close()
+
+
 def test_spark_connector_reads_and_commits_on_the_cluster(cluster_url: str, start_pod) -> None:
     """The connector's Redis side (what Spark's driver and executors call) on a cluster."""
     from spark_connector import offsets

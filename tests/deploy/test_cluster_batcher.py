@@ -1,18 +1,27 @@
 """The cluster batcher on a real 3-node Redis Cluster: a batch touching more slots than the
-client has connections per node is answered in full, each slot's calls in order."""
+client has connections per node is answered in full, each slot's calls in order; a call that
+may have run is never sent again by redis-py, and each failure is answered by its kind (a
+node of the real cluster made to fail)."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.backoff import NoBackoff
+from redis.exceptions import ClusterDownError, TryAgainError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from mapping.cluster import plain_url
+from mapping.cluster import connect_async, plain_url
 from mapping.cluster_batcher import ClusterBatcher
+from mapping.errors import OutcomeUnknown, Unavailable
 
 pytestmark = pytest.mark.slow  # the cluster fixture starts three Redis nodes
 
@@ -46,3 +55,118 @@ def test_a_batch_of_more_slots_than_connections_is_answered(cluster_url: str) ->
     errors = [r for r in replies if isinstance(r, BaseException)]
     assert not errors, f"{len(errors)} of {len(replies)} failed, e.g. {errors[0]!r}"
     assert replies[1::2] == [str(i).encode() for i in range(SLOTS)]  # each GET after its SET
+
+
+# A script that counts its runs: a call run twice leaves 2.
+COUNT_RUNS = "return redis.call('INCR', KEYS[1])"
+
+
+async def _one_call_with_a_failing_node(
+    url: str, fail: Callable[[int], BaseException | None], *, after_running: bool
+) -> tuple[object, int, bytes | None]:
+    """One EVAL through the pod's own cluster client and batcher, the node that serves it
+    failing the first sends with ``fail(n)`` (n: the send's number), before or after really
+    running it. Returns the batcher's answer, the sends and the count of runs."""
+    key = f"cb-{uuid.uuid4().hex[:8]}:{{runs}}"
+    client = connect_async(url, 2.0)
+    await client.initialize()
+    batcher = ClusterBatcher(client)
+    flusher = asyncio.create_task(batcher.run())
+    original = ClusterNode.execute_command
+    sends = 0
+
+    async def failing(node: ClusterNode, *args: Any, **kwargs: Any) -> Any:
+        nonlocal sends
+        if args[0] != "EVAL":
+            return await original(node, *args, **kwargs)
+        sends += 1
+        error = fail(sends)
+        if error is None:
+            return await original(node, *args, **kwargs)
+        if after_running:  # it ran; the reply is lost
+            await original(node, *args, **kwargs)
+        raise error
+
+    ClusterNode.execute_command = failing  # type: ignore[method-assign]
+    try:
+        (answer,) = await asyncio.gather(batcher.submit("EVAL", COUNT_RUNS, 1, key),
+                                         return_exceptions=True)  # fmt: skip
+    finally:
+        ClusterNode.execute_command = original  # type: ignore[method-assign]
+        flusher.cancel()
+        runs = await client.get(key)
+        await client.aclose()
+    return answer, sends, runs
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RedisConnectionError("Connection closed by server."),
+        RedisTimeoutError("Timeout reading from socket"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_a_call_that_may_have_run_is_never_sent_again(cluster_url: str, error: Exception) -> None:
+    """The reply is lost after the script ran: redis-py must not send it again (a retried
+    append appends twice); the batcher answers "outcome unknown"."""
+    answer, sends, runs = asyncio.run(
+        _one_call_with_a_failing_node(cluster_url, lambda n: error, after_running=True)
+    )
+    assert type(answer) is OutcomeUnknown
+    assert (sends, runs) == (1, b"1")
+
+
+def test_replies_that_say_not_run_are_sent_again_or_answered_not_run(cluster_url: str) -> None:
+    """TRYAGAIN and MOVED say the command did not run: redis-py sends it again, and it runs
+    once. CLUSTERDOWN is not retried by the pod's client (no retries): "not run"."""
+    tryagain = TryAgainError("TRYAGAIN Multiple keys request during rehashing of slot")
+    answer, sends, runs = asyncio.run(
+        _one_call_with_a_failing_node(
+            cluster_url, lambda n: tryagain if n < 3 else None, after_running=False
+        )
+    )
+    assert (answer, sends, runs) == (1, 3, b"1")
+    down = ClusterDownError("CLUSTERDOWN The cluster is down")
+    answer, sends, runs = asyncio.run(
+        _one_call_with_a_failing_node(cluster_url, lambda n: down, after_running=False)
+    )
+    assert type(answer) is Unavailable
+    assert (sends, runs) == (1, None)
+
+
+def test_a_refused_connect_is_answered_not_run(cluster_url: str) -> None:
+    """The node of the call's slot refuses connections (its process died): nothing was sent,
+    so the batcher answers "not run" (retriable), never "outcome unknown"."""
+
+    async def main() -> tuple[object, bytes | None]:
+        client = connect_async(cluster_url, 2.0)
+        await client.initialize()
+        # a key on a node the client has no connection to yet (not the one it started on)
+        start_port = int(cluster_url.rsplit(":", 1)[1])
+        key = next(
+            key
+            for key in (f"cb-{uuid.uuid4().hex[:8]}:{{refused-{i}}}" for i in range(100))
+            if client.get_node_from_key(key).port != start_port
+        )
+        node = client.get_node_from_key(key)
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))  # bound, not listening: connecting is refused
+            node.connection_kwargs["port"] = closed.getsockname()[1]  # as if it died
+            batcher = ClusterBatcher(client)
+            flusher = asyncio.create_task(batcher.run())
+            try:
+                (answer,) = await asyncio.gather(batcher.submit("EVAL", COUNT_RUNS, 1, key),
+                                                 return_exceptions=True)  # fmt: skip
+            finally:
+                flusher.cancel()
+                await client.aclose()
+        check = connect_async(cluster_url, 2.0)
+        try:
+            return answer, await check.get(key)
+        finally:
+            await check.aclose()
+
+    answer, runs = asyncio.run(main())
+    assert type(answer) is Unavailable, answer
+    assert runs is None

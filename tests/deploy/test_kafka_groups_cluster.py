@@ -1,15 +1,18 @@
 """Kafka groups on a real 3-node Redis Cluster: every kgroup_* script touches one slot (the
-group's ``{<group>}`` keys, or a (group, topic)'s ``{<group>:<topic>}`` offsets), and the
-join/sync waits wake on pub/sub across nodes."""
+group's ``{<group>}`` keys, or a (group, topic)'s ``{<group>:<topic>}`` offsets), the
+join/sync waits wake on pub/sub across nodes, and a commit held between its check and its
+write (two slots, two nodes) never goes backwards (tests/kafka_groups/fencing.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from mapping import kafka_errors as errors
+from tests.kafka_groups.fencing import SCENARIOS
 from tests.kafka_groups.harness import join, pods
 
 pytestmark = pytest.mark.slow
@@ -74,3 +77,12 @@ def test_kip848_group_on_a_cluster(cluster_url: str) -> None:
             assert mine | theirs == {0, 1, 2} and not mine & theirs and theirs
 
     asyncio.run(body())
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
+def test_a_commit_held_after_its_check_never_goes_backwards_on_a_cluster(
+    cluster_url: str, scenario: Callable[[str], Awaitable[None]]
+) -> None:
+    """The commit fence works across nodes: the check's token comes from the group's node,
+    the write is decided on the offsets' node alone."""
+    asyncio.run(scenario(cluster_url))

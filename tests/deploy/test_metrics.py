@@ -50,6 +50,9 @@ def test_metrics_after_traffic(redis_url: str, start_pod, topic: str) -> None:
     assert samples[("adapter_redis_round_trips_total", ())] >= 1
     assert samples[("adapter_redis_batch_size_sum", ())] >= 12
     assert samples[("adapter_connections", ())] == 1  # the test client, still open
+    # backpressure: nothing in flight or waiting once everything was answered
+    assert samples[("adapter_append_bytes_in_flight", ())] == 0
+    assert samples[("adapter_connections_waiting", ())] == 0
     lag = ("group", group), ("partition", "2"), ("topic", topic)
     assert samples[("adapter_consumer_lag_records", lag)] == 6
     assert samples[("adapter_consumer_committed_offset", lag)] == replies[4].offset

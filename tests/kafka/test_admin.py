@@ -1,6 +1,7 @@
 """Admin clients (confluent-kafka, kafka-python): CreateTopics with configs, DescribeConfigs,
 DescribeCluster; the topics they make are ordinary topics (V1 sees their partitions, the
-retention task reads their retention from the topic hash)."""
+retention task reads their retention from the topic hash). Names Kafka reserves for its
+internal topics are never created."""
 
 from __future__ import annotations
 
@@ -114,3 +115,73 @@ def test_confluent_admin_alters_retention_and_deletes_records(
         assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[0] == second
     finally:
         consumer.close()
+
+
+# --- names Kafka reserves (issue 20, item 11) ------------------------------------------------
+
+RESERVED = ["__consumer_offsets", "__transaction_state", "__share_group_state",
+            "__cluster_metadata"]  # fmt: skip
+
+
+def test_kafka_internal_topic_names_are_never_created(
+    kafka_pods: tuple[Pod, Pod], redis_client
+) -> None:
+    """Tools ask Metadata for ``__consumer_offsets`` (allowing auto-creation); Kafka makes
+    its internal topics itself and the pods keep offsets in their own keys, so no such name
+    becomes a topic: Metadata (every version) answers UNKNOWN_TOPIC_OR_PARTITION flagged
+    internal, V1's first use is refused, and CreateTopics is refused as Kafka refuses
+    ``__cluster_metadata``: INVALID_REQUEST "Creation of internal topic ... is prohibited."."""
+    from adapter.kafka import errors
+    from adapter.kafka.versions import CREATE_TOPICS, METADATA
+    from tests.kafka.helpers import RawKafka
+
+    a, b = kafka_pods
+    keys = Keys(PREFIX)
+    request = METADATA.request
+    with RawKafka(a.kafka_port) as raw:
+        for name in RESERVED:
+            for version in (1, 12):  # v1: auto-creation implied; v12: allowed by the client
+                body = request[version](
+                    topics=[request.MetadataRequestTopic(name=name)],
+                    allow_auto_topic_creation=True,
+                )
+                (answer,) = raw.call(METADATA, version, body).topics
+                assert (answer.name, answer.error_code) == (
+                    name,
+                    errors.UNKNOWN_TOPIC_OR_PARTITION,
+                )
+                assert answer.is_internal
+            created = raw.call(CREATE_TOPICS, 7, CREATE_TOPICS.request[7](
+                topics=[CREATE_TOPICS.request.CreatableTopic(
+                    name=name, num_partitions=1, replication_factor=1, assignments=[],
+                    configs=[],
+                )],
+                timeout_ms=5000, validate_only=False,
+            )).topics[0]  # fmt: skip
+            assert (created.error_code, created.error_message) == (
+                errors.INVALID_REQUEST,
+                f"Creation of internal topic {name} is prohibited.",
+            )
+    with Client("127.0.0.1", b.port, timeout=10) as v1:
+        with pytest.raises(RequestFailed, match="reserved by Kafka"):
+            v1.produce("__consumer_offsets", "k", "v")
+        with pytest.raises(RequestFailed, match="reserved by Kafka"):
+            v1.consume("__transaction_state", 0, 0)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap, "socket.timeout.ms": 5000})
+    refused = admin.create_topics([NewTopic("__consumer_offsets", 1, 1)], request_timeout=10)
+    with pytest.raises(KafkaException, match="INVALID_REQUEST"):
+        refused["__consumer_offsets"].result(10)
+    for name in RESERVED:  # no key, no entry in the topics set
+        assert list(redis_client.scan_iter(match=f"{PREFIX}:*{name}*")) == []
+        assert not redis_client.sismember(keys.topics, name)
+
+
+def test_topic_create_command_refuses_kafka_internal_names(redis_url: str) -> None:
+    from click.testing import CliRunner
+
+    from adapter.cli import main
+
+    env = {"ADAPTER_REDIS_URL": redis_url, "ADAPTER_KEY_PREFIX": PREFIX}
+    result = CliRunner().invoke(main, ["topic", "create", "__consumer_offsets"], env=env)
+    assert result.exit_code != 0
+    assert "internal topic __consumer_offsets" in result.output

@@ -137,8 +137,8 @@ def test_acks_all_with_the_replicator_and_without_enough_replicas(
     start_pod, redis_url: str, topic: str
 ) -> None:
     """Three replicas: the built-in replicator acknowledges; with no replicator and followers
-    dropping out at once, acks=all answers NOT_ENOUGH_REPLICAS (the record stays in the log,
-    as V1's acks=all)."""
+    dropping out at once, acks=all answers NOT_ENOUGH_REPLICAS_AFTER_APPEND (the record stays
+    in the log, as V1's acks=all: never a code that says it was not written)."""
     replicated = start_pod(redis_url)
     _metadata(replicated.kafka_port, [topic])
     with RawKafka(replicated.kafka_port) as raw:
@@ -151,7 +151,8 @@ def test_acks_all_with_the_replicator_and_without_enough_replicas(
     with RawKafka(lonely.kafka_port) as raw:
         body = produce_body(topic, 0, batch([b"alone"]), acks=-1)
         body.timeout_ms = 300
-        assert partition_reply(raw.call(PRODUCE, 9, body)).error_code == errors.NOT_ENOUGH_REPLICAS
+        reply = partition_reply(raw.call(PRODUCE, 9, body))
+        assert reply.error_code == errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 def test_idle_timeout_and_the_shared_connection_limit(start_pod, redis_url: str) -> None:

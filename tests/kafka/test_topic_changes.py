@@ -1,6 +1,8 @@
 """DeleteTopics and CreatePartitions (grow only) through admin clients and a raw client, and
 ``adapter topic alter --partitions``: one code path (mapping/admin.py), and every pod hears of
-the change (the other pod's cached settings are dropped)."""
+the change (the other pod's cached settings are dropped). Topic ids: new at each creation,
+stored with the topic, found by id; a producer that knew the topic before it was made
+again follows the new one (librdkafka's 0107)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from adapter.cli import main
 from adapter.client import Client
 from adapter.client.client import RequestFailed
 from adapter.kafka import errors
-from adapter.kafka.versions import CREATE_PARTITIONS, DELETE_TOPICS, METADATA
+from adapter.kafka.versions import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA
+from mapping.keys import Keys
 from mapping.partitioner import partition_for
 from tests.kafka.conftest import PREFIX
 from tests.kafka.helpers import RawKafka
@@ -306,3 +309,137 @@ def test_topic_alter_partitions_command(
         main, ["topic", "alter", topic + "-x", "--partitions", "3"], env=env
     )
     assert missing.exit_code != 0 and "no topic" in missing.output
+
+
+# --- topic ids (issue 20, item 10) -----------------------------------------------------------
+
+
+def _create_raw(raw: RawKafka, topic: str, partitions: int) -> Any:
+    """CreateTopics v7 (the version that answers the topic id); its one result."""
+    request = CREATE_TOPICS.request
+    body = request[7](
+        topics=[
+            request.CreatableTopic(
+                name=topic, num_partitions=partitions, replication_factor=1, assignments=[],
+                configs=[],
+            )
+        ],
+        timeout_ms=5000,
+        validate_only=False,
+    )  # fmt: skip
+    (result,) = raw.call(CREATE_TOPICS, 7, body).topics
+    return result
+
+
+def _delete_by_id(raw: RawKafka, topic_id: uuid.UUID) -> Any:
+    request = DELETE_TOPICS.request
+    body = request[6](topics=[request[6].DeleteTopicState(name=None, topic_id=topic_id)],
+                      timeout_ms=5000)  # fmt: skip
+    (result,) = raw.call(DELETE_TOPICS, 6, body).responses
+    return result
+
+
+def test_a_topic_made_again_is_another_topic_with_a_new_id(
+    kafka_pods: tuple[Pod, Pod], topic: str, redis_client
+) -> None:
+    """Each creation gives the topic a new random id, stored in its hash and answered by
+    CreateTopics and by Metadata through every pod; the deleted topic's id is unknown from
+    then on (Metadata and DeleteTopics by it answer UNKNOWN_TOPIC_ID, and the topic made
+    again under the same name is not deleted by it)."""
+    a, b = kafka_pods
+    keys = Keys(PREFIX)
+    with RawKafka(a.kafka_port) as raw_a, RawKafka(b.kafka_port) as raw_b:
+        created = _create_raw(raw_a, topic, 4)
+        assert created.error_code == errors.NONE
+        assert created.topic_id is not None and created.topic_id.int  # (v7 answers it)
+        first = created.topic_id
+        assert redis_client.hget(keys.topic(topic), "topic_id") == str(first).encode()
+        assert redis_client.hget(keys.topic_ids, str(first)) == topic.encode()
+        for raw in (raw_a, raw_b):
+            assert _metadata_by_id(raw, None, topic).topic_id == first
+
+        deleted = _delete_by_id(raw_b, first)
+        assert (deleted.name, deleted.error_code) == (topic, errors.NONE)
+        again = _create_raw(raw_b, topic, 2)
+        assert again.error_code == errors.NONE
+        second = again.topic_id
+        assert second.int and second != first
+        for raw in (raw_a, raw_b):
+            by_name = _metadata_by_id(raw, None, topic)
+            assert (by_name.topic_id, len(by_name.partitions)) == (second, 2)
+            assert _metadata_by_id(raw, second).name == topic
+            old = _metadata_by_id(raw, first)
+            assert (old.error_code, old.name) == (errors.UNKNOWN_TOPIC_ID, None)
+        assert _delete_by_id(raw_a, first).error_code == errors.UNKNOWN_TOPIC_ID
+        assert _metadata_by_id(raw_a, None, topic).topic_id == second  # still there
+        assert not redis_client.hexists(keys.topic_ids, str(first))
+
+
+def test_a_topic_made_by_older_code_gets_one_id_on_first_read(
+    kafka_pods: tuple[Pod, Pod], topic: str, redis_client
+) -> None:
+    """A topic hash written before topic ids were stored has none: the first pod that
+    reads it gives it one (atomically: both pods, asking at once, answer the same), kept
+    in the hash and the id index, so Metadata and DeleteTopics find it by id."""
+    a, b = kafka_pods
+    keys = Keys(PREFIX)
+    redis_client.hset(keys.topic(topic), mapping={"partitions": 2, "replication_factor": 1,
+                                                  "min_insync_replicas": 1})  # fmt: skip
+    redis_client.sadd(keys.topics, topic)
+    with RawKafka(a.kafka_port) as raw_a, RawKafka(b.kafka_port) as raw_b:
+        ids = {_metadata_by_id(raw, None, topic).topic_id for raw in (raw_a, raw_b, raw_a)}
+        assert len(ids) == 1
+        (topic_id,) = ids
+        assert topic_id.int
+        assert redis_client.hget(keys.topic(topic), "topic_id") == str(topic_id).encode()
+        assert redis_client.hget(keys.topic_ids, str(topic_id)) == topic.encode()
+        assert _metadata_by_id(raw_b, topic_id).name == topic
+        assert _delete_by_id(raw_b, topic_id).error_code == errors.NONE
+        assert _metadata_partitions(a, topic)[0] == errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_producer_that_knew_the_topic_flushes_once_it_is_made_again_with_fewer_partitions(
+    kafka_pods: tuple[Pod, Pod], topic: str
+) -> None:
+    """librdkafka's test 0107: a producer writes to a topic of four partitions; the topic is
+    deleted and made again with two. The producer sees a new topic id, so it takes the new
+    partition count: once it has heard of the new topic, every record it sends is
+    delivered and flush empties its queue (with the old id it kept four partitions, and
+    the records it put into 2 and 3 stayed queued until they timed out)."""
+    a, b = kafka_pods
+    _create(a, topic, 4)
+    failures: list[Any] = []
+    delivered: list[Any] = []
+
+    def report(error: Any, message: Any) -> None:
+        (failures if error is not None else delivered).append(error or message)
+
+    producer = Producer({
+        "bootstrap.servers": b.bootstrap,
+        "allow.auto.create.topics": False,  # (its Metadata must not make the topic itself)
+        "topic.metadata.refresh.interval.ms": 500,
+        "message.timeout.ms": 20_000,
+    })  # fmt: skip
+    for i in range(40):
+        producer.produce(topic, key=f"k{i}", value=b"before", on_delivery=report)
+    assert producer.flush(15) == 0
+    assert not failures and {m.partition() for m in delivered} == {0, 1, 2, 3}
+
+    admin = _admin(a)
+    assert admin.delete_topics([topic], request_timeout=10)[topic].result(10) is None
+    _create(a, topic, 2)
+
+    def heard_of_the_new_topic() -> bool:
+        found = producer.list_topics(topic, timeout=5).topics.get(topic)
+        return found is not None and found.error is None and len(found.partitions) == 2
+
+    wait_until(heard_of_the_new_topic)
+    delivered.clear()
+    for i in range(40):
+        producer.produce(topic, key=f"k{i}", value=b"after", on_delivery=report)
+    assert producer.flush(10) == 0  # (0107 allows 5 s)
+    assert failures == []
+    assert len(delivered) == 40 and {m.partition() for m in delivered} == {0, 1}
+    with Client("127.0.0.1", a.port, timeout=10) as v1:
+        values = [v for p in (0, 1) for _, v in v1.consume(topic, p, 0).records]
+    assert values == [b"after"] * 40

@@ -5,15 +5,18 @@ DescribeGroups, and the per-protocol membership rule."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
 import pytest
 import redis
+from click.testing import CliRunner
 
+from adapter.cli import main
 from mapping import admin, inspection, retention
 from mapping import kafka_errors as errors
-from mapping.kafka_groups import NO_OFFSET, CommittedOffset
+from mapping.kafka_groups import NO_EPOCH, NO_OFFSET, CommittedOffset
 from tests.kafka_groups.harness import join, pods, subscription
 
 
@@ -320,3 +323,186 @@ def test_offsets_retention_expires_idle_kafka_groups_and_keeps_live_ones(
                 client.close()
 
     asyncio.run(body())
+
+
+# Kafka group ids of any characters; the second is the first's key part written out, so the
+# two would collide under a mapping that did not escape '%'
+ODD_GROUPS = ["roundrobin,range", "roundrobin%2Crange", "a b{c}:d é", "x:y"]
+
+
+def test_group_ids_of_any_characters(redis_url: str) -> None:
+    """Kafka accepts any non-empty group id: each such group joins, commits and fetches its
+    own offsets (none sees another's), is listed, described, inspected and held by
+    retention under its exact id, and is deleted alone."""
+    spark_offsets = pytest.importorskip("spark_connector.offsets")
+
+    async def body() -> None:
+        async with pods(redis_url, 2) as (a, b):
+            topic = _name("t")
+            await a.store.topic(topic)
+            suffix = uuid.uuid4().hex[:6]
+            groups = [f"{g}-{suffix}" for g in ODD_GROUPS]
+            for n, group in enumerate(groups):
+                member = await join(a.groups, group)
+                assert member.error == errors.NONE, group
+                await a.groups.sync(group, member.member_id, member.generation, {})
+                codes = await b.groups.commit_offsets(
+                    group, member.member_id, member.generation, {topic: {0: (10 + n, "m")}}
+                )
+                assert codes == {topic: {0: errors.NONE}}
+                await a.groups.leave(group, [(member.member_id, None)])
+            for n, group in enumerate(groups):
+                fetched = await b.groups.fetch_offsets(group, {topic: [0]})
+                assert fetched[topic][0].offset == 10 + n, group
+                assert {
+                    p: c.offset for p, c in (await a.groups.fetch_offsets(group))[topic].items()
+                } == {0: 10 + n}
+            listed = {g.group_id: g for g in await b.groups.list_groups()}
+            assert all(listed[g].state == "Empty" for g in groups)
+            described = await a.groups.describe_groups(groups)
+            assert [(d.group_id, d.error, d.state) for d in described] == [
+                (g, errors.NONE, "Empty") for g in groups
+            ]
+            assert (await retention.group_floors(a.store, topic, 3)) == {0: 10}
+            client = redis.Redis.from_url(redis_url)
+            try:
+                keys = a.store.keys
+                pairs = inspection.group_pairs(client, keys)
+                assert all((g, topic) in pairs for g in groups)
+                views = [inspection.group(client, keys, g, topic) for g in groups]
+                assert [v.partitions[0].committed for v in views if v] == [10, 11, 12, 13]
+                positions = spark_offsets.group_positions(client, keys, groups[2], topic, 3)
+                assert positions == {0: 12, 1: 0, 2: 0}
+            finally:
+                client.close()
+
+            assert await b.groups.delete_groups([groups[0]]) == {groups[0]: errors.NONE}
+            deleted = await admin.delete_groups(
+                a.store, groups[2], None, force=False, session_timeout_ms=10_000
+            )
+            assert [(r.group, r.outcome) for r in deleted] == [
+                (groups[2], admin.DELETED),
+                (groups[2], admin.DELETED),  # its Kafka state
+            ]
+            left = {g.group_id for g in await a.groups.list_groups()}
+            assert (groups[0] in left, groups[1] in left, groups[2] in left) == (
+                False,
+                True,
+                False,
+            )
+            assert (await a.groups.fetch_offsets(groups[1]))[topic][0].offset == 11
+            assert await a.groups.fetch_offsets(groups[0]) == {}
+
+    asyncio.run(body())
+
+
+def test_the_empty_group_id(redis_url: str) -> None:
+    """Kafka's rule for "": OffsetCommit, OffsetFetch, DescribeGroups and DeleteGroups take
+    it (its offsets are a group like any other, listed as ""), the membership APIs and
+    OffsetDelete answer INVALID_GROUP_ID."""
+
+    async def body() -> None:
+        async with pods(redis_url, 1) as (pod,):
+            topic = _name("t")
+            await pod.store.topic(topic)
+            groups = pod.groups
+            assert await groups.commit_offsets("", "", -1, {topic: {1: (4, "e")}}) == {
+                topic: {1: errors.NONE}
+            }
+            assert await groups.fetch_offsets("", {topic: [1]}) == {
+                topic: {1: CommittedOffset(4, "e")}
+            }
+            assert "" in {g.group_id for g in await groups.list_groups()}
+            assert (await groups.describe_group("")).state == "Empty"
+            assert (await join(groups, "")).error == errors.INVALID_GROUP_ID
+            assert await groups.heartbeat("", "m", 1) == errors.INVALID_GROUP_ID
+            assert (await groups.delete_offsets("", {topic: [1]}))[0] == errors.INVALID_GROUP_ID
+            assert await groups.delete_groups([""]) == {"": errors.NONE}
+            assert await groups.fetch_offsets("") == {}
+
+    asyncio.run(body())
+
+
+def _without_fences(fields: dict[str, str]) -> dict[str, str]:
+    """``offset_metadata`` less the commit fences (``<p>.fence``, test_commit_fencing.py)."""
+    return {f: v for f, v in fields.items() if not f.endswith(".fence")}
+
+
+def test_committed_leader_epoch(redis_url: str) -> None:
+    """A commit's leader epoch is stored with its offset (readable beside the metadata) and
+    fetched back, per partition and for the whole group; a later commit without one, a V1
+    COMMIT and a Spark commit leave none (-1), nor does OffsetDelete."""
+    group_commit = pytest.importorskip("spark_connector.group_commit")
+
+    async def body() -> None:
+        async with pods(redis_url, 1) as (pod,):
+            group, topic = _name("g"), _name("t")
+            config = await pod.store.topic(topic)
+            groups = pod.groups
+            commit = {0: (10, "m", 7), 1: (11, None, 3), 2: (12, "n")}
+            await groups.commit_offsets(group, "", -1, {topic: commit})
+            expected = {
+                0: CommittedOffset(10, "m", errors.NONE, 7),
+                1: CommittedOffset(11, None, errors.NONE, 3),
+                2: CommittedOffset(12, "n", errors.NONE, NO_EPOCH),
+            }
+            assert await groups.fetch_offsets(group, {topic: [0, 1, 2]}) == {topic: expected}
+            assert await groups.fetch_offsets(group) == {topic: expected}
+            client = redis.Redis.from_url(redis_url, decode_responses=True)
+            try:
+                metadata_key = pod.store.keys.group(group, topic).offset_metadata
+                stored = _without_fences(client.hgetall(metadata_key))
+                assert stored == {
+                    "0": "m",
+                    "0.leader_epoch": "7",
+                    "1.leader_epoch": "3",
+                    "2": "n",
+                }
+
+                await groups.commit_offsets(group, "", -1, {topic: {1: (15, None)}})
+                membership = await pod.v1.start_join(group, topic, config.partitions, "c1")
+                await pod.v1.start_commit(
+                    group, topic, config.partitions, "c1", membership.generation, 0, 20
+                )
+                await pod.v1.leave(group, topic, config.partitions, "c1", membership.generation)
+                group_commit.commit_group_offsets(client, pod.store.keys, group, topic, {2: 30})
+                fetched = await groups.fetch_offsets(group, {topic: [0, 1, 2]})
+                assert fetched == {
+                    topic: {
+                        0: CommittedOffset(20, None),  # V1 COMMIT: no metadata, no epoch
+                        1: CommittedOffset(15, None),  # a Kafka commit without an epoch
+                        2: CommittedOffset(30, None),  # a Spark commit
+                    }
+                }
+                await groups.commit_offsets(group, "", -1, {topic: {0: (21, None, 9)}})
+                assert (await groups.delete_offsets(group, {topic: [0]}))[0] == errors.NONE
+                assert _without_fences(client.hgetall(metadata_key)) == {}
+            finally:
+                client.close()
+
+    asyncio.run(body())
+
+
+def test_cli_names_a_group_of_any_characters(redis_url: str) -> None:
+    """``adapter inspect groups``, ``inspect group GROUP TOPIC`` and ``group delete GROUP``
+    take and show a Kafka group id of any characters as written."""
+    group, topic = f"a b{{c}}:%é-{uuid.uuid4().hex[:6]}", _name("t")
+
+    async def commit() -> str:
+        async with pods(redis_url, 1) as (pod,):
+            await pod.store.topic(topic)
+            await pod.groups.commit_offsets(group, "", -1, {topic: {0: (0, None)}})
+            return pod.store.keys.prefix
+
+    prefix = asyncio.run(commit())
+
+    def cli(*args: str) -> str:
+        result = CliRunner().invoke(main, [*args, "--redis-url", redis_url, "--key-prefix", prefix])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    listed = json.loads(cli("inspect", "groups", "--json"))
+    assert [(g["group"], g["topic"]) for g in listed] == [(group, topic)]
+    assert json.loads(cli("inspect", "group", group, topic, "--json"))["group"] == group
+    assert cli("group", "delete", group).splitlines() == [f"deleted group={group} topic={topic}"]
+    assert json.loads(cli("inspect", "groups", "--json")) == []

@@ -1,0 +1,61 @@
+"""An idempotent producer's batches stay in order across an append that failed.
+
+A producer keeps several batches of one partition in flight. When Redis fails one of them
+(not run: CLUSTERDOWN, a refused connect; or outcome unknown), the pod answers it with a
+retriable code, but the batches after it may reach Redis once it is back, before the
+failed one is sent again: the produce script refuses them with OUT_OF_ORDER_SEQUENCE_NUMBER
+(a gap). librdkafka reads that as "skipped sequence numbers" and bumps its epoch, and after
+a bump it sends every unacknowledged batch again under new sequence numbers, also one of
+another partition whose earlier attempt did reach Redis: stored twice (seen in the cluster
+failover test, tests/deploy/test_cluster_failover.py). A Kafka broker never answers so: a
+leader that could not take a batch cannot take the next one either.
+
+So a pod remembers, per (topic, partition, producer id, epoch), the first batch it failed,
+and answers a later batch of that producer that the script refused as out of order with
+the same retriable "not written" error: the client sends the failed batch again first, and
+the gap closes. A gap with no failed batch before it (acknowledged records lost with a
+failed-over Redis) is answered OUT_OF_ORDER_SEQUENCE_NUMBER as before.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable
+
+# How long a failed batch is remembered: a producer retries it within its
+# message.timeout.ms (librdkafka's default: 5 minutes), or bumps its epoch.
+HOLD_S = 300.0
+# At most this many remembered failures; the oldest go first.
+MAX_KEPT = 10_000
+
+
+class SequenceFence:
+    def __init__(self, hold_s: float = HOLD_S, max_kept: int = MAX_KEPT) -> None:
+        self.hold_s = hold_s
+        self.max_kept = max_kept
+        self._failed: dict[Hashable, tuple[int, float]] = {}  # key -> (base seq, when)
+
+    def failed(self, key: Hashable, base_sequence: int) -> None:
+        """A batch of ``key`` failed: it was not written, or may not have been."""
+        now = time.monotonic()
+        known = self._failed.get(key)
+        if known is not None and known[0] <= base_sequence and now - known[1] < self.hold_s:
+            return  # an earlier failed batch is the one to send first
+        self._failed.pop(key, None)  # re-inserted: dicts keep insertion order (oldest first)
+        self._failed[key] = (base_sequence, now)
+        while len(self._failed) > self.max_kept:
+            del self._failed[next(iter(self._failed))]
+
+    def written(self, key: Hashable) -> None:
+        """A batch of ``key`` was stored (or found stored): the sequence has no gap there."""
+        self._failed.pop(key, None)
+
+    def behind_failure(self, key: Hashable, base_sequence: int) -> bool:
+        """Whether a batch of ``key`` comes after one that failed (its gap is the pod's)."""
+        known = self._failed.get(key)
+        if known is None:
+            return False
+        if time.monotonic() - known[1] >= self.hold_s:
+            del self._failed[key]
+            return False
+        return base_sequence > known[0]
