@@ -31,7 +31,7 @@ from adapter.connection import Connection
 from adapter.limits import ConnectionSlots
 from adapter.settings import Settings
 from adapter.v1.handlers import Context, build_starters, build_table
-from mapping.cluster import is_cluster_url, redact
+from mapping.cluster import redact
 from mapping.errors import ConfigurationError
 from mapping.groups import Groups
 from mapping.keys import Keys
@@ -80,8 +80,6 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
     assert settings.redis_url is not None
     keys = Keys(settings.key_prefix)
     async with AsyncExitStack() as stack:
-        if settings.redis_wait_replicas and is_cluster_url(settings.redis_url):
-            raise ConfigurationError("--redis-wait-replicas is not supported on Redis Cluster")
         client = connect(
             settings.redis_url, settings.redis_timeout_ms / 1000, **settings.redis_options()
         )

@@ -35,7 +35,7 @@ class Settings:
     redis_startup_timeout_s: float = 30.0
     replicator: bool = True
     log_level: str = "INFO"
-    redis_wait_replicas: int = 0  # acks=all also waits for Redis WAIT <n> (0: off)
+    redis_wait_replicas: int = 0  # acks=all, commits and reads wait for Redis WAIT <n> (0: off)
     shutdown_timeout_ms: int = 10_000  # SIGTERM: longest wait for open requests' answers
     log_format: str = "json"  # json (one object per line) or text
     metrics_port: int = 0  # Prometheus endpoint on this port (0: off)

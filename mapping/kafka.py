@@ -318,9 +318,11 @@ class KafkaStore:
         """The hw (ISR refreshed), the log start and up to ``count`` entries at or after
         ``offset``: one pipeline, native XRANGE (no copying through Lua)."""
         store = self.store
+        if store.durable is not None:
+            store.durable.note(config, partition)
         pk = self.keys.partition(config.name, partition)
         status = store.batcher.submit(
-            *store._partition_call("partition_status", config, partition, [])
+            *store._partition_call("partition_status", config, partition, self.store.read_flag)
         )
         status.add_done_callback(_mark_retrieved)
         log_start = store.batcher.submit("HGET", pk.state, "log_start")
@@ -344,7 +346,9 @@ class KafkaStore:
         pk = self.keys.partition(config.name, partition)
         status, first, log_start = await _gather(
             self.store.batcher.submit(
-                *self.store.partition_call("partition_status", config, partition, [])
+                *self.store.partition_call(
+                    "partition_status", config, partition, self.store.read_flag
+                )
             ),
             self.store.batcher.submit("XRANGE", pk.log, "-", "+", "COUNT", 1),
             self.store.batcher.submit("HGET", pk.state, "log_start"),
@@ -365,7 +369,9 @@ class KafkaStore:
         pk = self.keys.partition(config.name, partition)
         status, found = await _gather(
             self.store.batcher.submit(
-                *self.store.partition_call("partition_status", config, partition, [])
+                *self.store.partition_call(
+                    "partition_status", config, partition, self.store.read_flag
+                )
             ),
             self.store.batcher.submit(
                 "XRANGE", pk.log, f"{max(0, timestamp_ms)}-0", "+", "COUNT", 1
@@ -380,7 +386,7 @@ class KafkaStore:
 
     async def last_committed(self, config: TopicConfig, partition: int) -> StoredRecord | None:
         """The record at the high watermark (the newest committed one)."""
-        status = await self.store.partition_status(config, partition)
+        status = await self.store.partition_status(config, partition, reader=True)
         if status.high_watermark < 0:
             return None
         pk = self.keys.partition(config.name, partition)

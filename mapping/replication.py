@@ -32,6 +32,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from mapping.batcher import Pending
+from mapping.durable import DurableRounds
 from mapping.errors import REPLICATION_TIMEOUT, UNKNOWN_TOPIC, BrokerError
 from mapping.pubsub import Subscriber
 from mapping.replicator import Replicator
@@ -90,9 +91,11 @@ class Replication:
         self.subscriber.on_reconnect(store.forget_all)
         self._waiters: dict[tuple[str, int], _Waiters] = {}
         self._order = itertools.count()
-        self._wait_probe = store.keys.wait_probe
-        self._wait_next: asyncio.Future[int] | None = None
-        self._wait_running = False
+        # --redis-wait-replicas: acks, commits and readers wait for Redis WAIT rounds
+        self.durable: DurableRounds | None = None
+        if redis_wait_replicas > 0:
+            self.durable = DurableRounds(client, store, redis_wait_replicas, acks_timeout_ms)
+            store.durable = self.durable
         self.replicator = None
         if run_replicator:
             self.replicator = Replicator(
@@ -180,8 +183,10 @@ class Replication:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acks_timeout_ms / 1000
         high_watermark = await self._wait_high_watermark(config, partition, offset, deadline)
-        if self.redis_wait_replicas > 0:
-            await self._redis_wait(deadline)
+        if self.durable is not None:
+            self.durable.note(config, partition)  # readers may see it once it is acked
+            state = self.store.keys.partition(config.name, partition).state
+            await self.durable.wait(deadline, state)
         return high_watermark
 
     def _satisfied(self, w: _Waiters, offset: int) -> bool:
@@ -325,56 +330,6 @@ class Replication:
             if timer is not None:
                 timer.cancel()
         asyncio.ensure_future(self.subscriber.unsubscribe(w.channel))
-
-    # Redis WAIT ----------------------------------------------------------------------------
-
-    async def _redis_wait(self, deadline: float) -> None:
-        """Wait until ``redis_wait_replicas`` Redis replicas have the record.
-
-        WAIT covers the writes made on the connection it runs on. The batcher's pipelines
-        take whichever pooled connection is free, so WAIT there could run on a connection
-        that did not write this record. Instead each round writes a probe key and runs WAIT
-        on that same connection (one pipeline): Redis replicates in order, so replicas that
-        acknowledged the probe have every earlier write, this record included. Waiters that
-        arrive while a round is in flight share the next round (one WAIT per round, not per
-        request).
-        """
-        loop = asyncio.get_running_loop()
-        if self._wait_next is None:
-            self._wait_next = loop.create_future()
-        future = self._wait_next
-        if not self._wait_running:
-            self._wait_running = True
-            asyncio.ensure_future(self._wait_rounds())
-        try:
-            timeout = max(0.0, deadline - loop.time())
-            replicas = await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError:
-            replicas = -1
-        except (BrokerError, RedisError, OSError) as exc:
-            raise BrokerError(REPLICATION_TIMEOUT, f"redis WAIT failed: {exc}") from None
-        if replicas < self.redis_wait_replicas:
-            raise BrokerError(
-                REPLICATION_TIMEOUT,
-                f"{max(replicas, 0)} of {self.redis_wait_replicas} redis replicas "
-                f"acknowledged within {self.acks_timeout_ms} ms",
-            )
-
-    async def _wait_rounds(self) -> None:
-        try:
-            while self._wait_next is not None:
-                future, self._wait_next = self._wait_next, None
-                try:
-                    pipe = self.client.pipeline(transaction=False)
-                    pipe.incr(self._wait_probe)
-                    pipe.execute_command("WAIT", self.redis_wait_replicas, self.acks_timeout_ms)
-                    _, replicas = await pipe.execute()
-                    future.set_result(int(replicas))
-                except Exception as exc:
-                    future.set_exception(exc)
-                    future.exception()  # retrieved: waiters may all have timed out
-        finally:
-            self._wait_running = False
 
 
 def _copy(done: asyncio.Future[int], acked: asyncio.Future[tuple[int, int]], offset: int) -> None:

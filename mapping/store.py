@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -25,6 +25,9 @@ from mapping.cluster import connect_async
 from mapping.errors import TOPIC_LIMIT, UNKNOWN_TOPIC, BadRequest, BrokerError, ConfigurationError
 from mapping.keys import Keys
 from mapping.scripts import call_sync
+
+if TYPE_CHECKING:
+    from mapping.durable import DurableRounds
 
 # Offsets past every log end (exact as a Lua double): "copy everything there is".
 LATEST_OFFSET = (1 << 53) - 1
@@ -394,6 +397,14 @@ class Store:
         self._produce_builders: dict[tuple[str, int], Callable[[list[Any]], tuple]] = {}
         # (topic, partition) -> its size marks as the last CONSUME saw them.
         self._size_marks: dict[tuple[str, int], SizeMarks] = {}
+        # --redis-wait-replicas (mapping/durable.py, set by Replication): readers see hw only
+        # up to what the Redis replicas have, and appends and reads ask for WAIT rounds.
+        self.durable: DurableRounds | None = None
+
+    @property
+    def read_flag(self) -> list[str]:
+        """The reader scripts' last argument: hw at most durable_hw (readable_hw)."""
+        return ["1"] if self.durable is not None else []
 
     async def topic(self, name: str) -> TopicConfig:
         """The topic's settings, creating it with the defaults on first use (when allowed)."""
@@ -599,6 +610,8 @@ class Store:
                 self._partition_call, "produce", config, partition
             )
         future, first = self.batcher.append(group, build, [p for r in records for p in r])
+        if self.durable is not None:
+            self.durable.note(config, partition)
         start = 2 + first // 2  # items are key, value pairs; the reply is hw, |ISR|, offsets...
         end = start + len(records)
         return Pending(
@@ -632,6 +645,8 @@ class Store:
         of the partition cover ``offset``, one pipeline does it; elsewhere (the log's tail,
         a partition not read yet) hw and the marks come first, then the read: one more
         round trip instead of a Lua copy of the tail."""
+        if self.durable is not None:
+            self.durable.note(config, partition)
         if max_bytes <= 0:
             return self._read_with_status(config, partition, offset, max_records, "+")
         known = self._size_marks.get((config.name, partition))
@@ -643,7 +658,9 @@ class Store:
                 config, partition, offset, count, known.log_end, max_records, max_bytes
             )
         start = codec.entry_id(offset, self.sequence_bits)
-        call = self._partition_call("consume", config, partition, [start, max_records, max_bytes])
+        call = self._partition_call(
+            "consume", config, partition, [start, max_records, max_bytes, *self.read_flag]
+        )
         return Pending(self.batcher.submit(*call), self._script_read_finisher(config, partition))
 
     def _script_read_finisher(
@@ -700,7 +717,7 @@ class Store:
         return Pending(consumed, lambda result: result)
 
     def _hw_and_marks(self, config: TopicConfig, partition: int, start: str) -> tuple:
-        return self._partition_call("consume", config, partition, [start, 0, 0])
+        return self._partition_call("consume", config, partition, [start, 0, 0, *self.read_flag])
 
     def _read_with_status(
         self, config: TopicConfig, partition: int, offset: int, count: int, end: str
@@ -754,7 +771,7 @@ class Store:
                 _then(entries, consumed, finish)
                 return
             call = self._partition_call(
-                "consume", config, partition, [start, max_records, max_bytes]
+                "consume", config, partition, [start, max_records, max_bytes, *self.read_flag]
             )
             _then(
                 self.batcher.submit(*call),
@@ -827,8 +844,12 @@ class Store:
             complete=bool(reply[4]),
         )
 
-    async def partition_status(self, config: TopicConfig, partition: int) -> PartitionStatus:
-        call = self._partition_call("partition_status", config, partition, [])
+    async def partition_status(
+        self, config: TopicConfig, partition: int, *, reader: bool = False
+    ) -> PartitionStatus:
+        """``reader``: hw as readers see it (at most durable_hw with --redis-wait-replicas)."""
+        args = self.read_flag if reader else []
+        call = self._partition_call("partition_status", config, partition, args)
         reply = await self._partition_reply(config, call)
         return PartitionStatus(
             high_watermark=int(reply[0]),

@@ -102,12 +102,22 @@ def describe_topic(client: redis.Redis, keys: Keys, topic: str) -> TopicInfo:
     return TopicInfo(int(partitions), codec.check_sequence_bits(sequence_bits))
 
 
-def end_positions(client: redis.Redis, keys: Keys, topic: str, partitions: int) -> Positions:
-    """``hw + 1`` per partition from the stored hw, which never exceeds the true hw."""
+def end_positions(
+    client: redis.Redis, keys: Keys, topic: str, partitions: int, durable: bool = False
+) -> Positions:
+    """``hw + 1`` per partition from the stored hw, which never exceeds the true hw.
+    ``durable`` (option durableReads): at most ``durable_hw + 1``, what the Redis replicas
+    have (mapping/durable.py)."""
     pipe = client.pipeline(transaction=False)
     for p in range(partitions):
-        pipe.hget(keys.partition(topic, p).state, "hw")
-    return {p: max(int(hw), -1) + 1 if hw is not None else 0 for p, hw in enumerate(pipe.execute())}
+        pipe.hmget(keys.partition(topic, p).state, "hw", "durable_hw")
+    ends: Positions = {}
+    for p, (hw, mark) in enumerate(pipe.execute()):
+        end = max(int(hw), -1) + 1 if hw is not None else 0
+        if durable:
+            end = min(end, max(int(mark), -1) + 1 if mark is not None else 0)
+        ends[p] = end
+    return ends
 
 
 def log_starts(client: redis.Redis, keys: Keys, topic: str, partitions: int) -> Positions:

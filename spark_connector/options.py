@@ -39,6 +39,7 @@ KNOWN_OPTIONS = (
     "redis.sentinelusername",
     "redis.sentinelpassword",
     "failondataloss",
+    "durablereads",
 )
 
 
@@ -107,6 +108,9 @@ class SourceOptions:
     # Kafka's source option: fail when records to read were removed (retention) before they
     # were read; false: go on from the log start.
     fail_on_data_loss: bool = True
+    # For deployments whose pods run --redis-wait-replicas: read only up to each partition's
+    # durable_hw (what the Redis replicas have), as the pods' readers do.
+    durable_reads: bool = False
     # Redis login beyond the URL; Spark redacts options named like "password" in plans and
     # the UI, which it does not do for a password inside redis.url.
     redis_username: str | None = None
@@ -248,6 +252,11 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         raise OptionError(
             f"option failOnDataLoss must be 'true' or 'false', got {opts['failondataloss']!r}"
         )
+    durable_reads = opts.get("durablereads", "false").strip().lower()
+    if durable_reads not in ("true", "false"):
+        raise OptionError(
+            f"option durableReads must be 'true' or 'false', got {opts['durablereads']!r}"
+        )
     return SourceOptions(
         redis_url=url,
         topic=topic,
@@ -275,6 +284,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         fetch_size=_positive_int("fetchSize", opts.get("fetchsize", str(DEFAULT_FETCH_SIZE))),
         timeout_s=timeout_s,
         fail_on_data_loss=fail_on_data_loss == "true",
+        durable_reads=durable_reads == "true",
         redis_username=opts.get("redis.username") or None,
         redis_password=opts.get("redis.password") or None,
         redis_sentinel_username=opts.get("redis.sentinelusername") or None,

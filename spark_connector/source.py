@@ -124,7 +124,9 @@ class RedisTopicsBatchReader(DataSourceReader):
         client = offsets.connect(opts)
         try:
             info = offsets.describe_topic(client, keys, opts.topic)
-            hw_ends = offsets.end_positions(client, keys, opts.topic, info.partitions)
+            hw_ends = offsets.end_positions(
+                client, keys, opts.topic, info.partitions, opts.durable_reads
+            )
             firsts = offsets.log_starts(client, keys, opts.topic, info.partitions)
             starts = offsets.resolve_start(
                 opts.starting or Earliest(),
@@ -184,7 +186,9 @@ class RedisTopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return self._info
 
     def _hw_ends(self) -> Positions:
-        return offsets.end_positions(self.client, self.keys, self.opts.topic, self.info.partitions)
+        return offsets.end_positions(
+            self.client, self.keys, self.opts.topic, self.info.partitions, self.opts.durable_reads
+        )
 
     def _log_starts(self) -> Positions:
         return offsets.log_starts(self.client, self.keys, self.opts.topic, self.info.partitions)

@@ -168,8 +168,9 @@ defaults = Settings()
     default=defaults.redis_wait_replicas,
     type=click.IntRange(0),
     show_envvar=True,
-    help="acks=all also waits until this many Redis replicas have the record (Redis WAIT, "
-    "within the acks timeout); 0: off.",
+    help="acks=all and commits also wait until this many Redis replicas have the write "
+    "(Redis WAIT on the node that took it, within the acks timeout), and readers see only "
+    "records the replicas have (docs/durability.md); 0: off.",
 )
 @click.option(
     "--redis-appendfsync",

@@ -6,6 +6,7 @@ The empty group id is a group for OffsetCommit and OffsetFetch, as in Kafka."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from adapter.kafka import errors
@@ -50,6 +51,19 @@ async def offset_commit(context: KafkaContext, request: Request) -> Any:
         )
     except BrokerError:
         codes = {t: dict.fromkeys(ps, errors.COORDINATOR_NOT_AVAILABLE) for t, ps in wanted.items()}
+    durable = context.replication.durable
+    if durable is not None and any(c == errors.NONE for ps in codes.values() for c in ps.values()):
+        # --redis-wait-replicas: a commit the Redis replicas lack could go backwards in a
+        # failover; unconfirmed it answers REQUEST_TIMED_OUT (retriable: the client commits
+        # again).
+        loop = asyncio.get_running_loop()
+        try:
+            await durable.wait(loop.time() + context.settings.acks_timeout_ms / 1000)
+        except BrokerError:
+            codes = {
+                t: {p: errors.REQUEST_TIMED_OUT if c == errors.NONE else c for p, c in ps.items()}
+                for t, ps in codes.items()
+            }
     return CommitResponse[request.version](
         throttle_time_ms=0,
         topics=[

@@ -64,6 +64,16 @@ local function refresh_hw(state, hw_channel, rf, lag_max_ms, now)
   return hw, isr, next_change
 end
 
+-- With --redis-wait-replicas readers pass durable = '1' and see hw only up to durable_hw,
+-- the log end the Redis replicas are known to have (durable_mark.lua): a failover then
+-- cannot take back a record that was served.
+local function readable_hw(state, hw, durable)
+  if durable ~= '1' then return hw end
+  local mark = tonumber(redis.call('HGET', state, 'durable_hw')) or -1
+  if mark < hw then return mark end
+  return hw
+end
+
 -- A deleted topic's partition state is a tombstone {deleted = 1} for a while (see
 -- mapping/admin.py): a pod still holding the topic's settings must not write into it.
 local function deleted_reply(state)

@@ -11,7 +11,7 @@
 -- (records written before marks); with max records 0, for hw and the marks.
 -- ARGV[4] = start entry id, ARGV[5] = max records (0: none, only hw and the marks),
 -- ARGV[6] = max value bytes (0: no limit; the first record comes whatever its size, so a
--- consumer always makes progress).
+-- consumer always makes progress), ARGV[7] = '1': hw only up to durable_hw (readable_hw).
 -- Returns {hw, marks, entry1, entry2, ...}: marks as size_marks() gives them, each entry as
 -- XRANGE gives it, {id, {field, value, ...}} (passed through, not rebuilt: the pod decodes
 -- them as it would XRANGE's).
@@ -26,7 +26,7 @@ local max_bytes = tonumber(ARGV[6] or '0')
 -- the next page, and a tiny first record cannot make the next page a thousand huge ones.
 local GROWTH = 8
 
-local hw = refresh_hw(state, hw_channel, rf, lag_max_ms, now_ms())
+local hw = readable_hw(state, (refresh_hw(state, hw_channel, rf, lag_max_ms, now_ms())), ARGV[7])
 local reply = {hw, size_marks(state)}
 if hw < 0 or max_records <= 0 then
   return reply

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from adapter.v1.handlers import Context, Handler, Starter, args, on_topic
 from mapping.assignors import ASSIGNORS
 from mapping.batcher import Pending
@@ -130,7 +132,20 @@ def _commit(
     pending = context.groups.start_commit(
         group, config.name, config.partitions, member, generation, partition, offset
     )
-    return pending.then(lambda _: "committed=true")
+    if context.replication.durable is None:
+        return pending.then(lambda _: "committed=true")
+    # --redis-wait-replicas: answered once the Redis replicas have it, so a failover cannot
+    # take a commit back (the consumer would read again what it had committed past).
+    return Pending(asyncio.ensure_future(_durable_commit(context, pending)), lambda done: done)
+
+
+async def _durable_commit(context: Context, pending: Pending[object]) -> str:
+    await pending
+    durable = context.replication.durable
+    assert durable is not None
+    loop = asyncio.get_running_loop()
+    await durable.wait(loop.time() + context.settings.acks_timeout_ms / 1000)
+    return "committed=true"
 
 
 commit, commit_now = on_topic(_commit_args, _commit)
