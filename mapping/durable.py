@@ -3,7 +3,8 @@
 Redis replicates asynchronously, so a promoted replica may lack the primary's last writes.
 With the flag set:
 
-- acks=all and commits answer only after a ``WAIT`` round reached N Redis replicas;
+- acks=all, commits and group joins/syncs answer only after a ``WAIT`` round reached N
+  Redis replicas;
 - readers (V1 CONSUME, Kafka Fetch/ListOffsets) see hw only up to the partition's
   ``durable_hw`` (``readable_hw`` in _partition.lua): a log end the replicas are known to have.
 

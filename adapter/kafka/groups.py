@@ -5,10 +5,16 @@ A JoinGroup or a follower's SyncGroup may wait up to the rebalance timeout; the 
 starts later requests meanwhile but answers in request order, as Kafka does (a Kafka broker
 reads nothing more from a connection until it answered). Redis unreachable:
 COORDINATOR_NOT_AVAILABLE, which clients retry after looking the coordinator up again.
+
+With ``--redis-wait-replicas`` a successful JoinGroup or SyncGroup answers only after a WAIT
+round reached the Redis replicas (mapping/durable.py's shared rounds), so a failover cannot
+take back a generation or assignment a member was told of; unconfirmed, it answers
+COORDINATOR_NOT_AVAILABLE and the client joins again.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from adapter.kafka import errors
@@ -40,6 +46,8 @@ async def join_group(context: KafkaContext, request: Request) -> Any:
             require_known_member_id=request.version >= 4,
         )
     except BrokerError:
+        result = JoinResult(errors.COORDINATOR_NOT_AVAILABLE, body.member_id or "")
+    if result.error == errors.NONE and not await _durable(context):
         result = JoinResult(errors.COORDINATOR_NOT_AVAILABLE, body.member_id or "")
     nullable_name = request.version >= 7
     return JoinResponse[request.version](
@@ -77,6 +85,9 @@ async def sync_group(context: KafkaContext, request: Request) -> Any:
     except BrokerError:
         code, assignment = errors.COORDINATOR_NOT_AVAILABLE, b""
         protocol_type = protocol_name = None
+    if code == errors.NONE and not await _durable(context):
+        code, assignment = errors.COORDINATOR_NOT_AVAILABLE, b""
+        protocol_type = protocol_name = None
     return SYNC_GROUP.response[request.version](
         throttle_time_ms=0,
         error_code=code,
@@ -84,6 +95,20 @@ async def sync_group(context: KafkaContext, request: Request) -> Any:
         protocol_name=protocol_name,
         assignment=assignment,
     )
+
+
+async def _durable(context: KafkaContext) -> bool:
+    """--redis-wait-replicas: whether a WAIT round reached the Redis replicas in time (True
+    at once, with no call, without the flag)."""
+    durable = context.replication.durable
+    if durable is None:
+        return True
+    loop = asyncio.get_running_loop()
+    try:
+        await durable.wait(loop.time() + context.settings.acks_timeout_ms / 1000)
+    except BrokerError:
+        return False
+    return True
 
 
 async def heartbeat(context: KafkaContext, request: Request) -> Any:

@@ -10,8 +10,10 @@ import time
 import uuid
 
 import pytest
+import redis
 
 from adapter.client import Client
+from mapping.embedded import RedisProcess
 from mapping.keys import DEFAULT_PREFIX, Keys
 from mapping.partitioner import partition_for
 from tests.deploy.conftest import LoopbackCluster
@@ -76,3 +78,133 @@ def test_wait_runs_on_the_node_that_took_the_write(failover_cluster: LoopbackClu
     finally:
         client.close()
         pod.stop()
+
+
+def _read_all(client: Client, topic: str) -> set[bytes]:
+    """Every value CONSUME serves now, each partition read to its end."""
+    values: set[bytes] = set()
+    for partition in range(PARTITIONS):
+        position = 0
+        while True:
+            reply = client.consume(topic, partition, position)
+            if not reply.records:
+                break
+            values.update(value for _, value in reply.records)
+            position = reply.records[-1][0] + 1
+    return values
+
+
+def _kafka_read_for(bootstrap: str, topic: str, seconds: float) -> set[bytes]:
+    """What a Kafka consumer reads from the start within ``seconds``."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+    finally:
+        consumer.close()
+    return seen
+
+
+def _produce_until_ok(client: Client, topic: str, key: str, value: str, bound_s: float) -> None:
+    """PRODUCE acks=all until it succeeds (the cluster settling after a failover)."""
+    start = time.monotonic()
+    while True:
+        response = client.request("PRODUCE", f"{topic} {key}:{value} acks=all")
+        if response.ok:
+            return
+        assert response.code in ("UNAVAILABLE", "REPLICATION_TIMEOUT"), response
+        assert time.monotonic() - start < bound_s, f"no produce within {bound_s}s: {response}"
+        time.sleep(0.1)
+
+
+def _filler_key(cluster: LoopbackCluster, node: RedisProcess) -> str:
+    """A key whose slot ``node`` serves."""
+    return next(
+        key for key in (f"filler{{{i}}}" for i in range(10_000)) if cluster.primary_of(key) is node
+    )
+
+
+@pytest.mark.slow
+def test_nothing_served_or_acknowledged_is_taken_back_by_a_cluster_failover(
+    failover_cluster: LoopbackCluster,
+) -> None:
+    """The cluster version of tests/reliability/test_sentinel.py's test (issue 26): with
+    --redis-wait-replicas 1, the replica of partition 0's primary is cut off (SIGSTOP, and
+    filler so later writes stay in the primary's output buffer); acks=all to partition 0 and
+    commits answer REPLICATION_TIMEOUT and no reader (V1 CONSUME, Kafka Fetch) sees the cut
+    records; then that primary is SIGKILLed and its lagging replica promoted. Twice: 0
+    acknowledged records lost, 0 records read that then vanished, commits never backwards,
+    both pods up."""
+    topic = f"f-{uuid.uuid4().hex[:10]}"
+    keys = Keys(DEFAULT_PREFIX)
+    args = ("--redis-wait-replicas", "1", "--acks-timeout-ms", "800")
+    pods = [Pod(failover_cluster.url, *args).start() for _ in range(2)]
+    writer, reader = pods[0].client(), pods[1].client()
+    acked: set[bytes] = set()
+    read: set[bytes] = set()
+    committed = 0  # the highest commit answered OK
+    try:
+        for run in range(2):
+            for p in range(PARTITIONS):  # the first ones wait for the followers to start
+                _produce_until_ok(writer, topic, _key_for(p), f"r{run}-{p}", 20)
+                acked.add(f"r{run}-{p}".encode())
+            assert acked <= _read_all(reader, topic)
+            member = writer.join("billing", topic, "c1")
+            committed += 10
+            writer.commit("billing", topic, "c1", member.generation, 0, committed)
+
+            primary = failover_cluster.primary_of(keys.partition(topic, 0).state)
+            replica = failover_cluster.replica_of(primary)
+            # found before the SIGSTOP: primary_of may ask the stopped replica
+            filler = _filler_key(failover_cluster, primary)
+            assert replica.process is not None
+            os.kill(replica.process.pid, signal.SIGSTOP)  # the replica's link is cut
+            try:
+                # more than the sockets' buffers hold: what follows stays in the primary's
+                # output buffer, so the killed primary takes it with it
+                with redis.Redis(port=primary.port, socket_timeout=10) as admin:
+                    admin.set(filler, b"x" * (32 << 20))
+                during: set[bytes] = set()
+                for i in range(2):
+                    response = writer.request(
+                        "PRODUCE", f"{topic} {_key_for(0)}:cut{run}-{i} acks=all"
+                    )
+                    assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
+                    during |= _read_all(reader, topic)  # a reader meanwhile
+                response = writer.request(
+                    "COMMIT", f"billing {topic} c1 {member.generation} 0 {committed + 5}"
+                )
+                assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
+                during |= _read_all(reader, topic)
+                during |= _kafka_read_for(pods[1].bootstrap, topic, 1.5)  # Fetch as well
+                assert not any(v.startswith(f"cut{run}".encode()) for v in during), during
+                read |= during
+                failover_cluster.kill(primary)
+            finally:
+                os.kill(replica.process.pid, signal.SIGCONT)
+            failover_cluster.wait_promoted(replica, timeout=20)
+            failover_cluster.restart(primary)  # back as a replica: WAIT has one again
+            failover_cluster.wait_ok(timeout=20)
+            _produce_until_ok(writer, topic, _key_for(0), f"after{run}", 20)
+            acked.add(f"after{run}".encode())
+            now = _read_all(reader, topic)
+            assert acked <= now, acked - now  # 0 acknowledged lost
+            assert read <= now, read - now  # 0 phantom reads
+            assert writer.committed("billing", topic, 0) >= committed  # never backwards
+            read |= now
+            kept = sorted(v for v in now if v.startswith(f"cut{run}".encode()))
+            print(f"run {run}: unacknowledged records kept by the promoted replica: {kept}")
+        assert all(pod.process is not None and pod.process.poll() is None for pod in pods)
+    finally:
+        writer.close()
+        reader.close()
+        for pod in pods:
+            pod.stop()

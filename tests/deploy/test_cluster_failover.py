@@ -58,8 +58,9 @@ class IdempotentWriter(threading.Thread):
         })  # fmt: skip
 
     def _report(self, err: Any, msg: Any) -> None:
-        if err is None:
-            self.acked[msg.value()] = (msg.partition(), msg.offset())
+        if err is None:  # (an offset librdkafka does not know comes as None or -1)
+            offset = msg.offset()
+            self.acked[msg.value()] = (msg.partition(), -1 if offset is None else offset)
         else:
             self.errors[err.name()] += 1
 

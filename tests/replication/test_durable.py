@@ -12,14 +12,19 @@ from pathlib import Path
 import pytest
 import redis
 
+from adapter.kafka import errors
+from adapter.kafka.versions import JOIN_GROUP, OFFSET_FETCH, SYNC_GROUP
 from mapping.embedded import RedisProcess
 from mapping.errors import BrokerError
 from mapping.kafka import KafkaStore
 from mapping.keys import Keys
 from mapping.replication import Replication
 from mapping.store import Store, TopicConfig, TopicDefaults
+from tests.kafka.helpers import RawKafka
+from tests.kafka.test_group_ids import _commit, _fetch
+from tests.kafka_groups.harness import subscription
 from tests.replication.test_waiters import run_with
-from tests.support import wait_until
+from tests.support import Pod, wait_until
 
 RF1 = TopicDefaults(1, 1, 1)
 
@@ -115,6 +120,98 @@ def test_without_the_flag_nothing_is_clamped(
     asyncio.run(
         run_with(own_redis.url, body, acks_timeout_ms=300, run_replicator=False, defaults=RF1)
     )
+
+
+def test_kafka_commits_wait_for_the_replica(
+    own_redis: RedisProcess, replica: RedisProcess, topic: str
+) -> None:
+    """Kafka OffsetCommit with the flag: REQUEST_TIMED_OUT (retriable) while the replica's
+    link is cut, NONE once it is back, and OffsetFetch then shows the committed offset."""
+    assert replica.process is not None
+    pid = replica.process.pid
+    pod = Pod(own_redis.url, "--redis-wait-replicas", "1", "--acks-timeout-ms", "500").start()
+    client = pod.client()
+    try:
+        client.produce(topic, "k", "v")  # the topic, made on first use
+        assert _commit(pod, "billing", topic, {0: 1}) == [errors.NONE]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            assert _commit(pod, "billing", topic, {0: 5}) == [errors.REQUEST_TIMED_OUT]
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        wait_until(lambda: _commit(pod, "billing", topic, {0: 7}) == [errors.NONE])
+        (answered,) = _fetch(pod, "billing", topic, [0], OFFSET_FETCH.max_version)
+        assert answered.committed_offset == 7 and answered.error_code == errors.NONE
+    finally:
+        client.close()
+        pod.stop()
+
+
+def _kafka_join(raw: RawKafka, group: str, topic: str, member_id: str) -> tuple[int, str, int]:
+    """A raw JoinGroup v3 (no MEMBER_ID_REQUIRED): (error, member id, generation)."""
+    request = JOIN_GROUP.request[3]
+    protocol = request.JoinGroupRequestProtocol(name="range", metadata=subscription(topic))
+    body = request(group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=3000,
+                   member_id=member_id, protocol_type="consumer", protocols=[protocol])  # fmt: skip
+    reply = raw.call(JOIN_GROUP, 3, body)
+    return reply.error_code, reply.member_id, reply.generation_id
+
+
+def _kafka_sync(raw: RawKafka, group: str, member_id: str, generation: int) -> tuple[int, bytes]:
+    request = SYNC_GROUP.request[3]
+    share = request.SyncGroupRequestAssignment(member_id=member_id, assignment=b"mine")
+    body = request(group_id=group, generation_id=generation, member_id=member_id,
+                   group_instance_id=None, assignments=[share])  # fmt: skip
+    reply = raw.call(SYNC_GROUP, 3, body)
+    return reply.error_code, bytes(reply.assignment or b"")
+
+
+def test_group_state_changes_wait_for_the_replica(
+    own_redis: RedisProcess, replica: RedisProcess, topic: str
+) -> None:
+    """With the flag, V1 JOIN/SYNC and Kafka JoinGroup/SyncGroup answer only after a WAIT
+    round: REPLICATION_TIMEOUT (V1) and COORDINATOR_NOT_AVAILABLE (Kafka, retriable) while the
+    replica's link is cut, success once it is back."""
+    assert replica.process is not None
+    pid = replica.process.pid
+    pod = Pod(own_redis.url, "--redis-wait-replicas", "1", "--acks-timeout-ms", "500").start()
+    client = pod.client()
+    raw = RawKafka(pod.kafka_port)
+    try:
+        client.produce(topic, "k", "v")  # the topic, made on first use
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            response = client.request("JOIN", f"billing {topic} c1")
+            assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        member = client.join("billing", topic, "c1")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            response = client.request("SYNC", f"billing {topic} c1 {member.generation}")
+            assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        response = client.request("SYNC", f"billing {topic} c1 {member.generation}")
+        assert response.ok, response
+
+        code, member_id, generation = _kafka_join(raw, "kbilling", topic, "")
+        assert code == errors.NONE
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            code, _ = _kafka_sync(raw, "kbilling", member_id, generation)
+            assert code == errors.COORDINATOR_NOT_AVAILABLE
+            code, _, _ = _kafka_join(raw, "kbilling", topic, member_id)
+            assert code == errors.COORDINATOR_NOT_AVAILABLE
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        code, member_id, generation = _kafka_join(raw, "kbilling", topic, member_id)
+        assert code == errors.NONE
+        assert _kafka_sync(raw, "kbilling", member_id, generation) == (errors.NONE, b"mine")
+    finally:
+        raw.close()
+        client.close()
+        pod.stop()
 
 
 def test_spark_end_positions_stop_at_durable_hw(own_redis: RedisProcess) -> None:

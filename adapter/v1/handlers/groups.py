@@ -74,14 +74,27 @@ async def join(context: Context, argv: list[str]) -> str:
     _, group, _, _ = _join_args(argv)
     if await kafka_members_live(context.store.batcher, context.store.keys, group):
         raise BrokerError(GROUP_IN_USE, f"group {group} has live Kafka consumers")
-    return await _join_on_topic(context, argv)
+    answer = await _join_on_topic(context, argv)
+    await _durable_wait(context)
+    return answer
 
 
 async def sync(context: Context, argv: list[str]) -> str:
     group, topic, member, generation = _member_args(argv, _usage("SYNC"), 4)
     config = await context.store.topic(topic)
     membership = await context.groups.sync(group, topic, config.partitions, member, generation)
+    await _durable_wait(context)
     return _assigned(membership.generation, membership.assigned)
+
+
+async def _durable_wait(context: Context) -> None:
+    """--redis-wait-replicas: return once a WAIT round reached the Redis replicas (so the
+    group state and commits this pod wrote are on them); REPLICATION_TIMEOUT otherwise.
+    Nothing at all without the flag."""
+    durable = context.replication.durable
+    if durable is not None:
+        loop = asyncio.get_running_loop()
+        await durable.wait(loop.time() + context.settings.acks_timeout_ms / 1000)
 
 
 def _heartbeat_args(argv: list[str]) -> tuple[str, str, str, int]:
@@ -141,10 +154,7 @@ def _commit(
 
 async def _durable_commit(context: Context, pending: Pending[object]) -> str:
     await pending
-    durable = context.replication.durable
-    assert durable is not None
-    loop = asyncio.get_running_loop()
-    await durable.wait(loop.time() + context.settings.acks_timeout_ms / 1000)
+    await _durable_wait(context)
     return "committed=true"
 
 
