@@ -97,10 +97,6 @@ class GroupDeletion:
     message: str = ""
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 async def group_pairs(store: GroupStore) -> list[tuple[str, str]]:
     """Every (group, topic) of the groups set."""
     pairs = []

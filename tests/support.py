@@ -120,3 +120,23 @@ def port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def kafka_read_for(bootstrap: str, topic: str, partitions: int, seconds: float) -> set[bytes]:
+    """The values a Kafka consumer reads from the start of ``partitions`` within ``seconds``
+    (a reader running beside a fault: what it saw must still be there afterwards)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{os.urandom(3).hex()}",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+    finally:
+        consumer.close()
+    return seen

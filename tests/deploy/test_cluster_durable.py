@@ -17,7 +17,7 @@ from mapping.embedded import RedisProcess
 from mapping.keys import DEFAULT_PREFIX, Keys
 from mapping.partitioner import partition_for
 from tests.deploy.conftest import LoopbackCluster
-from tests.support import Pod, wait_until
+from tests.support import Pod, kafka_read_for, wait_until
 
 PARTITIONS = 3  # V1's default for a topic made on first use
 
@@ -94,25 +94,6 @@ def _read_all(client: Client, topic: str) -> set[bytes]:
     return values
 
 
-def _kafka_read_for(bootstrap: str, topic: str, seconds: float) -> set[bytes]:
-    """What a Kafka consumer reads from the start within ``seconds``."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False})  # fmt: skip
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    seen: set[bytes] = set()
-    deadline = time.monotonic() + seconds
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                seen.add(message.value())
-    finally:
-        consumer.close()
-    return seen
-
-
 def _produce_until_ok(client: Client, topic: str, key: str, value: str, bound_s: float) -> None:
     """PRODUCE acks=all until it succeeds (the cluster settling after a failover)."""
     start = time.monotonic()
@@ -184,7 +165,7 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_cluster_failover(
                 )
                 assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
                 during |= _read_all(reader, topic)
-                during |= _kafka_read_for(pods[1].bootstrap, topic, 1.5)  # Fetch as well
+                during |= kafka_read_for(pods[1].bootstrap, topic, PARTITIONS, 1.5)  # Fetch as well
                 assert not any(v.startswith(f"cut{run}".encode()) for v in during), during
                 read |= during
                 failover_cluster.kill(primary)

@@ -46,7 +46,7 @@ from tests.reliability.sentinels import (
     SENTINEL_PASSWORD,
     SentinelDeployment,
 )
-from tests.support import ROOT, Pod, wait_until
+from tests.support import ROOT, Pod, kafka_read_for, wait_until
 
 # How long a failover may take until the same pod serves again: detection (down-after 500 ms),
 # the vote and the promotion take 2-3 s on loopback; the rest is slack for a loaded machine.
@@ -285,23 +285,6 @@ def test_a_readonly_reply_makes_the_client_ask_the_sentinels_again(
         sync_client.close()
 
 
-def _kafka_read_for(bootstrap: str, topic: str, partitions: int, seconds: float) -> set[bytes]:
-    """What a Kafka consumer reads from the start within ``seconds``."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False})  # fmt: skip
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    seen: set[bytes] = set()
-    deadline = time.monotonic() + seconds
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                seen.add(message.value())
-    finally:
-        consumer.close()
-    return seen
-
-
 def _read_all(client: Client, topic: str, partitions: int) -> set[bytes]:
     """Every value CONSUME serves now, each partition read to its end."""
     values: set[bytes] = set()
@@ -358,7 +341,7 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_failover(
                 )
                 assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
                 during |= _read_all(client, topic, 3)
-                during |= _kafka_read_for(pod.bootstrap, topic, 3, 1.5)  # Fetch as well
+                during |= kafka_read_for(pod.bootstrap, topic, 3, 1.5)  # Fetch as well
                 assert not any(v.startswith(f"cut{run}".encode()) for v in during), during
                 read |= during
                 primary.kill()
