@@ -24,7 +24,7 @@ from mapping.brokers import BrokerRegistry
 from mapping.errors import ConfigurationError
 from mapping.hw_watch import HighWatermarkWatch
 from mapping.kafka import KafkaStore
-from mapping.kafka_groups import GroupWatches, KafkaGroups, KafkaGroupSettings
+from mapping.kafka_groups import GroupWatches, KafkaGroups
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +48,6 @@ def advertised(settings: Settings, bound_port: int) -> tuple[str, int]:
     if host in ("", "0.0.0.0", "::"):
         host = socket.gethostname()
     return host, bound_port
-
-
-def group_settings(settings: Settings) -> KafkaGroupSettings:
-    return KafkaGroupSettings(
-        initial_rebalance_delay_ms=settings.kafka_group_initial_rebalance_delay_ms,
-        min_session_timeout_ms=settings.kafka_group_min_session_timeout_ms,
-        max_session_timeout_ms=settings.kafka_group_max_session_timeout_ms,
-        v1_session_timeout_ms=settings.session_timeout_ms,
-        consumer_session_timeout_ms=settings.kafka_group_consumer_session_timeout_ms,
-        consumer_heartbeat_interval_ms=settings.kafka_group_consumer_heartbeat_interval_ms,
-    )
 
 
 @dataclass
@@ -103,7 +92,8 @@ class KafkaListener:
                 v1.store.batcher,
                 GroupWatches(replication.subscriber),
                 v1.store.keys,
-                group_settings(settings),
+                settings.kafka_groups,
+                v1_session_timeout_ms=settings.session_timeout_ms,
             ),
             advertised_host=host,
             advertised_port=port,

@@ -35,7 +35,8 @@ from mapping.kafka_groups.waits import GroupWatches
 
 class KafkaGroups(ClassicGroups, ConsumerGroups, GroupOffsets, GroupAdmin):
     """One pod's door to every Kafka group: ``KafkaGroups(batcher, GroupWatches(subscriber),
-    keys, settings)``; several pods (instances on their own connections) share the groups."""
+    keys, settings, v1_session_timeout_ms=...)``; several pods (instances on their own
+    connections) share the groups."""
 
 
 __all__ = [

@@ -137,7 +137,7 @@ class GroupAdmin(GroupsBase):
             group,
             None,
             force=False,
-            session_timeout_ms=self.settings.v1_session_timeout_ms,
+            session_timeout_ms=self.v1_session_timeout_ms,
         )
         if any(r.outcome == NON_EMPTY for r in results):
             return errors.NON_EMPTY_GROUP

@@ -25,8 +25,6 @@ class KafkaGroupSettings:
     max_session_timeout_ms: int = 1_800_000
     # Kafka's offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
     max_metadata_bytes: int = 4096
-    # V1's session timeout (Settings.session_timeout_ms): whether a V1 member is live.
-    v1_session_timeout_ms: int = 10_000
     # KIP-848 (group.consumer.session.timeout.ms / heartbeat.interval.ms; Kafka: 45000 / 5000)
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5000
@@ -54,11 +52,15 @@ class GroupsBase:
         watches: GroupWatches,
         keys: Keys,
         settings: KafkaGroupSettings | None = None,
+        *,
+        v1_session_timeout_ms: int,
     ) -> None:
         self.batcher = batcher
         self.watches = watches
         self.keys = keys
         self.settings = settings or KafkaGroupSettings()
+        # V1 groups' session timeout (``Groups``'): whether a V1 member is live
+        self.v1_session_timeout_ms = v1_session_timeout_ms
         # KIP-848: each group's subscribed topics as this pod last saw them
         self.consumer_topics: dict[str, set[str]] = {}
 
@@ -95,7 +97,7 @@ class GroupsBase:
                 self.batcher.call(
                     *script.command(
                         [self.keys.group(group, topic).members],
-                        [self.settings.v1_session_timeout_ms],
+                        [self.v1_session_timeout_ms],
                     )
                 )
                 for topic in topics

@@ -204,7 +204,7 @@ class GroupOffsets(GroupsBase):
         script = scripts.load("kgroup_v1_live")
         for topic in await self.topics_of(group):
             members = self.keys.group(group, topic).members
-            command = script.command([members], [self.settings.v1_session_timeout_ms])
+            command = script.command([members], [self.v1_session_timeout_ms])
             if int(await self.batcher.call(*command)) > 0:
                 topics.add(topic)
         return topics

@@ -26,9 +26,8 @@ from mapping.store import Store, TopicDefaults, connect, pin_sequence_bits
 
 # Short timeouts keep the tests fast; sessions far longer than any test step unless a test
 # is about expiry. The initial delay lets members a test starts together form generation 1.
-TEST_SETTINGS = KafkaGroupSettings(
-    initial_rebalance_delay_ms=200, min_session_timeout_ms=100, v1_session_timeout_ms=10_000
-)
+TEST_SETTINGS = KafkaGroupSettings(initial_rebalance_delay_ms=200, min_session_timeout_ms=100)
+V1_SESSION_MS = 10_000
 LONG_SESSION_MS = 60_000
 
 
@@ -55,8 +54,14 @@ async def pods(
             subscriber = Subscriber(client, keys.pod_channel(f"test-pod-{n}"))
             tasks += [asyncio.create_task(batcher.run()), asyncio.create_task(subscriber.run())]
             store = Store(batcher, keys, sequence_bits=10, topic_defaults=TopicDefaults(3, 1, 1))
-            groups = KafkaGroups(batcher, GroupWatches(subscriber), keys, settings)
-            v1 = Groups(batcher, keys, session_timeout_ms=settings.v1_session_timeout_ms)
+            groups = KafkaGroups(
+                batcher,
+                GroupWatches(subscriber),
+                keys,
+                settings,
+                v1_session_timeout_ms=V1_SESSION_MS,
+            )
+            v1 = Groups(batcher, keys, session_timeout_ms=V1_SESSION_MS)
             started.append(TestPod(groups, store, v1, client))
         yield started
     finally:
