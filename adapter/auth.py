@@ -1,26 +1,18 @@
-"""Optional client authentication: the additive V1 command ``AUTH <user> <password>``.
-
-With authentication on (``--auth-file`` and/or ``--auth-redis``), a connection must send a
-successful AUTH first: every other command, PING included, answers
-``ERR|AUTH_REQUIRED`` until then, and a wrong user or password answers ``ERR|AUTH_FAILED``
-(the connection stays open; an earlier successful AUTH stays in force). With it off, AUTH
-answers ``OK|auth=off`` so clients configured with credentials work against any pod.
-
-Requests are answered concurrently, so a request pipelined right behind an AUTH waits for
-that AUTH's outcome before it is let through or refused.
+"""The pod's users, shared by both front doors: ``Authenticator`` checks a user's password
+(V1 ``AUTH``, Kafka SASL PLAIN) and finds a user's SCRAM secrets (Kafka SASL SCRAM) in the
+auth file (``--auth-file``) and/or in Redis (``--auth-redis``). Each door has its own gate
+in front of its requests: V1's ``AuthGate`` (adapter/v1/auth_gate.py), Kafka's ``SaslGate``
+(adapter/kafka/sasl.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 
-from adapter.v1 import protocol
-from adapter.v1.escaping import unescape
 from mapping.auth import (
     CredentialsError,
     ScramSecret,
@@ -30,16 +22,9 @@ from mapping.auth import (
     verify_password,
 )
 from mapping.batcher import RedisBatcher
-from mapping.errors import (
-    AUTH_FAILED,
-    AUTH_REQUIRED,
-    BAD_REQUEST,
-    BrokerError,
-    ConfigurationError,
-)
+from mapping.errors import ConfigurationError
 from mapping.keys import Keys
 
-AUTH_USAGE = "AUTH requires: <user> <password>"
 VERIFY_THREADS = 2
 # Looks a user's encoded hash up in Redis (None: no such user).
 HashLookup = Callable[[str], Awaitable[str | None]]
@@ -121,76 +106,3 @@ def users_in_redis(batcher: RedisBatcher, keys: Keys, hash_key: str | None = Non
         return encoded.decode() if encoded is not None else None
 
     return lookup
-
-
-class AuthGate:
-    """One connection's authentication state."""
-
-    def __init__(
-        self, authenticator: Authenticator | None, auth_timeout_s: float = 0, now: float = 0
-    ) -> None:
-        self.authenticator = authenticator
-        self.user: str | None = None
-        self._pending: asyncio.Future[None] | None = None  # the last AUTH not yet decided
-        # An unauthenticated connection is closed at this time (``now``: the connection's
-        # clock when it opened), so connections that never authenticate cannot hold the
-        # pod's connection slots (0: no such limit).
-        self._deadline = now + auth_timeout_s if auth_timeout_s > 0 else None
-
-    @property
-    def open(self) -> bool:
-        """Requests may skip the gate: no authentication, or authenticated with no AUTH
-        still being decided."""
-        return self.authenticator is None or (self.user is not None and self._pending is None)
-
-    @property
-    def closes_at(self) -> float | None:
-        """When this connection is closed unless it authenticates first (on the clock of
-        ``now``)."""
-        if self.authenticator is None or self.user is not None:
-            return None
-        return self._deadline
-
-    async def screen(self, request: protocol.Request) -> bytes | None:
-        """The reply when the gate answers ``request`` itself (AUTH, or a refusal); None
-        when the request may go to its handler. Must be called before any other await of
-        the request, so that pipelined requests see the AUTHs sent before them."""
-        if request.command == "AUTH":
-            return await self._auth(request)
-        if self.authenticator is None:
-            return None
-        if self._pending is not None:
-            await asyncio.shield(self._pending)
-        if self.user is None:
-            return protocol.format_error(
-                request.correlation_id, AUTH_REQUIRED, "authenticate first: AUTH <user> <password>"
-            )
-        return None
-
-    async def _auth(self, request: protocol.Request) -> bytes:
-        previous, decided = self._pending, asyncio.get_running_loop().create_future()
-        self._pending = decided
-        try:
-            if previous is not None:
-                await asyncio.shield(previous)
-            return await self._check(request)
-        finally:
-            decided.set_result(None)
-            if self._pending is decided:
-                self._pending = None
-
-    async def _check(self, request: protocol.Request) -> bytes:
-        cid = request.correlation_id
-        if len(request.args) != 2:
-            return protocol.format_error(cid, BAD_REQUEST, AUTH_USAGE)
-        user, password = request.args[0], unescape(request.args[1])
-        if self.authenticator is None:
-            return protocol.format_ok(cid, "auth=off")
-        try:
-            accepted = await self.authenticator.check(user, password)
-        except BrokerError as exc:  # the users hash in Redis could not be read
-            return protocol.format_error(cid, exc.code, exc.message)
-        if not accepted:
-            return protocol.format_error(cid, AUTH_FAILED, "invalid user or password")
-        self.user = user
-        return protocol.format_ok(cid, f"user={user}")

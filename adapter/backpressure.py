@@ -8,7 +8,7 @@ though Redis went on to run them; clients retried and stored records twice, out 
 and the pod's memory grew to the size of the queue (issue 20).
 
 ``AppendBudget`` counts the bytes of the requests being answered: Kafka Produce requests
-(the frame) and V1 slices of request lines (adapter/connection.py), from the moment they
+(the frame) and V1 slices of request lines (adapter/v1/connection.py), from the moment they
 start until they are answered. A connection may start one more request while
 
 - its own count is below ``--max-connection-append-bytes`` (or it has none in flight: one

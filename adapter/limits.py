@@ -1,18 +1,19 @@
-"""Per-pod and per-connection limits, kept out of the connection loop so it stays short.
+"""Per-pod and per-connection limits, shared by both front doors and kept out of their
+connection loops so they stay short.
 
-- ``ConnectionSlots``: at most ``--max-connections`` open client connections per pod; one
-  more gets ``V1|0|ERR|UNAVAILABLE|too many connections ...`` and is closed (a client may
-  retry, or go to another pod).
+- ``ConnectionSlots``: at most ``--max-connections`` open client connections per pod, V1's
+  and Kafka's together; one more is refused by its door (``_refuse``: V1 answers
+  ``UNAVAILABLE|too many connections ...`` first, Kafka just closes) and closed.
 - ``tune_socket``: TCP keepalive probes, so a peer that vanished (host down, cable pulled,
   NAT entry gone) is detected and its connection closed instead of being kept forever, and
   a send to such a peer fails after the same time (``TCP_USER_TIMEOUT``).
-- Per connection (enforced in adapter/connection.py): at most ``--max-in-flight`` requests
-  are answered at once, and nothing more is read while a whole next slice waits or while
-  the client does not take its replies; a client that pipelines without reading fills its
-  socket buffers and is then simply not read from, so a pod never holds more per
-  connection than one read (256 KiB), one unfinished line (at most ``--max-line-bytes``),
-  one slice of lines and its replies (each bounded by the line limit or
-  ``--consume-max-bytes``).
+- Per V1 connection (enforced in adapter/v1/connection.py; Kafka's own in
+  adapter/kafka/connection.py): at most ``--max-in-flight`` requests are answered at once,
+  and nothing more is read while a whole next slice waits or while the client does not
+  take its replies; a client that pipelines without reading fills its socket buffers and
+  is then simply not read from, so a pod never holds more per connection than one read
+  (256 KiB), one unfinished line (at most ``--max-line-bytes``), one slice of lines and its
+  replies (each bounded by the line limit or ``--consume-max-bytes``).
 - The idle timeout (``--idle-timeout-s``) closes a connection that sends nothing for that
   long with nothing outstanding, or whose peer does not take a reply for that long.
 """
@@ -21,9 +22,6 @@ from __future__ import annotations
 
 import logging
 import socket
-
-from adapter.v1 import protocol
-from mapping.errors import UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +41,6 @@ class ConnectionSlots:
 
     def release(self) -> None:
         self.active -= 1
-
-    def refusal(self) -> bytes:
-        return protocol.format_error(
-            "0", UNAVAILABLE, f"too many connections: this pod allows {self.maximum}"
-        )
 
 
 def tune_socket(sock: socket.socket, keepalive_s: int) -> None:

@@ -1,4 +1,4 @@
-"""What every front door's connection shares (V1's adapter/connection.py, Kafka's
+"""What every front door's connection shares (V1's adapter/v1/connection.py, Kafka's
 adapter/kafka/connection.py): the pod's connection slot, TCP tuning, the idle/stall timer's
 bookkeeping, reading paused while the peer takes no replies, the end of the input (a
 client's, or the SIGTERM drain's), closing.

@@ -1,5 +1,6 @@
 """The pod: connects to Redis, runs the batcher, the replicator and retention, accepts client
-connections (adapter/connection.py answers them) and drains them on SIGTERM.
+connections on both front doors (adapter/sockets.py; adapter/v1/connection.py and
+adapter/kafka/connection.py answer them) and drains them on SIGTERM.
 
 A bad request gets an error reply; a handler bug or a client reset closes only that
 connection; Redis trouble is an UNAVAILABLE reply, never a dead pod.
@@ -10,16 +11,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import signal
-import socket
-import ssl
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import AsyncExitStack
 from functools import partial
-from typing import Any
 
 import anyio
-from anyio.abc import SocketAttribute
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -27,10 +22,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from adapter import tls
 from adapter.auth import Authenticator, users_in_redis
 from adapter.backpressure import AppendBudget, Trimmer
-from adapter.connection import Connection
 from adapter.limits import ConnectionSlots
 from adapter.settings import Settings
-from adapter.v1.handlers import Context, build_starters, build_table
+from adapter.sockets import Draining, accept_all, serve_socket, stop_on_sigterm
+from adapter.v1.connection import Connection
+from adapter.v1.handlers import Context
+from adapter.v1.handlers.table import build_starters, build_table
 from mapping.cluster import redact
 from mapping.errors import ConfigurationError
 from mapping.groups import Groups
@@ -151,9 +148,7 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         new_connection = partial(
             Connection, context, table, slots=slots, authenticator=authenticator, budget=budget
         )
-        connection = partial(
-            _serve_socket, new_connection, draining, tls.listener_context(settings)
-        )
+        connection = partial(serve_socket, new_connection, draining, tls.listener_context(settings))
         redis_at = redact(settings.redis_url)
         log.info("serving V1 on %s:%d, Redis %s", settings.host, settings.port, redis_at)
         serving = [(listener, connection)]
@@ -182,15 +177,15 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                 ).run
             )
             async with anyio.create_task_group() as connections:
-                with anyio.CancelScope() as accepting, _stop_on_sigterm(accepting):
+                with anyio.CancelScope() as accepting, stop_on_sigterm(accepting):
                     if ready is not None:
                         ready.set()
-                    await _accept_all(serving, connections)
+                    await accept_all(serving, connections)
                 # SIGTERM: stop accepting, answer what was read, then stop. Connections the
                 # kernel already completed (in the listen backlog) are taken and drained
                 # too: closing the listener would reset them with their requests unread.
                 with anyio.move_on_after(0.05):
-                    await _accept_all(serving, connections)
+                    await accept_all(serving, connections)
                 for one, _ in serving:
                     await one.aclose()
                 if kafka is not None:
@@ -202,112 +197,3 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                 )
             background.cancel_scope.cancel()
         log.info("stopped serving on %s:%d", settings.host, settings.port)
-
-
-async def _accept_all(
-    serving: list[tuple[Any, Callable[[socket.socket], Awaitable[None]]]],
-    connections: anyio.abc.TaskGroup,
-) -> None:
-    """Accept on every listener (V1, Kafka) until cancelled."""
-    async with anyio.create_task_group() as accepting:
-        for listener, serve_socket in serving:
-            accepting.start_soon(_accept, listener, connections, serve_socket)
-
-
-async def _accept(
-    listener: anyio.abc.MultiListener[anyio.abc.SocketStream],
-    connections: anyio.abc.TaskGroup,
-    serve_socket: Callable[[socket.socket], Awaitable[None]],
-) -> None:
-    """Accept until cancelled; connections live in their own task group, so that stopping
-    the accept loop does not cancel them (``listener.serve`` would).
-
-    Accepting is "wait until readable, then a plain non-blocking accept()": a cancellation
-    (SIGTERM) can only land while waiting, never between the kernel handing over a
-    connection and its task starting, where the connection would be dropped with a reset.
-    """
-
-    async def accept_on(one: anyio.abc.SocketListener) -> None:
-        raw = one.extra(SocketAttribute.raw_socket)
-        while True:
-            await anyio.wait_readable(raw)
-            try:
-                sock, _ = raw.accept()
-            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-                continue  # taken by another process on the port, or gone already
-            connections.start_soon(serve_socket, sock)
-
-    async with anyio.create_task_group() as accepting:
-        for one in listener.listeners:
-            accepting.start_soon(accept_on, one)
-
-
-async def _serve_socket(
-    new_connection: Callable[[], Any],
-    draining: Draining,
-    ssl_context: ssl.SSLContext | None,
-    sock: socket.socket,
-) -> None:
-    """Serve one accepted socket until it closes. The task only waits: the connection is
-    answered in its protocol's callbacks; cancelling the task (the end of a drain) aborts
-    it."""
-    loop = asyncio.get_running_loop()
-    connection = new_connection()
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setblocking(False)
-        await loop.connect_accepted_socket(
-            lambda: connection,
-            sock,
-            ssl=ssl_context,
-            ssl_handshake_timeout=tls.HANDSHAKE_TIMEOUT_S if ssl_context else None,
-        )
-    except Exception as exc:  # reset before it was served; TLS: a failed handshake (a
-        # plain-text client, a bad or missing certificate, a scanner): the client's problem
-        if ssl_context is not None:
-            log.info("TLS handshake failed: %s", exc)
-        sock.close()
-        return
-    except BaseException:
-        sock.close()
-        raise
-    draining.connections.add(connection)
-    if draining.stopping:
-        connection.drain()
-    try:
-        await connection.closed
-    finally:
-        draining.connections.discard(connection)
-        connection.abort()  # no-op when closed; a drain past its deadline ends here
-
-
-class Draining:
-    """Graceful shutdown of the open connections: ``stop`` has each one answer every request
-    its client has sent and close (``Connection.drain``); nothing is cancelled mid-request.
-    """
-
-    def __init__(self) -> None:
-        self.connections: set[Any] = set()  # V1 and Kafka connections (drain, abort)
-        self.stopping = False
-
-    def stop(self) -> None:
-        self.stopping = True
-        for connection in list(self.connections):
-            connection.drain()
-
-
-@contextmanager
-def _stop_on_sigterm(scope: anyio.CancelScope) -> Iterator[None]:
-    """SIGTERM (docker stop, kubernetes) cancels ``scope`` (the accept loop), so ``serve``
-    drains and ends normally and the caller's cleanup (the embedded redis-server) runs;
-    without it Python dies on the spot."""
-    loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGTERM, scope.cancel)
-    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
-        yield
-        return
-    try:
-        yield
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)

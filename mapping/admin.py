@@ -52,7 +52,7 @@ from typing import Protocol
 from mapping import scripts
 from mapping.batcher import RedisBatcher
 from mapping.errors import NON_EMPTY_GROUP, BrokerError
-from mapping.kafka_groups.base import kafka_members_live
+from mapping.groups import kafka_members_live
 from mapping.keys import Keys, group_entry, group_part, parse_group_entry
 from mapping.store import Store, revive_commands
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from redis import Redis
 from scramp import ScramException, ScramMechanism
 
+from mapping.codec import to_str
 from mapping.keys import Keys, is_valid_name
 
 SCHEME = "scrypt"
@@ -218,4 +219,4 @@ class RedisUsers:
 
     def names(self) -> list[str]:
         names = self.client.hkeys(self.keys.users)
-        return sorted(n.decode() if isinstance(n, bytes) else n for n in names)
+        return sorted(to_str(n) for n in names)

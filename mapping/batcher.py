@@ -36,6 +36,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mapping import scripts
+from mapping.codec import to_str
 from mapping.errors import OutcomeUnknown, Unavailable, from_script_error
 from mapping.redis_errors import not_run
 
@@ -336,14 +337,14 @@ class RedisBatcher:
 
     async def _load_scripts(self, shas: set[str]) -> None:
         for sha in shas:
-            script = scripts.by_sha(sha.decode() if isinstance(sha, bytes) else sha)
+            script = scripts.by_sha(to_str(sha))
             if script is not None:
                 await self._client.script_load(script.source)
 
 
 def _repeatable(command: tuple) -> bool:
     name = command[0]
-    return (name.decode() if isinstance(name, bytes) else str(name)).upper() in REPEATABLE
+    return to_str(name).upper() in REPEATABLE
 
 
 def _pack(commands: list[tuple], connection: Any) -> list[bytes]:

@@ -12,6 +12,7 @@ import logging
 
 from mapping import resilient, scripts
 from mapping.batcher import RedisBatcher
+from mapping.codec import to_str
 from mapping.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,6 @@ class BrokerRegistry:
         reply = await self.batcher.call(*scripts.load("kafka_brokers").command(self.keys, []))
         brokers = []
         for i in range(0, len(reply), 2):
-            address = reply[i + 1].decode() if isinstance(reply[i + 1], bytes) else reply[i + 1]
-            host, _, port = address.rpartition(":")
+            host, _, port = to_str(reply[i + 1]).rpartition(":")
             brokers.append((int(reply[i]), host, int(port)))
         return sorted(brokers)

@@ -1,4 +1,5 @@
-"""The offset codec: a Kafka-style integer offset <-> a Redis stream entry id.
+"""The offset codec: a Kafka-style integer offset <-> a Redis stream entry id; and
+``to_str``, the one way a value Redis replied with becomes text.
 
 ``offset = (ms << B) | seq`` where ``ms-seq`` is the entry id and ``B`` the deployment's
 sequence bits. The produce script keeps ``seq < 2**B`` (it rolls over to the next
@@ -59,3 +60,10 @@ def offset_of(stream_id: str | bytes, bits: int = DEFAULT_SEQUENCE_BITS) -> int:
         stream_id = stream_id.decode("ascii")
     ms, _, seq = stream_id.partition("-")
     return encode(int(ms), int(seq), bits)
+
+
+def to_str(value: object) -> str:
+    """A value from a Redis reply as text: bytes decoded as UTF-8 (replies are bytes unless
+    the client decodes them), anything else (a str, or a number such as INFO's) as
+    ``str`` writes it."""
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -9,8 +9,8 @@ NOT_LEADER = "NOT_LEADER"
 GENERATION_MISMATCH = "GENERATION_MISMATCH"
 # Additive: the backend (Redis) could not be reached or did not answer in time.
 UNAVAILABLE = "UNAVAILABLE"
-# Additive, only when client authentication is on (see adapter/auth.py): a command before a
-# successful AUTH, and an AUTH with a wrong user or password.
+# Additive, only when client authentication is on (see adapter/v1/auth_gate.py): a command
+# before a successful AUTH, and an AUTH with a wrong user or password.
 AUTH_REQUIRED = "AUTH_REQUIRED"
 AUTH_FAILED = "AUTH_FAILED"
 # Additive: a command named a topic that does not exist and the pod may not create it

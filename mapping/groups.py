@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from mapping import scripts
 from mapping.batcher import Pending, RedisBatcher
+from mapping.codec import to_str
 from mapping.keys import Keys, group_entry
 
 
@@ -32,10 +33,16 @@ class Membership:
     assigned: list[int]
 
 
-def _partitions(text: bytes | str) -> list[int]:
-    if isinstance(text, bytes):
-        text = text.decode()
-    return [int(p) for p in text.split()]
+async def kafka_members_live(batcher: RedisBatcher, keys: Keys, group: str) -> bool:
+    """Whether ``group`` has live Kafka members (either protocol), read only: V1 JOIN
+    refuses such a group name (memberships are per protocol), and offsets retention keeps
+    its offsets (mapping/admin.py)."""
+    command = scripts.load("kgroup_live").command(keys.kafka_group(group).script_keys(), [])
+    return int(await batcher.call(*command)) > 0
+
+
+def _partitions(assigned: bytes | str) -> list[int]:
+    return [int(p) for p in to_str(assigned).split()]
 
 
 class Groups:

@@ -46,7 +46,7 @@ def retention_of(fields: dict) -> Retention:
 
     def get(name: str, default: str) -> str:
         value = fields.get(name, fields.get(name.encode(), default))
-        return value.decode() if isinstance(value, bytes) else str(value)
+        return codec.to_str(value)
 
     return Retention(
         ms=int(get("retention_ms", "-1")),
@@ -104,12 +104,8 @@ class GroupView:
     partitions: list[GroupPartitionView]
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _hash(client: SyncClient, key: str) -> dict[str, str]:
-    return {_text(k): _text(v) for k, v in client.hgetall(key).items()}
+    return {codec.to_str(k): codec.to_str(v) for k, v in client.hgetall(key).items()}
 
 
 def sequence_bits(client: SyncClient, keys: Keys) -> int:
@@ -118,7 +114,7 @@ def sequence_bits(client: SyncClient, keys: Keys) -> int:
 
 
 def topic_names(client: SyncClient, keys: Keys) -> list[str]:
-    return sorted(_text(n) for n in client.smembers(keys.topics))
+    return sorted(codec.to_str(n) for n in client.smembers(keys.topics))
 
 
 def topic(client: SyncClient, keys: Keys, name: str) -> TopicView | None:
@@ -167,7 +163,7 @@ def group_pairs(client: SyncClient, keys: Keys) -> list[tuple[str, str]]:
 
 def committed_offsets(client: SyncClient, keys: Keys, group: str, topic_name: str) -> dict:
     raw = client.hgetall(keys.group(group, topic_name).offsets)
-    return {int(_text(p)): int(_text(o)) for p, o in raw.items()}
+    return {int(codec.to_str(p)): int(codec.to_str(o)) for p, o in raw.items()}
 
 
 def _lag(

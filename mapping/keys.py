@@ -90,6 +90,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
+from mapping.codec import to_str
+
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,249}")
 DEFAULT_PREFIX = "rsa"
 # The bytes a group id's key part keeps as they are (NAME_PATTERN's characters).
@@ -118,7 +120,7 @@ def group_part(group: str) -> str:
 
 def group_name(part: bytes | str) -> str:
     """The group id whose ``group_part`` is ``part`` (as read back from Redis)."""
-    text = part.decode() if isinstance(part, bytes) else part
+    text = to_str(part)
     if "%" not in text:
         return text
     if text == EMPTY_GROUP_PART:
@@ -136,7 +138,7 @@ def group_entry(group: str, topic: str) -> str:
 
 def parse_group_entry(entry: bytes | str) -> tuple[str, str] | None:
     """(group, topic) of a groups-set entry; None for a malformed one."""
-    text = entry.decode() if isinstance(entry, bytes) else entry
+    text = to_str(entry)
     part, _, topic = text.partition(" ")
     return (group_name(part), topic) if topic else None
 

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
+from mapping.codec import to_str
 from mapping.errors import ConfigurationError
 from mapping.keys import Keys
 from mapping.store import pin_sequence_bits
@@ -21,10 +22,6 @@ MIN_REDIS_VERSION = (6, 2, 0)
 # The one maxmemory-policy under which a full Redis refuses writes (the pod answers
 # UNAVAILABLE) instead of deleting keys.
 SAFE_EVICTION_POLICY = "noeviction"
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -53,7 +50,7 @@ async def check_redis(
     except NoPermissionError:
         info = None  # an ACL user without INFO: the version cannot be checked, go on
     if info is not None:
-        version = _text(info.get("redis_version", "0"))
+        version = to_str(info.get("redis_version", "0"))
         if parse_version(version) < MIN_REDIS_VERSION:
             wanted = ".".join(map(str, MIN_REDIS_VERSION))
             raise ConfigurationError(
@@ -82,7 +79,7 @@ async def _eviction_policies(client: Redis | RedisCluster) -> list[str]:
         infos = list(replies.values()) if "maxmemory_policy" not in replies else [replies]
     else:
         infos = [await client.info("memory")]
-    return [_text(info.get("maxmemory_policy", SAFE_EVICTION_POLICY)) for info in infos]
+    return [to_str(info.get("maxmemory_policy", SAFE_EVICTION_POLICY)) for info in infos]
 
 
 async def _check_eviction(client: Redis | RedisCluster, url: str) -> None:

@@ -1,5 +1,6 @@
 """The handler of each implemented API (versions.IMPLEMENTED): ``await handler(context,
-request)`` -> the response message, or None for no response (Produce with acks=0)."""
+request)`` -> the response message, or None for no response (Produce with acks=0). The
+connection's SASL gate (sasl.SaslGate) answers SaslHandshake and SaslAuthenticate."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from adapter.kafka import (
     metadata,
     offsets,
     produce,
-    sasl,
 )
+from adapter.kafka.sasl import SASL_APIS
 from adapter.kafka.versions import (
     API_VERSIONS,
     CONSUMER_GROUP_DESCRIBE,
@@ -48,8 +49,6 @@ from adapter.kafka.versions import (
     OFFSET_DELETE,
     OFFSET_FETCH,
     PRODUCE,
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
     SYNC_GROUP,
 )
 
@@ -69,9 +68,6 @@ HANDLERS: dict[int, Handler] = {
     INCREMENTAL_ALTER_CONFIGS.key: admin.incremental_alter_configs,
     DELETE_TOPICS.key: admin.delete_topics,
     CREATE_PARTITIONS.key: admin.create_partitions,
-    # called with the connection's sasl.SaslSession instead of the context
-    SASL_HANDSHAKE.key: sasl.handshake,
-    SASL_AUTHENTICATE.key: sasl.authenticate,
     FIND_COORDINATOR.key: coordinator.handle,
     JOIN_GROUP.key: groups.join_group,
     SYNC_GROUP.key: groups.sync_group,
@@ -86,4 +82,4 @@ HANDLERS: dict[int, Handler] = {
     CONSUMER_GROUP_HEARTBEAT.key: consumer_groups.consumer_group_heartbeat,
     CONSUMER_GROUP_DESCRIBE.key: consumer_groups.consumer_group_describe,
 }
-assert set(HANDLERS) == set(IMPLEMENTED)
+assert set(HANDLERS) == set(IMPLEMENTED) - SASL_APIS

@@ -18,7 +18,9 @@ A frame above the size limit, a frame too short for a header or an unknown API k
 the connection (what was answered before still goes out), as Kafka does. A request its API
 module fails on gets INVALID_REQUEST in that API's response, and the connection goes on.
 Same limits as V1: the pod's connection slots, idle timeout, TCP keepalive, and the SIGTERM
-drain (answer what was read, then close). With authentication on, SASL (sasl.py) must
+drain (answer what was read, then close). Every request meets the connection's SASL gate
+(sasl.SaslGate, as V1's requests meet its AuthGate) before the handler table: the gate
+answers SaslHandshake and SaslAuthenticate itself, and with authentication on they must
 succeed before anything but ApiVersions/SaslHandshake/SaslAuthenticate runs (else the
 connection closes), within ``--auth-timeout-s`` of connecting.
 """
@@ -34,9 +36,10 @@ from typing import Any
 
 from adapter.auth import Authenticator
 from adapter.backpressure import AppendBudget
-from adapter.kafka import errors, protocol, sasl
+from adapter.kafka import errors, protocol
 from adapter.kafka.apis import Handler
 from adapter.kafka.framing import FrameDecoder, FrameTooLarge
+from adapter.kafka.sasl import SaslGate
 from adapter.kafka.versions import PRODUCE
 from adapter.limits import ConnectionSlots
 from adapter.served import TIMER_SLACK_S, ServedConnection
@@ -91,8 +94,8 @@ class KafkaConnection(ServedConnection):
         self._pumping = False
         self._held = False  # the append budget refused the next frame: wait to be resumed
         self._stopping = False  # no more requests: close once the open ones are answered
-        self.sasl = sasl.SaslSession(authenticator)
-        self._sasl_busy = False  # a SASL request is being decided: start nothing else
+        self.gate = SaslGate(authenticator)
+        self._authenticating = False  # a SASL request is being decided: start nothing else
         self._auth_timeout_s = auth_timeout_s
         self._auth_timer: asyncio.TimerHandle | None = None
 
@@ -106,7 +109,7 @@ class KafkaConnection(ServedConnection):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         if self._has_slot or self.slots is None:
-            if self.sasl.required and self._auth_timeout_s > 0:
+            if self.gate.required and self._auth_timeout_s > 0:
                 self._auth_timer = self.loop.call_later(self._auth_timeout_s, self._on_auth_timeout)
 
     def _forget_requests(self) -> None:
@@ -144,7 +147,7 @@ class KafkaConnection(ServedConnection):
                 self._frames
                 and len(self._open) < self.max_in_flight
                 and self._write_stalled_at is None  # the client reads no answers: wait
-                and not self._sasl_busy
+                and not self._authenticating
             ):
                 frame = self._frames[0]
                 size = _append_bytes(frame)
@@ -179,7 +182,7 @@ class KafkaConnection(ServedConnection):
             log.debug(
                 "kafka request %s v%d from %s", request.api.name, request.version, request.client_id
             )
-        if not self.sasl.admits(request.api.key):
+        if not self.gate.admits(request.api.key):
             log.info("closing a Kafka connection: %s before authentication", request.api.name)
             self._appended(size)
             self._frames.clear()
@@ -194,30 +197,30 @@ class KafkaConnection(ServedConnection):
                 return
             self._open.append((request, reply, 0.0))
             return
-        handler = self.handlers[request.api.key]
-        if request.api.key in sasl.SASL_APIS:
-            task = asyncio.ensure_future(handler(self.sasl, request))
-            self._sasl_busy = True
-            task.add_done_callback(self._on_sasl_done)  # before _on_done's flush
+        gate_answer = self.gate.answer(request)
+        if gate_answer is not None:  # SaslHandshake, SaslAuthenticate
+            task = asyncio.ensure_future(gate_answer)
+            self._authenticating = True
+            task.add_done_callback(self._on_authentication_done)  # before _on_done's flush
         else:
-            task = asyncio.ensure_future(handler(self.context, request))
+            task = asyncio.ensure_future(self.handlers[request.api.key](self.context, request))
         if size:  # before _on_done: its flush may start this connection's next Produce
             task.add_done_callback(partial(self._appended, size))
         self._open.append((request, task, self.loop.time()))
         task.add_done_callback(self._on_done)
 
-    def _on_sasl_done(self, _: asyncio.Future[Any]) -> None:
-        self._sasl_busy = False
-        if self.sasl.failed:  # answer it, then close (Kafka's rule)
+    def _on_authentication_done(self, _: asyncio.Future[Any]) -> None:
+        self._authenticating = False
+        if self.gate.failed:  # answer it, then close (Kafka's rule)
             self._frames.clear()
             self._stopping = True
-        elif self.sasl.user is not None and self._auth_timer is not None:
+        elif self.gate.user is not None and self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
 
     def _on_auth_timeout(self) -> None:
         self._auth_timer = None
-        if self.sasl.user is None and not self.closed.done():
+        if self.gate.user is None and not self.closed.done():
             log.info("closing a Kafka connection not authenticated in %ss", self._auth_timeout_s)
             self.abort()
 
@@ -269,7 +272,7 @@ class KafkaConnection(ServedConnection):
             and not self._held
             and len(self._open) < self.max_in_flight
             and self._write_stalled_at is None
-            and not self._sasl_busy
+            and not self._authenticating
         ):
             self._pump()
             return

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
+from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT
-from mapping.errors import BrokerError
 
 Response = CONSUMER_GROUP_HEARTBEAT.response
 Assignment = Response.Assignment
@@ -37,34 +38,35 @@ def _answer(request: Request, code: int, message: str | None = None, **fields: A
 
 
 async def consumer_group_heartbeat(context: KafkaContext, request: Request) -> Any:
-    body = request.body
-    if getattr(body, "subscribed_topic_regex", None):
+    if getattr(request.body, "subscribed_topic_regex", None):
         return _answer(request, errors.INVALID_REQUEST, NO_REGEX)
-    try:
-        owned = None
-        if body.topic_partitions is not None:
-            owned = {}
-            for tp in body.topic_partitions:
-                name = await context.topic_name(tp.topic_id)
-                if name is not None:  # a topic deleted meanwhile: nothing to give up
-                    owned[name] = list(tp.partitions or ())
-        subscribed = body.subscribed_topic_names
-        result = await context.groups.consumer_heartbeat(
-            body.group_id or "",
-            body.member_id or "",
-            body.member_epoch,
-            instance_id=body.instance_id,
-            rack_id=body.rack_id,
-            rebalance_timeout_ms=body.rebalance_timeout_ms,
-            subscribed_topic_names=list(subscribed) if subscribed is not None else None,
-            server_assignor=body.server_assignor,
-            owned=owned,
-            client_id=request.client_id or "",
-            client_host="",
-        )
-        ids = await _topic_ids(context, result.assignment or {})
-    except BrokerError:
-        return _answer(request, errors.COORDINATOR_NOT_AVAILABLE)
+    return await coordinator_call(_heartbeat(context, request), partial(_answer, request))
+
+
+async def _heartbeat(context: KafkaContext, request: Request) -> Any:
+    body = request.body
+    owned = None
+    if body.topic_partitions is not None:
+        owned = {}
+        for tp in body.topic_partitions:
+            name = await context.topic_name(tp.topic_id)
+            if name is not None:  # a topic deleted meanwhile: nothing to give up
+                owned[name] = list(tp.partitions or ())
+    subscribed = body.subscribed_topic_names
+    result = await context.groups.consumer_heartbeat(
+        body.group_id or "",
+        body.member_id or "",
+        body.member_epoch,
+        instance_id=body.instance_id,
+        rack_id=body.rack_id,
+        rebalance_timeout_ms=body.rebalance_timeout_ms,
+        subscribed_topic_names=list(subscribed) if subscribed is not None else None,
+        server_assignor=body.server_assignor,
+        owned=owned,
+        client_id=request.client_id or "",
+        client_host="",
+    )
+    ids = await _topic_ids(context, result.assignment or {})
     assignment = None
     if result.assignment is not None:
         assignment = Assignment(
@@ -113,48 +115,50 @@ def _assignment(ids: dict[str, uuid.UUID], assigned: dict[str, list[int]]) -> An
 
 
 async def consumer_group_describe(context: KafkaContext, request: Request) -> Any:
-    groups = []
-    for name in request.body.group_ids or ():
-        try:
-            found = await context.groups.consumer_describe(name or "")
-            topics = [t for m in found.members for t in (*m.assignment, *m.target_assignment)]
-            ids = await _topic_ids(context, topics)
-        except BrokerError:
-            groups.append(
-                Described(
-                    error_code=errors.COORDINATOR_NOT_AVAILABLE,
-                    group_id=name,
-                    group_state="",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
-                    assignor_name="",
-                    members=[],
-                )  # fmt: skip
-            )
-            continue
-        groups.append(
-            Described(
-                error_code=found.error,
-                group_id=found.group_id,
-                group_state=found.state,
-                group_epoch=found.group_epoch,
-                assignment_epoch=found.assignment_epoch,
-                assignor_name=found.assignor,
-                members=[
-                    DescribedMember(
-                        member_id=m.member_id,
-                        instance_id=m.instance_id,
-                        rack_id=m.rack_id,
-                        member_epoch=m.member_epoch,
-                        client_id=m.client_id,
-                        client_host=m.client_host,
-                        subscribed_topic_names=m.subscribed_topics,
-                        assignment=_assignment(ids, m.assignment),
-                        target_assignment=_assignment(ids, m.target_assignment),
-                        member_type=CONSUMER_MEMBER,
-                    )
-                    for m in found.members
-                ],
-            )
-        )
+    groups = [
+        await coordinator_call(_described(context, name or ""), partial(_undescribed, name))
+        for name in request.body.group_ids or ()
+    ]
     return DescribeResponse[request.version](throttle_time_ms=0, groups=groups)
+
+
+async def _described(context: KafkaContext, name: str) -> Any:
+    found = await context.groups.consumer_describe(name)
+    topics = [t for m in found.members for t in (*m.assignment, *m.target_assignment)]
+    ids = await _topic_ids(context, topics)
+    return Described(
+        error_code=found.error,
+        group_id=found.group_id,
+        group_state=found.state,
+        group_epoch=found.group_epoch,
+        assignment_epoch=found.assignment_epoch,
+        assignor_name=found.assignor,
+        members=[
+            DescribedMember(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=m.subscribed_topics,
+                assignment=_assignment(ids, m.assignment),
+                target_assignment=_assignment(ids, m.target_assignment),
+                member_type=CONSUMER_MEMBER,
+            )
+            for m in found.members
+        ],
+    )
+
+
+def _undescribed(name: str | None, code: int) -> Any:
+    """A group that could not be described: only its id and ``code``."""
+    return Described(
+        error_code=code,
+        group_id=name,
+        group_state="",
+        group_epoch=-1,
+        assignment_epoch=-1,
+        assignor_name="",
+        members=[],
+    )

@@ -1,15 +1,22 @@
 """FindCoordinator: a live pod chosen by a stable hash of the group id (any pod can do a
 group's work, its state is in Redis: the hash only spreads the clients). v4+ batches keys.
-Transaction coordinators (key type 1) do not exist: the pod has no transactions."""
+Transaction coordinators (key type 1) do not exist: the pod has no transactions.
+
+``coordinator_call``: how every group and offset API answers when the group's state in
+Redis cannot be reached (COORDINATOR_NOT_AVAILABLE)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import FIND_COORDINATOR
+from mapping.errors import BrokerError
+
+T = TypeVar("T")
 
 Response = FIND_COORDINATOR.response
 Coordinator = Response.Coordinator
@@ -48,3 +55,13 @@ async def _one(
     if key_type != GROUP_KEY:
         return errors.INVALID_REQUEST, NO_TRANSACTIONS, (-1, "", -1)
     return errors.NONE, None, await context.coordinator(key or "")
+
+
+async def coordinator_call(work: Awaitable[T], unavailable: Callable[[int], T]) -> T:
+    """``await work``, a group API's work on the group's state in Redis; when Redis cannot
+    do it (BrokerError), ``unavailable(COORDINATOR_NOT_AVAILABLE)``: the answer that error
+    code gives in that API. Clients retry it after looking the coordinator up again."""
+    try:
+        return await work
+    except BrokerError:
+        return unavailable(errors.COORDINATOR_NOT_AVAILABLE)

@@ -12,10 +12,10 @@ from typing import Any
 
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
+from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
-from mapping.errors import BrokerError
-from mapping.kafka_groups import GroupDescription
+from mapping.kafka_groups import GroupDescription, GroupListing
 
 ListResponse = LIST_GROUPS.response
 Listed = ListResponse.ListedGroup
@@ -31,16 +31,16 @@ async def list_groups(context: KafkaContext, request: Request) -> Any:
     body = request.body
     states = set(body.states_filter or ()) if request.version >= 4 else set()
     types = {t.lower() for t in body.types_filter or ()} if request.version >= 5 else set()
-    try:
+
+    async def listed() -> tuple[int, list[GroupListing]]:
         coordinated = await context.coordinated_here()
         listings = await context.groups.list_groups(states or None, coordinated=coordinated)
-    except BrokerError:
-        return ListResponse[request.version](
-            throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE, groups=[]
-        )
+        return errors.NONE, listings
+
+    code, listings = await coordinator_call(listed(), lambda code: (code, []))
     return ListResponse[request.version](
         throttle_time_ms=0,
-        error_code=errors.NONE,
+        error_code=code,
         groups=[
             Listed(
                 group_id=g.group_id,
@@ -56,10 +56,10 @@ async def list_groups(context: KafkaContext, request: Request) -> Any:
 
 async def describe_groups(context: KafkaContext, request: Request) -> Any:
     names = list(request.body.groups or ())
-    try:
-        found = await context.groups.describe_groups([n or "" for n in names])
-    except BrokerError:
-        found = [GroupDescription(n, errors.COORDINATOR_NOT_AVAILABLE, DEAD) for n in names]
+    found = await coordinator_call(
+        context.groups.describe_groups([n or "" for n in names]),
+        lambda code: [GroupDescription(n, code, DEAD) for n in names],
+    )
     described = []
     for g in found:
         code = g.error
@@ -91,10 +91,9 @@ async def describe_groups(context: KafkaContext, request: Request) -> Any:
 
 async def delete_groups(context: KafkaContext, request: Request) -> Any:
     names = [n or "" for n in request.body.groups_names or ()]
-    try:
-        codes = await context.groups.delete_groups(names)
-    except BrokerError:
-        codes = dict.fromkeys(names, errors.COORDINATOR_NOT_AVAILABLE)
+    codes = await coordinator_call(
+        context.groups.delete_groups(names), lambda code: dict.fromkeys(names, code)
+    )
     return DeleteResponse[request.version](
         throttle_time_ms=0,
         results=[Deleted(group_id=n, error_code=codes[n]) for n in dict.fromkeys(names)],

@@ -19,10 +19,10 @@ from typing import Any
 
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
+from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
-from mapping.errors import BrokerError
-from mapping.kafka_groups import JoinResult
+from mapping.kafka_groups import JoinResult, SyncResult
 
 JoinResponse = JOIN_GROUP.response
 JoinMember = JoinResponse.JoinGroupResponseMember
@@ -32,7 +32,8 @@ LeaveMember = LeaveResponse.MemberResponse
 
 async def join_group(context: KafkaContext, request: Request) -> Any:
     body = request.body
-    try:
+
+    async def join() -> JoinResult:
         result = await context.groups.join(
             body.group_id or "",
             body.member_id or "",
@@ -45,10 +46,11 @@ async def join_group(context: KafkaContext, request: Request) -> Any:
             client_host="",
             require_known_member_id=request.version >= 4,
         )
-    except BrokerError:
-        result = JoinResult(errors.COORDINATOR_NOT_AVAILABLE, body.member_id or "")
-    if result.error == errors.NONE and not await _durable(context):
-        result = JoinResult(errors.COORDINATOR_NOT_AVAILABLE, body.member_id or "")
+        if result.error == errors.NONE:
+            await _wait_durable(context)
+        return result
+
+    result = await coordinator_call(join(), lambda code: JoinResult(code, body.member_id or ""))
     nullable_name = request.version >= 7
     return JoinResponse[request.version](
         throttle_time_ms=0,
@@ -70,7 +72,8 @@ async def join_group(context: KafkaContext, request: Request) -> Any:
 
 async def sync_group(context: KafkaContext, request: Request) -> Any:
     body = request.body
-    try:
+
+    async def sync() -> SyncResult:
         result = await context.groups.sync(
             body.group_id or "",
             body.member_id or "",
@@ -80,48 +83,38 @@ async def sync_group(context: KafkaContext, request: Request) -> Any:
             protocol_type=body.protocol_type or None,
             protocol_name=body.protocol_name or None,
         )
-        code, assignment = result.error, result.assignment
-        protocol_type, protocol_name = result.protocol_type, result.protocol_name
-    except BrokerError:
-        code, assignment = errors.COORDINATOR_NOT_AVAILABLE, b""
-        protocol_type = protocol_name = None
-    if code == errors.NONE and not await _durable(context):
-        code, assignment = errors.COORDINATOR_NOT_AVAILABLE, b""
-        protocol_type = protocol_name = None
+        if result.error == errors.NONE:
+            await _wait_durable(context)
+        return result
+
+    result = await coordinator_call(sync(), SyncResult)
     return SYNC_GROUP.response[request.version](
         throttle_time_ms=0,
-        error_code=code,
-        protocol_type=protocol_type,
-        protocol_name=protocol_name,
-        assignment=assignment,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
     )
 
 
-async def _durable(context: KafkaContext) -> bool:
-    """--redis-wait-replicas: whether a WAIT round reached the Redis replicas in time (True
-    at once, with no call, without the flag)."""
+async def _wait_durable(context: KafkaContext) -> None:
+    """--redis-wait-replicas: wait for a WAIT round to reach the Redis replicas; BrokerError
+    when it did not in time (returns at once, with no call, without the flag)."""
     durable = context.replication.durable
-    if durable is None:
-        return True
-    loop = asyncio.get_running_loop()
-    try:
+    if durable is not None:
+        loop = asyncio.get_running_loop()
         await durable.wait(loop.time() + context.settings.acks_timeout_ms / 1000)
-    except BrokerError:
-        return False
-    return True
 
 
 async def heartbeat(context: KafkaContext, request: Request) -> Any:
     body = request.body
-    try:
-        code = await context.groups.heartbeat(
-            body.group_id or "",
-            body.member_id or "",
-            body.generation_id,
-            body.group_instance_id or None,
-        )
-    except BrokerError:
-        code = errors.COORDINATOR_NOT_AVAILABLE
+    beat = context.groups.heartbeat(
+        body.group_id or "",
+        body.member_id or "",
+        body.generation_id,
+        body.group_instance_id or None,
+    )
+    code = await coordinator_call(beat, lambda code: code)
     return HEARTBEAT.response[request.version](throttle_time_ms=0, error_code=code)
 
 
@@ -131,11 +124,12 @@ async def leave_group(context: KafkaContext, request: Request) -> Any:
         leaving = [(body.member_id or "", None)]
     else:
         leaving = [(m.member_id or "", m.group_instance_id or None) for m in body.members or ()]
-    try:
+
+    async def leave() -> tuple[list[int], int]:
         codes = await context.groups.leave(body.group_id or "", leaving) if leaving else []
-        group_code = errors.NONE
-    except BrokerError:
-        codes, group_code = [], errors.COORDINATOR_NOT_AVAILABLE
+        return codes, errors.NONE
+
+    codes, group_code = await coordinator_call(leave(), lambda code: ([], code))
     if request.version < 3:
         code = group_code if group_code != errors.NONE else codes[0]
         return LeaveResponse[request.version](throttle_time_ms=0, error_code=code)

@@ -1,11 +1,11 @@
 """The pod's Kafka listener: its socket, its context and its broker registration; the
-connections share the pod's slots, TLS context and SIGTERM drain with V1."""
+connections share the pod's slots, users, append budget, TLS context and SIGTERM drain
+(adapter/sockets.py) with V1's."""
 
 from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -14,12 +14,14 @@ import anyio
 from anyio.abc import SocketAttribute
 
 from adapter import tls
+from adapter.auth import Authenticator
 from adapter.backpressure import AppendBudget
 from adapter.kafka.apis import HANDLERS
 from adapter.kafka.connection import KafkaConnection
 from adapter.kafka.context import KafkaContext
 from adapter.limits import ConnectionSlots
 from adapter.settings import Settings
+from adapter.sockets import Draining, SocketServer, serve_socket
 from mapping.brokers import BrokerRegistry
 from mapping.errors import ConfigurationError
 from mapping.hw_watch import HighWatermarkWatch
@@ -55,7 +57,7 @@ class KafkaListener:
     listener: Any
     context: KafkaContext
     registry: BrokerRegistry
-    serve_socket: Callable[[socket.socket], Awaitable[None]]
+    serve_socket: SocketServer
 
     @classmethod
     async def open(
@@ -63,13 +65,11 @@ class KafkaListener:
         settings: Settings,
         v1: Any,
         slots: ConnectionSlots,
-        draining: Any,
+        draining: Draining,
         metrics: Any = None,
-        authenticator: Any = None,
+        authenticator: Authenticator | None = None,
         budget: AppendBudget | None = None,
     ) -> KafkaListener:
-        from adapter.server import _serve_socket
-
         listener = await anyio.create_tcp_listener(
             local_host=settings.kafka_host or settings.host,
             local_port=settings.kafka_port,
@@ -112,12 +112,10 @@ class KafkaListener:
             auth_timeout_s=settings.auth_timeout_s,
             budget=budget,  # the pod's, shared with V1
         )
-        serve_socket = partial(
-            _serve_socket, new_connection, draining, tls.listener_context(settings)
-        )
+        serve_one = partial(serve_socket, new_connection, draining, tls.listener_context(settings))
         bound_host = settings.kafka_host or settings.host
         log.info(
             "serving Kafka on %s:%d, advertised as %s:%d%s", bound_host, bound, host, port,
             " (SASL required)" if authenticator is not None else "",
         )  # fmt: skip
-        return cls(listener, context, registry, serve_socket)
+        return cls(listener, context, registry, serve_one)

@@ -11,6 +11,7 @@ from typing import Any
 
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
+from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
 from mapping.errors import BrokerError
@@ -41,16 +42,16 @@ async def offset_commit(context: KafkaContext, request: Request) -> Any:
                 p.committed_metadata,
                 p.committed_leader_epoch if request.version >= 6 else NO_EPOCH,
             )
-    try:
-        codes = await context.groups.commit_offsets(
-            body.group_id or "",
-            body.member_id or "",
-            body.generation_id_or_member_epoch,
-            wanted,
-            body.group_instance_id or None,
-        )
-    except BrokerError:
-        codes = {t: dict.fromkeys(ps, errors.COORDINATOR_NOT_AVAILABLE) for t, ps in wanted.items()}
+    committing = context.groups.commit_offsets(
+        body.group_id or "",
+        body.member_id or "",
+        body.generation_id_or_member_epoch,
+        wanted,
+        body.group_instance_id or None,
+    )
+    codes = await coordinator_call(
+        committing, lambda code: {t: dict.fromkeys(ps, code) for t, ps in wanted.items()}
+    )
     durable = context.replication.durable
     if durable is not None and any(c == errors.NONE for ps in codes.values() for c in ps.values()):
         # --redis-wait-replicas: a commit the Redis replicas lack could go backwards in a
@@ -83,10 +84,11 @@ async def _fetch_one(
     context: KafkaContext, group: str, topics: dict[str, list[int]] | None
 ) -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
     """(group error, topic -> partition -> committed offset) of one group."""
-    try:
+
+    async def fetch() -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
         return errors.NONE, await context.groups.fetch_offsets(group, topics)
-    except BrokerError:
-        return errors.COORDINATOR_NOT_AVAILABLE, {}
+
+    return await coordinator_call(fetch(), lambda code: (code, {}))
 
 
 def _asked(topics: Any) -> dict[str, list[int]] | None:
@@ -150,10 +152,8 @@ async def offset_delete(context: KafkaContext, request: Request) -> Any:
     wanted = {
         t.name or "": [p.partition_index for p in t.partitions or ()] for t in body.topics or ()
     }
-    try:
-        code, found = await context.groups.delete_offsets(body.group_id or "", wanted)
-    except BrokerError:
-        code, found = errors.COORDINATOR_NOT_AVAILABLE, {}
+    deleting = context.groups.delete_offsets(body.group_id or "", wanted)
+    code, found = await coordinator_call(deleting, lambda code: (code, {}))
     return DeleteResponse[request.version](
         throttle_time_ms=0,
         error_code=code,

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapter.kafka import errors
-from adapter.kafka.framing import frame
-from adapter.kafka.versions import API_VERSIONS, IMPLEMENTED, Api
+from adapter.kafka.versions import API_VERSIONS, IMPLEMENTED, Api, supported_versions
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +92,6 @@ def error_response(request: Request) -> bytes | None:
     top-level error code to carry it (the connection is then closed)."""
     api = request.api
     if api is API_VERSIONS:  # an error reply is always v0 (clients read it as v0)
-        from adapter.kafka.api_versions import supported_versions
-
         reply = api.response[0](error_code=request.error, api_keys=supported_versions())
         reply.with_header(correlation_id=request.correlation_id)
         return bytes(reply.encode(header=True, framed=True))
@@ -113,6 +110,3 @@ def encode_request(api: Api, version: int, body: Any, correlation_id: int, clien
     body.API_VERSION = version
     body.with_header(correlation_id=correlation_id, client_id=client_id)
     return bytes(body.encode(header=True, framed=True))
-
-
-__all__ = ["CloseConnection", "Request", "encode_response", "error_response", "frame"]

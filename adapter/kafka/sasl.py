@@ -2,11 +2,15 @@
 PLAIN (checked against the scrypt hash, as V1 ``AUTH``) or SCRAM-SHA-256/512 (RFC 5802/7677
 with ``scramp``, against the stored SCRAM secrets ``adapter user add`` writes).
 
-With authentication on (``--auth-file``/``--auth-redis``) a connection may send nothing but
-ApiVersions, SaslHandshake and SaslAuthenticate until it authenticated; anything else closes
-it, as Kafka does. A failed authentication answers SASL_AUTHENTICATION_FAILED with a message,
-then the connection is closed (Kafka's rule: the client reports the error). The connection
-starts nothing after a SASL request until its outcome is known, so pipelined requests see it.
+``SaslGate`` is the Kafka connection's gate, as ``AuthGate`` (adapter/v1/auth_gate.py) is
+V1's: it answers SaslHandshake and SaslAuthenticate itself (they are not in the handler
+table, adapter/kafka/apis.py, whose handlers take the pod's context: these two work on the
+connection's authentication state). With authentication on (``--auth-file``/``--auth-redis``)
+a connection may send nothing but ApiVersions, SaslHandshake and SaslAuthenticate until it
+authenticated; anything else closes it, as Kafka does. A failed authentication answers
+SASL_AUTHENTICATION_FAILED with a message, then the connection is closed (Kafka's rule: the
+client reports the error). The connection starts nothing after a SASL request until its
+outcome is known, so pipelined requests see it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import hashlib
 import hmac
 import logging
 import os
+from collections.abc import Coroutine
 from typing import Any
 
 from scramp import ScramException, ScramMechanism
@@ -32,6 +37,7 @@ PLAIN = "PLAIN"
 MECHANISMS = [PLAIN, *SCRAM_MECHANISMS]
 # what an unauthenticated connection may send
 OPEN_APIS = frozenset({API_VERSIONS.key, SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key})
+# answered by the gate, not by the handler table
 SASL_APIS = frozenset({SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key})
 FAILED = "Authentication failed: invalid user name or password"
 # Unknown users get a made-up SCRAM secret (a salt stable per name), so that the exchange
@@ -46,8 +52,8 @@ class SaslFailure(Exception):
         self.message = message
 
 
-class SaslSession:
-    """One Kafka connection's authentication state."""
+class SaslGate:
+    """One Kafka connection's authentication state, and the answers to its SASL requests."""
 
     def __init__(self, authenticator: Authenticator | None) -> None:
         self.authenticator = authenticator
@@ -64,10 +70,54 @@ class SaslSession:
         """Whether a request of ``api_key`` may run now."""
         return self.authenticator is None or self.user is not None or api_key in OPEN_APIS
 
+    def answer(self, request: Request) -> Coroutine[Any, Any, Any] | None:
+        """The answer to ``request`` when it is the gate's own (SaslHandshake,
+        SaslAuthenticate), to be awaited; None for any other request (the handler table's)."""
+        if request.api.key == SASL_HANDSHAKE.key:
+            return self._handshake(request)
+        if request.api.key == SASL_AUTHENTICATE.key:
+            return self._authenticate(request)
+        return None
+
+    async def _handshake(self, request: Request) -> Any:
+        response = SASL_HANDSHAKE.response[request.version]
+        mechanism = request.body.mechanism
+        if not self.required:  # as a Kafka listener without SASL (the connection goes on)
+            return response(error_code=errors.ILLEGAL_SASL_STATE, mechanisms=[])
+        if mechanism not in MECHANISMS:
+            self.failed = True
+            return response(error_code=errors.UNSUPPORTED_SASL_MECHANISM, mechanisms=MECHANISMS)
+        self._begin(mechanism)
+        return response(error_code=errors.NONE, mechanisms=MECHANISMS)
+
+    async def _authenticate(self, request: Request) -> Any:
+        response = SASL_AUTHENTICATE.response[request.version]
+        try:
+            token = await self._step(request.body.auth_bytes or b"")
+        except SaslFailure as exc:
+            self.failed = self.required  # without authentication there is nothing to close
+            return response(
+                error_code=exc.code,
+                error_message=exc.message,
+                auth_bytes=b"",
+                session_lifetime_ms=0,
+            )
+        except BrokerError as exc:  # the users in Redis could not be read: try again later
+            self.failed = True
+            return response(
+                error_code=errors.SASL_AUTHENTICATION_FAILED,
+                error_message=f"users unavailable: {exc.message}",
+                auth_bytes=b"",
+                session_lifetime_ms=0,
+            )
+        return response(
+            error_code=errors.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=0
+        )
+
     def _begin(self, mechanism: str) -> None:
         self.mechanism, self._scram = mechanism, None
 
-    async def step(self, token: bytes) -> bytes:
+    async def _step(self, token: bytes) -> bytes:
         """One SaslAuthenticate token in, the server's token out; SaslFailure when the
         exchange fails. Sets ``user`` when it succeeded."""
         if self.authenticator is None or self.mechanism is None:
@@ -131,37 +181,3 @@ def _scram_user(client_first: str) -> str:
 def _dummy_secret(user: str) -> ScramSecret:
     digest = hmac.new(_DUMMY_KEY, user.encode(), hashlib.sha512).digest()
     return ScramSecret(digest[:16], digest[16:48], digest[48:], SCRAM_ITERATIONS)
-
-
-async def handshake(session: SaslSession, request: Request) -> Any:
-    response = SASL_HANDSHAKE.response[request.version]
-    mechanism = request.body.mechanism
-    if not session.required:  # as a Kafka listener without SASL (the connection goes on)
-        return response(error_code=errors.ILLEGAL_SASL_STATE, mechanisms=[])
-    if mechanism not in MECHANISMS:
-        session.failed = True
-        return response(error_code=errors.UNSUPPORTED_SASL_MECHANISM, mechanisms=MECHANISMS)
-    session._begin(mechanism)
-    return response(error_code=errors.NONE, mechanisms=MECHANISMS)
-
-
-async def authenticate(session: SaslSession, request: Request) -> Any:
-    response = SASL_AUTHENTICATE.response[request.version]
-    try:
-        token = await session.step(request.body.auth_bytes or b"")
-    except SaslFailure as exc:
-        session.failed = session.required  # without authentication there is nothing to close
-        return response(
-            error_code=exc.code, error_message=exc.message, auth_bytes=b"", session_lifetime_ms=0
-        )
-    except BrokerError as exc:  # the users in Redis could not be read: try again later
-        session.failed = True
-        return response(
-            error_code=errors.SASL_AUTHENTICATION_FAILED,
-            error_message=f"users unavailable: {exc.message}",
-            auth_bytes=b"",
-            session_lifetime_ms=0,
-        )
-    return response(
-        error_code=errors.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=0
-    )

@@ -185,3 +185,13 @@ IMPLEMENTED: dict[int, Api] = {
         CONSUMER_GROUP_DESCRIBE,
     )
 }
+
+
+def supported_versions() -> list[Any]:
+    """ApiVersions' list of APIs: exactly IMPLEMENTED (also in its v0 error reply,
+    protocol.error_response)."""
+    entry = API_VERSIONS.response.ApiVersion
+    return [
+        entry(api_key=api.key, min_version=api.min_version, max_version=api.max_version)
+        for api in sorted(IMPLEMENTED.values(), key=lambda api: api.key)
+    ]

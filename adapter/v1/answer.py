@@ -1,6 +1,6 @@
 """From request lines to reply lines, with no sockets: parse, screen (AUTH), dispatch to the
 handler table, format. ``start`` begins answering a line without waiting; ``finish`` makes
-its reply once what it waited for is done. The connection (adapter/connection.py) starts a
+its reply once what it waited for is done. The connection (adapter/v1/connection.py) starts a
 whole slice of lines before any is waited for, so their Redis calls share one pipeline.
 """
 
@@ -11,9 +11,10 @@ import logging
 
 from redis.exceptions import RedisError
 
-from adapter.auth import AuthGate
 from adapter.v1 import protocol
-from adapter.v1.handlers import Context, Handler, Starter, build_starters
+from adapter.v1.auth_gate import AuthGate
+from adapter.v1.handlers import Context, Handler, Starter
+from adapter.v1.handlers.table import build_starters
 from mapping.batcher import Pending
 from mapping.errors import BAD_REQUEST, UNAVAILABLE, UNKNOWN_COMMAND, BrokerError
 

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mapping import kafka_errors as errors
-from mapping.kafka_groups.base import GroupsBase, raw, text
+from mapping.admin import NON_EMPTY, delete_groups
+from mapping.codec import to_str
+from mapping.kafka_groups.base import GroupsBase, raw
 from mapping.keys import group_name, parse_group_entry
 
 DEAD = "Dead"  # a group with no state at all (Kafka's name)
@@ -59,8 +61,8 @@ class GroupAdmin(GroupsBase):
             self.call_group_script("kgroup_consumer_describe", group, []),
         )
         if int(classic[0]) == 0 and int(consumer[0]) == 1:
-            return GroupListing(group, "consumer", text(consumer[1]), "consumer")
-        return GroupListing(group, text(classic[2]), text(classic[1]))
+            return GroupListing(group, "consumer", to_str(consumer[1]), "consumer")
+        return GroupListing(group, to_str(classic[2]), to_str(classic[1]))
 
     async def list_groups(
         self,
@@ -96,10 +98,10 @@ class GroupAdmin(GroupsBase):
             return GroupDescription(group, errors.NONE, state)
         members = [
             MemberDescription(
-                text(reply[i]),
-                text(reply[i + 1]) or None,
-                text(reply[i + 2]),
-                text(reply[i + 3]),
+                to_str(reply[i]),
+                to_str(reply[i + 1]) or None,
+                to_str(reply[i + 2]),
+                to_str(reply[i + 3]),
                 raw(reply[i + 4]),
                 raw(reply[i + 5]),
             )
@@ -108,9 +110,9 @@ class GroupAdmin(GroupsBase):
         return GroupDescription(
             group,
             errors.NONE,
-            text(reply[1]),
-            text(reply[2]),
-            text(reply[3]),
+            to_str(reply[1]),
+            to_str(reply[2]),
+            to_str(reply[3]),
             int(reply[4]),
             sorted(members, key=lambda m: m.member_id),
         )
@@ -123,9 +125,6 @@ class GroupAdmin(GroupsBase):
         every group deletion (V1's ``adapter group delete`` too): its Kafka state, its V1
         groups' state and every committed offset go; NON_EMPTY_GROUP while members of
         either protocol are live (checked first, so nothing is half deleted)."""
-        # mapping.admin imports this package (kafka_members_live): imported here
-        from mapping.admin import NON_EMPTY, delete_groups
-
         topics = await self.topics_of(group)
         exists = await self.kafka_state_exists(group)
         if not topics and not exists:

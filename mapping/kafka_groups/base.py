@@ -8,6 +8,7 @@ from typing import Any
 
 from mapping import scripts
 from mapping.batcher import RedisBatcher
+from mapping.groups import kafka_members_live
 from mapping.kafka_groups.waits import GroupWatches
 from mapping.keys import Keys, group_part, is_valid_name, parse_group_entry
 
@@ -30,19 +31,8 @@ class KafkaGroupSettings:
     consumer_heartbeat_interval_ms: int = 5000
 
 
-def text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def raw(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode()
-
-
-async def kafka_members_live(batcher: RedisBatcher, keys: Keys, group: str) -> bool:
-    """Whether ``group`` has live Kafka members (either protocol), read only: V1 JOIN
-    refuses such a group name (memberships are per protocol)."""
-    command = scripts.load("kgroup_live").command(keys.kafka_group(group).script_keys(), [])
-    return int(await batcher.call(*command)) > 0
 
 
 class GroupsBase:

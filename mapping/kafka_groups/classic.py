@@ -14,7 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from mapping import kafka_errors as errors
-from mapping.kafka_groups.base import GroupsBase, raw, text
+from mapping.codec import to_str
+from mapping.kafka_groups.base import GroupsBase, raw
 from mapping.keys import group_part
 
 WAIT = -1  # a script's "wait and check again" status (see _kgroup.lua)
@@ -57,16 +58,16 @@ def _optional(value: str | None) -> str:
 
 def _join_result(reply: list) -> JoinResult:
     members = [
-        JoinedMember(text(reply[i]), text(reply[i + 1]) or None, raw(reply[i + 2]))
+        JoinedMember(to_str(reply[i]), to_str(reply[i + 1]) or None, raw(reply[i + 2]))
         for i in range(7, len(reply), 3)
     ]
     return JoinResult(
         error=errors.NONE,
-        member_id=text(reply[1]),
+        member_id=to_str(reply[1]),
         generation=int(reply[2]),
-        protocol_type=text(reply[3]) or None,
-        protocol_name=text(reply[4]) or None,
-        leader=text(reply[5]),
+        protocol_type=to_str(reply[3]) or None,
+        protocol_name=to_str(reply[4]) or None,
+        leader=to_str(reply[5]),
         skip_assignment=int(reply[6]) == 1,
         members=members,
     )
@@ -133,7 +134,7 @@ class ClassicGroups(GroupsBase):
         if code == errors.NONE:
             return _join_result(reply)
         if code == errors.MEMBER_ID_REQUIRED:
-            return JoinResult(code, text(reply[1]))
+            return JoinResult(code, to_str(reply[1]))
         return JoinResult(code, member_id)
 
     async def sync(
@@ -174,7 +175,7 @@ class ClassicGroups(GroupsBase):
         if code != errors.NONE:
             return SyncResult(code)
         return SyncResult(
-            errors.NONE, raw(reply[1]), text(reply[2]) or None, text(reply[3]) or None
+            errors.NONE, raw(reply[1]), to_str(reply[2]) or None, to_str(reply[3]) or None
         )
 
     async def heartbeat(

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mapping import kafka_errors as errors
+from mapping.codec import to_str
 from mapping.kafka_groups.assignors import ASSIGNORS, choose
-from mapping.kafka_groups.base import GroupsBase, text
+from mapping.kafka_groups.base import GroupsBase
 from mapping.keys import group_part
 
 NEED_TARGET = -2  # a script's "compute the target assignment" status (see _kconsumer.lua)
@@ -158,7 +159,7 @@ class ConsumerGroups(GroupsBase):
         assignment = _partitions(json.loads(reply[3])) if reply[3] else None
         return ConsumerHeartbeatResult(
             errors.NONE,
-            text(reply[1]),
+            to_str(reply[1]),
             int(reply[2]),
             self.settings.consumer_heartbeat_interval_ms if int(reply[2]) >= 0 else 0,
             assignment,
@@ -177,7 +178,7 @@ class ConsumerGroups(GroupsBase):
             m = json.loads(reply[i + 1])
             members.append(
                 ConsumerMemberDescription(
-                    member_id=text(reply[i]),
+                    member_id=to_str(reply[i]),
                     instance_id=m.get("instance_id") or None,
                     rack_id=m.get("rack_id") or None,
                     client_id=m.get("client_id", ""),
@@ -191,9 +192,9 @@ class ConsumerGroups(GroupsBase):
         return ConsumerGroupDescription(
             group,
             errors.NONE,
-            text(reply[1]),
+            to_str(reply[1]),
             int(reply[2]),
             int(reply[3]),
-            text(reply[4]),
+            to_str(reply[4]),
             sorted(members, key=lambda m: m.member_id),
         )

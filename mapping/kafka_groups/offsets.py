@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 from mapping import kafka_errors as errors
 from mapping import scripts
-from mapping.kafka_groups.base import GroupsBase, text
+from mapping.codec import to_str
+from mapping.kafka_groups.base import GroupsBase
 from mapping.kafka_groups.consumer_protocol import subscribed_topics
 from mapping.keys import group_entry, is_valid_name
 
@@ -127,7 +128,7 @@ class GroupOffsets(GroupsBase):
     async def _check_commit(self, group: str, args: list) -> tuple[int, str]:
         """(error code, fence token) of ``kgroup_commit_check``."""
         reply = await self.call_group_script("kgroup_commit_check", group, args)
-        return int(reply[0]), text(reply[1]) if len(reply) > 1 else ""
+        return int(reply[0]), to_str(reply[1]) if len(reply) > 1 else ""
 
     async def _write_offsets(
         self, group: str, token: str, pending: dict[str, dict[int, list]]
@@ -165,7 +166,7 @@ class GroupOffsets(GroupsBase):
             return answer
         # the fetcher may be a member of a new generation about to start from these
         # offsets: their fences go up to the group's token (see kgroup_offset_fetch)
-        token = text(await self.call_group_script("kgroup_fence", group, []))
+        token = to_str(await self.call_group_script("kgroup_fence", group, []))
         script = scripts.load("kgroup_offset_fetch")
 
         async def fetch(topic: str) -> list:
@@ -187,9 +188,9 @@ class GroupOffsets(GroupsBase):
             self.batcher.call("HGETALL", gk.offsets),
             self.batcher.call("HGETALL", gk.offset_metadata),
         )
-        found = {text(f): v for f, v in details.items()}
+        found = {to_str(f): v for f, v in details.items()}
         return {
-            int(p): _committed(o, found.get(text(p)), found.get(epoch_field(text(p))))
+            int(p): _committed(o, found.get(to_str(p)), found.get(epoch_field(to_str(p))))
             for p, o in sorted(offsets.items(), key=lambda item: int(item[0]))
         }
 
@@ -198,7 +199,7 @@ class GroupOffsets(GroupsBase):
         topics of live V1 members."""
         reply = await self.call_group_script("kgroup_describe", group, ["0"])
         topics: set[str] = set()
-        if int(reply[0]) == 1 and text(reply[2]) == "consumer":
+        if int(reply[0]) == 1 and to_str(reply[2]) == "consumer":
             for i in range(5, len(reply), 6):
                 topics |= subscribed_topics(bytes(reply[i + 4]))
         script = scripts.load("kgroup_v1_live")
@@ -242,7 +243,7 @@ def _committed(
     """One partition's stored commit (Redis replies; None: absent)."""
     return CommittedOffset(
         int(offset) if offset is not None else NO_OFFSET,
-        text(metadata) if metadata is not None else None,
+        to_str(metadata) if metadata is not None else None,
         errors.NONE,
         int(epoch) if epoch is not None else NO_EPOCH,
     )

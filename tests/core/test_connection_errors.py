@@ -9,8 +9,8 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from adapter.connection import Connection
 from adapter.settings import Settings
+from adapter.v1.connection import Connection
 from adapter.v1.handlers import Context
 
 

@@ -265,7 +265,7 @@ def test_a_kafka_connection_waits_its_turn_under_the_pod_bound() -> None:
 
 
 def test_a_v1_connection_waits_its_turn_under_the_pod_bound() -> None:
-    from adapter.connection import Connection
+    from adapter.v1.connection import Connection
     from adapter.v1.handlers import Context
 
     async def main() -> None:
@@ -302,7 +302,7 @@ def test_a_v1_connection_waits_its_turn_under_the_pod_bound() -> None:
 
 
 def test_a_v1_slice_stops_at_the_connection_bound() -> None:
-    from adapter.connection import Connection
+    from adapter.v1.connection import Connection
     from adapter.v1.handlers import Context
 
     async def main() -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
+
+from tests.support import ROOT
 
 BLOCKED = ("anyio", "uvloop", "prometheus_client", "click")
 
@@ -36,3 +40,125 @@ def test_replication_modules_import_in_either_order() -> None:
         assert result.returncode == 0, result.stderr
     source = open("mapping/replicator.py").read()
     assert "mapping.replication" not in source
+
+
+PACKAGES = ("adapter", "mapping", "spark_connector")
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of PACKAGES by dotted name (a package by its own name)."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _under_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """What ``name`` imports anywhere (functions included, ``if TYPE_CHECKING:`` left out):
+    ``from pkg import mod`` is an import of ``pkg.mod`` when that is a module."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    nodes: list[ast.AST] = [ast.parse(path.read_text())]
+    while nodes:
+        node = nodes.pop()
+        if _under_type_checking(node):
+            nodes.extend(node.orelse)  # type: ignore[attr-defined]
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.add(submodule if submodule in modules else base)
+        nodes.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of PACKAGES its imports run. Importing ``a.b.c`` runs the
+    ``__init__`` of ``a`` and ``a.b`` too, except for a module inside them: its own packages
+    are already in ``sys.modules`` when it runs (set there before their ``__init__`` starts),
+    so a package's ``__init__`` importing its own submodules is no cycle by itself; one
+    that does and is imported back by name (``from pkg import X`` in ``pkg.sub``) is."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for imported in _imported(name, path, modules):
+            parts = imported.split(".")
+            packages = {".".join(parts[:end]) for end in range(1, len(parts))}
+            targets |= {p for p in packages if not name.startswith(p + ".")} | {imported}
+        graph[name] = (targets & modules.keys()) - {name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One import path around each strongly connected group of modules (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = set()
+            while True:
+                member = stack.pop()
+                group.add(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return [_path_around(graph, group) for group in groups]
+
+
+def _path_around(graph: dict[str, set[str]], group: set[str]) -> list[str]:
+    """The shortest import path from the group's first module back to itself."""
+    start = min(group)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        module = queue.pop(0)
+        for target in sorted(graph[module] & group):
+            if target == start:
+                return [*paths[module], start]
+            if target not in paths:
+                paths[target] = [*paths[module], target]
+                queue.append(target)
+    raise AssertionError(f"no cycle through {start}")
+
+
+def test_no_import_cycles() -> None:
+    """No two modules of adapter/, mapping/ and spark_connector/ import each other, however
+    indirectly and wherever the import sits (an import inside a function is still a cycle:
+    it only moves the failure to the first call)."""
+    cycles = _cycles(_import_graph())
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)

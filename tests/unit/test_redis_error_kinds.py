@@ -40,7 +40,8 @@ from adapter.kafka import errors, produce, protocol
 from adapter.kafka.versions import PRODUCE
 from adapter.settings import Settings
 from adapter.v1.answer import answer
-from adapter.v1.handlers import Context, build_table
+from adapter.v1.handlers import Context
+from adapter.v1.handlers.table import build_table
 from mapping.cluster_batcher import ClusterBatcher
 from mapping.errors import BrokerError, OutcomeUnknown, Unavailable
 from mapping.kafka import KafkaStore

@@ -1,5 +1,6 @@
-"""The command table: command name -> a small function that validates, calls `mapping`,
-and formats the payload. A handler raises `BrokerError` for an error reply."""
+"""V1's handlers: per command a small function that validates, calls `mapping`, and formats
+the payload (core.py, groups.py, replication.py; the command table, table.py). A handler
+raises `BrokerError` for an error reply. Here: what every handler module shares."""
 
 from __future__ import annotations
 
@@ -95,18 +96,3 @@ class _ForgetsDeleted(Pending[str]):
             if exc.code == UNKNOWN_TOPIC:
                 self.store.forget(self.topic)
             raise
-
-
-def build_table() -> dict[str, Handler]:
-    from adapter.v1.handlers import core, groups, replication
-
-    table: dict[str, Handler] = {}
-    for module in (core, groups, replication):
-        table.update(module.HANDLERS)
-    return table
-
-
-def build_starters() -> dict[str, Starter]:
-    from adapter.v1.handlers import core, groups
-
-    return {**core.STARTERS, **groups.STARTERS}

@@ -103,7 +103,7 @@ async def set_partition_role(context: Context, argv: list[str]) -> str:
     return f"topic={topic} partition={partition} role={role} hw={high_watermark}"
 
 
-# The hot commands, validated and queued right in the connection's loop (see server.py).
+# The hot commands, validated and queued in the connection's read callback (adapter/v1/answer.py).
 STARTERS: dict[str, Starter] = {"PRODUCE": produce_now, "CONSUME": consume_now}
 
 HANDLERS: dict[str, Handler] = {

@@ -9,7 +9,7 @@ from mapping.assignors import ASSIGNORS
 from mapping.batcher import Pending
 from mapping.codec import MAX_OFFSET
 from mapping.errors import GROUP_IN_USE, BadRequest, BrokerError
-from mapping.kafka_groups.base import kafka_members_live
+from mapping.groups import kafka_members_live
 from mapping.store import TopicConfig
 
 JOIN_USAGE = "JOIN requires: <group> <topic> <consumer_id> [assignor=round_robin|range]"

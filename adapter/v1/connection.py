@@ -1,7 +1,8 @@
-"""One client connection: an ``asyncio.Protocol`` around the sans-I/O core.
+"""One V1 client connection: an ``asyncio.Protocol`` around the sans-I/O core (what both
+doors' connections share is in adapter/served.py).
 
 Bytes that arrive are split into lines and answered in slices right in the read callback
-(adapter/answer.py starts a whole slice before any of it waits, so the slice's Redis calls
+(adapter/v1/answer.py starts a whole slice before any of it waits, so the slice's Redis calls
 share the pod's next pipeline); when the last reply of a slice is ready it is written in one
 go, in request order, and the next slice starts. There is no task per connection or per
 read: with anyio streams each read cost a task wake-up, an extra loop turn, cancel scopes
@@ -23,6 +24,9 @@ Limits (see adapter/limits.py for the numbers):
   ``--auth-timeout-s`` too;
 - a too-long line gets ``line too long`` after the replies before it, then the connection
   is closed;
+- a connection beyond the pod's ``--max-connections`` gets
+  ``V1|0|ERR|UNAVAILABLE|too many connections ...`` and is closed (a client may retry, or go
+  to another pod);
 - a handler bug closes only this connection.
 """
 
@@ -31,13 +35,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from adapter.auth import Authenticator, AuthGate
+from adapter.auth import Authenticator
 from adapter.backpressure import AppendBudget
 from adapter.limits import ConnectionSlots
 from adapter.served import TIMER_SLACK_S, ServedConnection
 from adapter.v1 import answer, protocol
+from adapter.v1.auth_gate import AuthGate
 from adapter.v1.handlers import Context, Handler
-from mapping.errors import BAD_REQUEST
+from mapping.errors import BAD_REQUEST, UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +111,10 @@ class Connection(ServedConnection):
 
     def _refuse(self, transport: asyncio.BaseTransport) -> None:
         assert self.slots is not None
-        transport.write(self.slots.refusal())  # type: ignore[attr-defined]
+        refusal = protocol.format_error(
+            "0", UNAVAILABLE, f"too many connections: this pod allows {self.slots.maximum}"
+        )
+        transport.write(refusal)  # type: ignore[attr-defined]
         transport.close()
 
     def _forget_requests(self) -> None:

@@ -1,0 +1,16 @@
+"""The command table: command name -> its handler, and the hot commands' starters."""
+
+from __future__ import annotations
+
+from adapter.v1.handlers import Handler, Starter, core, groups, replication
+
+
+def build_table() -> dict[str, Handler]:
+    table: dict[str, Handler] = {}
+    for module in (core, groups, replication):
+        table.update(module.HANDLERS)
+    return table
+
+
+def build_starters() -> dict[str, Starter]:
+    return {**core.STARTERS, **groups.STARTERS}
