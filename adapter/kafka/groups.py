@@ -14,13 +14,13 @@ COORDINATOR_NOT_AVAILABLE and the client joins again.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
+from mapping.acks import AckOutcome
 from mapping.errors import BrokerError
 from mapping.kafka_groups import JoinResult
 
@@ -100,15 +100,8 @@ async def sync_group(context: KafkaContext, request: Request) -> Any:
 async def _durable(context: KafkaContext) -> bool:
     """--redis-wait-replicas: whether a WAIT round reached the Redis replicas in time (True
     at once, with no call, without the flag)."""
-    durable = context.replication.durable
-    if durable is None:
-        return True
-    loop = asyncio.get_running_loop()
-    try:
-        await durable.wait(loop.time() + context.settings.acks_timeout_ms / 1000)
-    except BrokerError:
-        return False
-    return True
+    ack = await context.replication.acks.await_durable()
+    return ack.outcome is AckOutcome.ACKED
 
 
 async def heartbeat(context: KafkaContext, request: Request) -> Any:

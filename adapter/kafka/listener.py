@@ -22,9 +22,9 @@ from adapter.limits import ConnectionSlots
 from adapter.settings import Settings
 from mapping.brokers import BrokerRegistry
 from mapping.errors import ConfigurationError
-from mapping.hw_watch import HighWatermarkWatch
 from mapping.kafka import KafkaStore
-from mapping.kafka_groups import GroupWatches, KafkaGroups, KafkaGroupSettings
+from mapping.kafka_groups import KafkaGroups, KafkaGroupSettings
+from mapping.waits import Channel, Waits
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +98,10 @@ class KafkaListener:
             kafka=KafkaStore(v1.store, settings.kafka_producer_id_expiration_ms),
             replication=replication,
             registry=registry,
-            hw_watch=HighWatermarkWatch(replication.subscriber),
+            hw_waits=Waits(replication.subscriber, Channel),
             groups=KafkaGroups(
                 v1.store.batcher,
-                GroupWatches(replication.subscriber),
+                Waits(replication.subscriber, Channel),
                 v1.store.keys,
                 group_settings(settings),
             ),
