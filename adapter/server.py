@@ -32,7 +32,8 @@ from mapping.cluster import redact
 from mapping.errors import ConfigurationError
 from mapping.groups import Groups
 from mapping.keys import Keys
-from mapping.replication import Replication
+from mapping.pubsub import Subscriber
+from mapping.replication import Replication, new_pod_id
 from mapping.retention import RetentionTask
 from mapping.startup import check_redis
 from mapping.store import Store, connect, make_batcher
@@ -93,6 +94,7 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             max_topics=settings.max_topics,
             topic_cache_size=settings.topic_cache_size,
         )
+        pod_id = new_pod_id()
         context = Context(
             settings,
             store,
@@ -100,6 +102,8 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             replication=Replication(
                 client,
                 store,
+                Subscriber(client, keys.pod_channel(pod_id)),
+                pod_id=pod_id,
                 acks_timeout_ms=settings.acks_timeout_ms,
                 run_replicator=settings.replicator,
                 redis_wait_replicas=settings.redis_wait_replicas,

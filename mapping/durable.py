@@ -179,11 +179,11 @@ class DurableRounds:
         """The partition may have records past its durable_hw: a round brings it up soon."""
         self._lane(self.store.keys.partition(config.name, partition).state).note(config, partition)
 
-    async def wait(self, deadline: float, key: str | None = None) -> None:
-        """Return once a round that started after this call reached the replicas (so every
-        write this pod made before the call is on them); REPLICATION_TIMEOUT otherwise.
+    async def wait(self, deadline: float, key: str | None = None) -> str | None:
+        """None once a round that started after this call reached the replicas (so every
+        write this pod made before the call is on them); else why not, by ``deadline``.
         ``key``: on a cluster, the written key (its node must reach them; None: every
-        primary)."""
+        primary). Callers go through mapping/acks.py."""
         if key is None and isinstance(self.client, RedisCluster):
             lanes = [self._node_lane(node) for node in self.client.get_primaries()]
         else:
@@ -191,14 +191,14 @@ class DurableRounds:
         try:
             counts = await asyncio.gather(*(lane.wait(deadline) for lane in lanes))
         except (BrokerError, RedisError, OSError) as exc:
-            raise BrokerError(REPLICATION_TIMEOUT, f"redis WAIT failed: {exc}") from None
+            return f"redis WAIT failed: {exc}"
         replicas = min(counts)
         if replicas < self.replicas:
-            raise BrokerError(
-                REPLICATION_TIMEOUT,
+            return (
                 f"{max(replicas, 0)} of {self.replicas} redis replicas acknowledged "
-                f"within {self.timeout_ms} ms",
+                f"within {self.timeout_ms} ms"
             )
+        return None
 
     def _lane(self, key: str | None) -> _Lane:
         if not isinstance(self.client, RedisCluster):

@@ -1,6 +1,7 @@
 """The pod's one pub/sub connection (`Subscriber`), shared by every wait that wakes on a
-notification: acks=all waiters (mapping.replication), the replicator's idle followers
-(mapping.replicator), and anything else that must not poll Redis."""
+notification: the waits of mapping/waits.py (acks=all, Kafka Fetch long-polls, group
+barriers), the replicator's idle followers (mapping/replicator.py), and anything else that
+must not poll Redis."""
 
 from __future__ import annotations
 

@@ -11,12 +11,12 @@ from adapter.settings import Settings
 from mapping import partitioner
 from mapping.brokers import BrokerRegistry
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
-from mapping.hw_watch import HighWatermarkWatch
 from mapping.kafka import KafkaStore
 from mapping.kafka_groups import KafkaGroups
 from mapping.keys import is_valid_name
 from mapping.replication import Replication
 from mapping.store import Store, TopicConfig
+from mapping.waits import Channel, Waits
 
 # Topic ids whose names a pod remembers at most (all forgotten at once beyond: cheap, rare).
 MAX_REMEMBERED_IDS = 10_000
@@ -29,7 +29,7 @@ class KafkaContext:
     kafka: KafkaStore
     replication: Replication
     registry: BrokerRegistry
-    hw_watch: HighWatermarkWatch
+    hw_waits: Waits[str, Channel]  # Fetch long-polls, on partitions' hw channels
     groups: KafkaGroups
     advertised_host: str
     advertised_port: int

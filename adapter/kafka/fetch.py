@@ -8,8 +8,8 @@ within the request's byte limits, long-polling on ``max_wait_ms`` / ``min_bytes`
   A fetch offset above it, or below the log start where retention or DeleteRecords removed
   records, is OFFSET_OUT_OF_RANGE; any other position reads the records at or after it
   (so offset 0 on a log that lost nothing reads from its first record).
-- Long-poll: with fewer than ``min_bytes`` the request subscribes to its partitions' hw
-  channels (mapping/hw_watch.py), reads once more, then waits for a notification or
+- Long-poll: with fewer than ``min_bytes`` the request watches its partitions' hw channels
+  (mapping/waits.py), reads once more once subscribed, then waits for a notification or
   ``max_wait_ms``: no polling.
 """
 
@@ -92,11 +92,11 @@ async def handle(context: KafkaContext, request: Request) -> Any:
                 ]
                 if not channels:
                     break
-                watch = context.hw_watch.watch(channels)
+                watch = context.hw_waits.watch(*channels)
                 if not await watch.subscribed(remaining):
                     break
                 continue  # read again: a change before the subscription is not missed
-            if not await watch.wait(remaining):
+            if not await watch.next(remaining):
                 break
     finally:
         if watch is not None:

@@ -14,7 +14,6 @@ COORDINATOR_NOT_AVAILABLE and the client joins again.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from adapter.kafka import errors
@@ -22,6 +21,8 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
+from mapping.acks import AckOutcome
+from mapping.errors import REPLICATION_TIMEOUT, BrokerError
 from mapping.kafka_groups import JoinResult, SyncResult
 
 JoinResponse = JOIN_GROUP.response
@@ -100,10 +101,9 @@ async def sync_group(context: KafkaContext, request: Request) -> Any:
 async def _wait_durable(context: KafkaContext) -> None:
     """--redis-wait-replicas: wait for a WAIT round to reach the Redis replicas; BrokerError
     when it did not in time (returns at once, with no call, without the flag)."""
-    durable = context.replication.durable
-    if durable is not None:
-        loop = asyncio.get_running_loop()
-        await durable.wait(loop.time() + context.settings.acks_timeout_ms / 1000)
+    ack = await context.replication.acks.await_durable()
+    if ack.outcome is not AckOutcome.ACKED:
+        raise BrokerError(REPLICATION_TIMEOUT, ack.detail)
 
 
 async def heartbeat(context: KafkaContext, request: Request) -> Any:

@@ -24,9 +24,9 @@ from adapter.settings import Settings
 from adapter.sockets import Draining, SocketServer, serve_socket
 from mapping.brokers import BrokerRegistry
 from mapping.errors import ConfigurationError
-from mapping.hw_watch import HighWatermarkWatch
 from mapping.kafka import KafkaStore
-from mapping.kafka_groups import GroupWatches, KafkaGroups
+from mapping.kafka_groups import KafkaGroups
+from mapping.waits import Channel, Waits
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,10 @@ class KafkaListener:
             kafka=KafkaStore(v1.store, settings.kafka_producer_id_expiration_ms),
             replication=replication,
             registry=registry,
-            hw_watch=HighWatermarkWatch(replication.subscriber),
+            hw_waits=Waits(replication.subscriber, Channel),
             groups=KafkaGroups(
                 v1.store.batcher,
-                GroupWatches(replication.subscriber),
+                Waits(replication.subscriber, Channel),
                 v1.store.keys,
                 settings.kafka_groups,
                 v1_session_timeout_ms=settings.session_timeout_ms,

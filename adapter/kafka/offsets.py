@@ -6,7 +6,6 @@ The empty group id is a group for OffsetCommit and OffsetFetch, as in Kafka."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from adapter.kafka import errors
@@ -14,7 +13,7 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
-from mapping.errors import BrokerError
+from mapping.acks import AckOutcome
 from mapping.kafka_groups import NO_EPOCH, NO_OFFSET, CommittedOffset, OffsetToCommit
 
 CommitResponse = OFFSET_COMMIT.response
@@ -52,15 +51,14 @@ async def offset_commit(context: KafkaContext, request: Request) -> Any:
     codes = await coordinator_call(
         committing, lambda code: {t: dict.fromkeys(ps, code) for t, ps in wanted.items()}
     )
-    durable = context.replication.durable
-    if durable is not None and any(c == errors.NONE for ps in codes.values() for c in ps.values()):
+    acks = context.replication.acks
+    if acks.waits_for_redis_replicas and any(
+        c == errors.NONE for ps in codes.values() for c in ps.values()
+    ):
         # --redis-wait-replicas: a commit the Redis replicas lack could go backwards in a
         # failover; unconfirmed it answers REQUEST_TIMED_OUT (retriable: the client commits
         # again).
-        loop = asyncio.get_running_loop()
-        try:
-            await durable.wait(loop.time() + context.settings.acks_timeout_ms / 1000)
-        except BrokerError:
+        if (await acks.await_durable()).outcome is not AckOutcome.ACKED:
             codes = {
                 t: {p: errors.REQUEST_TIMED_OUT if c == errors.NONE else c for p, c in ps.items()}
                 for t, ps in codes.items()

@@ -17,8 +17,9 @@ from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.records import CorruptBatch, UnsupportedMagic, decode_batches
 from adapter.kafka.versions import PRODUCE
+from mapping.acks import AckOutcome
 from mapping.batcher import Pending
-from mapping.errors import REPLICATION_TIMEOUT, UNAVAILABLE, BrokerError, OutcomeUnknown
+from mapping.errors import BrokerError, OutcomeUnknown
 from mapping.kafka import AppendResult
 from mapping.store import TopicConfig
 
@@ -160,33 +161,28 @@ def _failed_append(failures: list[BrokerError], some_written: bool) -> int:
     return error_of(unknown[0] if unknown else failures[0], append=True)
 
 
+# How an acks=all wait ended, as Kafka answers it. The record is in the log whatever the
+# outcome: never a code that says it was not written.
+ACK_CODES: dict[AckOutcome, int] = {
+    AckOutcome.ACKED: errors.NONE,
+    AckOutcome.HW_SHORT: errors.REQUEST_TIMED_OUT,
+    AckOutcome.NOT_DURABLE: errors.REQUEST_TIMED_OUT,
+    # Kafka's code for an appended record the ISR is too small for: plain
+    # NOT_ENOUGH_REPLICAS tells clients it was not written (Kafka checks the ISR before
+    # appending; the pod appends first), so they would send it again.
+    AckOutcome.ISR_TOO_SMALL: errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    AckOutcome.REPLICATION_UNKNOWN: errors.REQUEST_TIMED_OUT,
+    AckOutcome.TOPIC_DELETED: errors.UNKNOWN_TOPIC_OR_PARTITION,
+}
+
+
 async def _acks_all(
     context: KafkaContext, config: TopicConfig, index: int, last: AppendResult, timeout_ms: int
 ) -> int:
-    redis_wait = context.replication.redis_wait_replicas
-    if (
-        last.high_watermark >= last.last_offset
-        and last.isr_size >= config.min_insync_replicas
-        and redis_wait == 0
-    ):
+    acks = context.replication.acks
+    if acks.acked_by_reply(config, last.last_offset, last.high_watermark, last.isr_size):
         return errors.NONE
-    try:
-        await asyncio.wait_for(
-            context.replication.wait_for_ack(config, index, last.last_offset),
-            max(timeout_ms, 1) / 1000,
-        )
-    except (TimeoutError, BrokerError) as exc:
-        if isinstance(exc, BrokerError) and exc.code != REPLICATION_TIMEOUT:
-            # the record is in the log: never a code that says it was not written
-            return errors.REQUEST_TIMED_OUT if exc.code == UNAVAILABLE else error_of(exc)
-        try:
-            status = await context.store.partition_status(config, index)
-        except BrokerError:
-            return errors.REQUEST_TIMED_OUT  # written; its replication is not known
-        if status.isr_size < config.min_insync_replicas:
-            # Kafka's code for an appended record the ISR is too small for: plain
-            # NOT_ENOUGH_REPLICAS tells clients it was not written (Kafka checks the ISR
-            # before appending; the pod appends first), so they would send it again.
-            return errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return errors.REQUEST_TIMED_OUT
-    return errors.NONE
+    ack = await acks.await_ack(
+        config, index, last.last_offset, timeout_ms=max(timeout_ms, 1), read_isr=True
+    )
+    return ACK_CODES[ack.outcome]

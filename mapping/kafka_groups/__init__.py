@@ -30,11 +30,10 @@ from mapping.kafka_groups.offsets import (
     GroupOffsets,
     OffsetToCommit,
 )
-from mapping.kafka_groups.waits import GroupWatches
 
 
 class KafkaGroups(ClassicGroups, ConsumerGroups, GroupOffsets, GroupAdmin):
-    """One pod's door to every Kafka group: ``KafkaGroups(batcher, GroupWatches(subscriber),
+    """One pod's door to every Kafka group: ``KafkaGroups(batcher, Waits(subscriber, Channel),
     keys, settings, v1_session_timeout_ms=...)``; several pods (instances on their own
     connections) share the groups."""
 
@@ -48,7 +47,6 @@ __all__ = [
     "ConsumerMemberDescription",
     "GroupDescription",
     "GroupListing",
-    "GroupWatches",
     "JoinResult",
     "JoinedMember",
     "KafkaGroupSettings",

@@ -9,8 +9,8 @@ from typing import Any
 from mapping import scripts
 from mapping.batcher import RedisBatcher
 from mapping.groups import kafka_members_live
-from mapping.kafka_groups.waits import GroupWatches
 from mapping.keys import Keys, group_part, is_valid_name, parse_group_entry
+from mapping.waits import Channel, Waits
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +39,14 @@ class GroupsBase:
     def __init__(
         self,
         batcher: RedisBatcher,
-        watches: GroupWatches,
+        waits: Waits[str, Channel],
         keys: Keys,
         settings: KafkaGroupSettings | None = None,
         *,
         v1_session_timeout_ms: int,
     ) -> None:
         self.batcher = batcher
-        self.watches = watches
+        self.waits = waits  # on groups' events channels: JoinGroup and SyncGroup wait there
         self.keys = keys
         self.settings = settings or KafkaGroupSettings()
         # V1 groups' session timeout (``Groups``'): whether a V1 member is live

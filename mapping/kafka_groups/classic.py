@@ -121,14 +121,13 @@ class ClassicGroups(GroupsBase):
         # id made here, any other under its own
         waiting_id = member_id or args[9]
         gk = self.keys.kafka_group(group)
-        async with self.watches.watching(gk.events) as channel:
-            seen = channel.events
+        with self.waits.watch(gk.events) as watch:
+            await watch.subscribed()
             registered = self.batcher.submit("SADD", self.keys.kafka_groups, group_part(group))
             reply = await self.call_group_script("kgroup_join", group, args)
             await registered
             while int(reply[0]) == WAIT:
-                await channel.wait(seen, int(reply[1]) / 1000 + _DEADLINE_MARGIN_S)
-                seen = channel.events
+                await watch.next(int(reply[1]) / 1000 + _DEADLINE_MARGIN_S)
                 reply = await self.call_group_script("kgroup_join_wait", group, [waiting_id])
         code = int(reply[0])
         if code == errors.NONE:
@@ -164,12 +163,11 @@ class ClassicGroups(GroupsBase):
         for assigned_member, assignment in (assignments or {}).items():
             args += [assigned_member, assignment]
         gk = self.keys.kafka_group(group)
-        async with self.watches.watching(gk.events) as channel:
-            seen = channel.events
+        with self.waits.watch(gk.events) as watch:
+            await watch.subscribed()
             reply = await self.call_group_script("kgroup_sync", group, args)
             while int(reply[0]) == WAIT:
-                await channel.wait(seen, int(reply[1]) / 1000 + _DEADLINE_MARGIN_S)
-                seen = channel.events
+                await watch.next(int(reply[1]) / 1000 + _DEADLINE_MARGIN_S)
                 reply = await self.call_group_script("kgroup_sync", group, [*args[:5], "1"])
         code = int(reply[0])
         if code != errors.NONE:

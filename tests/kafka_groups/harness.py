@@ -14,15 +14,11 @@ from redis.asyncio import Redis
 from mapping import kafka_errors as errors
 from mapping.batcher import RedisBatcher
 from mapping.groups import Groups
-from mapping.kafka_groups import (
-    GroupWatches,
-    JoinResult,
-    KafkaGroups,
-    KafkaGroupSettings,
-)
+from mapping.kafka_groups import JoinResult, KafkaGroups, KafkaGroupSettings
 from mapping.keys import Keys
 from mapping.pubsub import Subscriber
 from mapping.store import Store, TopicDefaults, connect, pin_sequence_bits
+from mapping.waits import Channel, Waits
 
 # Short timeouts keep the tests fast; sessions far longer than any test step unless a test
 # is about expiry. The initial delay lets members a test starts together form generation 1.
@@ -56,7 +52,7 @@ async def pods(
             store = Store(batcher, keys, sequence_bits=10, topic_defaults=TopicDefaults(3, 1, 1))
             groups = KafkaGroups(
                 batcher,
-                GroupWatches(subscriber),
+                Waits(subscriber, Channel),
                 keys,
                 settings,
                 v1_session_timeout_ms=V1_SESSION_MS,

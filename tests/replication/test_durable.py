@@ -23,7 +23,7 @@ from mapping.store import Store, TopicConfig, TopicDefaults
 from tests.kafka.helpers import RawKafka
 from tests.kafka.test_group_ids import _commit, _fetch
 from tests.kafka_groups.harness import subscription
-from tests.replication.test_waiters import run_with
+from tests.replication.test_waiters import run_with, wait_for_ack
 from tests.support import Pod, wait_until
 
 RF1 = TopicDefaults(1, 1, 1)
@@ -69,7 +69,7 @@ def test_readers_see_only_what_the_replica_has(
         try:
             late = await store.produce(config, 0, [(b"k", b"c")])
             with pytest.raises(BrokerError) as failed:
-                await replication.wait_for_ack(config, 0, late.offsets[0])
+                await wait_for_ack(replication, config, 0, late.offsets[0])
             assert failed.value.code == "REPLICATION_TIMEOUT"
             for _ in range(3):  # rounds run meanwhile; none may serve the late record
                 result = await store.consume(config, 0, 0, 100)
@@ -86,7 +86,7 @@ def test_readers_see_only_what_the_replica_has(
             os.kill(pid, signal.SIGCONT)
         await _readable(store, config, 3)
         again = await store.produce(config, 0, [(b"k", b"d")])
-        assert await replication.wait_for_ack(config, 0, again.offsets[0]) >= again.offsets[0]
+        assert await wait_for_ack(replication, config, 0, again.offsets[0]) >= again.offsets[0]
         assert len((await store.consume(config, 0, 0, 100)).records) == 4
 
     asyncio.run(

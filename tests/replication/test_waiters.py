@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 import redis
 
+from adapter.v1.handlers.acks import check, start_ack
 from mapping.batcher import RedisBatcher
 from mapping.embedded import RedisProcess
 from mapping.errors import BrokerError
 from mapping.keys import Keys
+from mapping.pubsub import Subscriber
 from mapping.replication import Replication
-from mapping.store import LATEST_OFFSET, Store, TopicDefaults, connect
+from mapping.store import LATEST_OFFSET, Store, TopicConfig, TopicDefaults, connect
 from tests.support import wait_until, wait_until_async
 
 
@@ -38,7 +40,8 @@ async def run_with(url: str, body, **replication_options) -> None:  # noqa: ANN0
         replica_lag_max_ms=replication_options.pop("lag_ms", 60_000),
         topic_defaults=replication_options.pop("defaults", TopicDefaults(1, 3, 2)),
     )
-    replication = Replication(client, store, **replication_options)
+    subscriber = Subscriber(client, store.keys.pod_channel("test-pod"))
+    replication = Replication(client, store, subscriber, pod_id="test-pod", **replication_options)
     tasks = [asyncio.create_task(batcher.run()), asyncio.create_task(replication.run())]
     try:
         await body(store, replication)
@@ -49,6 +52,15 @@ async def run_with(url: str, body, **replication_options) -> None:  # noqa: ANN0
         await client.aclose()
 
 
+async def wait_for_ack(
+    replication: Replication, config: TopicConfig, partition: int, offset: int
+) -> int:
+    """A V1 acks=all wait: the hw once acknowledged, else V1's BrokerError."""
+    ack = await replication.acks.await_ack(config, partition, offset)
+    check(ack)
+    return ack.high_watermark
+
+
 def test_a_thousand_waiters_cost_a_handful_of_calls(own_redis: RedisProcess) -> None:
     async def body(store: Store, replication: Replication) -> None:
         config = await store.topic("many")
@@ -56,9 +68,10 @@ def test_a_thousand_waiters_cost_a_handful_of_calls(own_redis: RedisProcess) -> 
             *(store.produce(config, 0, [(b"k", b"v%d" % i)]) for i in range(1000))
         )
         offsets = [r.offsets[0] for r in produced]
-        waiters = [asyncio.ensure_future(replication.wait_for_ack(config, 0, o)) for o in offsets]
+        waiters = [asyncio.ensure_future(wait_for_ack(replication, config, 0, o)) for o in offsets]
         # subscribed, with the partition's hw and ISR read once
-        await wait_until_async(lambda: getattr(replication._waiters.get(("many", 0)), "known", 0))
+        channels = replication.acks.waits._channels
+        await wait_until_async(lambda: getattr(channels.get(("many", 0)), "known", 0))
         before = commands_processed(own_redis.url)
         await asyncio.sleep(1.0)  # the window watched for polling (what is under test)
         idle = commands_processed(own_redis.url) - before - 1  # the INFO itself
@@ -73,7 +86,7 @@ def test_a_thousand_waiters_cost_a_handful_of_calls(own_redis: RedisProcess) -> 
         assert script_calls(own_redis.url) - before <= 3
         # Later waiters on the same partition are answered from what the pod already knows.
         more = await store.produce(config, 0, [(b"k", b"late")])
-        waiter = asyncio.ensure_future(replication.wait_for_ack(config, 0, more.offsets[0]))
+        waiter = asyncio.ensure_future(wait_for_ack(replication, config, 0, more.offsets[0]))
         await asyncio.sleep(0)  # the waiter registers itself (one turn of the loop)
         await store.replica_fetch(config, 0, 1, LATEST_OFFSET)
         await store.replica_fetch(config, 0, 2, LATEST_OFFSET)
@@ -87,7 +100,7 @@ def test_waiters_time_out_and_isr_shrink_is_noticed(own_redis: RedisProcess) -> 
         config = await store.topic("shrink")
         first = await store.produce(config, 0, [(b"k", b"a")])
         with pytest.raises(BrokerError) as failed:
-            await replication.wait_for_ack(config, 0, first.offsets[0])
+            await wait_for_ack(replication, config, 0, first.offsets[0])
         assert failed.value.code == "REPLICATION_TIMEOUT"
         # Replica 1 has everything, replica 2 nothing: once replica 2 has lagged longer than
         # 300 ms it leaves the ISR, hw moves with nothing published by a fetch or produce:
@@ -95,7 +108,7 @@ def test_waiters_time_out_and_isr_shrink_is_noticed(own_redis: RedisProcess) -> 
         await store.replica_fetch(config, 0, 1, LATEST_OFFSET)
         second = await store.produce(config, 0, [(b"k", b"b")])
         await store.replica_fetch(config, 0, 1, LATEST_OFFSET)
-        assert await replication.wait_for_ack(config, 0, second.offsets[0]) >= second.offsets[0]
+        assert await wait_for_ack(replication, config, 0, second.offsets[0]) >= second.offsets[0]
 
     asyncio.run(
         run_with(own_redis.url, body, acks_timeout_ms=250, run_replicator=False, lag_ms=300)
@@ -118,7 +131,7 @@ def test_redis_wait(own_redis: RedisProcess, tmp_path: Path) -> None:
                 *(store.produce(config, 0, [(b"k", b"v%d" % i)]) for i in range(50))
             )
             acks = await asyncio.gather(
-                *(replication.wait_for_ack(config, 0, r.offsets[0]) for r in results)
+                *(wait_for_ack(replication, config, 0, r.offsets[0]) for r in results)
             )
             assert len(acks) == 50
             with redis.Redis(port=replica.port) as copy:
@@ -128,7 +141,7 @@ def test_redis_wait(own_redis: RedisProcess, tmp_path: Path) -> None:
             config = await store.topic("durable2")
             result = await store.produce(config, 0, [(b"k", b"v")])
             with pytest.raises(BrokerError) as failed:
-                await replication.wait_for_ack(config, 0, result.offsets[0])
+                await wait_for_ack(replication, config, 0, result.offsets[0])
             assert failed.value.code == "REPLICATION_TIMEOUT"
             assert "redis replicas" in failed.value.message
 
@@ -148,8 +161,8 @@ def test_start_ack_answers_from_the_append_when_it_can(own_redis: RedisProcess) 
 
     async def body(store: Store, replication: Replication) -> None:
         replicated = await store.topic("replicated")  # RF 3, min ISR 2
-        pending = replication.start_ack(
-            replicated, 0, store.start_produce(replicated, 0, [(b"k", b"v")])
+        pending = start_ack(
+            replication.acks, replicated, 0, store.start_produce(replicated, 0, [(b"k", b"v")])
         )
         await asyncio.sleep(0.2)  # a while with no fetch: the ack must not come (under test)
         assert not pending.future.done()
@@ -157,11 +170,11 @@ def test_start_ack_answers_from_the_append_when_it_can(own_redis: RedisProcess) 
         await store.replica_fetch(replicated, 0, 2, LATEST_OFFSET)
         offset, hw = await pending
         assert hw >= offset >= 0
-        assert list(replication._waiters) == [("replicated", 0)]
+        assert list(replication.acks.waits._channels) == [("replicated", 0)]
 
         single, _ = await store.create_topic("single", 1, 1, 1)
-        offset, hw = await replication.start_ack(
-            single, 0, store.start_produce(single, 0, [(b"k", b"v")])
+        offset, hw = await start_ack(
+            replication.acks, single, 0, store.start_produce(single, 0, [(b"k", b"v")])
         )
         assert hw >= offset >= 0
         # RF 2, min ISR 1: once its follower has lagged past 1 s, the leader alone is the
@@ -169,11 +182,11 @@ def test_start_ack_answers_from_the_append_when_it_can(own_redis: RedisProcess) 
         alone, _ = await store.create_topic("alone", 1, 2, 1)
         await store.produce(alone, 0, [(b"k", b"not copied")])
         await asyncio.sleep(1.1)  # waits out the 1 s replica lag under test
-        offset, hw = await replication.start_ack(
-            alone, 0, store.start_produce(alone, 0, [(b"k", b"v")])
+        offset, hw = await start_ack(
+            replication.acks, alone, 0, store.start_produce(alone, 0, [(b"k", b"v")])
         )
         assert hw >= offset >= 0
-        assert list(replication._waiters) == [("replicated", 0)]  # no new waiters
+        assert list(replication.acks.waits._channels) == [("replicated", 0)]  # no new waiters
 
     asyncio.run(
         run_with(own_redis.url, body, acks_timeout_ms=5000, run_replicator=False, lag_ms=1000)

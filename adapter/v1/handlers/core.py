@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from adapter.v1.escaping import escape, unescape
 from adapter.v1.handlers import Context, Handler, Starter, args, on_topic
+from adapter.v1.handlers.acks import start_ack
 from mapping.batcher import Pending
 from mapping.codec import MAX_OFFSET
 from mapping.errors import BadRequest
@@ -50,7 +51,7 @@ def _produce(
     partition = partition_for(key, config.partitions)
     pending = context.store.start_produce(config, partition, [(key, value)])
     if acks == "all":  # a task only when the append's reply does not already satisfy it
-        acked = context.replication.start_ack(config, partition, pending)
+        acked = start_ack(context.replication.acks, config, partition, pending)
         return acked.then(lambda ack: f"partition={partition} offset={ack[0]} hw={ack[1]}")
     return pending.then(
         lambda r: f"partition={partition} offset={r.offsets[0]} hw={r.high_watermark}"

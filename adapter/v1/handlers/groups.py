@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from adapter.v1.handlers import Context, Handler, Starter, args, on_topic
+from adapter.v1.handlers.acks import durable_wait
 from mapping.assignors import ASSIGNORS
 from mapping.batcher import Pending
 from mapping.codec import MAX_OFFSET
@@ -75,7 +76,7 @@ async def join(context: Context, argv: list[str]) -> str:
     if await kafka_members_live(context.store.batcher, context.store.keys, group):
         raise BrokerError(GROUP_IN_USE, f"group {group} has live Kafka consumers")
     answer = await _join_on_topic(context, argv)
-    await _durable_wait(context)
+    await durable_wait(context.replication.acks)
     return answer
 
 
@@ -83,18 +84,8 @@ async def sync(context: Context, argv: list[str]) -> str:
     group, topic, member, generation = _member_args(argv, _usage("SYNC"), 4)
     config = await context.store.topic(topic)
     membership = await context.groups.sync(group, topic, config.partitions, member, generation)
-    await _durable_wait(context)
+    await durable_wait(context.replication.acks)
     return _assigned(membership.generation, membership.assigned)
-
-
-async def _durable_wait(context: Context) -> None:
-    """--redis-wait-replicas: return once a WAIT round reached the Redis replicas (so the
-    group state and commits this pod wrote are on them); REPLICATION_TIMEOUT otherwise.
-    Nothing at all without the flag."""
-    durable = context.replication.durable
-    if durable is not None:
-        loop = asyncio.get_running_loop()
-        await durable.wait(loop.time() + context.settings.acks_timeout_ms / 1000)
 
 
 def _heartbeat_args(argv: list[str]) -> tuple[str, str, str, int]:
@@ -145,7 +136,7 @@ def _commit(
     pending = context.groups.start_commit(
         group, config.name, config.partitions, member, generation, partition, offset
     )
-    if context.replication.durable is None:
+    if not context.replication.acks.waits_for_redis_replicas:
         return pending.then(lambda _: "committed=true")
     # --redis-wait-replicas: answered once the Redis replicas have it, so a failover cannot
     # take a commit back (the consumer would read again what it had committed past).
@@ -154,7 +145,7 @@ def _commit(
 
 async def _durable_commit(context: Context, pending: Pending[object]) -> str:
     await pending
-    await _durable_wait(context)
+    await durable_wait(context.replication.acks)
     return "committed=true"
 
 

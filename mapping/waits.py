@@ -1,0 +1,320 @@
+"""Waiting on pub/sub notifications: the pod's one way to wait, never by polling Redis (as
+Kafka's DelayedOperationPurgatory serves produce and fetch alike).
+
+Scripts that change something publish on a channel of it (a partition's hw channel, a group's
+events channel: see mapping/keys.py). A ``Waits`` serves one kind of wait, per key (a
+partition, a group), on the pod's one pub/sub connection (`Subscriber`):
+
+- one subscription per channel, made for its first watcher and confirmed by Redis before the
+  channel counts as known; it lingers ``linger_s`` after the last watch closed, so a steady
+  stream of waiters pays no SUBSCRIBE each;
+- once subscribed the channel's ``read`` runs once: the kind reads the state from Redis, which
+  closes the race between the caller's own write and the subscription. It runs again when the
+  kind asked for it (``recheck_in``: time alone changes some states, and nothing publishes
+  then);
+- after a lost pub/sub connection notifications may have been missed: every channel's
+  ``missed`` runs (the base kind counts it as a notification; a kind with a ``read`` reads);
+- ``Waits.drop`` ends a channel's waits at once (``Dropped``: its topic was deleted).
+
+Each channel has a ``level``: how far it got, as its kind measures it. A watcher waits until
+the level reaches its own (``Watch.until``): a heap by level per channel, so a notification
+costs the watchers it wakes, not all of them, and the Redis calls are per channel, never per
+watcher. The base ``Channel`` counts notifications, so ``Watch.next`` wakes at any message on
+any of the watch's channels (Kafka Fetch long-polls on hw channels; JoinGroup/SyncGroup on a
+group's events channel).
+
+A new kind of wait (transactions' last stable offset, say) is a few lines: subclass
+``Channel``; its ``on_message`` turns a notification into the level (``self.advance(lso)``),
+its ``read`` reads the level from Redis and advances to it, its ``missed`` calls
+``self.recheck_in(0)`` when known; build a ``Waits(subscriber, make)`` whose ``make(key)``
+returns such a channel, then ``with waits.watch(key) as watch: await watch.until(offset, s)``.
+``PartitionAcks`` in mapping/acks.py is one (hw, while the ISR is large enough).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+from redis.exceptions import RedisError
+
+from mapping.errors import BrokerError
+from mapping.pubsub import Subscriber
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+C = TypeVar("C", bound="Channel")
+
+# Ties between watchers of one level: first come, first woken.
+_ORDER = itertools.count()
+
+
+class Dropped(Exception):
+    """The channel's waits were ended by ``drop`` (its topic was deleted)."""
+
+
+class Channel:
+    """One channel of a kind of wait: its level, its watchers and its subscription. This base
+    kind counts notifications: every message moves the level one up."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.level = 0
+        self.known = False  # subscribed and read: the level is current
+        self.users = 0  # open watches
+        self._heap: list[tuple[int, int, asyncio.Future[int]]] = []
+        self._waiting = 0  # watchers in the heap that still wait
+        self._waits: Waits[Any, Any] | None = None  # set by the Waits that made it
+        self._key: Any = None  # its key in that Waits
+        self._activation: asyncio.Task[None] | None = None
+        self._linger: asyncio.TimerHandle | None = None
+        self._recheck: asyncio.TimerHandle | None = None
+        self._recheck_at = 0.0
+        self._dropped = False
+
+    # What a kind of wait defines ------------------------------------------------------------
+
+    def on_message(self, message: bytes) -> None:
+        """A notification on the channel."""
+        self.advance(self.level + 1)
+
+    async def read(self) -> None:
+        """Read the kind's state from Redis and ``advance`` to it: once subscribed, and when
+        ``recheck_in`` is due. The base kind has nothing to read."""
+
+    def missed(self) -> None:
+        """The pub/sub connection was lost meanwhile: notifications may have been missed.
+        The base kind counts it as one, so every watcher looks again."""
+        self.advance(self.level + 1)
+
+    # What a kind calls ------------------------------------------------------------------------
+
+    def advance(self, level: int) -> None:
+        """The channel got to ``level``: wake the watchers it satisfies (once known)."""
+        self.level = level
+        if not self.known:
+            return
+        heap = self._heap
+        while heap:
+            wanted, _, future = heap[0]
+            if future.done():  # timed out, or woken through another channel
+                heapq.heappop(heap)
+            elif wanted <= level:
+                heapq.heappop(heap)
+                future.set_result(level)
+            else:
+                break
+
+    @property
+    def watched(self) -> bool:
+        """Whether watchers wait on this channel."""
+        return bool(self._heap)
+
+    def recheck_in(self, delay_s: float) -> None:
+        """``read`` again in ``delay_s`` if watchers still wait then (the earliest asked for
+        wins)."""
+        loop = asyncio.get_running_loop()
+        at = loop.time() + delay_s
+        if self._recheck is not None:
+            if self._recheck_at <= at:
+                return
+            self._recheck.cancel()
+        self._recheck_at = at
+        self._recheck = loop.call_at(at, lambda: asyncio.ensure_future(self._reread()))
+
+    def drop(self) -> None:
+        """End the channel's waits now (``Dropped``) and forget it: a later watch starts anew."""
+        self._dropped = True
+        for _, _, future in self._heap:
+            if not future.done():
+                future.set_exception(Dropped(self.name))
+        self._heap.clear()
+        if self._waits is not None:
+            self._waits._remove(self)
+
+    # The bookkeeping ----------------------------------------------------------------------------
+
+    def _activate(self) -> asyncio.Task[None]:
+        """Subscribe, then ``read``: started by the first watcher of a channel not known."""
+        if self._activation is None or self._activation.done():
+            self._activation = asyncio.ensure_future(self._subscribe_and_read())
+        return self._activation
+
+    async def _subscribe_and_read(self) -> None:
+        assert self._waits is not None
+        try:
+            await self._waits.subscriber.subscribe(self.name, self.on_message)
+            await self.read()
+        except (BrokerError, RedisError, OSError) as exc:  # the next watcher tries again
+            log.warning("cannot watch %s: %s", self.name, exc)
+            return
+        if not self._dropped:
+            self.known = True
+            self.advance(self.level)
+
+    async def _reread(self) -> None:
+        self._recheck = None
+        if not self._heap:
+            return
+        try:
+            await self.read()
+        except (BrokerError, RedisError, OSError) as exc:
+            log.warning("cannot read %s: %s", self.name, exc)
+
+    def _watch(self, level: int, future: asyncio.Future[int]) -> None:
+        heapq.heappush(self._heap, (level, next(_ORDER), future))
+        self._waiting += 1
+        if not self.known:
+            self._activate()
+
+    def _unwatch(self) -> None:
+        self._waiting -= 1
+        if self._waiting == 0:
+            self._heap.clear()
+
+    def _hold(self) -> None:
+        self.users += 1
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+
+    def _release(self) -> None:
+        self.users -= 1
+        if self.users == 0 and self._linger is None:
+            self._start_linger()
+
+    def _start_linger(self) -> None:
+        assert self._waits is not None
+        loop = asyncio.get_running_loop()
+        self._linger = loop.call_later(self._waits.linger_s, self._leave)
+
+    def _leave(self) -> None:
+        """No watch for ``linger_s``: stop listening."""
+        self._linger = None
+        if self.users or self._waits is None:
+            return
+        if self._activation is not None and not self._activation.done():
+            self._start_linger()  # left once its subscription is settled
+            return
+        self._waits._remove(self)
+
+
+class Waits(Generic[K, C]):
+    """One kind of wait on the pod's subscriber: ``make(key)`` builds a key's channel."""
+
+    def __init__(
+        self, subscriber: Subscriber, make: Callable[[K], C], *, linger_s: float = 30.0
+    ) -> None:
+        self.subscriber = subscriber
+        self.linger_s = linger_s
+        self._make = make
+        self._channels: dict[K, C] = {}
+        subscriber.on_reconnect(self._missed_all)
+
+    def watch(self, *keys: K) -> Watch[C]:
+        """A watch on the keys' channels (``close`` it, or use it as a context manager)."""
+        channels = []
+        for key in keys:
+            channel = self._channels.get(key)
+            if channel is None:
+                channel = self._channels[key] = self._make(key)
+                channel._waits, channel._key = self, key
+            channel._hold()
+            channels.append(channel)
+        return Watch(channels)
+
+    def drop(self, matches: Callable[[K], bool]) -> None:
+        """End the waits of every channel whose key ``matches`` (``Channel.drop``)."""
+        for key in [key for key in self._channels if matches(key)]:
+            self._channels[key].drop()
+
+    def _remove(self, channel: Channel) -> None:
+        """Forget ``channel`` (if still this key's) and leave it on Redis."""
+        if self._channels.get(channel._key) is not channel:
+            return
+        del self._channels[channel._key]
+        for timer in (channel._recheck, channel._linger):
+            if timer is not None:
+                timer.cancel()
+        asyncio.ensure_future(self.subscriber.unsubscribe(channel.name, channel.on_message))
+
+    def _missed_all(self) -> None:
+        for channel in list(self._channels.values()):
+            channel.missed()
+
+
+class Watch(Generic[C]):
+    """One waiter on one or more channels, open until ``close``."""
+
+    def __init__(self, channels: list[C]) -> None:
+        self.channels = channels
+        self._seen = [c.level for c in channels]
+
+    @property
+    def channel(self) -> C:
+        """The channel of a watch on one key."""
+        return self.channels[0]
+
+    async def subscribed(self, timeout_s: float | None = None) -> bool:
+        """True once every channel is known (Redis confirmed its subscription and it was
+        read); False at the timeout (the pub/sub connection is down) or when one failed.
+        ``next`` counts the notifications from here on."""
+        pending = [c._activate() for c in self.channels if not c.known]
+        if pending:
+            _, late = await asyncio.wait(
+                pending, timeout=None if timeout_s is None else max(0.0, timeout_s)
+            )
+            if late:
+                return False
+        self._seen = [c.level for c in self.channels]
+        return all(c.known for c in self.channels)
+
+    async def until(self, level: int, timeout_s: float) -> int | None:
+        """The channel's level once it reached ``level``; None at the timeout. ``Dropped``
+        when the channel is dropped meanwhile."""
+        channel = self.channel
+        if channel.known and channel.level >= level:
+            return channel.level
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        channel._watch(level, future)
+        try:
+            return await asyncio.wait_for(future, max(0.0, timeout_s))
+        except TimeoutError:
+            return None
+        finally:
+            channel._unwatch()
+
+    async def next(self, timeout_s: float) -> bool:
+        """True at a notification on any of the channels since ``subscribed`` or the last
+        ``next`` returned (at once when one came meanwhile); False at the timeout."""
+        try:
+            if any(c.level != seen for c, seen in zip(self.channels, self._seen, strict=True)):
+                return True
+            future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            for channel, seen in zip(self.channels, self._seen, strict=True):
+                channel._watch(seen + 1, future)
+            try:
+                await asyncio.wait_for(future, max(0.0, timeout_s))
+                return True
+            except TimeoutError:
+                return False
+            finally:
+                for channel in self.channels:
+                    channel._unwatch()
+        finally:
+            self._seen = [c.level for c in self.channels]
+
+    def close(self) -> None:
+        for channel in self.channels:
+            channel._release()
+
+    def __enter__(self) -> Watch[C]:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
