@@ -31,14 +31,16 @@ from adapter.connection import Connection
 from adapter.limits import ConnectionSlots
 from adapter.settings import Settings
 from adapter.v1.handlers import Context, build_starters, build_table
+from mapping.client import connect, make_batcher
 from mapping.cluster import redact
 from mapping.errors import ConfigurationError
 from mapping.groups import Groups
 from mapping.keys import Keys
+from mapping.partitions import Partitions
 from mapping.replication import Replication
 from mapping.retention import RetentionTask
 from mapping.startup import check_redis
-from mapping.store import Store, connect, make_batcher
+from mapping.topics import Topics
 
 log = logging.getLogger(__name__)
 # The cyclic GC's collection thresholds while serving (CPython's default: 700, 10, 10).
@@ -86,23 +88,30 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         stack.push_async_callback(client.aclose)
         await wait_for_redis(settings, keys, client)
         batcher = make_batcher(client)
-        store = Store(
+        topics = Topics(
             batcher,
             keys,
-            sequence_bits=settings.sequence_bits,
-            replica_lag_max_ms=settings.replica_lag_max_ms,
             topic_defaults=settings.topic_defaults,
             auto_create_topics=settings.auto_create_topics,
             max_topics=settings.max_topics,
             topic_cache_size=settings.topic_cache_size,
         )
+        partitions = Partitions(
+            batcher,
+            keys,
+            topics,
+            sequence_bits=settings.sequence_bits,
+            replica_lag_max_ms=settings.replica_lag_max_ms,
+        )
         context = Context(
             settings,
-            store,
+            topics,
+            partitions,
             groups=Groups(batcher, keys, session_timeout_ms=settings.session_timeout_ms),
             replication=Replication(
                 client,
-                store,
+                topics,
+                partitions,
                 acks_timeout_ms=settings.acks_timeout_ms,
                 run_replicator=settings.replicator,
                 redis_wait_replicas=settings.redis_wait_replicas,
@@ -173,7 +182,7 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                 background.start_soon(kafka.registry.run)
             background.start_soon(
                 RetentionTask(
-                    store,
+                    partitions,
                     client,
                     pod_id=context.replication.pod_id,
                     interval_ms=settings.retention_interval_ms,

@@ -9,7 +9,7 @@ from mapping.cluster import credentials
 from mapping.codec import DEFAULT_SEQUENCE_BITS
 from mapping.keys import DEFAULT_PREFIX
 from mapping.sentinel import sentinel_url
-from mapping.store import DEFAULT_TOPIC_CACHE_SIZE, TopicDefaults
+from mapping.topics import DEFAULT_TOPIC_CACHE_SIZE, TopicDefaults
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,10 @@ from redis.exceptions import RedisError
 from mapping.batcher import Pending
 from mapping.durable import DurableRounds
 from mapping.errors import REPLICATION_TIMEOUT, UNKNOWN_TOPIC, BrokerError
+from mapping.partitions import Partitions, PartitionStatus, ProduceResult
 from mapping.pubsub import Subscriber
 from mapping.replicator import Replicator
-from mapping.store import PartitionStatus, ProduceResult, Store, TopicConfig
+from mapping.topics import TopicConfig, Topics
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ class Replication:
     def __init__(
         self,
         client: Redis,
-        store: Store,
+        topics: Topics,
+        partitions: Partitions,
         *,
         acks_timeout_ms: int,
         run_replicator: bool,
@@ -79,31 +81,33 @@ class Replication:
         ``lease_ms``: the replicator's lease; default half of replica_lag_max_ms (at least
         200 ms), so a dead owner's followers are taken over before they leave the ISR."""
         self.client = client
-        self.store = store
+        self.topics = topics
+        self.partitions = partitions
         self.acks_timeout_ms = acks_timeout_ms
         self.run_replicator = run_replicator
         self.redis_wait_replicas = redis_wait_replicas
         self.linger_s = linger_s
         self.pod_id = pod_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.subscriber = Subscriber(client, store.keys.pod_channel(self.pod_id))
+        self.subscriber = Subscriber(client, partitions.keys.pod_channel(self.pod_id))
         self.subscriber.on_reconnect(self._recheck_all)
         # Deletions published while the connection was down are missed: forget every topic.
-        self.subscriber.on_reconnect(store.forget_all)
+        self.subscriber.on_reconnect(topics.forget_all)
         self._waiters: dict[tuple[str, int], _Waiters] = {}
         self._order = itertools.count()
         # --redis-wait-replicas: acks, commits and readers wait for Redis WAIT rounds
         self.durable: DurableRounds | None = None
         if redis_wait_replicas > 0:
-            self.durable = DurableRounds(client, store, redis_wait_replicas, acks_timeout_ms)
-            store.durable = self.durable
+            self.durable = DurableRounds(client, partitions, redis_wait_replicas, acks_timeout_ms)
+            partitions.durable = self.durable
         self.replicator = None
         if run_replicator:
             self.replicator = Replicator(
                 client,
-                store,
+                topics,
+                partitions,
                 self.subscriber,
                 pod_id=self.pod_id,
-                lease_ms=lease_ms or max(200, store.replica_lag_max_ms // 2),
+                lease_ms=lease_ms or max(200, partitions.replica_lag_max_ms // 2),
                 shards=shards,
             )
 
@@ -113,12 +117,12 @@ class Replication:
             tasks.create_task(self.subscriber.run())
             tasks.create_task(
                 self.subscriber.subscribe(
-                    self.store.keys.topics_deleted_channel, self._on_topic_deleted
+                    self.topics.keys.topics_deleted_channel, self._on_topic_deleted
                 )
             )
             tasks.create_task(
                 self.subscriber.subscribe(
-                    self.store.keys.topics_changed_channel, self._on_topic_changed
+                    self.topics.keys.topics_changed_channel, self._on_topic_changed
                 )
             )
             if self.replicator is not None:
@@ -127,7 +131,7 @@ class Replication:
     def _on_topic_deleted(self, data: bytes) -> None:
         """A topic was deleted (mapping/admin.py): every cache of it goes."""
         name = data.decode(errors="replace")
-        self.store.forget(name)
+        self.topics.forget(name)
         if self.replicator is not None:
             self.replicator.forget(name)
         for w in [w for (topic, _), w in self._waiters.items() if topic == name]:
@@ -138,7 +142,7 @@ class Replication:
         """A topic got more partitions (mapping/admin.py add_partitions): its settings are
         read again (acks=all waits on its existing partitions go on)."""
         name = data.decode(errors="replace")
-        self.store.forget(name)
+        self.topics.forget(name)
         if self.replicator is not None:
             self.replicator.reread(name)
         log.info("topic %s changed: its settings are read again", name)
@@ -185,7 +189,7 @@ class Replication:
         high_watermark = await self._wait_high_watermark(config, partition, offset, deadline)
         if self.durable is not None:
             self.durable.note(config, partition)  # readers may see it once it is acked
-            state = self.store.keys.partition(config.name, partition).state
+            state = self.partitions.keys.partition(config.name, partition).state
             await self.durable.wait(deadline, state)
         return high_watermark
 
@@ -198,7 +202,7 @@ class Replication:
         key = (config.name, partition)
         w = self._waiters.get(key)
         if w is None:
-            channel = self.store.keys.partition(config.name, partition).hw_channel
+            channel = self.partitions.keys.partition(config.name, partition).hw_channel
             w = self._waiters[key] = _Waiters(config, partition, channel)
         elif w.config != config:  # the topic was deleted and made anew meanwhile
             w.config = config
@@ -235,7 +239,7 @@ class Replication:
             if w.handler is None:
                 w.handler = lambda data: self._on_message(w, data)
             await self.subscriber.subscribe(w.channel, w.handler)
-            status = await self.store.partition_status(w.config, w.partition)
+            status = await self.partitions.partition_status(w.config, w.partition)
             w.known = True
             self._apply(w, status.high_watermark, status.isr_size, status.next_change_ms)
         except BrokerError as exc:
@@ -285,7 +289,7 @@ class Replication:
         if not w.heap:
             return
         try:
-            status: PartitionStatus = await self.store.partition_status(w.config, w.partition)
+            status: PartitionStatus = await self.partitions.partition_status(w.config, w.partition)
         except (BrokerError, RedisError, OSError) as exc:
             log.warning("cannot read %s/%d: %s", w.config.name, w.partition, exc)
             return

@@ -19,7 +19,7 @@ from mapping.codec import DEFAULT_SEQUENCE_BITS, MAX_SEQUENCE_BITS, MIN_SEQUENCE
 from mapping.embedded import RedisProcess, port_is_free
 from mapping.errors import ConfigurationError
 from mapping.keys import DEFAULT_PREFIX
-from mapping.store import TopicDefaults
+from mapping.topics import TopicDefaults
 
 defaults = Settings()
 

@@ -20,7 +20,7 @@ from adapter.kafka.versions import PRODUCE
 from mapping.batcher import Pending
 from mapping.errors import REPLICATION_TIMEOUT, UNAVAILABLE, BrokerError, OutcomeUnknown
 from mapping.kafka import AppendResult
-from mapping.store import TopicConfig
+from mapping.topics import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
         return errors.CORRUPT_MESSAGE
     if not batches or any(not b.records for b in batches):
         return errors.INVALID_RECORD
-    config = context.store.known_topic(name)
+    config = context.topics.known(name)
     if config is None:  # first use on this pod: look it up first
         return asyncio.ensure_future(_append(context, body, name, part.index, batches))
     if not 0 <= part.index < config.partitions:
@@ -180,7 +180,7 @@ async def _acks_all(
             # the record is in the log: never a code that says it was not written
             return errors.REQUEST_TIMED_OUT if exc.code == UNAVAILABLE else error_of(exc)
         try:
-            status = await context.store.partition_status(config, index)
+            status = await context.partitions.partition_status(config, index)
         except BrokerError:
             return errors.REQUEST_TIMED_OUT  # written; its replication is not known
         if status.isr_size < config.min_insync_replicas:
