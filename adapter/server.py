@@ -28,15 +28,17 @@ from adapter.sockets import Draining, accept_all, serve_socket, stop_on_sigterm
 from adapter.v1.connection import Connection
 from adapter.v1.handlers import Context
 from adapter.v1.handlers.table import build_starters, build_table
+from mapping.client import connect, make_batcher
 from mapping.cluster import redact
 from mapping.errors import ConfigurationError
 from mapping.groups import Groups
 from mapping.keys import Keys
+from mapping.partitions import Partitions
 from mapping.pubsub import Subscriber
 from mapping.replication import Replication, new_pod_id
 from mapping.retention import RetentionTask
 from mapping.startup import check_redis
-from mapping.store import Store, connect, make_batcher
+from mapping.topics import Topics
 
 log = logging.getLogger(__name__)
 # The cyclic GC's collection thresholds while serving (CPython's default: 700, 10, 10).
@@ -84,24 +86,31 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         stack.push_async_callback(client.aclose)
         await wait_for_redis(settings, keys, client)
         batcher = make_batcher(client)
-        store = Store(
+        topics = Topics(
             batcher,
             keys,
-            sequence_bits=settings.sequence_bits,
-            replica_lag_max_ms=settings.replica_lag_max_ms,
             topic_defaults=settings.topic_defaults,
             auto_create_topics=settings.auto_create_topics,
             max_topics=settings.max_topics,
             topic_cache_size=settings.topic_cache_size,
         )
+        partitions = Partitions(
+            batcher,
+            keys,
+            topics,
+            sequence_bits=settings.sequence_bits,
+            replica_lag_max_ms=settings.replica_lag_max_ms,
+        )
         pod_id = new_pod_id()
         context = Context(
             settings,
-            store,
+            topics,
+            partitions,
             groups=Groups(batcher, keys, session_timeout_ms=settings.session_timeout_ms),
             replication=Replication(
                 client,
-                store,
+                topics,
+                partitions,
                 Subscriber(client, keys.pod_channel(pod_id)),
                 pod_id=pod_id,
                 acks_timeout_ms=settings.acks_timeout_ms,
@@ -172,7 +181,7 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                 background.start_soon(kafka.registry.run)
             background.start_soon(
                 RetentionTask(
-                    store,
+                    partitions,
                     client,
                     pod_id=context.replication.pod_id,
                     interval_ms=settings.retention_interval_ms,

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
+from mapping.partitions import Partitions
 from mapping.pubsub import Subscriber
-from mapping.store import Store, TopicConfig
+from mapping.topics import TopicConfig
 from mapping.waits import Channel, Dropped, Waits
 
 if TYPE_CHECKING:
@@ -66,9 +67,9 @@ class PartitionAcks(Channel):
     """The acks=all kind of wait on one partition's hw channel: its level is the partition's
     hw while the ISR holds min.insync.replicas, -1 otherwise."""
 
-    def __init__(self, store: Store, partition: int, name: str) -> None:
+    def __init__(self, partitions: Partitions, partition: int, name: str) -> None:
         super().__init__(name)
-        self.store = store
+        self.partitions = partitions
         self.partition = partition
         self.config: TopicConfig | None = None  # set by each waiter (``configure``)
         self.high_watermark = -1
@@ -90,7 +91,7 @@ class PartitionAcks(Channel):
     async def read(self) -> None:
         assert self.config is not None
         try:
-            status = await self.store.partition_status(self.config, self.partition)
+            status = await self.partitions.partition_status(self.config, self.partition)
         except BrokerError as exc:
             if exc.code == UNKNOWN_TOPIC and not self.known:
                 self.drop()  # deleted after the append: no ack will come
@@ -120,7 +121,7 @@ class Acks:
 
     def __init__(
         self,
-        store: Store,
+        partitions: Partitions,
         subscriber: Subscriber,
         *,
         timeout_ms: int,
@@ -128,7 +129,7 @@ class Acks:
         linger_s: float = 30.0,
     ) -> None:
         """``timeout_ms``: the longest an ack is waited for (the pod's acks timeout)."""
-        self.store = store
+        self.partitions = partitions
         self.timeout_ms = timeout_ms
         self._durable = durable
         self.waits: Waits[tuple[str, int], PartitionAcks] = Waits(
@@ -136,7 +137,9 @@ class Acks:
         )
 
     def _partition_acks(self, key: tuple[str, int]) -> PartitionAcks:
-        return PartitionAcks(self.store, key[1], self.store.keys.partition(*key).hw_channel)
+        return PartitionAcks(
+            self.partitions, key[1], self.partitions.keys.partition(*key).hw_channel
+        )
 
     @property
     def waits_for_redis_replicas(self) -> bool:
@@ -187,7 +190,7 @@ class Acks:
             )
         elif self._durable is not None:
             self._durable.note(config, partition)  # readers may see it once it is acked
-            state = self.store.keys.partition(config.name, partition).state
+            state = self.partitions.keys.partition(config.name, partition).state
             short = await self._durable.wait(deadline, state)
             ack = Ack(
                 AckOutcome.ACKED if short is None else AckOutcome.NOT_DURABLE,
@@ -202,7 +205,7 @@ class Acks:
 
     async def _with_isr(self, config: TopicConfig, partition: int, ack: Ack) -> Ack:
         try:
-            status = await self.store.partition_status(config, partition)
+            status = await self.partitions.partition_status(config, partition)
         except BrokerError:
             return Ack(AckOutcome.REPLICATION_UNKNOWN, detail=ack.detail)
         if status.isr_size < config.min_insync_replicas:

@@ -3,7 +3,8 @@ growing a topic's partition count.
 
 Used by the command line (``adapter topic delete``, ``adapter group delete``), the pods'
 retention task (offsets retention) and, later, the Kafka front door (DeleteTopics,
-DeleteGroups). Everything goes through a `Store` (its batcher and keys).
+DeleteGroups). A topic's own keys (its hash, the topics set, the id index) are written by
+mapping/topics.py (``Topics``); the partitions' and groups' keys here.
 
 Deleting a topic, in this order so that no pod writes into a half-deleted topic:
 
@@ -54,11 +55,11 @@ from mapping.batcher import RedisBatcher
 from mapping.errors import NON_EMPTY_GROUP, BrokerError
 from mapping.groups import kafka_members_live
 from mapping.keys import Keys, group_entry, group_part, parse_group_entry
-from mapping.store import Store, revive_commands
+from mapping.topics import MAX_PARTITIONS, MAX_REPLICATION_FACTOR, Topics
 
 
 class GroupStore(Protocol):
-    """What deleting and expiring groups needs: a ``Store``, or Kafka's ``KafkaGroups``."""
+    """What deleting and expiring groups needs: ``Topics``, or Kafka's ``KafkaGroups``."""
 
     batcher: RedisBatcher
     keys: Keys
@@ -68,12 +69,9 @@ class GroupStore(Protocol):
 # the deletion within moments (pub/sub; a reconnect forgets every topic); this only has to
 # outlast a pod cut off from its pub/sub connection.
 TOMBSTONE_MS = 3_600_000
-# Follower replica streams deleted with a partition: every replica id a topic may have
-# (replication factor at most 16), whatever the topic hash says.
-MAX_REPLICAS = 15
-
-# The most partitions a topic may have (CreateTopics, CreatePartitions, the CLI).
-MAX_PARTITIONS = 10_000
+# Follower replica streams deleted with a partition: every replica id a topic may have,
+# whatever the topic hash says.
+MAX_REPLICAS = MAX_REPLICATION_FACTOR - 1
 
 DELETED = "deleted"
 NOT_FOUND = "not_found"
@@ -107,61 +105,53 @@ async def group_pairs(store: GroupStore) -> list[tuple[str, str]]:
     return sorted(pairs)
 
 
-def _delete_partitions(store: Store, name: str, topic_id: str, partitions: range) -> list:
+def _delete_partitions(topics: Topics, name: str, topic_id: str, partitions: range) -> list:
     """partition_delete.lua calls for these partitions: every key of each goes, its state
     becomes the expiring tombstone of topic ``topic_id``."""
-    keys, script = store.keys, scripts.load("partition_delete")
+    keys, script = topics.keys, scripts.load("partition_delete")
     calls = []
     for p in partitions:
         pk = keys.partition(name, p)
         owned = [pk.log, pk.state, pk.producers, pk.producer_times, keys.sink_markers(name, p)]
         owned += [pk.replica(r) for r in range(1, MAX_REPLICAS + 1)]
-        calls.append(store.batcher.call(*script.command(owned, [TOMBSTONE_MS, topic_id])))
+        calls.append(topics.batcher.call(*script.command(owned, [TOMBSTONE_MS, topic_id])))
     return calls
 
 
-async def delete_topic(store: Store, name: str, topic_id: str = "") -> TopicDeletion | None:
+async def delete_topic(topics: Topics, name: str, topic_id: str = "") -> TopicDeletion | None:
     """Delete topic ``name`` with its data and groups (see the module's docstring for the
     order). None when there is no such topic, or when ``topic_id`` is given and the topic
     of that name has another id (Kafka's DeleteTopics by id)."""
-    keys, call = store.keys, store.batcher.call
-    config, listed = await asyncio.gather(
-        store.read_topic(name), call("SISMEMBER", keys.topics, name)
-    )
+    config, listed = await asyncio.gather(topics.read(name), topics.listed(name))
     if config is None and not listed:
         return None
     if topic_id and (config is None or config.topic_id != topic_id):
         return None
     partitions = config.partitions if config is not None else 0
     deleted_id = config.topic_id if config is not None else ""
-    await asyncio.gather(*_delete_partitions(store, name, deleted_id, range(partitions)))
+    await asyncio.gather(*_delete_partitions(topics, name, deleted_id, range(partitions)))
     final = -1  # (a name listed with no topic hash: none to delete, nor one made since)
     if config is not None:
-        script = scripts.load("topic_delete")
-        final = int(await call(*script.command([keys.topic(name)], [deleted_id])))
+        final = await topics.delete_settings(name, deleted_id)
     if final == -2:
         # Made anew under us (another id): its partitions keep no tombstone of ours.
-        again = await store.read_topic(name)
+        again = await topics.read(name)
         if again is not None:
-            revive = revive_commands(keys, name, again.topic_id, range(again.partitions))
-            await asyncio.gather(*(call(*command) for command in revive))
-        store.forget(name)
+            await topics.revive(name, again.topic_id, range(again.partitions))
+        topics.forget(name)
         return None
     if final > partitions:  # grown since it was read (CreatePartitions meanwhile)
         more = range(partitions, final)
-        await asyncio.gather(*_delete_partitions(store, name, deleted_id, more))
+        await asyncio.gather(*_delete_partitions(topics, name, deleted_id, more))
         partitions = final
-    unlist = [call("SREM", keys.topics, name)]
-    if deleted_id:
-        unlist.append(call("HDEL", keys.topic_ids, deleted_id))
-    await asyncio.gather(*unlist)
-    await call("PUBLISH", keys.topics_deleted_channel, name)
-    store.forget(name)
-    groups = [g for g, t in await group_pairs(store) if t == name]
+    await topics.unlist(name, deleted_id)
+    await topics.announce_deleted(name)
+    topics.forget(name)
+    groups = [g for g, t in await group_pairs(topics) if t == name]
     await asyncio.gather(
-        *(delete_group(store, g, name, force=True, session_timeout_ms=0) for g in groups)
+        *(delete_group(topics, g, name, force=True, session_timeout_ms=0) for g in groups)
     )
-    await call("PUBLISH", keys.topics_deleted_channel, name)
+    await topics.announce_deleted(name)
     return TopicDeletion(name, partitions, groups, deleted_id)
 
 
@@ -187,26 +177,24 @@ def _check_growth(name: str, before: int, count: int) -> None:
 
 
 async def add_partitions(
-    store: Store, name: str, count: int, *, validate_only: bool = False
+    topics: Topics, name: str, count: int, *, validate_only: bool = False
 ) -> PartitionGrowth | None:
     """Grow topic ``name`` to ``count`` partitions (see the module's docstring); None when
     there is no such topic, InvalidPartitions when ``count`` is not above its count."""
-    keys, call = store.keys, store.batcher.call
-    config = await store.read_topic(name)
+    config = await topics.read(name)
     if config is None:
         return None
     before = config.partitions
     _check_growth(name, before, count)
     if validate_only:
         return PartitionGrowth(name, before, count)
-    revive = revive_commands(keys, name, config.topic_id, range(before, count))
-    await asyncio.gather(*(call(*command) for command in revive))
-    before = int(await call(*scripts.load("topic_grow").command([keys.topic(name)], [count])))
+    await topics.revive(name, config.topic_id, range(before, count))
+    before = await topics.grow(name, count)
     if before < 0:  # deleted meanwhile
         return None
     _check_growth(name, before, count)  # grown meanwhile by someone else
-    await call("PUBLISH", keys.topics_changed_channel, name)
-    store.forget(name)
+    await topics.announce_grown(name)
+    topics.forget(name)
     return PartitionGrowth(name, before, count)
 
 

@@ -71,6 +71,13 @@ class Pending(Generic[T]):
         return self.finish(reply)
 
 
+def mark_retrieved(future: asyncio.Future[Any]) -> None:
+    """A done callback for a queued call whose failure may go unread (its caller went away,
+    or another call's error is the one answered): no "exception never retrieved" log."""
+    if not future.cancelled():
+        future.exception()
+
+
 # Most items one combined call carries: bounds the time one script holds Redis.
 MAX_COMBINED_ITEMS = 1024
 # A pipeline is written in chunks of about this size, each within the socket timeout: the

@@ -35,7 +35,8 @@ from redis.exceptions import RedisError
 from mapping import scripts
 from mapping.errors import REPLICATION_TIMEOUT, BrokerError
 from mapping.keys import PartitionKeys
-from mapping.store import Store, TopicConfig
+from mapping.partitions import Partitions
+from mapping.topics import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +108,15 @@ class _Lane:
     async def _round(self, noted: dict[tuple[str, int], TopicConfig], must_wait: bool) -> int:
         """``must_wait``: someone waits on this round, so WAIT runs even with nothing behind."""
         owner = self.owner
-        store = owner.store
+        partitions = owner.partitions
         behind: list[_Behind] = []
         if noted:
-            states = [store.keys.partition(name, p) for name, p in noted]
+            states = [partitions.keys.partition(name, p) for name, p in noted]
             replies = await asyncio.gather(
-                *(store.batcher.submit("HMGET", pk.state, "log_end", "durable_hw") for pk in states)
+                *(
+                    partitions.batcher.submit("HMGET", pk.state, "log_end", "durable_hw")
+                    for pk in states
+                )
             )
             for (key, config), pk, (log_end, mark) in zip(
                 noted.items(), states, replies, strict=True
@@ -129,7 +133,7 @@ class _Lane:
                 mark = scripts.load("durable_mark")
                 await asyncio.gather(
                     *(
-                        store.batcher.submit(
+                        partitions.batcher.submit(
                             *mark.command([b.keys.state, b.keys.hw_channel], [b.end])
                         )
                         for b in behind
@@ -166,18 +170,20 @@ class _Lane:
 
 class DurableRounds:
     def __init__(
-        self, client: Redis | RedisCluster, store: Store, replicas: int, timeout_ms: int
+        self, client: Redis | RedisCluster, partitions: Partitions, replicas: int, timeout_ms: int
     ) -> None:
         self.client = client
-        self.store = store
+        self.partitions = partitions
         self.replicas = replicas
         self.timeout_ms = timeout_ms
-        self.probe = store.keys.wait_probe
+        self.probe = partitions.keys.wait_probe
         self._lanes: dict[str, _Lane] = {}
 
     def note(self, config: TopicConfig, partition: int) -> None:
         """The partition may have records past its durable_hw: a round brings it up soon."""
-        self._lane(self.store.keys.partition(config.name, partition).state).note(config, partition)
+        self._lane(self.partitions.keys.partition(config.name, partition).state).note(
+            config, partition
+        )
 
     async def wait(self, deadline: float, key: str | None = None) -> str | None:
         """None once a round that started after this call reached the replicas (so every

@@ -17,6 +17,12 @@ from redis.exceptions import NoScriptError
 from mapping import codec, scripts
 from mapping.cluster import SyncClient
 from mapping.keys import Keys, parse_group_entry
+from mapping.topics import (
+    RETENTION_BYTES,
+    RETENTION_IGNORE_GROUPS,
+    RETENTION_MS,
+    read_settings_sync,
+)
 
 # Lag is read from the record numbers produce.lua writes in each entry: two entries per
 # group partition, however long the backlog, and exact. Only entries written before records
@@ -49,9 +55,9 @@ def retention_of(fields: dict) -> Retention:
         return codec.to_str(value)
 
     return Retention(
-        ms=int(get("retention_ms", "-1")),
-        bytes=int(get("retention_bytes", "-1")),
-        ignore_groups=get("retention_ignore_groups", "0") == "1",
+        ms=int(get(RETENTION_MS, "-1")),
+        bytes=int(get(RETENTION_BYTES, "-1")),
+        ignore_groups=get(RETENTION_IGNORE_GROUPS, "0") == "1",
     )
 
 
@@ -118,7 +124,7 @@ def topic_names(client: SyncClient, keys: Keys) -> list[str]:
 
 
 def topic(client: SyncClient, keys: Keys, name: str) -> TopicView | None:
-    settings = _hash(client, keys.topic(name))
+    settings = read_settings_sync(client, keys, name)
     if not settings:
         return None
     partitions = int(settings["partitions"])
@@ -196,7 +202,7 @@ def group(client: SyncClient, keys: Keys, group_name: str, topic_name: str) -> G
         for member, parts in _hash(client, gk.assignment).items()
     }
     owners = {p: member for member, parts in assignment.items() for p in parts}
-    partitions = client.hget(keys.topic(topic_name), "partitions")
+    partitions = read_settings_sync(client, keys, topic_name).get("partitions")
     count = int(partitions) if partitions is not None else int(meta.get("partitions", 0))
     bits = sequence_bits(client, keys)
     views = []

@@ -14,9 +14,10 @@ from redis.asyncio import Redis
 
 from mapping.acks import Acks
 from mapping.durable import DurableRounds
+from mapping.partitions import Partitions
 from mapping.pubsub import Subscriber
 from mapping.replicator import Replicator
-from mapping.store import Store
+from mapping.topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,8 @@ class Replication:
     def __init__(
         self,
         client: Redis,
-        store: Store,
+        topics: Topics,
+        partitions: Partitions,
         subscriber: Subscriber,
         *,
         pod_id: str,
@@ -42,32 +44,34 @@ class Replication:
         linger_s: float = 30.0,
     ) -> None:
         """``subscriber``: the pod's pub/sub connection (run here), its home channel
-        ``store.keys.pod_channel(pod_id)``. ``redis_wait_replicas``: acks=all also waits for
+        ``keys.pod_channel(pod_id)``. ``redis_wait_replicas``: acks=all also waits for
         Redis ``WAIT`` with this many Redis replicas (0: off), within what is left of the
         acks timeout. ``lease_ms``: the replicator's lease; default half of
         replica_lag_max_ms (at least 200 ms), so a dead owner's followers are taken over
         before they leave the ISR."""
-        self.store = store
+        self.topics = topics
+        self.partitions = partitions
         self.subscriber = subscriber
         self.pod_id = pod_id
         # --redis-wait-replicas: acks, commits and readers wait for Redis WAIT rounds
         durable = None
         if redis_wait_replicas > 0:
-            durable = DurableRounds(client, store, redis_wait_replicas, acks_timeout_ms)
-            store.durable = durable
+            durable = DurableRounds(client, partitions, redis_wait_replicas, acks_timeout_ms)
+            partitions.durable = durable
         self.acks = Acks(
-            store, subscriber, timeout_ms=acks_timeout_ms, durable=durable, linger_s=linger_s
+            partitions, subscriber, timeout_ms=acks_timeout_ms, durable=durable, linger_s=linger_s
         )
         # Deletions published while the connection was down are missed: forget every topic.
-        subscriber.on_reconnect(store.forget_all)
+        subscriber.on_reconnect(topics.forget_all)
         self.replicator = None
         if run_replicator:
             self.replicator = Replicator(
                 client,
-                store,
+                topics,
+                partitions,
                 subscriber,
                 pod_id=pod_id,
-                lease_ms=lease_ms or max(200, store.replica_lag_max_ms // 2),
+                lease_ms=lease_ms or max(200, partitions.replica_lag_max_ms // 2),
                 shards=shards,
             )
 
@@ -77,12 +81,12 @@ class Replication:
             tasks.create_task(self.subscriber.run())
             tasks.create_task(
                 self.subscriber.subscribe(
-                    self.store.keys.topics_deleted_channel, self._on_topic_deleted
+                    self.topics.keys.topics_deleted_channel, self._on_topic_deleted
                 )
             )
             tasks.create_task(
                 self.subscriber.subscribe(
-                    self.store.keys.topics_changed_channel, self._on_topic_changed
+                    self.topics.keys.topics_changed_channel, self._on_topic_changed
                 )
             )
             if self.replicator is not None:
@@ -92,7 +96,7 @@ class Replication:
         """A topic was deleted (mapping/admin.py): every cache of it goes, and its acks=all
         waiters get TOPIC_DELETED now rather than a timeout later."""
         name = data.decode(errors="replace")
-        self.store.forget(name)
+        self.topics.forget(name)
         if self.replicator is not None:
             self.replicator.forget(name)
         self.acks.forget_topic(name)
@@ -102,7 +106,7 @@ class Replication:
         """A topic got more partitions (mapping/admin.py add_partitions): its settings are
         read again (acks=all waits on its existing partitions go on)."""
         name = data.decode(errors="replace")
-        self.store.forget(name)
+        self.topics.forget(name)
         if self.replicator is not None:
             self.replicator.reread(name)
         log.info("topic %s changed: its settings are read again", name)

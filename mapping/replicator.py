@@ -39,13 +39,9 @@ from redis.asyncio.cluster import RedisCluster
 
 from mapping import resilient, scripts
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
+from mapping.partitions import DEFAULT_MAX_COPY, LATEST_OFFSET, Partitions
 from mapping.pubsub import Subscriber
-from mapping.store import (
-    DEFAULT_MAX_COPY,
-    LATEST_OFFSET,
-    Store,
-    TopicConfig,
-)
+from mapping.topics import TopicConfig, Topics
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +56,8 @@ class Replicator:
     def __init__(
         self,
         client: Redis | RedisCluster,
-        store: Store,
+        topics: Topics,
+        partitions: Partitions,
         subscriber: Subscriber,
         *,
         pod_id: str,
@@ -69,14 +66,15 @@ class Replicator:
         max_copy: int = DEFAULT_MAX_COPY,
     ) -> None:
         self.client = client
-        self.store = store
+        self.topics = topics
+        self.partitions = partitions
         self.subscriber = subscriber
         self.pod_id = pod_id
         self.lease_ms = lease_ms
         self.shards = shards
         self.max_copy = max_copy
         self.owned: set[int] = set()
-        self._keys = store.keys.replicator_leases(shards)
+        self._keys = partitions.keys.replicator_leases(shards)
         self._configs: dict[str, TopicConfig] = {}
         self._partitions: dict[PartitionId, TopicConfig] = {}  # played by this pod
         self._dirty: set[PartitionId] = set()
@@ -104,7 +102,7 @@ class Replicator:
                 tasks.create_task(resilient.supervised("replicator fetches", self._fetch_loop))
                 tasks.create_task(
                     self.subscriber.subscribe(
-                        self.store.keys.topics_channel, lambda _: self._discover.set()
+                        self.topics.keys.topics_channel, lambda _: self._discover.set()
                     )
                 )
         finally:
@@ -113,7 +111,7 @@ class Replicator:
     async def _tick(self, release: bool = False) -> set[int]:
         script = scripts.load("replicator_tick")
         args = [self.pod_id, self.lease_ms, "1" if release else "0"]
-        reply = await self.store.batcher.call(*script.command(self._keys, args))
+        reply = await self.partitions.batcher.call(*script.command(self._keys, args))
         return {int(n) for n in reply}
 
     async def _release(self) -> None:
@@ -177,11 +175,11 @@ class Replicator:
 
     async def _sync(self) -> None:
         """Play exactly the partitions of the owned shards (topics with RF > 1)."""
-        names = await self.store.topic_names()
+        names = await self.topics.names()
         for gone in [n for n in self._configs if n not in names]:
             del self._configs[gone]
         missing = [n for n in names if n not in self._configs]
-        for config in await asyncio.gather(*(self.store.lookup(n) for n in missing)):
+        for config in await asyncio.gather(*(self.topics.lookup(n) for n in missing)):
             if config is not None:  # None: deleted since the set was read
                 self._configs[config.name] = config
         wanted: dict[PartitionId, TopicConfig] = {}
@@ -232,7 +230,7 @@ class Replicator:
         self._discover.set()
 
     def _channel(self, pid: PartitionId) -> str:
-        return self.store.keys.partition(*pid).appended_channel
+        return self.partitions.keys.partition(*pid).appended_channel
 
     def _waker(self, pid: PartitionId):  # noqa: ANN202
         def wake(_: bytes) -> None:
@@ -279,7 +277,7 @@ class Replicator:
         try:
             results = await asyncio.gather(
                 *(
-                    self.store.replica_fetch(config, pid[1], r, LATEST_OFFSET, self.max_copy)
+                    self.partitions.replica_fetch(config, pid[1], r, LATEST_OFFSET, self.max_copy)
                     for r in range(1, config.replication_factor)
                 )
             )

@@ -27,7 +27,8 @@ from mapping import resilient, scripts
 from mapping.admin import expire_groups
 from mapping.inspection import Retention, retention_of
 from mapping.keys import parse_group_entry
-from mapping.store import Store
+from mapping.partitions import Partitions
+from mapping.topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -43,22 +44,21 @@ class TrimResult:
     first_kept: int  # the first offset left in the log; -1: empty
 
 
-async def retention(store: Store, topic: str) -> Retention:
-    fields = await store.batcher.call("HGETALL", store.keys.topic(topic))
-    return retention_of(fields)
+async def retention(topics: Topics, topic: str) -> Retention:
+    return retention_of(await topics.read_settings(topic))
 
 
-async def group_floors(store: Store, topic: str, partitions: int) -> dict[int, int]:
+async def group_floors(topics: Topics, topic: str, partitions: int) -> dict[int, int]:
     """Per partition, the slowest committed offset of the topic's groups (absent: no group
     has committed on it, nothing holds it)."""
-    pairs = await store.batcher.call("SMEMBERS", store.keys.groups)
+    pairs = await topics.batcher.call("SMEMBERS", topics.keys.groups)
     groups = []
     for raw in pairs:
         pair = parse_group_entry(raw)
         if pair is not None and pair[1] == topic:
             groups.append(pair[0])
     offsets = await asyncio.gather(
-        *(store.batcher.call("HGETALL", store.keys.group(g, topic).offsets) for g in groups)
+        *(topics.batcher.call("HGETALL", topics.keys.group(g, topic).offsets) for g in groups)
     )
     floors: dict[int, int] = {}
     for committed in offsets:
@@ -69,37 +69,31 @@ async def group_floors(store: Store, topic: str, partitions: int) -> dict[int, i
     return floors
 
 
-async def enforce_topic(store: Store, topic: str) -> list[TrimResult]:
+async def enforce_topic(partitions: Partitions, topic: str) -> list[TrimResult]:
     """Apply the topic's retention to each partition once (one script call each)."""
-    settings = await retention(store, topic)
+    topics = partitions.topics
+    settings = await retention(topics, topic)
     if not settings.enabled:
         return []
-    config = await store.lookup(topic)
+    config = await topics.lookup(topic)
     if config is None:  # deleted meanwhile
         return []
-    floors = {} if settings.ignore_groups else await group_floors(store, topic, config.partitions)
-    script = scripts.load("retention_trim")
+    floors = {} if settings.ignore_groups else await group_floors(topics, topic, config.partitions)
     calls = []
     for p in range(config.partitions):
-        pk = store.keys.partition(topic, p)
-        replicas = [pk.replica(r) for r in range(1, config.replication_factor)]
-        calls.append(
-            store.batcher.call(
-                *script.command(
-                    [pk.log, pk.state, pk.hw_channel, pk.appended_channel, *replicas],
-                    [store.sequence_bits, config.replication_factor, store.replica_lag_max_ms,
-                     settings.ms, settings.bytes, floors.get(p, -1), MAX_TRIM_PER_CALL],
-                )
-            )
-        )  # fmt: skip
+        pk = partitions.keys.partition(topic, p)
+        replicas = tuple(pk.replica(r) for r in range(1, config.replication_factor))
+        args = [settings.ms, settings.bytes, floors.get(p, -1), MAX_TRIM_PER_CALL]
+        call = partitions.script_call("retention_trim", config, p, args, replicas)
+        calls.append(partitions.batcher.call(*call))
     replies = await asyncio.gather(*calls)
     return [TrimResult(topic, p, int(r[0]), int(r[1])) for p, r in enumerate(replies)]
 
 
-async def enforce_all(store: Store) -> list[TrimResult]:
+async def enforce_all(partitions: Partitions) -> list[TrimResult]:
     results: list[TrimResult] = []
-    for topic in await store.topic_names():
-        results.extend(await enforce_topic(store, topic))
+    for topic in await partitions.topics.names():
+        results.extend(await enforce_topic(partitions, topic))
     return results
 
 
@@ -108,7 +102,7 @@ class RetentionTask:
 
     def __init__(
         self,
-        store: Store,
+        partitions: Partitions,
         client: Redis,
         *,
         pod_id: str,
@@ -117,7 +111,7 @@ class RetentionTask:
         session_timeout_ms: int = 10_000,
     ) -> None:
         """``offsets_retention_ms``: groups idle this long expire (0: never)."""
-        self.store = store
+        self.partitions = partitions
         self.client = client  # for the release at shutdown, when the batcher has stopped
         self.pod_id = pod_id
         self.interval_ms = interval_ms
@@ -143,13 +137,13 @@ class RetentionTask:
         if owner:
             if self.offsets_retention_ms > 0:
                 expired = await expire_groups(
-                    self.store,
+                    self.partitions,
                     retention_ms=self.offsets_retention_ms,
                     session_timeout_ms=self.session_timeout_ms,
                 )
                 for group, topic in expired:
                     log.info("offsets retention: group %s of topic %s expired", group, topic)
-            trimmed = [r for r in await enforce_all(self.store) if r.trimmed]
+            trimmed = [r for r in await enforce_all(self.partitions) if r.trimmed]
             self.runs += 1
             for r in trimmed:
                 log.info("retention trimmed %d record(s) of %s/%d; first kept offset %d",
@@ -161,12 +155,12 @@ class RetentionTask:
 
     async def _lease(self, release: bool) -> list:
         script = scripts.load("replicator_tick")
-        keys = self.store.keys.retention_lease
-        return await self.store.batcher.call(*script.command(keys, self._lease_args(release)))
+        keys = self.partitions.keys.retention_lease
+        return await self.partitions.batcher.call(*script.command(keys, self._lease_args(release)))
 
     async def _release(self) -> None:
         """On a clean stop, give the lease back so another pod takes over at once."""
-        keys = self.store.keys.retention_lease
+        keys = self.partitions.keys.retention_lease
         source = scripts.load("replicator_tick").source
         try:
             # Shielded: this runs while the pod's task group is being cancelled.

@@ -11,10 +11,10 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
+from mapping import codec
 from mapping.codec import to_str
 from mapping.errors import ConfigurationError
 from mapping.keys import Keys
-from mapping.store import pin_sequence_bits
 
 # XRANGE/XREVRANGE with exclusive "(" bounds (6.2), scripts that call TIME before writing
 # (effects replication, default since 5.0), ACL users (6.0).
@@ -22,6 +22,18 @@ MIN_REDIS_VERSION = (6, 2, 0)
 # The one maxmemory-policy under which a full Redis refuses writes (the pod answers
 # UNAVAILABLE) instead of deleting keys.
 SAFE_EVICTION_POLICY = "noeviction"
+
+
+async def pin_sequence_bits(client: Redis | RedisCluster, keys: Keys, bits: int) -> None:
+    """Store the deployment's sequence bits on first start; refuse a pod that disagrees."""
+    codec.check_sequence_bits(bits)
+    await client.hsetnx(keys.meta, "sequence_bits", bits)
+    stored = int(await client.hget(keys.meta, "sequence_bits"))
+    if stored != bits:
+        raise ConfigurationError(
+            f"this deployment uses {stored} sequence bits (stored in Redis at {keys.meta}); "
+            f"this pod is configured with {bits}: start it with --sequence-bits {stored}"
+        )
 
 
 def parse_version(text: str) -> tuple[int, ...]:

@@ -17,7 +17,7 @@ import redis
 from mapping import codec, scripts
 from mapping.errors import REPLICATION_TIMEOUT
 from mapping.keys import Keys
-from mapping.store import TopicConfig
+from mapping.topics import TopicConfig
 from spark_connector.sink_options import SinkOptions, SinkWriteError
 
 

@@ -19,15 +19,7 @@ import redis
 from mapping import codec, scripts
 from mapping.keys import Keys, is_valid_name
 from mapping.partitioner import partition_for
-from mapping.scripts import call_sync
-from mapping.store import (
-    TopicConfig,
-    TopicDefaults,
-    announce_sync,
-    ensure_topic_call,
-    ensured_topic,
-    is_internal_topic,
-)
+from mapping.topics import TopicConfig, TopicDefaults, ensure_topic_sync, is_internal_topic
 from spark_connector.acks import wait_for_acks
 from spark_connector.sink_options import SinkOptions, SinkWriteError
 from spark_connector.sink_records import Record, record_items
@@ -55,15 +47,12 @@ def ensure_topic(
     appear on first use, as with V1 PRODUCE), announced as a pod announces it (an earlier
     topic's tombstones go, the replicators start following the new partitions). Names Kafka
     reserves (``__consumer_offsets``, ...) are never created."""
-    internal = is_internal_topic(name)
-    call = ensure_topic_call(
-        keys, name, defaults.partitions, defaults.replication_factor,
-        defaults.min_insync_replicas, create=not internal,
+    ensured = ensure_topic_sync(
+        client, keys, name, defaults.partitions, defaults.replication_factor,
+        defaults.min_insync_replicas, create=not is_internal_topic(name),
     )  # fmt: skip
-    ensured = ensured_topic(name, call_sync(client, call))
     if ensured is None:
         raise SinkWriteError(f"topic {name!r} is reserved by Kafka: it is never created")
-    announce_sync(client, keys, ensured)
     return ensured.config
 
 

@@ -23,6 +23,7 @@ from pyspark.sql.types import (
 
 from mapping import codec
 from mapping.keys import Keys
+from mapping.records import APPEND_TIME_BYTES, KEY_BYTES, VALUE_BYTES
 from spark_connector.offsets import RangePartition, client_for, data_loss_message
 from spark_connector.options import DataLoss, SourceOptions
 
@@ -65,9 +66,9 @@ def to_batch(
     schema: pa.Schema,
 ) -> pa.RecordBatch:
     offsets = [codec.offset_of(entry_id, bits) for entry_id, _ in entries]
-    keys = [fields.get(b"key") for _, fields in entries]
-    values = [fields.get(b"value") for _, fields in entries]
-    stamps = [fields.get(b"ts") for _, fields in entries]
+    keys = [fields.get(KEY_BYTES) for _, fields in entries]
+    values = [fields.get(VALUE_BYTES) for _, fields in entries]
+    stamps = [fields.get(APPEND_TIME_BYTES) for _, fields in entries]
     if not binary:
         keys = [_text(k) for k in keys]
         values = [_text(v) for v in values]

@@ -22,8 +22,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from mapping.kafka import Header
-from mapping.kafka import record_items as kafka_record_items
+from mapping.records import Header
+from mapping.records import record_items as entry_items
 from spark_connector.options import OptionError
 
 _PAYLOAD = (StringType, BinaryType)
@@ -76,9 +76,9 @@ def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
 
 def record_items(record: Record) -> tuple[int, list[bytes | str | int]]:
     """(lead, items): the record's stream fields, laid out as the Kafka front door writes
-    them (mapping.kafka.record_items), so V1, Spark and Kafka consumers all read it. Spark
+    them (mapping.records.record_items), so V1, Spark and Kafka consumers all read it. Spark
     rows carry no timestamp of their own: no ``create_ts``."""
-    return kafka_record_items(record.key, record.value, None, record.headers)
+    return entry_items(record.key, record.value, None, record.headers)
 
 
 def _headers(raw: list[dict] | None) -> list[Header]:

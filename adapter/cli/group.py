@@ -16,7 +16,7 @@ import click
 
 from adapter.cli import options
 from adapter.cli.options import RedisTarget
-from adapter.cli.topic import run_on_store
+from adapter.cli.topic import run_on_redis
 from adapter.settings import Settings
 from mapping.admin import DELETED, NON_EMPTY, GroupDeletion, delete_groups
 from mapping.keys import is_valid_name
@@ -56,10 +56,14 @@ def delete(
     target: RedisTarget,
 ) -> None:
     """Delete GROUP: members, assignment, generation, committed offsets, its listing."""
-    results: list[GroupDeletion] = run_on_store(
+    results: list[GroupDeletion] = run_on_redis(
         target,
-        lambda store: delete_groups(
-            store, group_name, topic_name, force=force, session_timeout_ms=session_timeout_ms
+        lambda partitions: delete_groups(
+            partitions.topics,
+            group_name,
+            topic_name,
+            force=force,
+            session_timeout_ms=session_timeout_ms,
         ),
     )
     deleted = [r for r in results if r.outcome == DELETED]

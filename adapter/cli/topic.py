@@ -34,18 +34,19 @@ import click
 from adapter.cli import options
 from adapter.cli.options import RedisTarget
 from mapping import inspection
-from mapping.cluster import SyncClient
+from mapping.client import connect, make_batcher
 from mapping.codec import DEFAULT_SEQUENCE_BITS
 from mapping.keys import Keys, is_valid_name
-from mapping.scripts import call_sync
-from mapping.store import (
-    Store,
-    announce_sync,
-    connect,
-    ensure_topic_call,
-    ensured_topic,
+from mapping.partitions import Partitions
+from mapping.topics import (
+    MAX_PARTITIONS,
+    MAX_REPLICATION_FACTOR,
+    Topics,
+    alter_configs_sync,
+    ensure_topic_sync,
     is_internal_topic,
-    make_batcher,
+    read_settings_sync,
+    retention_fields,
 )
 
 T = TypeVar("T")
@@ -82,20 +83,6 @@ def _name(value: str) -> str:
     return value
 
 
-def _store_retention(
-    client: SyncClient, keys: Keys, name: str, ms: int | None, size: int | None, ignore: bool | None
-) -> None:
-    fields: dict[str, int] = {}
-    if ms is not None:
-        fields["retention_ms"] = ms
-    if size is not None:
-        fields["retention_bytes"] = size
-    if ignore is not None:
-        fields["retention_ignore_groups"] = int(ignore)
-    if fields:
-        client.hset(keys.topic(name), mapping=fields)
-
-
 @click.group()
 def topic() -> None:
     """Create, change and inspect topics."""
@@ -103,9 +90,19 @@ def topic() -> None:
 
 @topic.command()
 @click.argument("name", callback=lambda _c, _p, v: _name(v))
-@click.option("--partitions", type=click.IntRange(1, 10_000), default=3, show_default=True)
-@click.option("--replication-factor", type=click.IntRange(1, 16), default=3, show_default=True)
-@click.option("--min-insync-replicas", type=click.IntRange(1, 16), default=2, show_default=True)
+@click.option("--partitions", type=click.IntRange(1, MAX_PARTITIONS), default=3, show_default=True)
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(1, MAX_REPLICATION_FACTOR),
+    default=3,
+    show_default=True,
+)
+@click.option(
+    "--min-insync-replicas",
+    type=click.IntRange(1, MAX_REPLICATION_FACTOR),
+    default=2,
+    show_default=True,
+)
 @_retention_options()
 @options.redis_target
 def create(
@@ -130,9 +127,8 @@ def create(
     wanted = (partitions, replication_factor, min_insync_replicas)
     client = target.connect()
     try:
-        ensured = ensured_topic(name, call_sync(client, ensure_topic_call(keys, name, *wanted)))
+        ensured = ensure_topic_sync(client, keys, name, *wanted)
         assert ensured is not None  # created, or there
-        announce_sync(client, keys, ensured)
         config, created = ensured.config, ensured.created
         stored = (config.partitions, config.replication_factor, config.min_insync_replicas)
         settings = (
@@ -140,8 +136,9 @@ def create(
         )
         if not created and stored != wanted:
             raise click.ClickException(f"topic {name} exists with other settings: {settings}")
-        _store_retention(client, keys, name, retention_ms, retention_bytes, retention_ignore_groups)
-        retention = inspection.retention_of(client.hgetall(keys.topic(name)))
+        changes = retention_fields(retention_ms, retention_bytes, retention_ignore_groups)
+        alter_configs_sync(client, keys, name, changes)
+        retention = inspection.retention_of(read_settings_sync(client, keys, name))
     finally:
         client.close()
     click.echo(f"{'created' if created else 'exists'} topic={name} {settings} "
@@ -172,25 +169,26 @@ def alter(
     keys = target.keys
     client = target.connect()
     try:
-        if not client.exists(keys.topic(name)):
+        if not read_settings_sync(client, keys, name):
             raise click.ClickException(f"no topic {name}")
-        _store_retention(client, keys, name, retention_ms, retention_bytes, retention_ignore_groups)
-        retention = inspection.retention_of(client.hgetall(keys.topic(name)))
+        changes = retention_fields(retention_ms, retention_bytes, retention_ignore_groups)
+        alter_configs_sync(client, keys, name, changes)
+        retention = inspection.retention_of(read_settings_sync(client, keys, name))
     finally:
         client.close()
     click.echo(f"altered topic={name} {retention.describe()}")
 
 
-def _grow(name: str, partitions: int, target: RedisTarget) -> None:
+def _grow(name: str, count: int, target: RedisTarget) -> None:
     from mapping.admin import InvalidPartitions, PartitionGrowth, add_partitions
 
-    async def work(store: Store) -> PartitionGrowth | InvalidPartitions | None:
+    async def work(partitions: Partitions) -> PartitionGrowth | InvalidPartitions | None:
         try:
-            return await add_partitions(store, name, partitions)
+            return await add_partitions(partitions.topics, name, count)
         except InvalidPartitions as exc:  # (the task group would wrap it)
             return exc
 
-    growth = run_on_store(target, work)
+    growth = run_on_redis(target, work)
     if isinstance(growth, InvalidPartitions):
         raise click.ClickException(str(growth))
     if growth is None:
@@ -240,20 +238,23 @@ def describe(name: str, target: RedisTarget, as_json: bool) -> None:
     _describe(name, target, as_json)
 
 
-def run_on_store(target: RedisTarget, work: Callable[[Store], Awaitable[T]]) -> T:
-    """Run ``work`` with a `Store` on the deployment (its batcher running meanwhile): the
-    operations that share their code with the pods (mapping.retention, mapping.admin)."""
+def run_on_redis(target: RedisTarget, work: Callable[[Partitions], Awaitable[T]]) -> T:
+    """Run ``work`` with the deployment's `Partitions` and their `Topics` (the batcher
+    running meanwhile): the operations that share their code with the pods
+    (mapping.retention, mapping.admin)."""
 
     async def run() -> T:
         client = connect(target.url, **target.login)
         batcher = make_batcher(client)
-        store = Store(batcher, target.keys)
-        store.sequence_bits = await _stored_bits(client, store.keys)
+        bits = await _stored_bits(client, target.keys)
+        partitions = Partitions(
+            batcher, target.keys, Topics(batcher, target.keys), sequence_bits=bits
+        )
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(batcher.run)
                 try:
-                    return await work(store)
+                    return await work(partitions)
                 finally:
                     tasks.cancel_scope.cancel()
         finally:
@@ -269,10 +270,10 @@ def trim(name: str | None, target: RedisTarget) -> None:
     """Apply retention now to topic NAME (default: every topic)."""
     from mapping.retention import enforce_all, enforce_topic
 
-    async def work(store: Store) -> list:
-        return await (enforce_all(store) if name is None else enforce_topic(store, name))
+    async def work(partitions: Partitions) -> list:
+        return await (enforce_all(partitions) if name is None else enforce_topic(partitions, name))
 
-    for r in run_on_store(target, work):
+    for r in run_on_redis(target, work):
         click.echo(
             f"topic={r.topic} partition={r.partition} trimmed={r.trimmed} "
             f"first_offset={r.first_kept}"
@@ -289,7 +290,7 @@ def delete(name: str, target: RedisTarget) -> None:
     its defaults) when a command names it again."""
     from mapping.admin import delete_topic
 
-    deletion = run_on_store(target, lambda store: delete_topic(store, name))
+    deletion = run_on_redis(target, lambda partitions: delete_topic(partitions.topics, name))
     if deletion is None:
         raise click.ClickException(f"no topic {name}")
     click.echo(

@@ -4,7 +4,7 @@ IncrementalAlterConfigs (retention), DeleteRecords, DescribeCluster, DeleteTopic
 CreatePartitions (grow only).
 
 Topics are created with the same script as V1's first use and ``adapter topic create``
-(mapping/lua/ensure_topic.lua); retention lives in the topic hash as the CLI writes it, so
+(mapping/topics.py); retention lives in the topic hash as the CLI writes it, so
 the pod's retention task, ``inspect`` and ``topic describe`` see Kafka-made topics like any
 other. DeleteTopics and CreatePartitions use mapping/admin.py's ``delete_topic`` and
 ``add_partitions``, as ``adapter topic delete`` and ``adapter topic alter --partitions`` do:
@@ -35,22 +35,30 @@ from adapter.kafka.versions import (
     DESCRIBE_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
 )
-from mapping.admin import MAX_PARTITIONS, InvalidPartitions, add_partitions, delete_topic
+from mapping.admin import InvalidPartitions, add_partitions, delete_topic
 from mapping.errors import BrokerError
 from mapping.inspection import retention_of
 from mapping.keys import is_valid_name
-from mapping.store import is_internal_topic
+from mapping.topics import (
+    MAX_PARTITIONS,
+    MAX_REPLICATION_FACTOR,
+    RETENTION_BYTES,
+    RETENTION_MS,
+    is_internal_topic,
+)
 
-MAX_REPLICATION_FACTOR = 16
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 CONFIG_TYPE_INT, CONFIG_TYPE_LONG, CONFIG_TYPE_STRING = 3, 5, 2
-# Kafka config name -> (topic hash field, config type); -1 means "no limit" for retention
+# Kafka config name -> its config type
 TOPIC_CONFIGS = {
-    "retention.ms": ("retention_ms", CONFIG_TYPE_LONG),
-    "retention.bytes": ("retention_bytes", CONFIG_TYPE_LONG),
-    "min.insync.replicas": ("min_insync_replicas", CONFIG_TYPE_INT),
+    "retention.ms": CONFIG_TYPE_LONG,
+    "retention.bytes": CONFIG_TYPE_LONG,
+    "min.insync.replicas": CONFIG_TYPE_INT,
 }
+# The Kafka configs that change after creation -> their topic config (mapping/topics.py);
+# -1 means "no limit"
+RETENTION_CONFIGS = {"retention.ms": RETENTION_MS, "retention.bytes": RETENTION_BYTES}
 
 
 class _Invalid(Exception):
@@ -77,15 +85,14 @@ async def create_topics(context: KafkaContext, request: Request) -> Any:
             if await context.find_topic(topic.name) is not None:
                 raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name} exists")
             if not request.body.validate_only:
-                config, created = await context.store.create_topic(
+                config, created = await context.topics.create(
                     topic.name, partitions, factor, min_isr
                 )
                 if not created:
                     raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name} exists")
                 result.topic_id = topic_id_of(config)  # (v7+)
                 if retention:
-                    key = context.store.keys.topic(topic.name)
-                    await context.store.batcher.call("HSET", key, *retention)
+                    await context.topics.alter_configs(topic.name, retention)
             result.num_partitions, result.replication_factor = partitions, factor
             result.configs = []
         except _Invalid as exc:
@@ -96,7 +103,7 @@ async def create_topics(context: KafkaContext, request: Request) -> Any:
     return response[request.version](throttle_time_ms=0, topics=results)
 
 
-def _settings(context: KafkaContext, topic: Any) -> tuple[int, int, int, list[Any]]:
+def _settings(context: KafkaContext, topic: Any) -> tuple[int, int, int, dict[str, int | None]]:
     if not is_valid_name(topic.name or ""):
         raise _Invalid(errors.INVALID_TOPIC_EXCEPTION, "names are 1-249 of [A-Za-z0-9._-]")
     if is_internal_topic(topic.name):  # Kafka's words for __cluster_metadata
@@ -118,7 +125,7 @@ def _settings(context: KafkaContext, topic: Any) -> tuple[int, int, int, list[An
             f"replication factor must be 1..{MAX_REPLICATION_FACTOR}",
         )
     min_isr = min(defaults.min_insync_replicas, factor)
-    retention: list[Any] = []
+    retention: dict[str, int | None] = {}
     for config in topic.configs or []:
         if config.name not in TOPIC_CONFIGS:
             raise _Invalid(errors.INVALID_CONFIG, f"config {config.name} is not supported")
@@ -128,7 +135,7 @@ def _settings(context: KafkaContext, topic: Any) -> tuple[int, int, int, list[An
                 raise _Invalid(errors.INVALID_CONFIG, "min.insync.replicas must be 1..RF")
             min_isr = value
         else:
-            retention += (TOPIC_CONFIGS[config.name][0], max(value, -1))
+            retention[RETENTION_CONFIGS[config.name]] = value
     return partitions, factor, min_isr, retention
 
 
@@ -158,17 +165,15 @@ async def describe_configs(context: KafkaContext, request: Request) -> Any:
                 result.error_message = f"topic {resource.resource_name} does not exist"
                 results.append(result)
                 continue
-            fields = await context.store.batcher.call(
-                "HGETALL", context.store.keys.topic(resource.resource_name)
-            )
+            fields = await context.topics.read_settings(resource.resource_name)
         except BrokerError as exc:
             result.error_code, result.error_message = error_of(exc), exc.message
             results.append(result)
             continue
         retention = retention_of(fields)
         values = {
-            "retention.ms": (retention.ms, b"retention_ms" in fields),
-            "retention.bytes": (retention.bytes, b"retention_bytes" in fields),
+            "retention.ms": (retention.ms, RETENTION_MS in fields),
+            "retention.bytes": (retention.bytes, RETENTION_BYTES in fields),
             "min.insync.replicas": (config.min_insync_replicas, True),
         }
         for name, (value, is_set) in values.items():
@@ -179,7 +184,7 @@ async def describe_configs(context: KafkaContext, request: Request) -> Any:
                     name=name, value=str(value), read_only=False,
                     config_source=DYNAMIC_TOPIC_CONFIG if is_set else DEFAULT_CONFIG,
                     is_default=not is_set, is_sensitive=False, synonyms=[],
-                    config_type=TOPIC_CONFIGS[name][1], documentation=None,
+                    config_type=TOPIC_CONFIGS[name], documentation=None,
                 )
             )  # fmt: skip
         results.append(result)
@@ -203,7 +208,6 @@ async def describe_cluster(context: KafkaContext, request: Request) -> Any:
 
 
 SET, DELETE = 0, 1
-RETENTION_CONFIGS = ("retention.ms", "retention.bytes")
 
 
 async def incremental_alter_configs(context: KafkaContext, request: Request) -> Any:
@@ -220,26 +224,23 @@ async def incremental_alter_configs(context: KafkaContext, request: Request) -> 
         try:
             if resource.resource_type != TOPIC_RESOURCE:
                 raise _Invalid(errors.INVALID_REQUEST, "only topic configs can be altered")
-            changes: list[tuple[int, str, str | None]] = []
+            # topic config -> its new value (None: back to the default); a later change of
+            # one config replaces an earlier one, as applying them in order would
+            changes: dict[str, int | None] = {}
             for config in resource.configs or ():
                 if config.name not in RETENTION_CONFIGS:
                     raise _Invalid(errors.INVALID_CONFIG, f"{config.name} cannot be altered")
+                field = RETENTION_CONFIGS[config.name]
                 if config.config_operation == SET:
-                    value = max(_integer(config.name, config.value), -1)
-                    changes.append((SET, TOPIC_CONFIGS[config.name][0], str(value)))
+                    changes[field] = _integer(config.name, config.value)
                 elif config.config_operation == DELETE:
-                    changes.append((DELETE, TOPIC_CONFIGS[config.name][0], None))
+                    changes[field] = None
                 else:
                     raise _Invalid(errors.INVALID_CONFIG, f"{config.name} is not a list")
             if await context.find_topic(resource.resource_name) is None:
                 raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, "no such topic")
             if not request.body.validate_only:
-                key = context.store.keys.topic(resource.resource_name)
-                for operation, field, value in changes:
-                    if operation == SET:
-                        await context.store.batcher.call("HSET", key, field, value)
-                    else:
-                        await context.store.batcher.call("HDEL", key, field)
+                await context.topics.alter_configs(resource.resource_name, changes)
         except _Invalid as exc:
             result.error_code, result.error_message = exc.code, exc.message
         except BrokerError as exc:
@@ -308,7 +309,7 @@ async def delete_topics(context: KafkaContext, request: Request) -> Any:
         else:
             try:
                 expected = str(topic_id) if by_id else ""
-                deletion = await delete_topic(context.store, name, expected)
+                deletion = await delete_topic(context.topics, name, expected)
                 if deletion is not None and deletion.topic_id:
                     result.topic_id = uuid.UUID(deletion.topic_id)  # (v6: by name too)
                 if deletion is None:
@@ -340,7 +341,7 @@ async def create_partitions(context: KafkaContext, request: Request) -> Any:
             if not 1 <= topic.count <= MAX_PARTITIONS:
                 raise _Invalid(errors.INVALID_PARTITIONS, f"count must be 1..{MAX_PARTITIONS}")
             growth = await add_partitions(
-                context.store, topic.name, topic.count, validate_only=request.body.validate_only
+                context.topics, topic.name, topic.count, validate_only=request.body.validate_only
             )
             if growth is None:
                 raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic.name}")

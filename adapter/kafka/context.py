@@ -1,5 +1,6 @@
-"""What the Kafka API modules answer with: the pod's settings, stores, replication (acks=all
-waiting), broker registry and consumer groups. One per pod, shared by its Kafka connections."""
+"""What the Kafka API modules answer with: the pod's settings, topics and partitions, the
+Kafka store, replication (acks=all waiting), broker registry and consumer groups. One per
+pod, shared by its Kafka connections."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from mapping.errors import UNKNOWN_TOPIC, BrokerError
 from mapping.kafka import KafkaStore
 from mapping.kafka_groups import KafkaGroups
 from mapping.keys import is_valid_name
+from mapping.partitions import Partitions
 from mapping.replication import Replication
-from mapping.store import Store, TopicConfig
+from mapping.topics import TopicConfig, Topics
 from mapping.waits import Channel, Waits
 
 # Topic ids whose names a pod remembers at most (all forgotten at once beyond: cheap, rare).
@@ -25,7 +27,8 @@ MAX_REMEMBERED_IDS = 10_000
 @dataclass
 class KafkaContext:
     settings: Settings
-    store: Store
+    topics: Topics
+    partitions: Partitions
     kafka: KafkaStore
     replication: Replication
     registry: BrokerRegistry
@@ -43,7 +46,7 @@ class KafkaContext:
     async def topic_id(self, name: str) -> uuid.UUID | None:
         """The id of topic ``name`` (Metadata v10+, KIP-848), None when there is no such
         topic: random at each creation and stored with the topic (see ``topic_id_of``)."""
-        config = await self.store.lookup(name)
+        config = await self.topics.lookup(name)
         return topic_id_of(config) if config is not None else None
 
     async def topic_name(self, topic_id: uuid.UUID) -> str | None:
@@ -56,10 +59,10 @@ class KafkaContext:
         wanted = str(topic_id)
         name = self.topic_names_by_id.get(topic_id)
         if name is not None:
-            known = self.store.known_topic(name)
+            known = self.topics.known(name)
             if known is not None and known.topic_id == wanted:
                 return name
-        config = await self.store.topic_by_id(wanted)
+        config = await self.topics.by_id(wanted)
         if config is None:
             self.topic_names_by_id.pop(topic_id, None)
             return None
@@ -70,7 +73,7 @@ class KafkaContext:
 
     @property
     def cluster_id(self) -> str:
-        return f"redis-streams-adapter-{self.store.keys.prefix}"
+        return f"redis-streams-adapter-{self.topics.keys.prefix}"
 
     async def find_topic(self, name: str | None, create: bool = False) -> TopicConfig | None:
         """The topic's settings; None when it does not exist (created when ``create``) or
@@ -80,9 +83,9 @@ class KafkaContext:
         if not is_valid_name(name):
             return None
         if not create:
-            return await self.store.lookup(name)
+            return await self.topics.lookup(name)
         try:  # creates it unless the pod's --no-auto-create-topics / --max-topics say no
-            return await self.store.topic(name)
+            return await self.topics.topic(name)
         except BrokerError as exc:
             if exc.code == UNKNOWN_TOPIC:
                 return None

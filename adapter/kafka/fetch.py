@@ -27,8 +27,9 @@ from adapter.kafka.records import batch_builder, finish_batch
 from adapter.kafka.versions import FETCH
 from mapping import codec
 from mapping.errors import BrokerError
-from mapping.kafka import FetchRead, append_entries
-from mapping.store import TopicConfig
+from mapping.kafka import FetchRead
+from mapping.records import walk_entries
+from mapping.topics import TopicConfig
 
 Response = FETCH.response
 TopicResponse = Response.FetchableTopicResponse
@@ -86,7 +87,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
                 break
             if watch is None:
                 channels = [
-                    context.store.keys.partition(w.topic, w.partition).hw_channel
+                    context.partitions.keys.partition(w.topic, w.partition).hw_channel
                     for w in wanted
                     if w.config is not None
                 ]
@@ -199,7 +200,7 @@ def _encode(
     start = 0
     while start < len(entries):
         builder = batch_builder()
-        walked = append_entries(
+        walked = walk_entries(
             entries, start, bits, high_watermark, budget - used, take_first and start == 0,
             builder.append,
         )  # fmt: skip

@@ -78,20 +78,22 @@ class KafkaListener:
         bound = listener.listeners[0].extra(SocketAttribute.local_port)
         host, port = advertised(settings, bound)
         replication = v1.replication
+        batcher, keys = v1.partitions.batcher, v1.partitions.keys
         registry = BrokerRegistry(
-            v1.store.batcher, v1.store.keys, pod_id=replication.pod_id, address=f"{host}:{port}"
+            batcher, keys, pod_id=replication.pod_id, address=f"{host}:{port}"
         )
         context = KafkaContext(
             settings=settings,
-            store=v1.store,
-            kafka=KafkaStore(v1.store, settings.kafka_producer_id_expiration_ms),
+            topics=v1.topics,
+            partitions=v1.partitions,
+            kafka=KafkaStore(v1.partitions, settings.kafka_producer_id_expiration_ms),
             replication=replication,
             registry=registry,
             hw_waits=Waits(replication.subscriber, Channel),
             groups=KafkaGroups(
-                v1.store.batcher,
+                batcher,
                 Waits(replication.subscriber, Channel),
-                v1.store.keys,
+                keys,
                 settings.kafka_groups,
                 v1_session_timeout_ms=settings.session_timeout_ms,
             ),

@@ -19,7 +19,7 @@ from adapter.kafka.protocol import Request
 from adapter.kafka.versions import METADATA
 from mapping.errors import BrokerError
 from mapping.keys import is_valid_name
-from mapping.store import is_internal_topic
+from mapping.topics import is_internal_topic
 
 Response = METADATA.response
 Broker = Response.MetadataResponseBroker
@@ -33,7 +33,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     every_topic = body.topics is None or (request.version == 0 and not body.topics)
     if every_topic:
         try:
-            names = await context.store.topic_names()
+            names = await context.topics.names()
         except BrokerError:
             names = []  # Redis unreachable: no topics to list (clients ask again)
         asked = [(name, None) for name in names]
@@ -86,7 +86,7 @@ async def _topic(
     if name is None or not is_valid_name(name):
         return Topic(error_code=errors.INVALID_TOPIC_EXCEPTION, name=name, partitions=[])
     internal = is_internal_topic(name)
-    try:  # (a reserved name is never created: see Store.topic)
+    try:  # (a reserved name is never created: see Topics.topic)
         config = await context.find_topic(name, create=create)
     except BrokerError as exc:
         return Topic(error_code=error_of(exc), name=name, is_internal=internal, partitions=[])

@@ -21,7 +21,7 @@ from mapping.acks import AckOutcome
 from mapping.batcher import Pending
 from mapping.errors import BrokerError, OutcomeUnknown
 from mapping.kafka import AppendResult
-from mapping.store import TopicConfig
+from mapping.topics import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
         return errors.CORRUPT_MESSAGE
     if not batches or any(not b.records for b in batches):
         return errors.INVALID_RECORD
-    config = context.store.known_topic(name)
+    config = context.topics.known(name)
     if config is None:  # first use on this pod: look it up first
         return asyncio.ensure_future(_append(context, body, name, part.index, batches))
     if not 0 <= part.index < config.partitions:

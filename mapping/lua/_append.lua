@@ -82,7 +82,7 @@ local function next_entry(a, value_bytes)
 end
 
 -- Appends one record (its stream fields: field, value, ...; 'n' is added here) whose value
--- has `value_bytes` bytes; returns its offset.
+-- has `value_bytes` bytes; returns its offset. (Field names: mapping/records.py owns them.)
 local function append_entry(a, log, fields, value_bytes)
   local id, number, offset = next_entry(a, value_bytes)
   fields[#fields + 1] = 'n'
@@ -91,8 +91,9 @@ local function append_entry(a, log, fields, value_bytes)
   return offset
 end
 
--- One record given as `n lead item1 .. itemN` from argv[at] on (mapping.kafka.record_items's
--- layout: the lead items, key and value when not null, go before the append time 'ts').
+-- One record given as `n lead item1 .. itemN` from argv[at] on (mapping.records.record_items's
+-- layout: the lead items, key and value when not null, go before the append time 'ts';
+-- mapping/records.py owns the field names spelled here).
 -- `now` is the append time's text (open_append's now_text).
 -- Returns its stream fields, its value's size and where the next record starts.
 local function record_fields(argv, at, now)

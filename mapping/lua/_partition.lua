@@ -101,7 +101,7 @@ local function is_follower(state)
 end
 
 -- Value size marks, kept by produce.lua so that a reader can size a native XRANGE without
--- copying entries through Lua (see Store.start_consume): 'size.<k>' (k = SIZE_MIN_BITS ..
+-- copying entries through Lua (see Partitions.start_consume): 'size.<k>' (k = SIZE_MIN_BITS ..
 -- SIZE_MAX_BITS) is the last offset of an append holding a value of more than 2^k bytes
 -- (absent: none ever), 'size.from' the first offset appended while marks were kept (a log
 -- written before has no marks below it).

@@ -41,6 +41,7 @@ if max_bytes <= 0 then
   return reply
 end
 
+-- (mapping/records.py owns the field names)
 local function value_size(fields)
   if fields[3] == 'value' then  -- as produce.lua writes them: key, value, ts
     return #fields[4]

@@ -72,7 +72,8 @@ local base_offset, last_offset = -1, -1
 local i = 9
 local ts = a.now_text
 for _ = 1, count do
-  -- the short forms' fields spelled out in the XADD (the same as record_items gives)
+  -- the short forms' fields spelled out in the XADD (the same as record_items gives; the
+  -- forms and the field names: mapping/records.py owns them)
   local form = ARGV[i]
   if form == '-1' then
     local value = ARGV[i + 1]

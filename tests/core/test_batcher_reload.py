@@ -10,8 +10,8 @@ import redis
 
 from mapping import scripts
 from mapping.batcher import RedisBatcher
+from mapping.client import connect
 from mapping.keys import Keys
-from mapping.store import connect
 
 
 async def _one_batch(redis_url: str, keys: Keys) -> list[object]:

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from mapping.batcher import WRITE_CHUNK_BYTES, RedisBatcher
+from mapping.client import connect
 from mapping.embedded import free_port
 from mapping.errors import OutcomeUnknown, Unavailable
-from mapping.store import connect
 
 # A script that keeps Redis busy for ARGV[1] microseconds (a healthy Redis, working).
 BUSY = """

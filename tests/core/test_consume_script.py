@@ -10,7 +10,7 @@ import redis
 
 from mapping import codec, scripts
 from mapping.keys import Keys
-from mapping.store import SIZE_MAX_BITS, SIZE_MIN_BITS, SizeMarks
+from mapping.size_marks import SIZE_MAX_BITS, SIZE_MIN_BITS, SizeMarks
 
 BITS = codec.DEFAULT_SEQUENCE_BITS
 MARKS = SIZE_MAX_BITS - SIZE_MIN_BITS + 1

@@ -8,11 +8,11 @@ import uuid
 
 import pytest
 
+from mapping.client import connect
 from mapping.cluster import connect_sync
 from mapping.errors import ConfigurationError
 from mapping.keys import Keys
 from mapping.startup import check_redis
-from mapping.store import connect
 
 pytestmark = pytest.mark.slow
 
@@ -149,7 +149,7 @@ def test_topic_ids_on_the_cluster(cluster_url: str, start_pod) -> None:
     from adapter.cli import main
     from adapter.kafka import errors
     from adapter.kafka.versions import CREATE_TOPICS, DELETE_TOPICS, METADATA
-    from mapping.store import TopicDefaults
+    from mapping.topics import TopicDefaults
     from spark_connector.appender import ensure_topic
     from tests.kafka.helpers import RawKafka
 

@@ -335,7 +335,7 @@ def test_redis_fixtures_use_this_engine(stack: Stack) -> None:
     uses it passes, and the container is gone afterwards."""
     env = {**stack.engine.env, "PYTHONPATH": str(ROOT)}
     since = stack.engine.docker("system", "info", "--format", "{{.SystemTime}}").stdout.strip()
-    pytest_args = ["-q", "-p", "no:cacheprovider", "tests/core/test_store.py"]
+    pytest_args = ["-q", "-p", "no:cacheprovider", "tests/core/test_partitions.py"]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", *pytest_args],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,

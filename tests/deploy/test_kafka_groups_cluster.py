@@ -24,7 +24,7 @@ def test_kafka_group_lifecycle_on_a_cluster(cluster_url: str) -> None:
             # several groups, so their slots land on different nodes
             for group in (f"g-{uuid.uuid4().hex[:8]}" for _ in range(3)):
                 topic = f"t-{uuid.uuid4().hex[:8]}"
-                await a.store.topic(topic)
+                await a.topics.topic(topic)
                 first, second = await asyncio.gather(join(a.groups, group), join(b.groups, group))
                 assert first.generation == second.generation == 1
                 leader, follower = (
@@ -56,7 +56,7 @@ def test_kip848_group_on_a_cluster(cluster_url: str) -> None:
     async def body() -> None:
         async with pods(cluster_url, 2) as (a, b):
             group, topic = f"g-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
-            await a.store.topic(topic)
+            await a.topics.topic(topic)
             first = await a.groups.consumer_heartbeat(group, "", 0, subscribed_topic_names=[topic])
             assert first.assignment == {topic: [0, 1, 2]}
             second = await b.groups.consumer_heartbeat(group, "", 0, subscribed_topic_names=[topic])

@@ -19,8 +19,11 @@ from adapter.client import RequestFailed
 from mapping import scripts
 from mapping.admin import TOMBSTONE_MS
 from mapping.batcher import RedisBatcher
+from mapping.client import connect
 from mapping.keys import Keys
-from mapping.store import Store, TopicDefaults, connect, pin_sequence_bits
+from mapping.partitions import Partitions
+from mapping.startup import pin_sequence_bits
+from mapping.topics import TopicDefaults, Topics
 from tests.deploy.conftest import CliTarget
 from tests.support import Pod, wait_until
 
@@ -209,20 +212,21 @@ def test_the_topic_cache_is_bounded(redis_url: str) -> None:
         batcher = RedisBatcher(client)
         runner = asyncio.create_task(batcher.run())
         try:
-            store = Store(batcher, keys, topic_defaults=TopicDefaults(2, 1, 1),
-                          topic_cache_size=2)  # fmt: skip
+            topics = Topics(batcher, keys, topic_defaults=TopicDefaults(2, 1, 1),
+                            topic_cache_size=2)  # fmt: skip
+            partitions = Partitions(batcher, keys, topics)
             for name in ("a", "b", "a", "c"):
-                await store.topic(name)
-            assert store.cached_topics() == ["a", "c"]  # b was least recently used
-            assert store.known_topic("b") is None
-            assert (await store.topic("b")).partitions == 2  # read again from Redis
-            assert store.cached_topics() == ["c", "b"]
-            config = await store.topic("c")
-            await store.produce(config, 0, [(b"k", b"v")])  # the produce path caches too
+                await topics.topic(name)
+            assert topics.cached() == ["a", "c"]  # b was least recently used
+            assert topics.known("b") is None
+            assert (await topics.topic("b")).partitions == 2  # read again from Redis
+            assert topics.cached() == ["c", "b"]
+            config = await topics.topic("c")
+            await partitions.produce(config, 0, [(b"k", b"v")])  # the produce path caches too
             for name in ("d", "e", "f"):
-                await store.topic(name)
-            assert store.cached_topics() == ["e", "f"]
-            assert len(store._produce_builders) == 0  # evicted with their topic
+                await topics.topic(name)
+            assert topics.cached() == ["e", "f"]
+            assert len(partitions._produce_builders) == 0  # evicted with their topic
         finally:
             runner.cancel()
             await client.aclose()
@@ -230,19 +234,19 @@ def test_the_topic_cache_is_bounded(redis_url: str) -> None:
     asyncio.run(body())
 
 
-def test_auto_creation_off_in_the_store_never_creates(redis_url: str) -> None:
+def test_auto_creation_off_in_the_topics_never_creates(redis_url: str) -> None:
     async def body() -> None:
         client = connect(redis_url, 5.0)
         keys = Keys(f"noauto-{uuid.uuid4().hex[:8]}")
         batcher = RedisBatcher(client)
         runner = asyncio.create_task(batcher.run())
         try:
-            store = Store(batcher, keys, auto_create_topics=False)
-            assert await store.lookup("x") is None
+            topics = Topics(batcher, keys, auto_create_topics=False)
+            assert await topics.lookup("x") is None
             with pytest.raises(Exception, match="unknown topic x"):
-                await store.topic("x")
+                await topics.topic("x")
             assert await client.exists(keys.topic("x")) == 0
-            assert store.cached_topics() == []
+            assert topics.cached() == []
         finally:
             runner.cancel()
             await client.aclose()
@@ -486,22 +490,24 @@ def test_a_creation_announced_after_the_deletion_of_its_topic_keeps_the_tombston
                 return calls > 1  # the creation script goes, its announcement waits
 
             paused = _Paused(batcher, after_the_creation)
-            creator = Store(paused, target.keys, topic_defaults=TopicDefaults(2, 1, 1))  # type: ignore[arg-type]
+            creator = Topics(paused, target.keys, topic_defaults=TopicDefaults(2, 1, 1))  # type: ignore[arg-type]
             creating = asyncio.create_task(creator.topic(topic))
             await asyncio.wait_for(paused.held.wait(), 5)
             topic_id = await client.hget(target.keys.topic(topic), "topic_id")
-            deletion = await delete_topic(Store(batcher, target.keys), topic)
+            deletion = await delete_topic(Topics(batcher, target.keys), topic)
             assert deletion is not None and deletion.partitions == 2
             paused.release.set()
             await creating  # announced now, after the deletion
 
             _assert_only_tombstones(target, topic, 2, topic_id)
             # Made anew: another id, the old topic's tombstones go.
-            store = Store(batcher, target.keys, topic_defaults=TopicDefaults(2, 1, 1))
-            config = await store.topic(topic)
+            topics = Topics(batcher, target.keys, topic_defaults=TopicDefaults(2, 1, 1))
+            partitions = Partitions(batcher, target.keys, topics)
+            config = await topics.topic(topic)
             assert config.topic_id.encode() != topic_id
-            result = await store.produce(config, 1, [(b"k", b"v")])
-            assert (await store.consume(config, 1, 0, 10)).records == [(result.offsets[0], b"v")]
+            result = await partitions.produce(config, 1, [(b"k", b"v")])
+            page = await partitions.consume(config, 1, 0, 10)
+            assert page.records == [(result.offsets[0], b"v")]
             for p in range(2):
                 state = target.keys.partition(topic, p).state
                 assert await client.pttl(state) < 0 and not await client.hexists(state, "deleted")
@@ -525,16 +531,17 @@ def test_partitions_added_while_the_topic_is_deleted_get_tombstones_too(
         client, batcher, runner = await _running_batcher(target.url)
         try:
             await pin_sequence_bits(client, target.keys, 10)
-            store = Store(batcher, target.keys, topic_defaults=TopicDefaults(2, 1, 1))
-            topic_id = (await store.topic(topic)).topic_id.encode()
+            topics = Topics(batcher, target.keys, topic_defaults=TopicDefaults(2, 1, 1))
+            topic_id = (await topics.topic(topic)).topic_id.encode()
             grown = False
 
             async def grow() -> None:
-                other = Store(batcher, target.keys)
+                other = Topics(batcher, target.keys)
                 await add_partitions(other, topic, 4)
                 config = await other.topic(topic)
                 assert config.partitions == 4
-                await other.produce(config, 3, [(b"k", b"in a new partition")])
+                writer = Partitions(batcher, target.keys, other)
+                await writer.produce(config, 3, [(b"k", b"in a new partition")])
 
             class GrowingFirst(_Paused):
                 async def call(self, *command: Any) -> Any:
@@ -545,7 +552,7 @@ def test_partitions_added_while_the_topic_is_deleted_get_tombstones_too(
                         await grow()
                     return await self.batcher.call(*command)
 
-            deleter = Store(GrowingFirst(batcher, lambda _: False), target.keys)  # type: ignore[arg-type]
+            deleter = Topics(GrowingFirst(batcher, lambda _: False), target.keys)  # type: ignore[arg-type]
             deletion = await delete_topic(deleter, topic)
             assert grown and deletion is not None
             assert deletion.partitions == 4

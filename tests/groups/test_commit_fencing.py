@@ -41,7 +41,7 @@ def test_a_commit_of_an_expired_member_never_goes_backwards(redis_url: str) -> N
     async def body() -> None:
         async with pods(redis_url, 2) as (a, b):
             group, topic = f"g-{uuid.uuid4().hex[:10]}", f"t-{uuid.uuid4().hex[:10]}"
-            partitions = (await a.store.topic(topic)).partitions
+            partitions = (await a.topics.topic(topic)).partitions
             on_a, on_b = _short_sessions(a, 300), _short_sessions(b, 300)
             c1 = await on_a.start_join(group, topic, partitions, "c1")
             await on_a.start_commit(group, topic, partitions, "c1", c1.generation, 0, 10)
@@ -64,7 +64,7 @@ def test_a_commit_of_an_old_generation_never_goes_backwards(redis_url: str) -> N
     async def body() -> None:
         async with pods(redis_url, 2) as (a, b):
             group, topic = f"g-{uuid.uuid4().hex[:10]}", f"t-{uuid.uuid4().hex[:10]}"
-            partitions = (await a.store.topic(topic)).partitions
+            partitions = (await a.topics.topic(topic)).partitions
             c1 = await a.v1.start_join(group, topic, partitions, "c1")
             assert 1 in c1.assigned
             await a.v1.start_commit(group, topic, partitions, "c1", c1.generation, 1, 10)

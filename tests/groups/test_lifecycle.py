@@ -141,12 +141,14 @@ def test_spark_commits_count_as_activity(target: CliTarget, topic: str) -> None:
     # Pushed into the past, the group is idle for an hour: a 1-minute retention expires it.
     target.client.hset(meta, "active_ms", now_ms - 3_600_000)
     from adapter.cli.options import RedisTarget
-    from adapter.cli.topic import run_on_store
+    from adapter.cli.topic import run_on_redis
     from mapping.admin import expire_groups
 
-    expired = run_on_store(
+    expired = run_on_redis(
         RedisTarget(target.url, target.keys),
-        lambda store: expire_groups(store, retention_ms=60_000, session_timeout_ms=10_000),
+        lambda partitions: expire_groups(
+            partitions, retention_ms=60_000, session_timeout_ms=10_000
+        ),
     )
     assert expired == [("spark", topic)]
     assert _group_keys(target, "spark", topic) == []

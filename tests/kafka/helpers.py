@@ -5,10 +5,60 @@ from __future__ import annotations
 
 import socket
 import struct
+from dataclasses import dataclass
 from typing import Any
 
-from adapter.kafka import protocol, records
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from adapter.kafka import protocol
+from adapter.kafka.records import NO_PRODUCER_ID
 from adapter.kafka.versions import FETCH, PRODUCE, Api
+from mapping.records import MAX_OFFSET_DELTA, Header, StoredRecord
+
+
+@dataclass(slots=True)
+class Record:
+    """A record as a producer sends it."""
+
+    key: bytes | None
+    value: bytes | None
+    timestamp: int  # CreateTime as the producer set it (ms)
+    headers: list[Header]
+
+
+def encode_batch(
+    records: list[Record],
+    *,
+    compression: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """One batch as a producer sends it."""
+    builder = DefaultRecordBatchBuilder(
+        2, compression, 0, producer_id, producer_epoch, base_sequence, 1 << 31
+    )
+    for delta, r in enumerate(records):
+        builder.append(delta, r.timestamp, r.key, r.value, r.headers)
+    return bytes(builder.build())
+
+
+def encode_stored(records: list[StoredRecord]) -> bytes:
+    """Uncompressed batches holding the pod's ``records`` (offsets increasing) at their
+    offsets, as a Fetch answers them."""
+    out: list[bytes] = []
+    i = 0
+    while i < len(records):
+        base = records[i].offset
+        builder = DefaultRecordBatchBuilder(2, 0, 0, NO_PRODUCER_ID, -1, -1, 1 << 31)
+        while i < len(records) and records[i].offset - base <= MAX_OFFSET_DELTA:
+            r = records[i]
+            builder.append(r.offset - base, r.timestamp, r.key, r.value, r.headers)
+            i += 1
+        batch = builder.build()
+        struct.pack_into(">q", batch, 0, base)  # the base offset: not covered by the CRC
+        out.append(bytes(batch))
+    return b"".join(out)
 
 
 class RawKafka:
@@ -68,8 +118,8 @@ def batch(
     base_sequence: int = -1,
     compression: int = 0,
 ) -> bytes:
-    return records.encode_for_test(
-        [records.Record(key, v, 1_700_000_000_000, []) for v in values],
+    return encode_batch(
+        [Record(key, v, 1_700_000_000_000, []) for v in values],
         compression=compression,
         producer_id=producer_id,
         producer_epoch=producer_epoch,

@@ -21,6 +21,8 @@ from adapter.kafka.versions import (
     PRODUCE,
     Api,
 )
+from mapping.records import StoredRecord
+from tests.kafka.helpers import Record, encode_batch, encode_stored
 
 
 def test_frames_split_across_reads_come_out_whole_and_in_order() -> None:
@@ -146,20 +148,18 @@ def test_random_frames_either_parse_or_close(data: bytes) -> None:
 @pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
 def test_record_batches_round_trip_in_every_codec(codec: int) -> None:
     sent = [
-        records.Record(b"k", b"v" * 100, 1700000000000, [("h", b"x"), ("n", None)]),
-        records.Record(None, None, 1700000000001, []),
-        records.Record(b"", b"", 1700000000002, []),
+        Record(b"k", b"v" * 100, 1700000000000, [("h", b"x"), ("n", None)]),
+        Record(None, None, 1700000000001, []),
+        Record(b"", b"", 1700000000002, []),
     ]
-    data = records.encode_for_test(
-        sent, compression=codec, producer_id=7, producer_epoch=1, base_sequence=4
-    )
+    data = encode_batch(sent, compression=codec, producer_id=7, producer_epoch=1, base_sequence=4)
     (batch,) = records.decode_batches(data)
     assert batch.records == [(r.key, r.value, r.timestamp, r.headers) for r in sent]
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (7, 1, 4)
 
 
 def test_a_bad_crc_or_a_truncated_batch_is_corrupt() -> None:
-    data = bytearray(records.encode_for_test([records.Record(b"k", b"v", 1, [])]))
+    data = bytearray(encode_batch([Record(b"k", b"v", 1, [])]))
     with pytest.raises(records.CorruptBatch):
         records.decode_batches(bytes(data[:-1]))
     data[-1] ^= 0xFF
@@ -171,11 +171,11 @@ def test_fetch_batches_carry_the_pods_offsets_with_gaps() -> None:
     from aiokafka.record.memory_records import MemoryRecords
 
     stored = [
-        records.StoredRecord(5000, 1, b"a", b"1", []),
-        records.StoredRecord(7000, 2, None, None, [("h", b"v")]),
-        records.StoredRecord(7000 + (1 << 31) + 1, 3, b"c", b"3", []),
+        StoredRecord(5000, 1, b"a", b"1", []),
+        StoredRecord(7000, 2, None, None, [("h", b"v")]),
+        StoredRecord(7000 + (1 << 31) + 1, 3, b"c", b"3", []),
     ]
-    memory = MemoryRecords(records.encode_batches(stored))
+    memory = MemoryRecords(encode_stored(stored))
     seen = []
     while memory.has_next():
         batch = memory.next_batch()
@@ -196,7 +196,7 @@ def test_fetch_batches_carry_the_pods_offsets_with_gaps() -> None:
     ],
 )
 def test_produce_arguments_are_record_items_for_every_record_shape(record: tuple) -> None:
-    from mapping.kafka import append_args, record_items
+    from mapping.records import append_args, record_items
 
     key, value, timestamp, headers = record
     lead, items = record_items(*record)
@@ -259,7 +259,7 @@ def _fetched(batches: list[bytes]) -> list[tuple]:
 
 def test_fetch_encodes_every_entry_layout_as_entry_record_reads_it() -> None:
     from adapter.kafka.fetch import _encode
-    from mapping.kafka import entry_record
+    from mapping.records import entry_record
 
     batches, taken, _, done = _encode(LAYOUTS, BITS, 1 << 40, 1 << 20, True)
     assert (taken, done) == (len(LAYOUTS), False)
@@ -272,7 +272,7 @@ def test_fetch_encodes_every_entry_layout_as_entry_record_reads_it() -> None:
 
 def test_fetch_stops_at_the_high_watermark_and_the_byte_budget() -> None:
     from adapter.kafka.fetch import _encode
-    from mapping.kafka import RECORD_OVERHEAD
+    from mapping.records import RECORD_OVERHEAD
 
     batches, taken, _, done = _encode(LAYOUTS, BITS, 9000, 1 << 20, True)
     assert (taken, done) == (4, True)

@@ -9,7 +9,7 @@ from adapter.kafka import errors
 from adapter.kafka.versions import METADATA, PRODUCE
 from mapping.keys import Keys
 from tests.kafka.conftest import PREFIX
-from tests.kafka.helpers import RawKafka, partition_reply, produce_body
+from tests.kafka.helpers import RawKafka, Record, encode_batch, partition_reply, produce_body
 from tests.support import Pod
 
 pytest.importorskip("pyspark")
@@ -17,21 +17,20 @@ pytest.importorskip("pyarrow")
 
 
 def test_spark_rows_of_kafka_records(kafka_pods: tuple[Pod, Pod], topic: str, redis_client) -> None:
-    from adapter.kafka import records
     from spark_connector.records import arrow_schema, source_schema, to_batch
 
     a, _ = kafka_pods
     sent = [
-        records.Record(b"k", b"v", 1_700_000_000_000, [("h", b"x")]),
-        records.Record(None, b"no key", 1_700_000_000_001, []),
-        records.Record(b"gone", None, 1_700_000_000_002, []),
+        Record(b"k", b"v", 1_700_000_000_000, [("h", b"x")]),
+        Record(None, b"no key", 1_700_000_000_001, []),
+        Record(b"gone", None, 1_700_000_000_002, []),
     ]
     with RawKafka(a.kafka_port) as raw:
         raw.call(METADATA, 12, METADATA.request[12](
             topics=[METADATA.request.MetadataRequestTopic(name=topic)],
             allow_auto_topic_creation=True,
         ))  # fmt: skip
-        reply = raw.call(PRODUCE, 9, produce_body(topic, 0, records.encode_for_test(sent)))
+        reply = raw.call(PRODUCE, 9, produce_body(topic, 0, encode_batch(sent)))
         assert partition_reply(reply).error_code == errors.NONE
     entries = redis_client.xrange(Keys(PREFIX).partition(topic, 0).log)
     batch = to_batch(entries, topic, 0, 10, True, arrow_schema(source_schema(binary=True)))

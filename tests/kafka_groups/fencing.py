@@ -132,7 +132,7 @@ async def classic_member_expired(url: str) -> None:
     generation, reads BASE and commits NEWER: the held commit gets UNKNOWN_MEMBER_ID."""
     async with pods(url, 2) as (a, b):
         group, topic = _names()
-        await a.store.topic(topic)
+        await a.topics.topic(topic)
         member, generation = await _alone(a, group, session_ms=300)
         ok = await a.groups.commit_offsets(group, member, generation, {topic: {0: (BASE, None)}})
         assert ok == {topic: {0: errors.NONE}}
@@ -159,7 +159,7 @@ async def classic_new_generation_read_only(url: str) -> None:
     then take the offset backwards.)"""
     async with pods(url, 2) as (a, b):
         group, topic = _names()
-        await a.store.topic(topic)
+        await a.topics.topic(topic)
         member, generation = await _alone(a, group)
         ok = await a.groups.commit_offsets(group, member, generation, {topic: {0: (BASE, None)}})
         assert ok == {topic: {0: errors.NONE}}
@@ -206,7 +206,7 @@ async def static_member_replaced(url: str) -> None:
     async with pods(url, 2) as (a, b):
         group, topic = _names()
         instance = "static-1"
-        await a.store.topic(topic)
+        await a.topics.topic(topic)
         member, generation = await _alone(a, group, instance_id=instance)
         ok = await a.groups.commit_offsets(
             group, member, generation, {topic: {0: (BASE, None)}}, instance
@@ -239,7 +239,7 @@ async def kip848_epoch_moved(url: str) -> None:
     STALE_MEMBER_EPOCH (the partitions the first kept take it: nobody else used them)."""
     async with pods(url, 2) as (a, b):
         group, topic = _names()
-        await a.store.topic(topic)
+        await a.topics.topic(topic)
         first = await a.groups.consumer_heartbeat(group, "", 0, subscribed_topic_names=[topic])
         assert first.assignment == {topic: ALL}
         member, epoch = first.member_id, first.member_epoch
@@ -274,7 +274,7 @@ async def kip848_member_expired(url: str) -> None:
     settings = dataclasses.replace(TEST_SETTINGS, consumer_session_timeout_ms=300)
     async with pods(url, 2, settings) as (a, b):
         group, topic = _names()
-        await a.store.topic(topic)
+        await a.topics.topic(topic)
         first = await a.groups.consumer_heartbeat(group, "", 0, subscribed_topic_names=[topic])
         member, epoch = first.member_id, first.member_epoch
         ok = await a.groups.commit_offsets(group, member, epoch, {topic: _offsets(ALL, BASE)})
@@ -298,7 +298,7 @@ async def simple_commit_then_group_formed(url: str) -> None:
     NEWER: the held commit gets UNKNOWN_MEMBER_ID, as a commit of a group with members."""
     async with pods(url, 2) as (a, b):
         group, topic = _names()
-        await a.store.topic(topic)
+        await a.topics.topic(topic)
         ok = await a.groups.commit_offsets(group, "", -1, {topic: {0: (BASE, None)}})
         assert ok == {topic: {0: errors.NONE}}
 

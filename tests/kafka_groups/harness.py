@@ -13,11 +13,13 @@ from redis.asyncio import Redis
 
 from mapping import kafka_errors as errors
 from mapping.batcher import RedisBatcher
+from mapping.client import connect
 from mapping.groups import Groups
 from mapping.kafka_groups import JoinResult, KafkaGroups, KafkaGroupSettings
 from mapping.keys import Keys
 from mapping.pubsub import Subscriber
-from mapping.store import Store, TopicDefaults, connect, pin_sequence_bits
+from mapping.startup import pin_sequence_bits
+from mapping.topics import TopicDefaults, Topics
 from mapping.waits import Channel, Waits
 
 # Short timeouts keep the tests fast; sessions far longer than any test step unless a test
@@ -30,7 +32,7 @@ LONG_SESSION_MS = 60_000
 @dataclass
 class TestPod:
     groups: KafkaGroups
-    store: Store
+    topics: Topics
     v1: Groups
     client: Redis
 
@@ -49,7 +51,7 @@ async def pods(
             batcher = RedisBatcher(client)
             subscriber = Subscriber(client, keys.pod_channel(f"test-pod-{n}"))
             tasks += [asyncio.create_task(batcher.run()), asyncio.create_task(subscriber.run())]
-            store = Store(batcher, keys, sequence_bits=10, topic_defaults=TopicDefaults(3, 1, 1))
+            topics = Topics(batcher, keys, topic_defaults=TopicDefaults(3, 1, 1))
             groups = KafkaGroups(
                 batcher,
                 Waits(subscriber, Channel),
@@ -58,7 +60,7 @@ async def pods(
                 v1_session_timeout_ms=V1_SESSION_MS,
             )
             v1 = Groups(batcher, keys, session_timeout_ms=V1_SESSION_MS)
-            started.append(TestPod(groups, store, v1, client))
+            started.append(TestPod(groups, topics, v1, client))
         yield started
     finally:
         for task in tasks:

@@ -380,7 +380,7 @@ def test_rebalance_completes_after_a_pod_dies_mid_join(redis_url: str) -> None:
             dying = asyncio.create_task(
                 join(a.groups, group, member_id=leader.member_id, session_ms=1000)
             )
-            joining = a.store.keys.kafka_group(group).joining
+            joining = a.topics.keys.kafka_group(group).joining
             while not await a.client.hexists(joining, leader.member_id):
                 await asyncio.sleep(0.01)  # until the leader's join is in the barrier
             dying.cancel()  # its pod dies: nothing more comes from it

@@ -68,8 +68,8 @@ def test_members_split_partitions_without_overlap(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 3, SETTINGS) as (a, b, c):
             group, topic = _name("g"), _name("t")
-            await a.store.topic(topic)
-            await a.client.hset(a.store.keys.topic(topic), "partitions", 6)  # grown
+            await a.topics.topic(topic)
+            await a.client.hset(a.topics.keys.topic(topic), "partitions", 6)  # grown
             first = Consumer(a.groups, group, [topic])
             assert await first.heartbeat() == errors.NONE
             assert first.partitions() == {(topic, p) for p in range(6)}
@@ -110,7 +110,7 @@ def test_range_assignor_and_errors(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 2, SETTINGS) as (a, b):
             group, topic = _name("g"), _name("t")
-            await a.store.topic(topic)  # 3 partitions
+            await a.topics.topic(topic)  # 3 partitions
             one = Consumer(a.groups, group, [topic])
             two = Consumer(b.groups, group, [topic])
             assert await one.heartbeat(server_assignor="range") == errors.NONE
@@ -147,7 +147,7 @@ def test_expired_member_partitions_move(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 2, settings) as (a, b):
             group, topic = _name("g"), _name("t")
-            await a.store.topic(topic)
+            await a.topics.topic(topic)
             live = Consumer(a.groups, group, [topic])
             silent = Consumer(b.groups, group, [topic])
             await _settle([live, silent])
@@ -168,7 +168,7 @@ def test_protocols_exclude_each_other(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 1, SETTINGS) as (pod,):
             classic_group, consumer_group, topic = _name("g"), _name("g"), _name("t")
-            await pod.store.topic(topic)
+            await pod.topics.topic(topic)
             member = await join(pod.groups, classic_group)
             assert await pod.groups.kafka_members_live(classic_group)
             assert not await pod.groups.kafka_members_live(_name("g"))
@@ -204,7 +204,7 @@ def test_member_that_does_not_revoke_is_fenced(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 2, SETTINGS) as (a, b):
             group, topic = _name("g"), _name("t")
-            await a.store.topic(topic)
+            await a.topics.topic(topic)
             stubborn = Consumer(a.groups, group, [topic])
             assert await stubborn.heartbeat(rebalance_timeout_ms=200) == errors.NONE
             held = dict(stubborn.owned)

@@ -33,7 +33,7 @@ def test_kafka_commit_is_v1_offset_and_back(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 2) as (a, b):
             group, topic = _name("g"), _name("t")
-            config = await a.store.topic(topic)  # 3 partitions
+            config = await a.topics.topic(topic)  # 3 partitions
             codes = await a.groups.commit_offsets(
                 group, "", -1, {topic: {0: (42, "from kafka"), 1: (7, None)}}
             )
@@ -60,7 +60,7 @@ def test_kafka_commit_is_v1_offset_and_back(redis_url: str) -> None:
 
         client = redis.Redis.from_url(redis_url)
         try:
-            keys = a.store.keys
+            keys = a.topics.keys
             assert (group, topic) in inspection.group_pairs(client, keys)
             view = inspection.group(client, keys, group, topic)
             assert view is not None
@@ -80,7 +80,7 @@ def test_commit_checks_generation_and_member(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 1) as (pod,):
             group, topic = _name("g"), _name("t")
-            await pod.store.topic(topic)
+            await pod.topics.topic(topic)
             member = await join(pod.groups, group)
             await pod.groups.sync(group, member.member_id, member.generation, {})
 
@@ -120,7 +120,7 @@ def test_offset_delete_refuses_subscribed_topics(redis_url: str) -> None:
         async with pods(redis_url, 1) as (pod,):
             group, used, unused = _name("g"), _name("t"), _name("t")
             for topic in (used, unused):
-                await pod.store.topic(topic)
+                await pod.topics.topic(topic)
             await pod.groups.commit_offsets(
                 group, "", -1, {used: {0: (3, "")}, unused: {0: (4, "")}}
             )
@@ -145,7 +145,7 @@ def test_delete_groups(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 2) as (a, b):
             group, topic = _name("g"), _name("t")
-            await a.store.topic(topic)
+            await a.topics.topic(topic)
             member = await join(a.groups, group)
             await a.groups.sync(group, member.member_id, member.generation, {})
             codes = await a.groups.commit_offsets(
@@ -175,7 +175,7 @@ def test_list_and_describe(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 1) as (pod,):
             group, v1_group, topic = _name("g"), _name("v1g"), _name("t")
-            config = await pod.store.topic(topic)
+            config = await pod.topics.topic(topic)
             member = await join(pod.groups, group, protocols=[("range", b"meta")])
             await pod.groups.sync(
                 group, member.member_id, member.generation, {member.member_id: b"asg"}
@@ -210,7 +210,7 @@ def test_live_v1_members_refuse_kafka_joins(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 1) as (pod,):
             group, topic = _name("g"), _name("t")
-            config = await pod.store.topic(topic)
+            config = await pod.topics.topic(topic)
             membership = await pod.v1.start_join(group, topic, config.partitions, "c1")
             refused = await join(pod.groups, group)
             assert refused.error == errors.INCONSISTENT_GROUP_PROTOCOL
@@ -228,13 +228,13 @@ def test_retention_and_spark_see_kafka_commits(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 1) as (pod,):
             group, topic = _name("g"), _name("t")
-            await pod.store.topic(topic)
+            await pod.topics.topic(topic)
             await pod.groups.commit_offsets(group, "", -1, {topic: {0: (11, "meta"), 2: (5, "")}})
-            floors = await retention.group_floors(pod.store, topic, 3)
+            floors = await retention.group_floors(pod.topics, topic, 3)
             assert floors == {0: 11, 2: 5}  # a partition never committed holds nothing
             client = redis.Redis.from_url(redis_url)
             try:
-                positions = spark_offsets.group_positions(client, pod.store.keys, group, topic, 3)
+                positions = spark_offsets.group_positions(client, pod.topics.keys, group, topic, 3)
             finally:
                 client.close()
             assert positions == {0: 11, 1: 0, 2: 5}
@@ -244,7 +244,7 @@ def test_retention_and_spark_see_kafka_commits(redis_url: str) -> None:
 
 def _keys_of(client: redis.Redis, pod: Any, group: str, topic: str) -> list[str]:
     """Which of the group's keys exist (V1 state, offsets, metadata, Kafka state)."""
-    gk, kk = pod.store.keys.group(group, topic), pod.store.keys.kafka_group(group)
+    gk, kk = pod.topics.keys.group(group, topic), pod.topics.keys.kafka_group(group)
     names = [gk.meta, gk.members, gk.assignment, gk.offsets, gk.offset_metadata, kk.meta]
     return [name for name in names if client.exists(name)]
 
@@ -256,7 +256,7 @@ def test_v1_group_delete_removes_kafka_state_and_commit_metadata(redis_url: str)
     async def body() -> None:
         async with pods(redis_url, 1) as (pod,):
             group, topic = _name("g"), _name("t")
-            await pod.store.topic(topic)
+            await pod.topics.topic(topic)
             member = await join(pod.groups, group)
             await pod.groups.sync(group, member.member_id, member.generation, {})
             await pod.groups.commit_offsets(
@@ -266,7 +266,7 @@ def test_v1_group_delete_removes_kafka_state_and_commit_metadata(redis_url: str)
             try:
                 assert len(_keys_of(client, pod, group, topic)) == 4  # meta offsets md kmeta
                 refused = await admin.delete_groups(
-                    pod.store, group, None, force=False, session_timeout_ms=10_000
+                    pod.topics, group, None, force=False, session_timeout_ms=10_000
                 )
                 assert [(r.topic, r.outcome) for r in refused] == [
                     (topic, admin.DELETED),
@@ -275,7 +275,7 @@ def test_v1_group_delete_removes_kafka_state_and_commit_metadata(redis_url: str)
                 await pod.groups.leave(group, [(member.member_id, None)])
                 await pod.groups.commit_offsets(group, "", -1, {topic: {0: (3, "meta")}})
                 deleted = await admin.delete_groups(
-                    pod.store, group, None, force=False, session_timeout_ms=10_000
+                    pod.topics, group, None, force=False, session_timeout_ms=10_000
                 )
                 assert [(r.topic, r.outcome) for r in deleted] == [
                     (topic, admin.DELETED),
@@ -299,7 +299,7 @@ def test_offsets_retention_expires_idle_kafka_groups_and_keeps_live_ones(
     async def body() -> None:
         async with pods(redis_url, 1) as (pod,):
             idle, busy, topic = _name("g"), _name("g"), _name("t")
-            await pod.store.topic(topic)
+            await pod.topics.topic(topic)
             client = redis.Redis.from_url(redis_url)
             try:
                 for group in (idle, busy):
@@ -312,7 +312,7 @@ def test_offsets_retention_expires_idle_kafka_groups_and_keeps_live_ones(
                         await pod.groups.leave(group, [(member.member_id, None)])
                 # retention -1 ms: anything not live has been idle long enough
                 expired = await admin.expire_groups(
-                    pod.store, retention_ms=-1, session_timeout_ms=10_000
+                    pod.topics, retention_ms=-1, session_timeout_ms=10_000
                 )
                 assert (idle, topic) in expired
                 assert (busy, topic) not in expired
@@ -339,7 +339,7 @@ def test_group_ids_of_any_characters(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 2) as (a, b):
             topic = _name("t")
-            await a.store.topic(topic)
+            await a.topics.topic(topic)
             suffix = uuid.uuid4().hex[:6]
             groups = [f"{g}-{suffix}" for g in ODD_GROUPS]
             for n, group in enumerate(groups):
@@ -363,10 +363,10 @@ def test_group_ids_of_any_characters(redis_url: str) -> None:
             assert [(d.group_id, d.error, d.state) for d in described] == [
                 (g, errors.NONE, "Empty") for g in groups
             ]
-            assert (await retention.group_floors(a.store, topic, 3)) == {0: 10}
+            assert (await retention.group_floors(a.topics, topic, 3)) == {0: 10}
             client = redis.Redis.from_url(redis_url)
             try:
-                keys = a.store.keys
+                keys = a.topics.keys
                 pairs = inspection.group_pairs(client, keys)
                 assert all((g, topic) in pairs for g in groups)
                 views = [inspection.group(client, keys, g, topic) for g in groups]
@@ -378,7 +378,7 @@ def test_group_ids_of_any_characters(redis_url: str) -> None:
 
             assert await b.groups.delete_groups([groups[0]]) == {groups[0]: errors.NONE}
             deleted = await admin.delete_groups(
-                a.store, groups[2], None, force=False, session_timeout_ms=10_000
+                a.topics, groups[2], None, force=False, session_timeout_ms=10_000
             )
             assert [(r.group, r.outcome) for r in deleted] == [
                 (groups[2], admin.DELETED),
@@ -404,7 +404,7 @@ def test_the_empty_group_id(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 1) as (pod,):
             topic = _name("t")
-            await pod.store.topic(topic)
+            await pod.topics.topic(topic)
             groups = pod.groups
             assert await groups.commit_offsets("", "", -1, {topic: {1: (4, "e")}}) == {
                 topic: {1: errors.NONE}
@@ -437,7 +437,7 @@ def test_committed_leader_epoch(redis_url: str) -> None:
     async def body() -> None:
         async with pods(redis_url, 1) as (pod,):
             group, topic = _name("g"), _name("t")
-            config = await pod.store.topic(topic)
+            config = await pod.topics.topic(topic)
             groups = pod.groups
             commit = {0: (10, "m", 7), 1: (11, None, 3), 2: (12, "n")}
             await groups.commit_offsets(group, "", -1, {topic: commit})
@@ -450,7 +450,7 @@ def test_committed_leader_epoch(redis_url: str) -> None:
             assert await groups.fetch_offsets(group) == {topic: expected}
             client = redis.Redis.from_url(redis_url, decode_responses=True)
             try:
-                metadata_key = pod.store.keys.group(group, topic).offset_metadata
+                metadata_key = pod.topics.keys.group(group, topic).offset_metadata
                 stored = _without_fences(client.hgetall(metadata_key))
                 assert stored == {
                     "0": "m",
@@ -465,7 +465,7 @@ def test_committed_leader_epoch(redis_url: str) -> None:
                     group, topic, config.partitions, "c1", membership.generation, 0, 20
                 )
                 await pod.v1.leave(group, topic, config.partitions, "c1", membership.generation)
-                group_commit.commit_group_offsets(client, pod.store.keys, group, topic, {2: 30})
+                group_commit.commit_group_offsets(client, pod.topics.keys, group, topic, {2: 30})
                 fetched = await groups.fetch_offsets(group, {topic: [0, 1, 2]})
                 assert fetched == {
                     topic: {
@@ -490,9 +490,9 @@ def test_cli_names_a_group_of_any_characters(redis_url: str) -> None:
 
     async def commit() -> str:
         async with pods(redis_url, 1) as (pod,):
-            await pod.store.topic(topic)
+            await pod.topics.topic(topic)
             await pod.groups.commit_offsets(group, "", -1, {topic: {0: (0, None)}})
-            return pod.store.keys.prefix
+            return pod.topics.keys.prefix
 
     prefix = asyncio.run(commit())
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import redis
 
+from mapping.client import connect
 from mapping.embedded import RedisProcess, free_port
 from mapping.errors import ConfigurationError
 from mapping.keys import Keys
 from mapping.startup import MIN_REDIS_VERSION, check_redis, parse_version
-from mapping.store import connect
 from tests.core.helpers import RF1
 from tests.reliability.conftest import Certs, TLSProxy
 from tests.support import ROOT, Pod

@@ -28,6 +28,7 @@ from adapter.cli import main
 from adapter.client import Client
 from adapter.settings import Settings
 from mapping import scripts
+from mapping.client import connect, make_batcher
 from mapping.cluster import connect_sync, redact
 from mapping.errors import Unavailable
 from mapping.keys import Keys
@@ -36,7 +37,6 @@ from mapping.sentinel import (
     parse_sentinel_url,
     sentinel_url,
 )
-from mapping.store import connect, make_batcher
 from spark_connector import offsets
 from spark_connector.options import OptionError, parse_options
 from spark_connector.sink_options import parse_sink_options
@@ -223,7 +223,7 @@ def test_command_lines_and_spark_follow_the_sentinels(deployment: SentinelDeploy
     # a write after the failover: the sync path loads the scripts the new primary lacks
     created = CliRunner().invoke(main, ["topic", "create", "refunds", *args])
     assert created.exit_code == 0, created.output
-    # the async path (topic trim runs on a Store) too
+    # the async path (topic trim runs on the async Partitions) too
     trimmed = CliRunner().invoke(main, ["topic", "trim", "orders", *args])
     assert trimmed.exit_code == 0, trimmed.output
     # the Spark connector's driver and tasks connect the same way

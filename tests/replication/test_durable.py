@@ -18,8 +18,9 @@ from mapping.embedded import RedisProcess
 from mapping.errors import BrokerError
 from mapping.kafka import KafkaStore
 from mapping.keys import Keys
+from mapping.partitions import Partitions
 from mapping.replication import Replication
-from mapping.store import Store, TopicConfig, TopicDefaults
+from mapping.topics import TopicConfig, TopicDefaults
 from tests.kafka.helpers import RawKafka
 from tests.kafka.test_group_ids import _commit, _fetch
 from tests.kafka_groups.harness import subscription
@@ -44,10 +45,10 @@ def replica(own_redis: RedisProcess, tmp_path: Path) -> Iterator[RedisProcess]:
     copy.kill()
 
 
-async def _readable(store: Store, config: TopicConfig, expected: int) -> None:
+async def _readable(partitions: Partitions, config: TopicConfig, expected: int) -> None:
     """Wait until CONSUME serves ``expected`` records."""
     for _ in range(500):
-        if len((await store.consume(config, 0, 0, 100)).records) == expected:
+        if len((await partitions.consume(config, 0, 0, 100)).records) == expected:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"{expected} records never became readable")
@@ -59,35 +60,36 @@ def test_readers_see_only_what_the_replica_has(
     assert replica.process is not None
     pid = replica.process.pid
 
-    async def body(store: Store, replication: Replication) -> None:
-        config = await store.topic("durable")
-        kafka = KafkaStore(store)
+    async def body(partitions: Partitions, replication: Replication) -> None:
+        config = await partitions.topics.topic("durable")
+        kafka = KafkaStore(partitions)
         # no acks=all at all: appends and reads alone bring durable_hw up
-        written = await store.produce(config, 0, [(b"k", b"a"), (b"k", b"b")])
-        await _readable(store, config, 2)
+        written = await partitions.produce(config, 0, [(b"k", b"a"), (b"k", b"b")])
+        await _readable(partitions, config, 2)
         os.kill(pid, signal.SIGSTOP)  # the replica's link is cut
         try:
-            late = await store.produce(config, 0, [(b"k", b"c")])
+            late = await partitions.produce(config, 0, [(b"k", b"c")])
             with pytest.raises(BrokerError) as failed:
                 await wait_for_ack(replication, config, 0, late.offsets[0])
             assert failed.value.code == "REPLICATION_TIMEOUT"
             for _ in range(3):  # rounds run meanwhile; none may serve the late record
-                result = await store.consume(config, 0, 0, 100)
+                result = await partitions.consume(config, 0, 0, 100)
                 assert [value for _, value in result.records] == [b"a", b"b"]
                 assert result.high_watermark == written.offsets[1]
                 read = await kafka.start_read(config, 0, 0, 100)
                 assert read.high_watermark == written.offsets[1]
-                status = await store.partition_status(config, 0, reader=True)
+                status = await partitions.partition_status(config, 0, reader=True)
                 assert status.high_watermark == written.offsets[1]
                 # the acks path still sees the real hw
-                assert (await store.partition_status(config, 0)).high_watermark == late.offsets[0]
+                status = await partitions.partition_status(config, 0)
+                assert status.high_watermark == late.offsets[0]
                 await asyncio.sleep(0.2)
         finally:
             os.kill(pid, signal.SIGCONT)
-        await _readable(store, config, 3)
-        again = await store.produce(config, 0, [(b"k", b"d")])
+        await _readable(partitions, config, 3)
+        again = await partitions.produce(config, 0, [(b"k", b"d")])
         assert await wait_for_ack(replication, config, 0, again.offsets[0]) >= again.offsets[0]
-        assert len((await store.consume(config, 0, 0, 100)).records) == 4
+        assert len((await partitions.consume(config, 0, 0, 100)).records) == 4
 
     asyncio.run(
         run_with(
@@ -107,13 +109,13 @@ def test_without_the_flag_nothing_is_clamped(
     assert replica.process is not None
     pid = replica.process.pid
 
-    async def body(store: Store, replication: Replication) -> None:
-        assert store.durable is None and store.read_flag == []
-        config = await store.topic("plain")
+    async def body(partitions: Partitions, replication: Replication) -> None:
+        assert partitions.durable is None and partitions.read_flag == []
+        config = await partitions.topics.topic("plain")
         os.kill(pid, signal.SIGSTOP)
         try:
-            await store.produce(config, 0, [(b"k", b"a")])
-            assert len((await store.consume(config, 0, 0, 100)).records) == 1
+            await partitions.produce(config, 0, [(b"k", b"a")])
+            assert len((await partitions.consume(config, 0, 0, 100)).records) == 1
         finally:
             os.kill(pid, signal.SIGCONT)
 

@@ -9,7 +9,7 @@ import redis
 
 from mapping import codec, scripts
 from mapping.keys import Keys
-from mapping.store import LATEST_OFFSET
+from mapping.partitions import LATEST_OFFSET
 from tests.support import wait_until
 
 BITS = codec.DEFAULT_SEQUENCE_BITS

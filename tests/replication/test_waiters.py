@@ -11,12 +11,14 @@ import redis
 
 from adapter.v1.handlers.acks import check, start_ack
 from mapping.batcher import RedisBatcher
+from mapping.client import connect
 from mapping.embedded import RedisProcess
 from mapping.errors import BrokerError
 from mapping.keys import Keys
+from mapping.partitions import LATEST_OFFSET, Partitions
 from mapping.pubsub import Subscriber
 from mapping.replication import Replication
-from mapping.store import LATEST_OFFSET, Store, TopicConfig, TopicDefaults, connect
+from mapping.topics import TopicConfig, TopicDefaults, Topics
 from tests.support import wait_until, wait_until_async
 
 
@@ -34,17 +36,19 @@ def script_calls(url: str) -> int:
 async def run_with(url: str, body, **replication_options) -> None:  # noqa: ANN001
     client = connect(url)
     batcher = RedisBatcher(client)
-    store = Store(
-        batcher,
-        Keys("w"),
-        replica_lag_max_ms=replication_options.pop("lag_ms", 60_000),
-        topic_defaults=replication_options.pop("defaults", TopicDefaults(1, 3, 2)),
+    keys = Keys("w")
+    defaults = replication_options.pop("defaults", TopicDefaults(1, 3, 2))
+    topics = Topics(batcher, keys, topic_defaults=defaults)
+    partitions = Partitions(
+        batcher, keys, topics, replica_lag_max_ms=replication_options.pop("lag_ms", 60_000)
     )
-    subscriber = Subscriber(client, store.keys.pod_channel("test-pod"))
-    replication = Replication(client, store, subscriber, pod_id="test-pod", **replication_options)
+    subscriber = Subscriber(client, keys.pod_channel("test-pod"))
+    replication = Replication(
+        client, topics, partitions, subscriber, pod_id="test-pod", **replication_options
+    )
     tasks = [asyncio.create_task(batcher.run()), asyncio.create_task(replication.run())]
     try:
-        await body(store, replication)
+        await body(partitions, replication)
     finally:
         for task in tasks:
             task.cancel()
@@ -62,10 +66,10 @@ async def wait_for_ack(
 
 
 def test_a_thousand_waiters_cost_a_handful_of_calls(own_redis: RedisProcess) -> None:
-    async def body(store: Store, replication: Replication) -> None:
-        config = await store.topic("many")
+    async def body(partitions: Partitions, replication: Replication) -> None:
+        config = await partitions.topics.topic("many")
         produced = await asyncio.gather(
-            *(store.produce(config, 0, [(b"k", b"v%d" % i)]) for i in range(1000))
+            *(partitions.produce(config, 0, [(b"k", b"v%d" % i)]) for i in range(1000))
         )
         offsets = [r.offsets[0] for r in produced]
         waiters = [asyncio.ensure_future(wait_for_ack(replication, config, 0, o)) for o in offsets]
@@ -78,36 +82,36 @@ def test_a_thousand_waiters_cost_a_handful_of_calls(own_redis: RedisProcess) -> 
         assert idle <= 2, idle  # no polling while waiting
         assert not any(w.done() for w in waiters)
         before = script_calls(own_redis.url)
-        await store.replica_fetch(config, 0, 1, LATEST_OFFSET)
-        await store.replica_fetch(config, 0, 2, LATEST_OFFSET)
+        await partitions.replica_fetch(config, 0, 1, LATEST_OFFSET)
+        await partitions.replica_fetch(config, 0, 2, LATEST_OFFSET)
         hws = await asyncio.gather(*waiters)
         assert all(hw >= o for hw, o in zip(hws, offsets, strict=True))
         # The 2 fetches (the first one also answered NOSCRIPT once), nothing per waiter.
         assert script_calls(own_redis.url) - before <= 3
         # Later waiters on the same partition are answered from what the pod already knows.
-        more = await store.produce(config, 0, [(b"k", b"late")])
+        more = await partitions.produce(config, 0, [(b"k", b"late")])
         waiter = asyncio.ensure_future(wait_for_ack(replication, config, 0, more.offsets[0]))
         await asyncio.sleep(0)  # the waiter registers itself (one turn of the loop)
-        await store.replica_fetch(config, 0, 1, LATEST_OFFSET)
-        await store.replica_fetch(config, 0, 2, LATEST_OFFSET)
+        await partitions.replica_fetch(config, 0, 1, LATEST_OFFSET)
+        await partitions.replica_fetch(config, 0, 2, LATEST_OFFSET)
         assert await waiter >= more.offsets[0]
 
     asyncio.run(run_with(own_redis.url, body, acks_timeout_ms=5000, run_replicator=False))
 
 
 def test_waiters_time_out_and_isr_shrink_is_noticed(own_redis: RedisProcess) -> None:
-    async def body(store: Store, replication: Replication) -> None:
-        config = await store.topic("shrink")
-        first = await store.produce(config, 0, [(b"k", b"a")])
+    async def body(partitions: Partitions, replication: Replication) -> None:
+        config = await partitions.topics.topic("shrink")
+        first = await partitions.produce(config, 0, [(b"k", b"a")])
         with pytest.raises(BrokerError) as failed:
             await wait_for_ack(replication, config, 0, first.offsets[0])
         assert failed.value.code == "REPLICATION_TIMEOUT"
         # Replica 1 has everything, replica 2 nothing: once replica 2 has lagged longer than
         # 300 ms it leaves the ISR, hw moves with nothing published by a fetch or produce:
         # the waiter's timed re-check sees it.
-        await store.replica_fetch(config, 0, 1, LATEST_OFFSET)
-        second = await store.produce(config, 0, [(b"k", b"b")])
-        await store.replica_fetch(config, 0, 1, LATEST_OFFSET)
+        await partitions.replica_fetch(config, 0, 1, LATEST_OFFSET)
+        second = await partitions.produce(config, 0, [(b"k", b"b")])
+        await partitions.replica_fetch(config, 0, 1, LATEST_OFFSET)
         assert await wait_for_ack(replication, config, 0, second.offsets[0]) >= second.offsets[0]
 
     asyncio.run(
@@ -125,21 +129,21 @@ def test_redis_wait(own_redis: RedisProcess, tmp_path: Path) -> None:
         with redis.Redis(port=replica.port) as admin:
             wait_until(lambda: admin.info("replication")["master_link_status"] == "up")
 
-        async def body(store: Store, replication: Replication) -> None:
-            config = await store.topic("durable")
+        async def body(partitions: Partitions, replication: Replication) -> None:
+            config = await partitions.topics.topic("durable")
             results = await asyncio.gather(
-                *(store.produce(config, 0, [(b"k", b"v%d" % i)]) for i in range(50))
+                *(partitions.produce(config, 0, [(b"k", b"v%d" % i)]) for i in range(50))
             )
             acks = await asyncio.gather(
                 *(wait_for_ack(replication, config, 0, r.offsets[0]) for r in results)
             )
             assert len(acks) == 50
             with redis.Redis(port=replica.port) as copy:
-                assert copy.xlen(store.keys.partition("durable", 0).log) == 50
+                assert copy.xlen(partitions.keys.partition("durable", 0).log) == 50
 
-        async def two(store: Store, replication: Replication) -> None:
-            config = await store.topic("durable2")
-            result = await store.produce(config, 0, [(b"k", b"v")])
+        async def two(partitions: Partitions, replication: Replication) -> None:
+            config = await partitions.topics.topic("durable2")
+            result = await partitions.produce(config, 0, [(b"k", b"v")])
             with pytest.raises(BrokerError) as failed:
                 await wait_for_ack(replication, config, 0, result.offsets[0])
             assert failed.value.code == "REPLICATION_TIMEOUT"
@@ -159,31 +163,31 @@ def test_start_ack_answers_from_the_append_when_it_can(own_redis: RedisProcess) 
     acknowledges it (no waiter, no subscription). Three replicas with two in sync required:
     it waits for the followers' fetches."""
 
-    async def body(store: Store, replication: Replication) -> None:
-        replicated = await store.topic("replicated")  # RF 3, min ISR 2
+    async def body(partitions: Partitions, replication: Replication) -> None:
+        replicated = await partitions.topics.topic("replicated")  # RF 3, min ISR 2
         pending = start_ack(
-            replication.acks, replicated, 0, store.start_produce(replicated, 0, [(b"k", b"v")])
+            replication.acks, replicated, 0, partitions.start_produce(replicated, 0, [(b"k", b"v")])
         )
         await asyncio.sleep(0.2)  # a while with no fetch: the ack must not come (under test)
         assert not pending.future.done()
-        await store.replica_fetch(replicated, 0, 1, LATEST_OFFSET)
-        await store.replica_fetch(replicated, 0, 2, LATEST_OFFSET)
+        await partitions.replica_fetch(replicated, 0, 1, LATEST_OFFSET)
+        await partitions.replica_fetch(replicated, 0, 2, LATEST_OFFSET)
         offset, hw = await pending
         assert hw >= offset >= 0
         assert list(replication.acks.waits._channels) == [("replicated", 0)]
 
-        single, _ = await store.create_topic("single", 1, 1, 1)
+        single, _ = await partitions.topics.create("single", 1, 1, 1)
         offset, hw = await start_ack(
-            replication.acks, single, 0, store.start_produce(single, 0, [(b"k", b"v")])
+            replication.acks, single, 0, partitions.start_produce(single, 0, [(b"k", b"v")])
         )
         assert hw >= offset >= 0
         # RF 2, min ISR 1: once its follower has lagged past 1 s, the leader alone is the
         # ISR and hw is the log end
-        alone, _ = await store.create_topic("alone", 1, 2, 1)
-        await store.produce(alone, 0, [(b"k", b"not copied")])
+        alone, _ = await partitions.topics.create("alone", 1, 2, 1)
+        await partitions.produce(alone, 0, [(b"k", b"not copied")])
         await asyncio.sleep(1.1)  # waits out the 1 s replica lag under test
         offset, hw = await start_ack(
-            replication.acks, alone, 0, store.start_produce(alone, 0, [(b"k", b"v")])
+            replication.acks, alone, 0, partitions.start_produce(alone, 0, [(b"k", b"v")])
         )
         assert hw >= offset >= 0
         assert list(replication.acks.waits._channels) == [("replicated", 0)]  # no new waiters

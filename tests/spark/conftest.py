@@ -1,6 +1,6 @@
 """Fixtures for the Spark connector tests: one redis-server child process and one local
 SparkSession for the whole run, and a synchronous wrapper around the real produce/consume
-scripts (``mapping.store.Store``) to write test data."""
+scripts (``mapping.partitions.Partitions``) to write test data."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ from typing import Any, TypeVar
 import pytest
 
 from mapping.batcher import RedisBatcher
+from mapping.client import connect
 from mapping.embedded import RedisProcess
 from mapping.keys import Keys
+from mapping.partitions import Partitions
 from mapping.retention import enforce_topic
-from mapping.store import Store, TopicConfig, TopicDefaults, connect
+from mapping.topics import TopicConfig, TopicDefaults, Topics
 
 ROOT = Path(__file__).resolve().parents[2]
 # Single-replica topics: the hw follows every produce, no replicas needed.
@@ -73,7 +75,7 @@ def spark_topic() -> str:
 
 
 class TopicWriter:
-    """Blocking calls into an async ``Store`` whose event loop runs in its own thread, so a
+    """Blocking calls into an async ``Partitions`` whose event loop runs in its own thread, so a
     test (or a producer thread) can write through the real produce script."""
 
     def __init__(
@@ -91,11 +93,9 @@ class TopicWriter:
         self._client = connect(url)
         self._batcher = RedisBatcher(self._client)
         self._flusher = self._call(self._start_flusher())
-        self.store = Store(
-            self._batcher,
-            self.keys,
-            replica_lag_max_ms=replica_lag_max_ms,
-            topic_defaults=defaults,
+        topics = Topics(self._batcher, self.keys, topic_defaults=defaults)
+        self.partitions = Partitions(
+            self._batcher, self.keys, topics, replica_lag_max_ms=replica_lag_max_ms
         )
 
     async def _start_flusher(self) -> asyncio.Task[None]:
@@ -105,11 +105,11 @@ class TopicWriter:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=60)
 
     def topic(self, name: str) -> TopicConfig:
-        return self._call(self.store.topic(name))
+        return self._call(self.partitions.topics.topic(name))
 
     def produce(self, topic: str, partition: int, records: list[tuple[bytes, bytes]]) -> list[int]:
         config = self.topic(topic)
-        return self._call(self.store.produce(config, partition, records)).offsets
+        return self._call(self.partitions.produce(config, partition, records)).offsets
 
     def consume_all(self, topic: str, partition: int) -> list[tuple[int, bytes]]:
         """Every visible record via the consume script (which also refreshes the stored hw)."""
@@ -117,7 +117,7 @@ class TopicWriter:
         records: list[tuple[int, bytes]] = []
         position = 0
         while True:
-            page = self._call(self.store.consume(config, partition, position, 1000)).records
+            page = self._call(self.partitions.consume(config, partition, position, 1000)).records
             if not page:
                 return records
             records.extend(page)
@@ -133,7 +133,7 @@ class TopicWriter:
                 topic_key, mapping={"retention_ms": 0, "retention_ignore_groups": 1}
             )
             try:
-                await enforce_topic(self.store, topic)
+                await enforce_topic(self.partitions, topic)
             finally:
                 await self._client.hset(topic_key, "retention_ms", -1)
 

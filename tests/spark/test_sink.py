@@ -1,8 +1,8 @@
 """The "redis-topics" sink through a real local SparkSession against a real redis-server:
 batch ``save()``, streaming ``start()``, replays after a failure, and the example pipeline.
 
-What was written is read back through the consume script (``Store.consume``, what V1 CONSUME
-runs) and through the connector's own source. One SparkSession serves the run (conftest.py).
+What was written is read back through the consume script (``Partitions.consume``, what V1
+CONSUME runs) and through the connector's own source. One SparkSession serves the run (conftest.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from mapping.partitioner import partition_for
-from mapping.store import TopicDefaults
+from mapping.topics import TopicDefaults
 from spark_connector import example_pipeline
 from tests.spark.conftest import TopicWriter
 from tests.support import Pod

@@ -1,7 +1,7 @@
 """The sink's Redis side (``spark_connector.appender``) against a real redis-server, without
 Spark: the replay markers, partitioning, headers and acks=all waiting of ``sink_append.lua``;
 and the sink's option and column checks.
-Records are read back through the real consume script (``Store.consume``, as V1 CONSUME)."""
+Records are read back through the real consume script (``Partitions.consume``, as V1 CONSUME)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from pyspark.sql.types import (
 
 from mapping.keys import Keys
 from mapping.partitioner import partition_for
-from mapping.store import LATEST_OFFSET, TopicDefaults
+from mapping.partitions import LATEST_OFFSET
+from mapping.topics import TopicDefaults
 from spark_connector.appender import Appender, sequence_bits
 from spark_connector.options import OptionError
 from spark_connector.sink_options import SinkOptions, SinkWriteError, parse_sink_options
@@ -171,7 +172,7 @@ def test_acks_all_waits_for_replicas_then_times_out_without_them(
         retry.start()
         hw_channel = Keys().partition(spark_topic, 0).hw_channel
         wait_until(lambda: client.pubsub_numsub(hw_channel)[0][1] > 0)
-        follower._call(follower.store.replica_fetch(config, 0, 1, LATEST_OFFSET))
+        follower._call(follower.partitions.replica_fetch(config, 0, 1, LATEST_OFFSET))
         retry.join(timeout=30)
         assert retried == [0]
         assert len(follower.consume_all(spark_topic, 0)) == 5

@@ -1,7 +1,7 @@
 """The "redis-topics" PySpark data source against a real redis-server and a local Spark.
 
-Test data is written through the real produce script (``mapping.store.Store``), never as
-hand-made stream entries. One SparkSession serves the module (see conftest.py).
+Test data is written through the real produce script (``mapping.partitions.Partitions``),
+never as hand-made stream entries. One SparkSession serves the module (see conftest.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import redis
 
 from mapping.embedded import free_port
 from mapping.partitioner import partition_for
-from mapping.store import TopicDefaults
+from mapping.topics import TopicDefaults
 from spark_connector import example_pipeline
 from spark_connector.group_commit import commit_group_offsets
 from tests.spark.conftest import ROOT, TopicWriter

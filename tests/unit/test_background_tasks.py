@@ -22,7 +22,7 @@ from mapping.keys import Keys
 from mapping.pubsub import Subscriber
 from mapping.replicator import Replicator
 from mapping.retention import RetentionTask
-from mapping.store import TopicConfig
+from mapping.topics import TopicConfig
 
 # Every way a call may fail: what the batcher answers, and what reaches a task from redis-py
 # directly (a ClusterDownError, a slot no node covers: not a RedisError at all) or a bug.
@@ -117,17 +117,15 @@ class _FakeSubscriber:
 
 def _replicator(tick: Flaky, fetch: Flaky, server: dict[str, str]) -> Replicator:
     config = TopicConfig("t", partitions=2, replication_factor=2, min_insync_replicas=1)
-    store = SimpleNamespace(
-        keys=Keys(),
-        batcher=SimpleNamespace(call=tick),
-        topic_names=Flaky(["t"], []),
-        lookup=Flaky(config, []),
-        replica_fetch=fetch,
+    topics = SimpleNamespace(keys=Keys(), names=Flaky(["t"], []), lookup=Flaky(config, []))
+    partitions = SimpleNamespace(
+        keys=Keys(), batcher=SimpleNamespace(call=tick), replica_fetch=fetch
     )
     client = SimpleNamespace(info=Flaky(lambda: dict(server), []), eval=Flaky(None, []))
     return Replicator(
         client,  # type: ignore[arg-type]
-        store,  # type: ignore[arg-type]
+        topics,  # type: ignore[arg-type]
+        partitions,  # type: ignore[arg-type]
         _FakeSubscriber(),  # type: ignore[arg-type]
         pod_id="p",
         lease_ms=30,

@@ -162,3 +162,59 @@ def test_no_import_cycles() -> None:
     it only moves the failure to the first call)."""
     cycles = _cycles(_import_graph())
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+# Every package of the project but tests/.
+PACKAGES = ("adapter", "bench", "mapping", "spark_connector")
+# Keys' names of the topic hash and of the topic index keys (the topics set, the id index).
+TOPIC_KEYS = frozenset({"topic", "topics", "topic_ids"})
+WRITE_COMMANDS = frozenset({"HSET", "HSETNX", "HDEL", "HINCRBY", "DEL", "UNLINK", "SADD", "SREM"})
+WRITE_METHODS = frozenset({"hset", "hsetnx", "hdel", "hincrby", "delete", "unlink", "sadd", "srem"})
+
+
+def _names_topic_key(node: ast.AST) -> bool:
+    """Whether ``node`` spells ``keys.topic(...)``, ``keys.topics`` or ``keys.topic_ids``
+    (``keys`` a name or an attribute: ``self.keys``, ``context.keys``...)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and sub.attr in TOPIC_KEYS:
+            owner = sub.value
+            if (isinstance(owner, ast.Name) and owner.id == "keys") or (
+                isinstance(owner, ast.Attribute) and owner.attr == "keys"
+            ):
+                return True
+    return False
+
+
+def _writes(node: ast.AST) -> bool:
+    """Whether ``node`` holds a write: a write method (``client.hset``), a write command
+    (``call("HSET", ...)``, ``("SREM", ...)``) or a script call (``.command([keys], ...)``)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
+            if sub.func.attr in WRITE_METHODS:
+                return True
+            if sub.func.attr == "command" and sub.args and isinstance(sub.args[0], ast.List):
+                return True
+        elements = sub.args if isinstance(sub, ast.Call) else getattr(sub, "elts", None)
+        if elements and isinstance(elements[0], ast.Constant):
+            if elements[0].value in WRITE_COMMANDS:
+                return True
+    return False
+
+
+def test_only_mapping_topics_writes_topic_keys() -> None:
+    """The topic hash, the topics set and the id index are written by mapping/topics.py alone
+    (and the Lua scripts it calls): no other module's function that names one of those keys
+    writes anything, so a key held in a variable cannot slip through either."""
+    offenders = []
+    sources = (p for package in PACKAGES for p in Path(package).rglob("*.py"))
+    for path in sorted(sources):
+        if path.as_posix() == "mapping/topics.py":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            body = ast.Module(body=function.body, type_ignores=[])  # (not its decorators)
+            if _names_topic_key(body) and _writes(body):
+                offenders.append(f"{path}:{function.lineno} {function.name}")
+    assert offenders == []

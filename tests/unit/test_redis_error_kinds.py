@@ -46,8 +46,9 @@ from mapping.cluster_batcher import ClusterBatcher
 from mapping.errors import BrokerError, OutcomeUnknown, Unavailable
 from mapping.kafka import KafkaStore
 from mapping.keys import Keys
+from mapping.partitions import Partitions
 from mapping.redis_errors import ConnectFailed, _marked
-from mapping.store import Store, TopicConfig
+from mapping.topics import TopicConfig, Topics
 from tests.kafka.helpers import batch
 
 TOPIC = "kinds"
@@ -188,9 +189,16 @@ def test_a_failed_connect_is_told_apart_from_a_lost_reply() -> None:
 
 
 def _context(client: FakeCluster) -> SimpleNamespace:
-    store = Store(ClusterBatcher(client, max_concurrency=4), Keys("kinds"))  # type: ignore[arg-type]
-    store._remember(CONFIG)  # a topic the pod knows: no lookup
-    return SimpleNamespace(settings=Settings(), store=store, kafka=KafkaStore(store, 60_000))
+    batcher, keys = ClusterBatcher(client, max_concurrency=4), Keys("kinds")
+    topics = Topics(batcher, keys)  # type: ignore[arg-type]
+    topics._remember(CONFIG)  # a topic the pod knows: no lookup
+    partitions = Partitions(batcher, keys, topics)  # type: ignore[arg-type]
+    return SimpleNamespace(
+        settings=Settings(),
+        topics=topics,
+        partitions=partitions,
+        kafka=KafkaStore(partitions, 60_000),
+    )
 
 
 def _produce_request() -> protocol.Request:
@@ -218,7 +226,7 @@ def _produce_request() -> protocol.Request:
 
 async def _kafka_produce(client: FakeCluster) -> list[tuple[int, int, int]]:
     context = _context(client)
-    flusher = asyncio.create_task(context.store.batcher.run())
+    flusher = asyncio.create_task(context.partitions.batcher.run())
     try:
         response = await produce.handle(context, _produce_request())  # type: ignore[arg-type]
     finally:
@@ -244,9 +252,9 @@ def test_kafka_produce_answers_an_error_code_in_every_partition(error: BaseExcep
 def test_v1_produce_answers_unavailable(error: BaseException) -> None:
     async def main() -> bytes:
         context = _context(FakeCluster(error))
-        flusher = asyncio.create_task(context.store.batcher.run())
+        flusher = asyncio.create_task(context.partitions.batcher.run())
         try:
-            v1 = Context(context.settings, context.store, None, None)  # type: ignore[arg-type]
+            v1 = Context(context.settings, context.topics, context.partitions, None, None)  # type: ignore[arg-type]
             return await answer(v1, build_table(), f"V1|9|PRODUCE|{TOPIC} user1:x".encode())
         finally:
             flusher.cancel()
@@ -292,7 +300,7 @@ def test_a_batch_behind_a_failed_one_is_not_answered_out_of_order() -> None:
 
     async def main() -> list[tuple[int, int]]:
         context = _context(client)
-        flusher = asyncio.create_task(context.store.batcher.run())
+        flusher = asyncio.create_task(context.partitions.batcher.run())
         answers = []
         try:
             for base_sequence in (0, 1, 0, 1, 3):

@@ -11,9 +11,9 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
+from mapping.client import connect
 from mapping.embedded import RedisProcess
 from mapping.pubsub import Subscriber
-from mapping.store import connect
 from mapping.waits import Channel, Dropped, Waits, Watch
 from tests.support import wait_until_async
 

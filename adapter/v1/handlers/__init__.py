@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from adapter.settings import Settings
 from mapping.batcher import Pending
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
-from mapping.store import Store
+from mapping.partitions import Partitions
+from mapping.topics import Topics
 
 if TYPE_CHECKING:
     from mapping.groups import Groups
@@ -31,7 +32,8 @@ class Context:
     """What a handler may use; shared by every connection of the pod."""
 
     settings: Settings
-    store: Store
+    topics: Topics
+    partitions: Partitions
     groups: Groups
     replication: Replication
     # The hot commands' starters (see ``Starter``); None: the default table's.
@@ -55,23 +57,23 @@ def on_topic(
 
     async def handler(context: Context, argv: list[str]) -> str:
         topic, *rest = parse(argv)
-        config = await context.store.topic(topic)
+        config = await context.topics.topic(topic)
         try:
             return await start(context, config, *rest)
         except BrokerError as exc:
             # Deleted under this pod's cache (the notice not heard yet): forget it. Not
             # retried here: an acks=all PRODUCE may have been appended before the deletion.
             if exc.code == UNKNOWN_TOPIC:
-                context.store.forget(topic)
+                context.topics.forget(topic)
             raise
 
     def starter(context: Context, argv: list[str]) -> Pending[str] | None:
         topic, *rest = parse(argv)
-        config = context.store.known_topic(topic)
+        config = context.topics.known(topic)
         if config is None:
             return None
         pending = start(context, config, *rest)
-        return _ForgetsDeleted(pending.future, pending.finish, context.store, topic)
+        return _ForgetsDeleted(pending.future, pending.finish, context.topics, topic)
 
     return handler, starter
 
@@ -80,13 +82,15 @@ class _ForgetsDeleted(Pending[str]):
     """A started request on a cached topic: when the scripts refuse it as deleted (the pub/sub
     notice was missed), the pod forgets the topic, so the next request looks it up afresh."""
 
-    __slots__ = ("store", "topic")
+    __slots__ = ("topics", "topic")
 
-    def __init__(self, future: asyncio.Future, finish: Callable, store: Store, topic: str) -> None:
+    def __init__(
+        self, future: asyncio.Future, finish: Callable, topics: Topics, topic: str
+    ) -> None:
         # (no super() calls: this wraps every hot request)
         self.future = future
         self.finish = finish
-        self.store = store
+        self.topics = topics
         self.topic = topic
 
     def result(self) -> str:
@@ -94,5 +98,5 @@ class _ForgetsDeleted(Pending[str]):
             return self.finish(self.future.result())
         except BrokerError as exc:
             if exc.code == UNKNOWN_TOPIC:
-                self.store.forget(self.topic)
+                self.topics.forget(self.topic)
             raise

@@ -9,7 +9,8 @@ from mapping.batcher import Pending
 from mapping.codec import MAX_OFFSET
 from mapping.errors import BadRequest
 from mapping.partitioner import partition_for
-from mapping.store import ConsumeResult, TopicConfig
+from mapping.partitions import ConsumeResult
+from mapping.topics import TopicConfig
 
 PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
 CONSUME_USAGE = "CONSUME requires: <topic> <partition> <offset>"
@@ -49,7 +50,7 @@ def _produce(
     context: Context, config: TopicConfig, key: bytes, value: bytes, acks: str
 ) -> Pending[str]:
     partition = partition_for(key, config.partitions)
-    pending = context.store.start_produce(config, partition, [(key, value)])
+    pending = context.partitions.start_produce(config, partition, [(key, value)])
     if acks == "all":  # a task only when the append's reply does not already satisfy it
         acked = start_ack(context.replication.acks, config, partition, pending)
         return acked.then(lambda ack: f"partition={partition} offset={ack[0]} hw={ack[1]}")
@@ -79,7 +80,7 @@ def _consume_payload(result: ConsumeResult) -> str:
 def _consume(context: Context, config: TopicConfig, partition: int, offset: int) -> Pending[str]:
     if not 0 <= partition < config.partitions:
         raise BadRequest("invalid partition")
-    pending = context.store.start_consume(
+    pending = context.partitions.start_consume(
         config,
         partition,
         offset,
@@ -99,8 +100,8 @@ async def set_partition_role(context: Context, argv: list[str]) -> str:
     role = argv[2]
     if role not in ("leader", "follower"):
         raise BadRequest("invalid role: must be leader or follower")
-    config = await context.store.partition_of(topic, partition)
-    high_watermark = await context.store.set_role(config, partition, role)
+    config = await context.topics.partition_of(topic, partition)
+    high_watermark = await context.partitions.set_role(config, partition, role)
     return f"topic={topic} partition={partition} role={role} hw={high_watermark}"
 
 

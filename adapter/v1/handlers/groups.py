@@ -11,7 +11,7 @@ from mapping.batcher import Pending
 from mapping.codec import MAX_OFFSET
 from mapping.errors import GROUP_IN_USE, BadRequest, BrokerError
 from mapping.groups import kafka_members_live
-from mapping.store import TopicConfig
+from mapping.topics import TopicConfig
 
 JOIN_USAGE = "JOIN requires: <group> <topic> <consumer_id> [assignor=round_robin|range]"
 COMMIT_USAGE = "COMMIT requires: <group> <topic> <consumer_id> <generation> <partition> <offset>"
@@ -73,7 +73,7 @@ async def join(context: Context, argv: list[str]) -> str:
     read-only script on the Kafka group's keys before V1's own. Not a pipelined starter:
     the check comes first."""
     _, group, _, _ = _join_args(argv)
-    if await kafka_members_live(context.store.batcher, context.store.keys, group):
+    if await kafka_members_live(context.topics.batcher, context.topics.keys, group):
         raise BrokerError(GROUP_IN_USE, f"group {group} has live Kafka consumers")
     answer = await _join_on_topic(context, argv)
     await durable_wait(context.replication.acks)
@@ -82,7 +82,7 @@ async def join(context: Context, argv: list[str]) -> str:
 
 async def sync(context: Context, argv: list[str]) -> str:
     group, topic, member, generation = _member_args(argv, _usage("SYNC"), 4)
-    config = await context.store.topic(topic)
+    config = await context.topics.topic(topic)
     membership = await context.groups.sync(group, topic, config.partitions, member, generation)
     await durable_wait(context.replication.acks)
     return _assigned(membership.generation, membership.assigned)
@@ -107,7 +107,7 @@ heartbeat, heartbeat_now = on_topic(_heartbeat_args, _heartbeat)
 
 async def leave(context: Context, argv: list[str]) -> str:
     group, topic, member, generation = _member_args(argv, _usage("LEAVE"), 4)
-    config = await context.store.topic(topic)
+    config = await context.topics.topic(topic)
     await context.groups.leave(group, topic, config.partitions, member, generation)
     return "left=true"
 
@@ -157,7 +157,7 @@ async def offset(context: Context, argv: list[str]) -> str:
     group = args.name(argv[0], "group")
     topic = args.name(argv[1], "topic")
     partition = args.integer(argv[2], "partition", minimum=0)
-    await context.store.partition_of(topic, partition)
+    await context.topics.partition_of(topic, partition)
     return f"offset={await context.groups.committed(group, topic, partition)}"
 
 

@@ -1,4 +1,4 @@
-"""`mapping.store.Store` straight against Redis: the produce script's id assignment."""
+"""`mapping.partitions.Partitions` straight against Redis: the produce script's id assignment."""
 
 from __future__ import annotations
 
@@ -10,22 +10,25 @@ import pytest
 
 from mapping import codec
 from mapping.batcher import RedisBatcher
+from mapping.client import connect
 from mapping.errors import BrokerError
 from mapping.keys import Keys
-from mapping.store import Store, TopicDefaults, connect, pin_sequence_bits
+from mapping.partitions import Partitions
+from mapping.startup import pin_sequence_bits
+from mapping.topics import TopicDefaults, Topics
 
 
-async def _with_store(
-    redis_url: str, body: Callable[[Store], Awaitable[None]], bits: int = 10
+async def _with_partitions(
+    redis_url: str, body: Callable[[Partitions], Awaitable[None]], bits: int = 10
 ) -> None:
     client = connect(redis_url, 5.0)
-    keys = Keys(f"store-{uuid.uuid4().hex[:8]}")
+    keys = Keys(f"partitions-{uuid.uuid4().hex[:8]}")
     await pin_sequence_bits(client, keys, bits)
     batcher = RedisBatcher(client)
     runner = asyncio.create_task(batcher.run())
     try:
-        store = Store(batcher, keys, sequence_bits=bits, topic_defaults=TopicDefaults(3, 1, 1))
-        await body(store)
+        topics = Topics(batcher, keys, topic_defaults=TopicDefaults(3, 1, 1))
+        await body(Partitions(batcher, keys, topics, sequence_bits=bits))
     finally:
         runner.cancel()
         await client.aclose()
@@ -36,10 +39,10 @@ def test_2000_records_in_one_script_call(redis_url: str, bits: int) -> None:
     """One script call runs inside one millisecond of Redis time: 2000 records overflow the
     sequence space (2^bits) and roll over to the next millisecond, never colliding."""
 
-    async def body(store: Store) -> None:
-        config = await store.topic("burst")
+    async def body(partitions: Partitions) -> None:
+        config = await partitions.topics.topic("burst")
         records = [(b"k", str(i).encode()) for i in range(2000)]
-        result = await store.produce(config, 0, records)
+        result = await partitions.produce(config, 0, records)
         offsets = result.offsets
         assert len(offsets) == 2000
         assert all(a < b for a, b in zip(offsets, offsets[1:], strict=False))
@@ -50,42 +53,42 @@ def test_2000_records_in_one_script_call(redis_url: str, bits: int) -> None:
         consumed = []
         position = 0
         while True:
-            reply = await store.consume(config, 0, position, 1000)
+            reply = await partitions.consume(config, 0, position, 1000)
             if not reply.records:
                 break
             consumed += reply.records
             position = reply.records[-1][0] + 1
         assert consumed == list(zip(offsets, (v for _, v in records), strict=True))
         # the next produce continues after the rollover
-        more = await store.produce(config, 0, [(b"k", b"next")])
+        more = await partitions.produce(config, 0, [(b"k", b"next")])
         assert more.offsets[0] > offsets[-1]
 
-    asyncio.run(_with_store(redis_url, body, bits))
+    asyncio.run(_with_partitions(redis_url, body, bits))
 
 
 def test_concurrent_produces_share_pipelines(redis_url: str) -> None:
-    async def body(store: Store) -> None:
-        config = await store.topic("concurrent")
-        sent = store.batcher.pipelines_sent
+    async def body(partitions: Partitions) -> None:
+        config = await partitions.topics.topic("concurrent")
+        sent = partitions.batcher.pipelines_sent
         results = await asyncio.gather(
-            *(store.produce(config, 1, [(b"k", str(i).encode())]) for i in range(2000))
+            *(partitions.produce(config, 1, [(b"k", str(i).encode())]) for i in range(2000))
         )
         offsets = [r.offsets[0] for r in results]
         assert all(a < b for a, b in zip(offsets, offsets[1:], strict=False))
-        assert store.batcher.pipelines_sent - sent < 100  # batched, not one per call
+        assert partitions.batcher.pipelines_sent - sent < 100  # batched, not one per call
 
-    asyncio.run(_with_store(redis_url, body))
+    asyncio.run(_with_partitions(redis_url, body))
 
 
 def test_follower_refuses_produce(redis_url: str) -> None:
-    async def body(store: Store) -> None:
-        config = await store.topic("roles")
-        assert await store.set_role(config, 0, "follower") == -1
+    async def body(partitions: Partitions) -> None:
+        config = await partitions.topics.topic("roles")
+        assert await partitions.set_role(config, 0, "follower") == -1
         with pytest.raises(BrokerError) as info:
-            await store.produce(config, 0, [(b"k", b"v")])
+            await partitions.produce(config, 0, [(b"k", b"v")])
         assert info.value.code == "NOT_LEADER"
 
-    asyncio.run(_with_store(redis_url, body))
+    asyncio.run(_with_partitions(redis_url, body))
 
 
 def test_a_read_past_the_remembered_log_end_keeps_the_byte_limit(redis_url: str) -> None:
@@ -93,21 +96,21 @@ def test_a_read_past_the_remembered_log_end_keeps_the_byte_limit(redis_url: str)
     read on in the same CONSUME (none up to hw is skipped), within the byte limit: a page cut
     there is full by bytes, and reading on from it finds the rest."""
 
-    async def body(store: Store) -> None:
-        config = await store.topic("grown")
-        first = await store.produce(config, 0, [(b"k", b"a" * 100)] * 3)
-        page = await store.consume(config, 0, 0, 1000, 1000)  # learns the marks
+    async def body(partitions: Partitions) -> None:
+        config = await partitions.topics.topic("grown")
+        first = await partitions.produce(config, 0, [(b"k", b"a" * 100)] * 3)
+        page = await partitions.consume(config, 0, 0, 1000, 1000)  # learns the marks
         assert [o for o, _ in page.records] == first.offsets
-        later = await store.produce(config, 0, [(b"k", b"b" * 300)] * 4)
+        later = await partitions.produce(config, 0, [(b"k", b"b" * 300)] * 4)
         every = first.offsets + later.offsets
-        page = await store.consume(config, 0, 0, 1000, 700)  # 100 + 100 + 100 + 300 + 300
+        page = await partitions.consume(config, 0, 0, 1000, 700)  # 100 + 100 + 100 + 300 + 300
         assert [o for o, _ in page.records] == every[:4]
         assert sum(len(v) for _, v in page.records[1:]) <= 700
-        page = await store.consume(config, 0, page.records[-1][0] + 1, 1000, 10_000)
+        page = await partitions.consume(config, 0, page.records[-1][0] + 1, 1000, 10_000)
         assert [o for o, _ in page.records] == every[4:]
         assert page.high_watermark == every[-1]
-        more = await store.produce(config, 0, [(b"k", b"c" * 10)] * 2)
-        page = await store.consume(config, 0, every[4], 1000, 10_000)
+        more = await partitions.produce(config, 0, [(b"k", b"c" * 10)] * 2)
+        page = await partitions.consume(config, 0, every[4], 1000, 10_000)
         assert [o for o, _ in page.records] == every[4:] + more.offsets
 
-    asyncio.run(_with_store(redis_url, body))
+    asyncio.run(_with_partitions(redis_url, body))

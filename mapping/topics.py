@@ -1,0 +1,473 @@
+"""Topics: their settings, the pod's cache of them, and every write to the topic hash and the
+topic index keys (the topics set, the id index).
+
+Nothing else writes those keys (tests/unit/test_layout.py checks it): the pods' first use,
+the command line and the Spark sink create topics here (the command line and Spark through
+the synchronous ``*_sync`` functions, which share the scripts and the field encoding), Kafka
+CreateTopics and IncrementalAlterConfigs and ``adapter topic alter`` change configs here, and
+mapping/admin.py deletes and grows topics through ``Topics``' methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from mapping import scripts
+from mapping.batcher import RedisBatcher
+from mapping.errors import TOPIC_LIMIT, UNKNOWN_TOPIC, BadRequest, BrokerError
+from mapping.keys import Keys
+from mapping.scripts import call_sync
+
+# Topic settings one pod keeps in memory at most (the least recently used go first).
+DEFAULT_TOPIC_CACHE_SIZE = 10_000
+# The most partitions a topic may have (CreateTopics, CreatePartitions, the CLI).
+MAX_PARTITIONS = 10_000
+# The highest replication factor a topic may have (CreateTopics, the CLI).
+MAX_REPLICATION_FACTOR = 16
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDefaults:
+    partitions: int = 3
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+
+
+# Names Kafka reserves for its own topics (Topic.isInternal: group offsets, transactions,
+# share groups; and KRaft's metadata log). The pods keep offsets and transactions in their own
+# keys, so a topic of one of these names would only mislead Kafka tools: none is ever created
+# automatically, and CreateTopics and ``adapter topic create`` refuse them.
+KAFKA_INTERNAL_TOPICS = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
+)
+
+
+def is_internal_topic(name: str) -> bool:
+    """Whether ``name`` is reserved by Kafka (see ``KAFKA_INTERNAL_TOPICS``)."""
+    return name in KAFKA_INTERNAL_TOPICS
+
+
+# Ids Kafka reserves (Uuid.RESERVED): the zero id means "none", the one id is KRaft's
+# metadata topic.
+_RESERVED_TOPIC_IDS = frozenset({0, 1})
+
+
+def new_topic_id() -> str:
+    """A fresh topic id, as Kafka's Uuid.randomUuid makes them: random, never a reserved
+    id, and never one whose base64 form (how Kafka tools print ids) starts with ``-``, which
+    command lines would read as an option."""
+    while True:
+        candidate = uuid.uuid4()
+        text = base64.urlsafe_b64encode(candidate.bytes).decode()
+        if candidate.int not in _RESERVED_TOPIC_IDS and not text.startswith("-"):
+            return str(candidate)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    name: str
+    partitions: int
+    replication_factor: int
+    min_insync_replicas: int
+    # Random at each creation, stored in the topic hash (see ensure_topic.lua): a topic
+    # deleted and made again is another topic to Kafka clients. "" only where a caller
+    # builds a config without reading Redis.
+    topic_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EnsuredTopic:
+    """What ensure_topic.lua answered: the settings, whether this call created the topic,
+    and whether it gave a topic made by older code its id (both need announcing)."""
+
+    config: TopicConfig
+    created: bool
+    id_assigned: bool
+
+
+# The topic hash's configs that change after creation (retention: the retention task reads
+# them on each run, mapping.inspection.retention_of decodes them); absent: the default.
+RETENTION_MS = "retention_ms"
+RETENTION_BYTES = "retention_bytes"
+RETENTION_IGNORE_GROUPS = "retention_ignore_groups"
+ALTERABLE_CONFIGS = frozenset({RETENTION_MS, RETENTION_BYTES, RETENTION_IGNORE_GROUPS})
+
+
+def retention_fields(
+    ms: int | None = None, size: int | None = None, ignore_groups: bool | None = None
+) -> dict[str, int | None]:
+    """The config changes that store these retention settings (None: left as it is)."""
+    fields: dict[str, int | None] = {}
+    if ms is not None:
+        fields[RETENTION_MS] = ms
+    if size is not None:
+        fields[RETENTION_BYTES] = size
+    if ignore_groups is not None:
+        fields[RETENTION_IGNORE_GROUPS] = int(ignore_groups)
+    return fields
+
+
+def _config_commands(keys: Keys, name: str, changes: Mapping[str, int | None]) -> list[tuple]:
+    """The commands that apply ``changes`` (config field -> value; None: back to the
+    default) to topic ``name``'s hash. A retention limit below -1 is stored as -1 (none)."""
+    unknown = set(changes) - ALTERABLE_CONFIGS
+    if unknown:
+        raise ValueError(f"not an alterable topic config: {', '.join(sorted(unknown))}")
+    key = keys.topic(name)
+    stored: list[str | int] = []
+    for field, value in changes.items():
+        if value is not None:
+            limit = field in (RETENTION_MS, RETENTION_BYTES)
+            stored += (field, max(value, -1) if limit else value)
+    removed = [field for field, value in changes.items() if value is None]
+    return ([("HSET", key, *stored)] if stored else []) + (
+        [("HDEL", key, *removed)] if removed else []
+    )
+
+
+def _ensure_call(
+    keys: Keys, name: str, partitions: int, replication_factor: int, min_insync_replicas: int,
+    create: bool,
+) -> tuple:  # fmt: skip
+    """The ensure_topic.lua call that creates topic ``name`` with these settings (or only
+    looks it up: ``create`` False), carrying the fresh id it gets if it is created now."""
+    return scripts.load("ensure_topic").command(
+        [keys.topic(name)],
+        [partitions, replication_factor, min_insync_replicas, int(create), new_topic_id()],
+    )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _ensured(name: str, reply: list[Any]) -> EnsuredTopic | None:
+    """ensure_topic.lua's reply; None when the topic does not exist (and was not created)."""
+    if not reply:
+        return None
+    config = TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]), _text(reply[4]))
+    return EnsuredTopic(config, bool(reply[3]), bool(reply[5]))
+
+
+def _revive_commands(keys: Keys, name: str, topic_id: str, partitions: range) -> list[tuple]:
+    """The first step after the creation of topic ``name`` (or the growth of its partition
+    count): these partitions lose the tombstone an earlier topic of that name left (see
+    mapping/admin.py and partition_revive.lua). A reply of -1 means the topic itself was
+    deleted meanwhile: it must not be announced."""
+    script = scripts.load("partition_revive")
+    return [script.command([keys.partition(name, p).state], [topic_id]) for p in partitions]
+
+
+def _listing_commands(keys: Keys, config: TopicConfig) -> list[tuple]:
+    """The second step: the topic joins the topics set and the id index, and its name is
+    published (the replicators listen)."""
+    return [
+        ("SADD", keys.topics, config.name),
+        ("HSET", keys.topic_ids, config.topic_id, config.name),
+        ("PUBLISH", keys.topics_channel, config.name),
+    ]
+
+
+def _deleted_meanwhile(revived: list[Any]) -> bool:
+    """Whether the revive commands' replies say the topic was deleted since its creation."""
+    return any(int(reply) < 0 for reply in revived)
+
+
+def ensure_topic_sync(
+    client: Any, keys: Keys, name: str, partitions: int, replication_factor: int,
+    min_insync_replicas: int, *, create: bool = True,
+) -> EnsuredTopic | None:  # fmt: skip
+    """``Topics.create`` on a synchronous client (the command line, Spark): topic ``name``
+    with these settings unless it exists (or only looked up: ``create`` False), announced
+    as a pod announces it; None when it does not exist and was not created."""
+    call = _ensure_call(keys, name, partitions, replication_factor, min_insync_replicas, create)
+    ensured = _ensured(name, call_sync(client, call))
+    if ensured is None:
+        return None
+    config = ensured.config
+    if ensured.created:
+        revive = _revive_commands(keys, config.name, config.topic_id, range(config.partitions))
+        if not _deleted_meanwhile([call_sync(client, command) for command in revive]):
+            for command in _listing_commands(keys, config):
+                client.execute_command(*command)
+    elif ensured.id_assigned:
+        client.hset(keys.topic_ids, config.topic_id, config.name)
+    return ensured
+
+
+def read_settings_sync(client: Any, keys: Keys, name: str) -> dict[str, str]:
+    """Topic ``name``'s hash as text, on a synchronous client (empty: no such topic)."""
+    return {_text(k): _text(v) for k, v in client.hgetall(keys.topic(name)).items()}
+
+
+def alter_configs_sync(
+    client: Any, keys: Keys, name: str, changes: Mapping[str, int | None]
+) -> None:
+    """``Topics.alter_configs`` on a synchronous client (the command line)."""
+    for command in _config_commands(keys, name, changes):
+        client.execute_command(*command)
+
+
+class Topics:
+    def __init__(
+        self,
+        batcher: RedisBatcher,
+        keys: Keys,
+        *,
+        topic_defaults: TopicDefaults = TopicDefaults(),
+        auto_create_topics: bool = True,
+        max_topics: int = 0,
+        topic_cache_size: int = DEFAULT_TOPIC_CACHE_SIZE,
+    ) -> None:
+        """``auto_create_topics``: a command naming an unknown topic creates it with
+        ``topic_defaults`` (else UNKNOWN_TOPIC); ``max_topics``: no auto-creation beyond
+        this many topics (TOPIC_LIMIT; 0: no limit); ``topic_cache_size``: topic settings
+        kept in memory at most (least recently used dropped first)."""
+        self.batcher = batcher
+        self.keys = keys
+        self.topic_defaults = topic_defaults
+        self.auto_create_topics = auto_create_topics
+        self.max_topics = max_topics
+        self.topic_cache_size = max(1, topic_cache_size)
+        # A topic's settings never change while it exists, so they are cached until the
+        # topic is deleted (every pod hears it on Keys.topics_deleted_channel) or evicted.
+        self._pending: dict[str, asyncio.Future[TopicConfig]] = {}  # lookups in flight
+        self._known: OrderedDict[str, TopicConfig] = OrderedDict()  # LRU: no await needed
+        self._dropped: list[Callable[[TopicConfig | None], None]] = []
+
+    def on_drop(self, callback: Callable[[TopicConfig | None], None]) -> None:
+        """Call ``callback`` with a topic's settings when the cache drops them (deleted,
+        evicted), with None when it drops every topic: what was derived from the settings
+        (Partitions' produce builders and size marks) goes with them."""
+        self._dropped.append(callback)
+
+    async def topic(self, name: str) -> TopicConfig:
+        """The topic's settings, creating it with the defaults on first use (when allowed)."""
+        known = self.known(name)
+        if known is not None:
+            return known
+        future = self._pending.get(name)
+        if future is None:
+            future = asyncio.ensure_future(self._ensure(name))
+            self._pending[name] = future
+            future.add_done_callback(partial(self._resolved, name))
+        return await asyncio.shield(future)
+
+    async def lookup(self, name: str) -> TopicConfig | None:
+        """The topic's settings, or None when it does not exist (never creates it)."""
+        known = self.known(name)
+        if known is not None:
+            return known
+        config = await self._read(name, create=False)
+        if config is not None and name not in self._pending:
+            self._remember(config)
+        return config
+
+    async def partition_of(self, topic: str, partition: int) -> TopicConfig:
+        config = await self.topic(topic)
+        if not 0 <= partition < config.partitions:
+            raise BadRequest("invalid partition")
+        return config
+
+    def known(self, name: str) -> TopicConfig | None:
+        """The topic's settings if this pod has them already (no Redis call needed)."""
+        config = self._known.get(name)
+        if config is not None:
+            self._known.move_to_end(name)
+        return config
+
+    def _resolved(self, name: str, future: asyncio.Future[TopicConfig]) -> None:
+        if self._pending.get(name) is not future:
+            return  # forgotten meanwhile (deleted): the answer may be stale, not cached
+        del self._pending[name]
+        if not future.cancelled() and future.exception() is None:
+            self._remember(future.result())
+
+    def _remember(self, config: TopicConfig) -> None:
+        self._known[config.name] = config
+        self._known.move_to_end(config.name)
+        while len(self._known) > self.topic_cache_size:
+            _, evicted = self._known.popitem(last=False)
+            self._drop(evicted)
+
+    def _drop(self, config: TopicConfig | None) -> None:
+        for callback in self._dropped:
+            callback(config)
+
+    def forget(self, name: str) -> None:
+        """Drop what this pod knows of topic ``name`` (it was deleted): the next command
+        naming it looks it up (or creates it) afresh."""
+        self._pending.pop(name, None)
+        config = self._known.pop(name, None)
+        if config is not None:
+            self._drop(config)
+
+    def forget_deleted(self, config: TopicConfig) -> None:
+        """A partition script refused topic ``config`` as deleted (the deletion notice not
+        heard yet): forget it, unless the pod caches other settings of that name by now."""
+        if self._known.get(config.name) is config:
+            self.forget(config.name)
+
+    def forget_all(self) -> None:
+        """Drop every cached topic (deletions may have been missed)."""
+        self._pending.clear()
+        self._known.clear()
+        self._drop(None)
+
+    def cached(self) -> list[str]:
+        """Names whose settings this pod holds, least recently used first."""
+        return list(self._known)
+
+    async def read(self, name: str) -> TopicConfig | None:
+        """The topic's settings as Redis has them now (never cached, never creates it;
+        a topic made by older code gets its id)."""
+        return await self._read(name, create=False)
+
+    async def _read(self, name: str, *, create: bool) -> TopicConfig | None:
+        d = self.topic_defaults
+        # min ISR above RF could never be met (acks=all would always time out): cap it.
+        min_isr = min(d.min_insync_replicas, d.replication_factor)
+        call = _ensure_call(self.keys, name, d.partitions, d.replication_factor, min_isr, create)
+        ensured = _ensured(name, await self.batcher.call(*call))
+        if ensured is None:
+            return None
+        await self._announce(ensured)
+        return ensured.config
+
+    async def _ensure(self, name: str) -> TopicConfig:
+        if is_internal_topic(name):  # served if it exists (made by older code), never made
+            config = await self._read(name, create=False)
+            if config is None:
+                raise BrokerError(
+                    UNKNOWN_TOPIC,
+                    f"unknown topic {name} (reserved by Kafka: never created automatically)",
+                )
+            return config
+        if self.auto_create_topics and not self.max_topics:
+            config = await self._read(name, create=True)
+            assert config is not None
+            return config
+        config = await self._read(name, create=False)
+        if config is not None:
+            return config
+        if not self.auto_create_topics:
+            raise BrokerError(UNKNOWN_TOPIC, f"unknown topic {name} (auto-creation is off)")
+        await self.check_limit(name)
+        config = await self._read(name, create=True)
+        assert config is not None
+        return config
+
+    async def check_limit(self, name: str) -> None:
+        """TOPIC_LIMIT unless one more topic (``name``) fits under ``max_topics``. The count
+        and the creation are two slots (Redis Cluster): pods creating topics at the same
+        moment may together pass the limit by a few."""
+        if not self.max_topics:
+            return
+        count = int(await self.batcher.call("SCARD", self.keys.topics))
+        if count >= self.max_topics:
+            raise BrokerError(
+                TOPIC_LIMIT,
+                f"cannot create topic {name}: {count} topics exist, the limit is {self.max_topics}",
+            )
+
+    async def _announce(self, ensured: EnsuredTopic) -> None:
+        """What follows ensure_topic.lua (see ensure_topic_sync): revive, then list and
+        publish unless the topic was deleted meanwhile (its own tombstones stay; listing it
+        would leave a name in the topics set with no topic)."""
+        config, call = ensured.config, self.batcher.call
+        if ensured.created:
+            if _deleted_meanwhile(
+                await self.revive(config.name, config.topic_id, range(config.partitions))
+            ):
+                return
+            await asyncio.gather(*(call(*c) for c in _listing_commands(self.keys, config)))
+        elif ensured.id_assigned:
+            await call("HSET", self.keys.topic_ids, config.topic_id, config.name)
+
+    async def create(
+        self, name: str, partitions: int, replication_factor: int, min_insync_replicas: int
+    ) -> tuple[TopicConfig, bool]:
+        """Create a topic with these settings; returns (its settings, created). An existing
+        topic keeps its own settings (compare them to see whether they differ)."""
+        call = _ensure_call(
+            self.keys, name, partitions, replication_factor, min_insync_replicas, True
+        )
+        ensured = _ensured(name, await self.batcher.call(*call))
+        assert ensured is not None  # created, or there
+        await self._announce(ensured)
+        return ensured.config, ensured.created
+
+    async def by_id(self, topic_id: str) -> TopicConfig | None:
+        """The topic whose id is ``topic_id``; None when no topic has it (a deleted one's).
+        The id index (``Keys.topic_ids``, written beside the topics set, another slot) names
+        the topic; the topic hash's own id has the last word."""
+        name = await self.batcher.call("HGET", self.keys.topic_ids, topic_id)
+        if name is None:
+            return None
+        config = await self.lookup(_text(name))
+        if config is not None and config.topic_id != topic_id:
+            # cached settings of an earlier topic of that name (its deletion not heard yet)
+            config = await self.read(config.name)
+        return config if config is not None and config.topic_id == topic_id else None
+
+    async def names(self) -> list[str]:
+        return sorted(n.decode() for n in await self.batcher.call("SMEMBERS", self.keys.topics))
+
+    async def listed(self, name: str) -> bool:
+        """Whether the topics set names ``name`` (a deletion cut short may leave a name
+        listed with no topic hash)."""
+        return bool(await self.batcher.call("SISMEMBER", self.keys.topics, name))
+
+    async def read_settings(self, name: str) -> dict[str, str]:
+        """Topic ``name``'s hash as text, configs included (empty: no such topic)."""
+        fields = await self.batcher.call("HGETALL", self.keys.topic(name))
+        return {_text(k): _text(v) for k, v in fields.items()}
+
+    async def alter_configs(self, name: str, changes: Mapping[str, int | None]) -> None:
+        """Set the configs of ``changes`` (``ALTERABLE_CONFIGS`` -> value; None: back to the
+        default) in topic ``name``'s hash; ValueError for any other field."""
+        for command in _config_commands(self.keys, name, changes):
+            await self.batcher.call(*command)
+
+    async def revive(self, name: str, topic_id: str, partitions: range) -> list[Any]:
+        """Remove the tombstones an earlier topic of that name left on these partitions (a
+        creation or a growth of topic ``topic_id``); the replies (-1: the topic was deleted
+        meanwhile)."""
+        commands = _revive_commands(self.keys, name, topic_id, partitions)
+        return list(await asyncio.gather(*(self.batcher.call(*c) for c in commands)))
+
+    async def grow(self, name: str, count: int) -> int:
+        """Raise topic ``name``'s partition count to ``count`` (only ever up: see
+        topic_grow.lua); the count before, -1 when there is no such topic."""
+        script = scripts.load("topic_grow")
+        return int(await self.batcher.call(*script.command([self.keys.topic(name)], [count])))
+
+    async def announce_grown(self, name: str) -> None:
+        """Every pod forgets topic ``name``'s settings and reads them again."""
+        await self.batcher.call("PUBLISH", self.keys.topics_changed_channel, name)
+
+    async def delete_settings(self, name: str, topic_id: str) -> int:
+        """Delete topic ``name``'s hash unless it holds another topic than ``topic_id`` by
+        now (see topic_delete.lua): the partition count it had, -1 when there was no hash,
+        -2 when it holds another topic."""
+        script = scripts.load("topic_delete")
+        return int(await self.batcher.call(*script.command([self.keys.topic(name)], [topic_id])))
+
+    async def unlist(self, name: str, topic_id: str) -> None:
+        """Remove a deleted topic from the topics set and its id (if any) from the id index."""
+        call = self.batcher.call
+        unlisting = [call("SREM", self.keys.topics, name)]
+        if topic_id:
+            unlisting.append(call("HDEL", self.keys.topic_ids, topic_id))
+        await asyncio.gather(*unlisting)
+
+    async def announce_deleted(self, name: str) -> None:
+        """Every pod drops topic ``name``'s cached settings."""
+        await self.batcher.call("PUBLISH", self.keys.topics_deleted_channel, name)
