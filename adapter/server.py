@@ -1,5 +1,5 @@
-"""The pod: connects to Redis, runs the batcher, the replicator and retention, accepts client
-connections on both front doors (adapter/sockets.py; adapter/v1/connection.py and
+"""Serving a pod: its parts (adapter/pod.py) and their background work, client connections
+accepted on both front doors (adapter/sockets.py; adapter/v1/connection.py and
 adapter/kafka/connection.py answer them) and drains them on SIGTERM.
 
 A bad request gets an error reply; a handler bug or a client reset closes only that
@@ -15,30 +15,18 @@ from contextlib import AsyncExitStack
 from functools import partial
 
 import anyio
-from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from adapter import tls
 from adapter.auth import Authenticator, users_in_redis
 from adapter.backpressure import AppendBudget, Trimmer
 from adapter.limits import ConnectionSlots
+from adapter.pod import open_pod
 from adapter.settings import Settings
 from adapter.sockets import Draining, accept_all, serve_socket, stop_on_sigterm
 from adapter.v1.connection import Connection
 from adapter.v1.handlers import Context
 from adapter.v1.handlers.table import build_starters, build_table
-from mapping.client import connect, make_batcher
 from mapping.cluster import redact
-from mapping.errors import ConfigurationError
-from mapping.groups import Groups
-from mapping.keys import Keys
-from mapping.partitions import Partitions
-from mapping.pubsub import Subscriber
-from mapping.replication import Replication, new_pod_id
-from mapping.retention import RetentionTask
-from mapping.startup import check_redis
-from mapping.topics import Topics
 
 log = logging.getLogger(__name__)
 # The cyclic GC's collection thresholds while serving (CPython's default: 700, 10, 10).
@@ -49,75 +37,12 @@ log = logging.getLogger(__name__)
 GC_THRESHOLDS = (100_000, 20, 20)
 
 
-async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
-    """Run the startup checks (mapping/startup.py), retrying while Redis is still coming up."""
-    deadline = anyio.current_time() + settings.redis_startup_timeout_s
-    redis_at = redact(settings.redis_url or "")  # never log a password
-    while True:
-        try:
-            await check_redis(
-                client,
-                keys,
-                sequence_bits=settings.sequence_bits,
-                require_aof=settings.require_aof,
-                url=redis_at,
-                allow_evicting=settings.allow_evicting_redis,
-            )
-            return
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            error = exc
-        if anyio.current_time() > deadline:
-            raise ConfigurationError(
-                f"cannot reach Redis at {redis_at} within "
-                f"{settings.redis_startup_timeout_s:g}s: {error}"
-            )
-        log.warning("waiting for Redis at %s: %s", redis_at, error)
-        await anyio.sleep(0.5)
-
-
 async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None:
     """Run one pod until cancelled. ``settings.redis_url`` must be set."""
     assert settings.redis_url is not None
-    keys = Keys(settings.key_prefix)
     async with AsyncExitStack() as stack:
-        client = connect(
-            settings.redis_url, settings.redis_timeout_ms / 1000, **settings.redis_options()
-        )
-        stack.push_async_callback(client.aclose)
-        await wait_for_redis(settings, keys, client)
-        batcher = make_batcher(client)
-        topics = Topics(
-            batcher,
-            keys,
-            topic_defaults=settings.topic_defaults,
-            auto_create_topics=settings.auto_create_topics,
-            max_topics=settings.max_topics,
-            topic_cache_size=settings.topic_cache_size,
-        )
-        partitions = Partitions(
-            batcher,
-            keys,
-            topics,
-            sequence_bits=settings.sequence_bits,
-            replica_lag_max_ms=settings.replica_lag_max_ms,
-        )
-        pod_id = new_pod_id()
-        context = Context(
-            settings,
-            topics,
-            partitions,
-            groups=Groups(batcher, keys, session_timeout_ms=settings.session_timeout_ms),
-            replication=Replication(
-                client,
-                topics,
-                partitions,
-                Subscriber(client, keys.pod_channel(pod_id)),
-                pod_id=pod_id,
-                acks_timeout_ms=settings.acks_timeout_ms,
-                run_replicator=settings.replicator,
-                redis_wait_replicas=settings.redis_wait_replicas,
-            ),
-        )
+        pod = await stack.enter_async_context(open_pod(settings))
+        context = Context(pod)
         table = build_table()
         draining = Draining()
         metrics = None
@@ -127,11 +52,11 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             metrics = Metrics()
             table = metrics.instrument(table)
             context.starters = metrics.instrument_starters(build_starters())
-            batcher.on_flush = metrics.on_flush
+            pod.batcher.on_flush = metrics.on_flush
             metrics.connections.set_function(lambda: len(draining.connections))
             metrics.watch_lag(
                 settings.redis_url,
-                keys,
+                pod.keys,
                 settings.redis_timeout_ms / 1000,
                 **settings.redis_options(),
             )
@@ -147,8 +72,10 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         )
         authenticator = Authenticator.from_options(
             settings.auth_file,
-            users_in_redis(batcher, keys) if settings.auth_redis else None,
-            users_in_redis(batcher, keys, keys.users_scram) if settings.auth_redis else None,
+            users_in_redis(pod.batcher, pod.keys) if settings.auth_redis else None,
+            users_in_redis(pod.batcher, pod.keys, pod.keys.users_scram)
+            if settings.auth_redis
+            else None,
         )
         slots = ConnectionSlots(settings.max_connections)
         # one budget for both front doors: they share the pod's memory and its pipeline
@@ -170,25 +97,13 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             from adapter.kafka.listener import KafkaListener
 
             kafka = await KafkaListener.open(
-                settings, context, slots, draining, metrics, authenticator=authenticator,
-                budget=budget,
-            )  # fmt: skip
+                pod, slots, draining, metrics, authenticator=authenticator, budget=budget
+            )
             serving.append((kafka.listener, kafka.serve_socket))
         async with anyio.create_task_group() as background:
-            background.start_soon(batcher.run)
-            background.start_soon(context.replication.run)
+            background.start_soon(pod.run)
             if kafka is not None:
                 background.start_soon(kafka.registry.run)
-            background.start_soon(
-                RetentionTask(
-                    partitions,
-                    client,
-                    pod_id=context.replication.pod_id,
-                    interval_ms=settings.retention_interval_ms,
-                    offsets_retention_ms=settings.offsets_retention_ms,
-                    session_timeout_ms=settings.session_timeout_ms,
-                ).run
-            )
             async with anyio.create_task_group() as connections:
                 with anyio.CancelScope() as accepting, stop_on_sigterm(accepting):
                     if ready is not None:

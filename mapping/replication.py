@@ -1,10 +1,9 @@
 """The pod's replication work: acks=all waits (mapping/acks.py) with --redis-wait-replicas
 rounds (mapping/durable.py), the built-in replicator (mapping/replicator.py), and what a
-topic's deletion or growth, heard on pub/sub, means for them."""
+topic's deletion or growth (the pod hears of them: adapter/pod.py) means for them."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
@@ -43,7 +42,7 @@ class Replication:
         shards: int = 16,
         linger_s: float = 30.0,
     ) -> None:
-        """``subscriber``: the pod's pub/sub connection (run here), its home channel
+        """``subscriber``: the pod's pub/sub connection (the pod runs it), its home channel
         ``keys.pod_channel(pod_id)``. ``redis_wait_replicas``: acks=all also waits for
         Redis ``WAIT`` with this many Redis replicas (0: off), within what is left of the
         acks timeout. ``lease_ms``: the replicator's lease; default half of
@@ -51,7 +50,6 @@ class Replication:
         before they leave the ISR."""
         self.topics = topics
         self.partitions = partitions
-        self.subscriber = subscriber
         self.pod_id = pod_id
         # --redis-wait-replicas: acks, commits and readers wait for Redis WAIT rounds
         durable = None
@@ -61,8 +59,6 @@ class Replication:
         self.acks = Acks(
             partitions, subscriber, timeout_ms=acks_timeout_ms, durable=durable, linger_s=linger_s
         )
-        # Deletions published while the connection was down are missed: forget every topic.
-        subscriber.on_reconnect(topics.forget_all)
         self.replicator = None
         if run_replicator:
             self.replicator = Replicator(
@@ -76,37 +72,18 @@ class Replication:
             )
 
     async def run(self) -> None:
-        """Background work of this pod (notifications, replicator) until cancelled."""
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self.subscriber.run())
-            tasks.create_task(
-                self.subscriber.subscribe(
-                    self.topics.keys.topics_deleted_channel, self._on_topic_deleted
-                )
-            )
-            tasks.create_task(
-                self.subscriber.subscribe(
-                    self.topics.keys.topics_changed_channel, self._on_topic_changed
-                )
-            )
-            if self.replicator is not None:
-                tasks.create_task(self.replicator.run())
+        """The replicator, until cancelled (the pod runs the subscriber)."""
+        if self.replicator is not None:
+            await self.replicator.run()
 
-    def _on_topic_deleted(self, data: bytes) -> None:
-        """A topic was deleted (mapping/admin.py): every cache of it goes, and its acks=all
-        waiters get TOPIC_DELETED now rather than a timeout later."""
-        name = data.decode(errors="replace")
-        self.topics.forget(name)
+    def forget_topic(self, name: str) -> None:
+        """Topic ``name`` was deleted: its acks=all waiters get TOPIC_DELETED now rather than
+        a timeout later, and the replicator drops its partitions."""
         if self.replicator is not None:
             self.replicator.forget(name)
         self.acks.forget_topic(name)
-        log.info("topic %s was deleted: forgotten", name)
 
-    def _on_topic_changed(self, data: bytes) -> None:
-        """A topic got more partitions (mapping/admin.py add_partitions): its settings are
-        read again (acks=all waits on its existing partitions go on)."""
-        name = data.decode(errors="replace")
-        self.topics.forget(name)
+    def reread_topic(self, name: str) -> None:
+        """Topic ``name`` got more partitions: the replicator reads its settings again."""
         if self.replicator is not None:
             self.replicator.reread(name)
-        log.info("topic %s changed: its settings are read again", name)

@@ -33,15 +33,16 @@ import click
 
 from adapter.cli import options
 from adapter.cli.options import RedisTarget
+from adapter.pod import build_pod
+from adapter.settings import Settings
 from mapping import inspection
-from mapping.client import connect, make_batcher
+from mapping.client import connect
 from mapping.codec import DEFAULT_SEQUENCE_BITS
 from mapping.keys import Keys, is_valid_name
 from mapping.partitions import Partitions
 from mapping.topics import (
     MAX_PARTITIONS,
     MAX_REPLICATION_FACTOR,
-    Topics,
     alter_configs_sync,
     ensure_topic_sync,
     is_internal_topic,
@@ -245,16 +246,14 @@ def run_on_redis(target: RedisTarget, work: Callable[[Partitions], Awaitable[T]]
 
     async def run() -> T:
         client = connect(target.url, **target.login)
-        batcher = make_batcher(client)
         bits = await _stored_bits(client, target.keys)
-        partitions = Partitions(
-            batcher, target.keys, Topics(batcher, target.keys), sequence_bits=bits
-        )
+        settings = Settings(key_prefix=target.keys.prefix, sequence_bits=bits)
+        pod = build_pod(settings, client)  # its parts; only the batcher runs
         try:
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(batcher.run)
+                tasks.start_soon(pod.batcher.run)
                 try:
-                    return await work(partitions)
+                    return await work(pod.partitions)
                 finally:
                     tasks.cancel_scope.cancel()
         finally:

@@ -85,14 +85,14 @@ async def create_topics(context: KafkaContext, request: Request) -> Any:
             if await context.find_topic(topic.name) is not None:
                 raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name} exists")
             if not request.body.validate_only:
-                config, created = await context.topics.create(
+                config, created = await context.pod.topics.create(
                     topic.name, partitions, factor, min_isr
                 )
                 if not created:
                     raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name} exists")
                 result.topic_id = topic_id_of(config)  # (v7+)
                 if retention:
-                    await context.topics.alter_configs(topic.name, retention)
+                    await context.pod.topics.alter_configs(topic.name, retention)
             result.num_partitions, result.replication_factor = partitions, factor
             result.configs = []
         except _Invalid as exc:
@@ -112,7 +112,7 @@ def _settings(context: KafkaContext, topic: Any) -> tuple[int, int, int, dict[st
         )
     if topic.assignments:
         raise _Invalid(errors.INVALID_REPLICA_ASSIGNMENT, "replica assignments are not supported")
-    defaults = context.settings.topic_defaults
+    defaults = context.pod.settings.topic_defaults
     partitions = defaults.partitions if topic.num_partitions == -1 else topic.num_partitions
     factor = (
         defaults.replication_factor if topic.replication_factor == -1 else topic.replication_factor
@@ -165,7 +165,7 @@ async def describe_configs(context: KafkaContext, request: Request) -> Any:
                 result.error_message = f"topic {resource.resource_name} does not exist"
                 results.append(result)
                 continue
-            fields = await context.topics.read_settings(resource.resource_name)
+            fields = await context.pod.topics.read_settings(resource.resource_name)
         except BrokerError as exc:
             result.error_code, result.error_message = error_of(exc), exc.message
             results.append(result)
@@ -240,7 +240,7 @@ async def incremental_alter_configs(context: KafkaContext, request: Request) -> 
             if await context.find_topic(resource.resource_name) is None:
                 raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, "no such topic")
             if not request.body.validate_only:
-                await context.topics.alter_configs(resource.resource_name, changes)
+                await context.pod.topics.alter_configs(resource.resource_name, changes)
         except _Invalid as exc:
             result.error_code, result.error_message = exc.code, exc.message
         except BrokerError as exc:
@@ -267,7 +267,9 @@ async def delete_records(context: KafkaContext, request: Request) -> Any:
                 elif p.offset < -1:  # -1: up to the high watermark; below: no offset
                     code = errors.OFFSET_OUT_OF_RANGE
                 else:
-                    start = await context.kafka.delete_records(config, p.partition_index, p.offset)
+                    start = await context.pod.kafka.delete_records(
+                        config, p.partition_index, p.offset
+                    )
                     if start is None:
                         code = errors.OFFSET_OUT_OF_RANGE
                     else:
@@ -309,7 +311,7 @@ async def delete_topics(context: KafkaContext, request: Request) -> Any:
         else:
             try:
                 expected = str(topic_id) if by_id else ""
-                deletion = await delete_topic(context.topics, name, expected)
+                deletion = await delete_topic(context.pod.topics, name, expected)
                 if deletion is not None and deletion.topic_id:
                     result.topic_id = uuid.UUID(deletion.topic_id)  # (v6: by name too)
                 if deletion is None:
@@ -341,7 +343,10 @@ async def create_partitions(context: KafkaContext, request: Request) -> Any:
             if not 1 <= topic.count <= MAX_PARTITIONS:
                 raise _Invalid(errors.INVALID_PARTITIONS, f"count must be 1..{MAX_PARTITIONS}")
             growth = await add_partitions(
-                context.topics, topic.name, topic.count, validate_only=request.body.validate_only
+                context.pod.topics,
+                topic.name,
+                topic.count,
+                validate_only=request.body.validate_only,
             )
             if growth is None:
                 raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic.name}")

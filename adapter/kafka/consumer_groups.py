@@ -53,7 +53,7 @@ async def _heartbeat(context: KafkaContext, request: Request) -> Any:
             if name is not None:  # a topic deleted meanwhile: nothing to give up
                 owned[name] = list(tp.partitions or ())
     subscribed = body.subscribed_topic_names
-    result = await context.groups.consumer_heartbeat(
+    result = await context.pod.kafka_groups.consumer_heartbeat(
         body.group_id or "",
         body.member_id or "",
         body.member_epoch,
@@ -123,7 +123,7 @@ async def consumer_group_describe(context: KafkaContext, request: Request) -> An
 
 
 async def _described(context: KafkaContext, name: str) -> Any:
-    found = await context.groups.consumer_describe(name)
+    found = await context.pod.kafka_groups.consumer_describe(name)
     topics = [t for m in found.members for t in (*m.assignment, *m.target_assignment)]
     ids = await _topic_ids(context, topics)
     return Described(

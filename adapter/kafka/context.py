@@ -1,5 +1,5 @@
-"""What the Kafka API modules answer with: the pod's settings, topics and partitions, the
-Kafka store, replication (acks=all waiting), broker registry and consumer groups. One per
+"""What the Kafka API modules answer with: the pod's parts (adapter/pod.py) and what only the
+Kafka front door has: its broker registration, advertised address and a few caches. One per
 pod, shared by its Kafka connections."""
 
 from __future__ import annotations
@@ -8,17 +8,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from adapter.settings import Settings
+from adapter.pod import Pod
 from mapping import partitioner
 from mapping.brokers import BrokerRegistry
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
-from mapping.kafka import KafkaStore
-from mapping.kafka_groups import KafkaGroups
 from mapping.keys import is_valid_name
-from mapping.partitions import Partitions
-from mapping.replication import Replication
-from mapping.topics import TopicConfig, Topics
-from mapping.waits import Channel, Waits
+from mapping.topics import TopicConfig
 
 # Topic ids whose names a pod remembers at most (all forgotten at once beyond: cheap, rare).
 MAX_REMEMBERED_IDS = 10_000
@@ -26,14 +21,8 @@ MAX_REMEMBERED_IDS = 10_000
 
 @dataclass
 class KafkaContext:
-    settings: Settings
-    topics: Topics
-    partitions: Partitions
-    kafka: KafkaStore
-    replication: Replication
+    pod: Pod
     registry: BrokerRegistry
-    hw_waits: Waits[str, Channel]  # Fetch long-polls, on partitions' hw channels
-    groups: KafkaGroups
     advertised_host: str
     advertised_port: int
     # per partition: the learned average entry size, so a Fetch's first XRANGE page is
@@ -46,7 +35,7 @@ class KafkaContext:
     async def topic_id(self, name: str) -> uuid.UUID | None:
         """The id of topic ``name`` (Metadata v10+, KIP-848), None when there is no such
         topic: random at each creation and stored with the topic (see ``topic_id_of``)."""
-        config = await self.topics.lookup(name)
+        config = await self.pod.topics.lookup(name)
         return topic_id_of(config) if config is not None else None
 
     async def topic_name(self, topic_id: uuid.UUID) -> str | None:
@@ -59,10 +48,10 @@ class KafkaContext:
         wanted = str(topic_id)
         name = self.topic_names_by_id.get(topic_id)
         if name is not None:
-            known = self.topics.known(name)
+            known = self.pod.topics.known(name)
             if known is not None and known.topic_id == wanted:
                 return name
-        config = await self.topics.by_id(wanted)
+        config = await self.pod.topics.by_id(wanted)
         if config is None:
             self.topic_names_by_id.pop(topic_id, None)
             return None
@@ -73,7 +62,7 @@ class KafkaContext:
 
     @property
     def cluster_id(self) -> str:
-        return f"redis-streams-adapter-{self.topics.keys.prefix}"
+        return f"redis-streams-adapter-{self.pod.topics.keys.prefix}"
 
     async def find_topic(self, name: str | None, create: bool = False) -> TopicConfig | None:
         """The topic's settings; None when it does not exist (created when ``create``) or
@@ -83,9 +72,9 @@ class KafkaContext:
         if not is_valid_name(name):
             return None
         if not create:
-            return await self.topics.lookup(name)
+            return await self.pod.topics.lookup(name)
         try:  # creates it unless the pod's --no-auto-create-topics / --max-topics say no
-            return await self.topics.topic(name)
+            return await self.pod.topics.topic(name)
         except BrokerError as exc:
             if exc.code == UNKNOWN_TOPIC:
                 return None

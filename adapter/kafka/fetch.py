@@ -87,13 +87,13 @@ async def handle(context: KafkaContext, request: Request) -> Any:
                 break
             if watch is None:
                 channels = [
-                    context.partitions.keys.partition(w.topic, w.partition).hw_channel
+                    context.pod.partitions.keys.partition(w.topic, w.partition).hw_channel
                     for w in wanted
                     if w.config is not None
                 ]
                 if not channels:
                     break
-                watch = context.hw_waits.watch(*channels)
+                watch = context.pod.hw_waits.watch(*channels)
                 if not await watch.subscribed(remaining):
                     break
                 continue  # read again: a change before the subscription is not missed
@@ -142,7 +142,7 @@ async def _read_all(context: KafkaContext, wanted: list[_Wanted], max_bytes: int
     firsts = [
         None
         if w.config is None or w.offset < 0
-        else context.kafka.start_read(
+        else context.pod.kafka.start_read(
             w.config, w.partition, w.offset, _page(context, w, min(w.max_bytes, limit))
         )
         for w in wanted
@@ -160,7 +160,7 @@ async def _read_all(context: KafkaContext, wanted: list[_Wanted], max_bytes: int
             return _Answer(error_of(exc)), None
 
     results = await asyncio.gather(*(one(w, f) for w, f in zip(wanted, firsts, strict=True)))
-    bits = context.kafka.bits
+    bits = context.pod.kafka.bits
     budget = limit
     answers: list[_Answer] = []
     any_records = False
@@ -225,7 +225,7 @@ async def _partition(
     if w.offset > high_watermark + 1 or (read.log_start >= 0 and w.offset < read.log_start):
         answer.error = errors.OFFSET_OUT_OF_RANGE
         return answer, None
-    bits = context.kafka.bits
+    bits = context.pod.kafka.bits
     taken = _Taken([], 0, [])
     key = (w.topic, w.partition)
     while True:
@@ -243,7 +243,7 @@ async def _partition(
         if done or not read.page_full or taken.used >= budget or not end:
             break
         next_offset = codec.entry_offset(entries[end - 1][0], bits) + 1
-        read = await context.kafka.start_read(
+        read = await context.pod.kafka.start_read(
             w.config, w.partition, next_offset, _page(context, w, budget - taken.used)
         )
     return answer, taken

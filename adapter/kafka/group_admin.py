@@ -34,7 +34,9 @@ async def list_groups(context: KafkaContext, request: Request) -> Any:
 
     async def listed() -> tuple[int, list[GroupListing]]:
         coordinated = await context.coordinated_here()
-        listings = await context.groups.list_groups(states or None, coordinated=coordinated)
+        listings = await context.pod.kafka_groups.list_groups(
+            states or None, coordinated=coordinated
+        )
         return errors.NONE, listings
 
     code, listings = await coordinator_call(listed(), lambda code: (code, []))
@@ -57,7 +59,7 @@ async def list_groups(context: KafkaContext, request: Request) -> Any:
 async def describe_groups(context: KafkaContext, request: Request) -> Any:
     names = list(request.body.groups or ())
     found = await coordinator_call(
-        context.groups.describe_groups([n or "" for n in names]),
+        context.pod.kafka_groups.describe_groups([n or "" for n in names]),
         lambda code: [GroupDescription(n, code, DEAD) for n in names],
     )
     described = []
@@ -92,7 +94,7 @@ async def describe_groups(context: KafkaContext, request: Request) -> Any:
 async def delete_groups(context: KafkaContext, request: Request) -> Any:
     names = [n or "" for n in request.body.groups_names or ()]
     codes = await coordinator_call(
-        context.groups.delete_groups(names), lambda code: dict.fromkeys(names, code)
+        context.pod.kafka_groups.delete_groups(names), lambda code: dict.fromkeys(names, code)
     )
     return DeleteResponse[request.version](
         throttle_time_ms=0,

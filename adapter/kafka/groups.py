@@ -35,7 +35,7 @@ async def join_group(context: KafkaContext, request: Request) -> Any:
     body = request.body
 
     async def join() -> JoinResult:
-        result = await context.groups.join(
+        result = await context.pod.kafka_groups.join(
             body.group_id or "",
             body.member_id or "",
             protocol_type=body.protocol_type or "",
@@ -75,7 +75,7 @@ async def sync_group(context: KafkaContext, request: Request) -> Any:
     body = request.body
 
     async def sync() -> SyncResult:
-        result = await context.groups.sync(
+        result = await context.pod.kafka_groups.sync(
             body.group_id or "",
             body.member_id or "",
             body.generation_id,
@@ -101,14 +101,14 @@ async def sync_group(context: KafkaContext, request: Request) -> Any:
 async def _wait_durable(context: KafkaContext) -> None:
     """--redis-wait-replicas: wait for a WAIT round to reach the Redis replicas; BrokerError
     when it did not in time (returns at once, with no call, without the flag)."""
-    ack = await context.replication.acks.await_durable()
+    ack = await context.pod.replication.acks.await_durable()
     if ack.outcome is not AckOutcome.ACKED:
         raise BrokerError(REPLICATION_TIMEOUT, ack.detail)
 
 
 async def heartbeat(context: KafkaContext, request: Request) -> Any:
     body = request.body
-    beat = context.groups.heartbeat(
+    beat = context.pod.kafka_groups.heartbeat(
         body.group_id or "",
         body.member_id or "",
         body.generation_id,
@@ -126,7 +126,9 @@ async def leave_group(context: KafkaContext, request: Request) -> Any:
         leaving = [(m.member_id or "", m.group_instance_id or None) for m in body.members or ()]
 
     async def leave() -> tuple[list[int], int]:
-        codes = await context.groups.leave(body.group_id or "", leaving) if leaving else []
+        codes = (
+            await context.pod.kafka_groups.leave(body.group_id or "", leaving) if leaving else []
+        )
         return codes, errors.NONE
 
     codes, group_code = await coordinator_call(leave(), lambda code: ([], code))

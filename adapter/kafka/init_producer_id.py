@@ -26,7 +26,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
         reply.error_code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return reply
     try:
-        reply.producer_id = await context.kafka.new_producer_id()
+        reply.producer_id = await context.pod.kafka.new_producer_id()
     except BrokerError as exc:
         reply.error_code = error_of(exc)
         return reply

@@ -50,7 +50,7 @@ async def _one(context: KafkaContext, name: str, index: int, spec: int) -> tuple
         config = await context.find_topic(name)
         if config is None or not 0 <= index < config.partitions:
             return errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-        kafka = context.kafka
+        kafka = context.pod.kafka
         if spec in (LATEST, EARLIEST):
             start, end = await kafka.first_offset(config, index)
             return errors.NONE, -1, end if spec == LATEST else start

@@ -20,13 +20,11 @@ from adapter.kafka.apis import HANDLERS
 from adapter.kafka.connection import KafkaConnection
 from adapter.kafka.context import KafkaContext
 from adapter.limits import ConnectionSlots
+from adapter.pod import Pod
 from adapter.settings import Settings
 from adapter.sockets import Draining, SocketServer, serve_socket
 from mapping.brokers import BrokerRegistry
 from mapping.errors import ConfigurationError
-from mapping.kafka import KafkaStore
-from mapping.kafka_groups import KafkaGroups
-from mapping.waits import Channel, Waits
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +60,14 @@ class KafkaListener:
     @classmethod
     async def open(
         cls,
-        settings: Settings,
-        v1: Any,
+        pod: Pod,
         slots: ConnectionSlots,
         draining: Draining,
         metrics: Any = None,
         authenticator: Authenticator | None = None,
         budget: AppendBudget | None = None,
     ) -> KafkaListener:
+        settings = pod.settings
         listener = await anyio.create_tcp_listener(
             local_host=settings.kafka_host or settings.host,
             local_port=settings.kafka_port,
@@ -77,29 +75,10 @@ class KafkaListener:
         )
         bound = listener.listeners[0].extra(SocketAttribute.local_port)
         host, port = advertised(settings, bound)
-        replication = v1.replication
-        batcher, keys = v1.partitions.batcher, v1.partitions.keys
         registry = BrokerRegistry(
-            batcher, keys, pod_id=replication.pod_id, address=f"{host}:{port}"
+            pod.batcher, pod.keys, pod_id=pod.pod_id, address=f"{host}:{port}"
         )
-        context = KafkaContext(
-            settings=settings,
-            topics=v1.topics,
-            partitions=v1.partitions,
-            kafka=KafkaStore(v1.partitions, settings.kafka_producer_id_expiration_ms),
-            replication=replication,
-            registry=registry,
-            hw_waits=Waits(replication.subscriber, Channel),
-            groups=KafkaGroups(
-                batcher,
-                Waits(replication.subscriber, Channel),
-                keys,
-                settings.kafka_groups,
-                v1_session_timeout_ms=settings.session_timeout_ms,
-            ),
-            advertised_host=host,
-            advertised_port=port,
-        )
+        context = KafkaContext(pod, registry, advertised_host=host, advertised_port=port)
         new_connection = partial(
             KafkaConnection,
             context,

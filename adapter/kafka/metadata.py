@@ -33,7 +33,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     every_topic = body.topics is None or (request.version == 0 and not body.topics)
     if every_topic:
         try:
-            names = await context.topics.names()
+            names = await context.pod.topics.names()
         except BrokerError:
             names = []  # Redis unreachable: no topics to list (clients ask again)
         asked = [(name, None) for name in names]
@@ -42,7 +42,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     allow_create = request.version < 4 or bool(body.allow_auto_topic_creation)
     # Listing every topic creates none (a name left in the topics set by a creation that
     # raced a deletion is no topic, and is left out).
-    create = allow_create and context.settings.auto_create_topics and not every_topic
+    create = allow_create and context.pod.settings.auto_create_topics and not every_topic
     topics = []
     for name, topic_id in asked:
         if topic_id is not None:

@@ -41,7 +41,7 @@ async def offset_commit(context: KafkaContext, request: Request) -> Any:
                 p.committed_metadata,
                 p.committed_leader_epoch if request.version >= 6 else NO_EPOCH,
             )
-    committing = context.groups.commit_offsets(
+    committing = context.pod.kafka_groups.commit_offsets(
         body.group_id or "",
         body.member_id or "",
         body.generation_id_or_member_epoch,
@@ -51,7 +51,7 @@ async def offset_commit(context: KafkaContext, request: Request) -> Any:
     codes = await coordinator_call(
         committing, lambda code: {t: dict.fromkeys(ps, code) for t, ps in wanted.items()}
     )
-    acks = context.replication.acks
+    acks = context.pod.replication.acks
     if acks.waits_for_redis_replicas and any(
         c == errors.NONE for ps in codes.values() for c in ps.values()
     ):
@@ -84,7 +84,7 @@ async def _fetch_one(
     """(group error, topic -> partition -> committed offset) of one group."""
 
     async def fetch() -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
-        return errors.NONE, await context.groups.fetch_offsets(group, topics)
+        return errors.NONE, await context.pod.kafka_groups.fetch_offsets(group, topics)
 
     return await coordinator_call(fetch(), lambda code: (code, {}))
 
@@ -150,7 +150,7 @@ async def offset_delete(context: KafkaContext, request: Request) -> Any:
     wanted = {
         t.name or "": [p.partition_index for p in t.partitions or ()] for t in body.topics or ()
     }
-    deleting = context.groups.delete_offsets(body.group_id or "", wanted)
+    deleting = context.pod.kafka_groups.delete_offsets(body.group_id or "", wanted)
     code, found = await coordinator_call(deleting, lambda code: (code, {}))
     return DeleteResponse[request.version](
         throttle_time_ms=0,

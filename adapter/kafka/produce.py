@@ -70,7 +70,7 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
     if body.transactional_id is not None:
         return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # transactions: not supported
     data = part.records or b""
-    if len(data) > context.settings.kafka_max_message_bytes:
+    if len(data) > context.pod.settings.kafka_max_message_bytes:
         return errors.MESSAGE_TOO_LARGE
     try:
         batches = decode_batches(data)
@@ -81,7 +81,7 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
         return errors.CORRUPT_MESSAGE
     if not batches or any(not b.records for b in batches):
         return errors.INVALID_RECORD
-    config = context.topics.known(name)
+    config = context.pod.topics.known(name)
     if config is None:  # first use on this pod: look it up first
         return asyncio.ensure_future(_append(context, body, name, part.index, batches))
     if not 0 <= part.index < config.partitions:
@@ -95,7 +95,7 @@ def _queue(
     context: KafkaContext, config: TopicConfig, index: int, batches: list[Any]
 ) -> list[Pending[AppendResult]]:
     return [
-        context.kafka.append_batch(
+        context.pod.kafka.append_batch(
             config,
             index,
             batch.records,
@@ -179,7 +179,7 @@ ACK_CODES: dict[AckOutcome, int] = {
 async def _acks_all(
     context: KafkaContext, config: TopicConfig, index: int, last: AppendResult, timeout_ms: int
 ) -> int:
-    acks = context.replication.acks
+    acks = context.pod.replication.acks
     if acks.acked_by_reply(config, last.last_offset, last.high_watermark, last.isr_size):
         return errors.NONE
     ack = await acks.await_ack(

@@ -84,7 +84,7 @@ class Connection(ServedConnection):
         authenticator: Authenticator | None = None,
         budget: AppendBudget | None = None,
     ) -> None:
-        settings = context.settings
+        settings = context.pod.settings
         super().__init__(
             slots=slots,
             idle_timeout_s=settings.idle_timeout_s,

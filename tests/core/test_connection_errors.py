@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
+from types import SimpleNamespace
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -29,15 +30,17 @@ async def _redis(context: Context, argv: list[str]) -> str:
 TABLE: Any = {"PING": _ping, "BUG": _bug, "REDIS": _redis}
 
 
-class _Context:
-    settings = Settings(max_line_bytes=1024)
-    starters = None
+def _context(**settings: Any) -> Any:
+    """A V1 context with only the settings a connection reads."""
+    return SimpleNamespace(pod=SimpleNamespace(settings=Settings(**settings)), starters=None)
 
 
 def test_handler_bug_closes_only_that_connection() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(partial(Connection, _Context(), TABLE), "127.0.0.1", 0)
+        server = await loop.create_server(
+            partial(Connection, _context(max_line_bytes=1024), TABLE), "127.0.0.1", 0
+        )
         port = server.sockets[0].getsockname()[1]
         async with server:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -66,14 +69,10 @@ def test_a_slow_reply_is_not_idleness() -> None:
         await asyncio.sleep(0.6)  # a reply slower than the idle timeout under test
         return "done"
 
-    class _Quick:
-        settings = Settings(idle_timeout_s=0.2)
-        starters = None
-
     async def main() -> None:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            partial(Connection, _Quick(), {"SLOW": slow}), "127.0.0.1", 0
+            partial(Connection, _context(idle_timeout_s=0.2), {"SLOW": slow}), "127.0.0.1", 0
         )
         port = server.sockets[0].getsockname()[1]
         async with server:

@@ -11,16 +11,15 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from adapter.pod import build_pod
+from adapter.settings import Settings
 from mapping import kafka_errors as errors
-from mapping.batcher import RedisBatcher
 from mapping.client import connect
 from mapping.groups import Groups
 from mapping.kafka_groups import JoinResult, KafkaGroups, KafkaGroupSettings
 from mapping.keys import Keys
-from mapping.pubsub import Subscriber
 from mapping.startup import pin_sequence_bits
 from mapping.topics import TopicDefaults, Topics
-from mapping.waits import Channel, Waits
 
 # Short timeouts keep the tests fast; sessions far longer than any test step unless a test
 # is about expiry. The initial delay lets members a test starts together form generation 1.
@@ -41,26 +40,26 @@ class TestPod:
 async def pods(
     redis_url: str, count: int, settings: KafkaGroupSettings = TEST_SETTINGS
 ) -> AsyncIterator[list[TestPod]]:
-    keys = Keys(f"kg-{uuid.uuid4().hex[:8]}")
+    pod_settings = Settings(
+        key_prefix=f"kg-{uuid.uuid4().hex[:8]}",
+        sequence_bits=10,
+        topic_defaults=TopicDefaults(3, 1, 1),
+        kafka_groups=settings,
+        session_timeout_ms=V1_SESSION_MS,
+    )
     started: list[TestPod] = []
     tasks: list[asyncio.Task] = []
     try:
         for n in range(count):
             client = connect(redis_url, 5.0)
-            await pin_sequence_bits(client, keys, 10)
-            batcher = RedisBatcher(client)
-            subscriber = Subscriber(client, keys.pod_channel(f"test-pod-{n}"))
-            tasks += [asyncio.create_task(batcher.run()), asyncio.create_task(subscriber.run())]
-            topics = Topics(batcher, keys, topic_defaults=TopicDefaults(3, 1, 1))
-            groups = KafkaGroups(
-                batcher,
-                Waits(subscriber, Channel),
-                keys,
-                settings,
-                v1_session_timeout_ms=V1_SESSION_MS,
-            )
-            v1 = Groups(batcher, keys, session_timeout_ms=V1_SESSION_MS)
-            started.append(TestPod(groups, topics, v1, client))
+            await pin_sequence_bits(client, Keys(pod_settings.key_prefix), 10)
+            pod = build_pod(pod_settings, client, pod_id=f"test-pod-{n}")
+            # only what groups need: no replicator, no retention
+            tasks += [
+                asyncio.create_task(pod.batcher.run()),
+                asyncio.create_task(pod.subscriber.run()),
+            ]
+            started.append(TestPod(pod.kafka_groups, pod.topics, pod.groups, client))
         yield started
     finally:
         for task in tasks:

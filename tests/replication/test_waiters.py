@@ -9,16 +9,15 @@ from pathlib import Path
 import pytest
 import redis
 
+from adapter.pod import build_pod
+from adapter.settings import Settings
 from adapter.v1.handlers.acks import check, start_ack
-from mapping.batcher import RedisBatcher
 from mapping.client import connect
 from mapping.embedded import RedisProcess
 from mapping.errors import BrokerError
-from mapping.keys import Keys
 from mapping.partitions import LATEST_OFFSET, Partitions
-from mapping.pubsub import Subscriber
 from mapping.replication import Replication
-from mapping.topics import TopicConfig, TopicDefaults, Topics
+from mapping.topics import TopicConfig, TopicDefaults
 from tests.support import wait_until, wait_until_async
 
 
@@ -33,26 +32,36 @@ def script_calls(url: str) -> int:
         return int(admin.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
 
-async def run_with(url: str, body, **replication_options) -> None:  # noqa: ANN001
+REPLICATED = TopicDefaults(1, 3, 2)  # one partition, RF 3, min ISR 2
+
+
+async def run_with(
+    url: str,
+    body,  # noqa: ANN001
+    *,
+    acks_timeout_ms: int,
+    run_replicator: bool = True,
+    redis_wait_replicas: int = 0,
+    lag_ms: int = 60_000,
+    defaults: TopicDefaults = REPLICATED,
+) -> None:
+    """``body(partitions, replication)`` on an in-process pod (adapter/pod.py) on ``url``."""
+    settings = Settings(
+        key_prefix="w",
+        acks_timeout_ms=acks_timeout_ms,
+        replicator=run_replicator,
+        redis_wait_replicas=redis_wait_replicas,
+        replica_lag_max_ms=lag_ms,
+        topic_defaults=defaults,
+    )
     client = connect(url)
-    batcher = RedisBatcher(client)
-    keys = Keys("w")
-    defaults = replication_options.pop("defaults", TopicDefaults(1, 3, 2))
-    topics = Topics(batcher, keys, topic_defaults=defaults)
-    partitions = Partitions(
-        batcher, keys, topics, replica_lag_max_ms=replication_options.pop("lag_ms", 60_000)
-    )
-    subscriber = Subscriber(client, keys.pod_channel("test-pod"))
-    replication = Replication(
-        client, topics, partitions, subscriber, pod_id="test-pod", **replication_options
-    )
-    tasks = [asyncio.create_task(batcher.run()), asyncio.create_task(replication.run())]
+    pod = build_pod(settings, client, pod_id="test-pod")
+    running = asyncio.create_task(pod.run())
     try:
-        await body(partitions, replication)
+        await body(pod.partitions, pod.replication)
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
         await client.aclose()
 
 

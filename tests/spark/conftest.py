@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 
 import pytest
 
-from mapping.batcher import RedisBatcher
+from adapter.pod import build_pod
+from adapter.settings import Settings
 from mapping.client import connect
 from mapping.embedded import RedisProcess
 from mapping.keys import Keys
-from mapping.partitions import Partitions
 from mapping.retention import enforce_topic
-from mapping.topics import TopicConfig, TopicDefaults, Topics
+from mapping.topics import TopicConfig, TopicDefaults
 
 ROOT = Path(__file__).resolve().parents[2]
 # Single-replica topics: the hw follows every produce, no replicas needed.
@@ -91,12 +91,12 @@ class TopicWriter:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self._client = connect(url)
-        self._batcher = RedisBatcher(self._client)
-        self._flusher = self._call(self._start_flusher())
-        topics = Topics(self._batcher, self.keys, topic_defaults=defaults)
-        self.partitions = Partitions(
-            self._batcher, self.keys, topics, replica_lag_max_ms=replica_lag_max_ms
+        settings = Settings(
+            key_prefix=prefix, replica_lag_max_ms=replica_lag_max_ms, topic_defaults=defaults
         )
+        pod = build_pod(settings, self._client)  # its parts; only the batcher runs
+        self._batcher, self.partitions = pod.batcher, pod.partitions
+        self._flusher = self._call(self._start_flusher())
 
     async def _start_flusher(self) -> asyncio.Task[None]:
         return asyncio.create_task(self._batcher.run())

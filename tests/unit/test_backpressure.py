@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -276,7 +277,7 @@ def test_a_v1_connection_waits_its_turn_under_the_pod_bound() -> None:
             answers.append(answer)
             return await answer
 
-        context = Context(Settings(), None, None, None, None, starters={})  # type: ignore[arg-type]
+        context = Context(SimpleNamespace(settings=Settings()), starters={})  # type: ignore[arg-type]
         line = b"V1|1|PRODUCE|t k:" + b"v" * 100 + b"\n"
         budget = AppendBudget(pod_bytes=len(line), connection_bytes=0)
         connections, transports = [], []
@@ -312,7 +313,7 @@ def test_a_v1_slice_stops_at_the_connection_bound() -> None:
             started.append(argv[1])
             return "ok"
 
-        context = Context(Settings(), None, None, None, None, starters={})  # type: ignore[arg-type]
+        context = Context(SimpleNamespace(settings=Settings()), starters={})  # type: ignore[arg-type]
         lines = [b"V1|%d|PRODUCE|t k:%s\n" % (i, b"v" * 100) for i in range(10)]
         budget = AppendBudget(pod_bytes=0, connection_bytes=3 * len(lines[0]))
         connection = Connection(context, {"PRODUCE": produce}, budget=budget)

@@ -193,12 +193,13 @@ def _context(client: FakeCluster) -> SimpleNamespace:
     topics = Topics(batcher, keys)  # type: ignore[arg-type]
     topics._remember(CONFIG)  # a topic the pod knows: no lookup
     partitions = Partitions(batcher, keys, topics)  # type: ignore[arg-type]
-    return SimpleNamespace(
+    pod = SimpleNamespace(
         settings=Settings(),
         topics=topics,
         partitions=partitions,
         kafka=KafkaStore(partitions, 60_000),
     )
+    return SimpleNamespace(pod=pod)
 
 
 def _produce_request() -> protocol.Request:
@@ -226,7 +227,7 @@ def _produce_request() -> protocol.Request:
 
 async def _kafka_produce(client: FakeCluster) -> list[tuple[int, int, int]]:
     context = _context(client)
-    flusher = asyncio.create_task(context.partitions.batcher.run())
+    flusher = asyncio.create_task(context.pod.partitions.batcher.run())
     try:
         response = await produce.handle(context, _produce_request())  # type: ignore[arg-type]
     finally:
@@ -252,9 +253,9 @@ def test_kafka_produce_answers_an_error_code_in_every_partition(error: BaseExcep
 def test_v1_produce_answers_unavailable(error: BaseException) -> None:
     async def main() -> bytes:
         context = _context(FakeCluster(error))
-        flusher = asyncio.create_task(context.partitions.batcher.run())
+        flusher = asyncio.create_task(context.pod.partitions.batcher.run())
         try:
-            v1 = Context(context.settings, context.topics, context.partitions, None, None)  # type: ignore[arg-type]
+            v1 = Context(context.pod)  # type: ignore[arg-type]
             return await answer(v1, build_table(), f"V1|9|PRODUCE|{TOPIC} user1:x".encode())
         finally:
             flusher.cancel()
@@ -300,7 +301,7 @@ def test_a_batch_behind_a_failed_one_is_not_answered_out_of_order() -> None:
 
     async def main() -> list[tuple[int, int]]:
         context = _context(client)
-        flusher = asyncio.create_task(context.partitions.batcher.run())
+        flusher = asyncio.create_task(context.pod.partitions.batcher.run())
         answers = []
         try:
             for base_sequence in (0, 1, 0, 1, 3):

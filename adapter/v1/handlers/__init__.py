@@ -7,18 +7,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from adapter.settings import Settings
+from adapter.pod import Pod
 from mapping.batcher import Pending
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
-from mapping.partitions import Partitions
 from mapping.topics import Topics
-
-if TYPE_CHECKING:
-    from mapping.groups import Groups
-    from mapping.replication import Replication
-
 
 # A hot command's synchronous start: validates (raising BrokerError) and queues its Redis
 # calls, returning the pending payload (or a task for what must wait further); None when
@@ -29,13 +22,9 @@ Starter = Callable[["Context", list[str]], "Pending[str] | asyncio.Task[str] | N
 
 @dataclass
 class Context:
-    """What a handler may use; shared by every connection of the pod."""
+    """What a handler may use: the pod's parts, shared by every V1 connection of the pod."""
 
-    settings: Settings
-    topics: Topics
-    partitions: Partitions
-    groups: Groups
-    replication: Replication
+    pod: Pod
     # The hot commands' starters (see ``Starter``); None: the default table's.
     starters: dict[str, Starter] | None = None
 
@@ -57,23 +46,23 @@ def on_topic(
 
     async def handler(context: Context, argv: list[str]) -> str:
         topic, *rest = parse(argv)
-        config = await context.topics.topic(topic)
+        config = await context.pod.topics.topic(topic)
         try:
             return await start(context, config, *rest)
         except BrokerError as exc:
             # Deleted under this pod's cache (the notice not heard yet): forget it. Not
             # retried here: an acks=all PRODUCE may have been appended before the deletion.
             if exc.code == UNKNOWN_TOPIC:
-                context.topics.forget(topic)
+                context.pod.topics.forget(topic)
             raise
 
     def starter(context: Context, argv: list[str]) -> Pending[str] | None:
         topic, *rest = parse(argv)
-        config = context.topics.known(topic)
+        config = context.pod.topics.known(topic)
         if config is None:
             return None
         pending = start(context, config, *rest)
-        return _ForgetsDeleted(pending.future, pending.finish, context.topics, topic)
+        return _ForgetsDeleted(pending.future, pending.finish, context.pod.topics, topic)
 
     return handler, starter
 

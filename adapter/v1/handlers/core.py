@@ -50,9 +50,9 @@ def _produce(
     context: Context, config: TopicConfig, key: bytes, value: bytes, acks: str
 ) -> Pending[str]:
     partition = partition_for(key, config.partitions)
-    pending = context.partitions.start_produce(config, partition, [(key, value)])
+    pending = context.pod.partitions.start_produce(config, partition, [(key, value)])
     if acks == "all":  # a task only when the append's reply does not already satisfy it
-        acked = start_ack(context.replication.acks, config, partition, pending)
+        acked = start_ack(context.pod.replication.acks, config, partition, pending)
         return acked.then(lambda ack: f"partition={partition} offset={ack[0]} hw={ack[1]}")
     return pending.then(
         lambda r: f"partition={partition} offset={r.offsets[0]} hw={r.high_watermark}"
@@ -80,12 +80,12 @@ def _consume_payload(result: ConsumeResult) -> str:
 def _consume(context: Context, config: TopicConfig, partition: int, offset: int) -> Pending[str]:
     if not 0 <= partition < config.partitions:
         raise BadRequest("invalid partition")
-    pending = context.partitions.start_consume(
+    pending = context.pod.partitions.start_consume(
         config,
         partition,
         offset,
-        context.settings.consume_max_records,
-        context.settings.consume_max_bytes,
+        context.pod.settings.consume_max_records,
+        context.pod.settings.consume_max_bytes,
     )
     return pending.then(_consume_payload)
 
@@ -100,8 +100,8 @@ async def set_partition_role(context: Context, argv: list[str]) -> str:
     role = argv[2]
     if role not in ("leader", "follower"):
         raise BadRequest("invalid role: must be leader or follower")
-    config = await context.topics.partition_of(topic, partition)
-    high_watermark = await context.partitions.set_role(config, partition, role)
+    config = await context.pod.topics.partition_of(topic, partition)
+    high_watermark = await context.pod.partitions.set_role(config, partition, role)
     return f"topic={topic} partition={partition} role={role} hw={high_watermark}"
 
 

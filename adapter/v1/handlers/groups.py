@@ -61,7 +61,7 @@ def _join_args(argv: list[str]) -> tuple[str, str, str, str | None]:
 def _join(
     context: Context, config: TopicConfig, group: str, member: str, assignor: str | None
 ) -> Pending[str]:
-    pending = context.groups.start_join(group, config.name, config.partitions, member, assignor)
+    pending = context.pod.groups.start_join(group, config.name, config.partitions, member, assignor)
     return pending.then(lambda membership: _assigned(membership.generation, membership.assigned))
 
 
@@ -73,18 +73,18 @@ async def join(context: Context, argv: list[str]) -> str:
     read-only script on the Kafka group's keys before V1's own. Not a pipelined starter:
     the check comes first."""
     _, group, _, _ = _join_args(argv)
-    if await kafka_members_live(context.topics.batcher, context.topics.keys, group):
+    if await kafka_members_live(context.pod.topics.batcher, context.pod.topics.keys, group):
         raise BrokerError(GROUP_IN_USE, f"group {group} has live Kafka consumers")
     answer = await _join_on_topic(context, argv)
-    await durable_wait(context.replication.acks)
+    await durable_wait(context.pod.replication.acks)
     return answer
 
 
 async def sync(context: Context, argv: list[str]) -> str:
     group, topic, member, generation = _member_args(argv, _usage("SYNC"), 4)
-    config = await context.topics.topic(topic)
-    membership = await context.groups.sync(group, topic, config.partitions, member, generation)
-    await durable_wait(context.replication.acks)
+    config = await context.pod.topics.topic(topic)
+    membership = await context.pod.groups.sync(group, topic, config.partitions, member, generation)
+    await durable_wait(context.pod.replication.acks)
     return _assigned(membership.generation, membership.assigned)
 
 
@@ -96,7 +96,7 @@ def _heartbeat_args(argv: list[str]) -> tuple[str, str, str, int]:
 def _heartbeat(
     context: Context, config: TopicConfig, group: str, member: str, generation: int
 ) -> Pending[str]:
-    pending = context.groups.start_heartbeat(
+    pending = context.pod.groups.start_heartbeat(
         group, config.name, config.partitions, member, generation
     )
     return pending.then(lambda _: "heartbeat=ok")
@@ -107,8 +107,8 @@ heartbeat, heartbeat_now = on_topic(_heartbeat_args, _heartbeat)
 
 async def leave(context: Context, argv: list[str]) -> str:
     group, topic, member, generation = _member_args(argv, _usage("LEAVE"), 4)
-    config = await context.topics.topic(topic)
-    await context.groups.leave(group, topic, config.partitions, member, generation)
+    config = await context.pod.topics.topic(topic)
+    await context.pod.groups.leave(group, topic, config.partitions, member, generation)
     return "left=true"
 
 
@@ -133,10 +133,10 @@ def _commit(
 ) -> Pending[str]:
     if not 0 <= partition < config.partitions:
         raise BadRequest("invalid partition")
-    pending = context.groups.start_commit(
+    pending = context.pod.groups.start_commit(
         group, config.name, config.partitions, member, generation, partition, offset
     )
-    if not context.replication.acks.waits_for_redis_replicas:
+    if not context.pod.replication.acks.waits_for_redis_replicas:
         return pending.then(lambda _: "committed=true")
     # --redis-wait-replicas: answered once the Redis replicas have it, so a failover cannot
     # take a commit back (the consumer would read again what it had committed past).
@@ -145,7 +145,7 @@ def _commit(
 
 async def _durable_commit(context: Context, pending: Pending[object]) -> str:
     await pending
-    await durable_wait(context.replication.acks)
+    await durable_wait(context.pod.replication.acks)
     return "committed=true"
 
 
@@ -157,8 +157,8 @@ async def offset(context: Context, argv: list[str]) -> str:
     group = args.name(argv[0], "group")
     topic = args.name(argv[1], "topic")
     partition = args.integer(argv[2], "partition", minimum=0)
-    await context.topics.partition_of(topic, partition)
-    return f"offset={await context.groups.committed(group, topic, partition)}"
+    await context.pod.topics.partition_of(topic, partition)
+    return f"offset={await context.pod.groups.committed(group, topic, partition)}"
 
 
 STARTERS: dict[str, Starter] = {

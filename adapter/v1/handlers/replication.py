@@ -22,10 +22,10 @@ async def replica_fetch(context: Context, argv: list[str]) -> str:
     offset = args.integer(argv[3], "offset", minimum=-1)
     if offset > MAX_OFFSET:
         raise BadRequest("invalid offset")
-    config = await context.topics.partition_of(topic, partition)
+    config = await context.pod.topics.partition_of(topic, partition)
     if not 1 <= replica_id < config.replication_factor:
         raise BadRequest("invalid replica id")
-    result = await context.partitions.replica_fetch(config, partition, replica_id, offset)
+    result = await context.pod.partitions.replica_fetch(config, partition, replica_id, offset)
     # Past the log end: clamped for the ISR, echoed as sent. Stopped short by the per-call copy
     # bound: the offset really held, so the follower knows to fetch again.
     acked = offset if result.complete else result.acked_offset

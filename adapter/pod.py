@@ -1,0 +1,196 @@
+"""One pod's parts, built in one place: what both front doors serve from (as Kafka's
+BrokerServer builds the parts its KafkaApis answer with).
+
+``open_pod(settings)`` connects to Redis, runs the startup checks and yields the `Pod`;
+``Pod.run()`` is its background work (the batcher, pub/sub notices, the replicator,
+retention). The front doors (adapter/v1/, adapter/kafka/) take the `Pod`; so do the command
+line, the tests and the benchmarks that need a pod's parts in process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from adapter.settings import Settings
+from mapping.batcher import RedisBatcher
+from mapping.client import connect, make_batcher
+from mapping.cluster import redact
+from mapping.errors import ConfigurationError
+from mapping.groups import Groups
+from mapping.kafka import KafkaStore
+from mapping.kafka_groups import KafkaGroups
+from mapping.keys import Keys
+from mapping.partitions import Partitions
+from mapping.pubsub import Subscriber
+from mapping.replication import Replication, new_pod_id
+from mapping.retention import RetentionTask
+from mapping.startup import check_redis
+from mapping.topics import Topics
+from mapping.waits import Channel, Waits
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Pod:
+    """Everything a pod's requests are served with; one per pod process (or per worker)."""
+
+    settings: Settings
+    client: Redis
+    keys: Keys
+    batcher: RedisBatcher  # one pipeline per event-loop turn, for every request
+    pod_id: str
+    subscriber: Subscriber  # the pod's one pub/sub connection
+    topics: Topics
+    partitions: Partitions
+    groups: Groups  # V1 groups
+    replication: Replication  # acks=all, --redis-wait-replicas, the replicator
+    kafka: KafkaStore
+    kafka_groups: KafkaGroups
+    hw_waits: Waits[str, Channel]  # Kafka Fetch long-polls, on partitions' hw channels
+    retention: RetentionTask
+
+    async def run(self) -> None:
+        """The pod's background work, until cancelled."""
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.batcher.run())
+            tasks.create_task(self.subscriber.run())
+            tasks.create_task(
+                self.subscriber.subscribe(self.keys.topics_deleted_channel, self._topic_deleted)
+            )
+            tasks.create_task(
+                self.subscriber.subscribe(self.keys.topics_changed_channel, self._topic_changed)
+            )
+            tasks.create_task(self.replication.run())
+            tasks.create_task(self.retention.run())
+
+    def _topic_deleted(self, data: bytes) -> None:
+        """A topic was deleted (mapping/admin.py): every cache of it goes, and its acks=all
+        waiters get TOPIC_DELETED now rather than a timeout later."""
+        name = data.decode(errors="replace")
+        self.topics.forget(name)
+        self.replication.forget_topic(name)
+        log.info("topic %s was deleted: forgotten", name)
+
+    def _topic_changed(self, data: bytes) -> None:
+        """A topic got more partitions (mapping/admin.py add_partitions): its settings are
+        read again (acks=all waits on its existing partitions go on)."""
+        name = data.decode(errors="replace")
+        self.topics.forget(name)
+        self.replication.reread_topic(name)
+        log.info("topic %s changed: its settings are read again", name)
+
+
+def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
+    """A pod's parts on ``client``, with no Redis call yet; ``pod_id``: a fixed id (tests),
+    else a new unique one. The command line and tests that need a pod's parts in process
+    build them here too, and run only what they need of ``Pod.run``."""
+    keys = Keys(settings.key_prefix)
+    batcher = make_batcher(client)
+    pod_id = pod_id or new_pod_id()
+    subscriber = Subscriber(client, keys.pod_channel(pod_id))
+    topics = Topics(
+        batcher,
+        keys,
+        topic_defaults=settings.topic_defaults,
+        auto_create_topics=settings.auto_create_topics,
+        max_topics=settings.max_topics,
+        topic_cache_size=settings.topic_cache_size,
+    )
+    # Deletions published while the connection was down are missed: forget every topic.
+    subscriber.on_reconnect(topics.forget_all)
+    partitions = Partitions(
+        batcher,
+        keys,
+        topics,
+        sequence_bits=settings.sequence_bits,
+        replica_lag_max_ms=settings.replica_lag_max_ms,
+    )
+    return Pod(
+        settings=settings,
+        client=client,
+        keys=keys,
+        batcher=batcher,
+        pod_id=pod_id,
+        subscriber=subscriber,
+        topics=topics,
+        partitions=partitions,
+        groups=Groups(batcher, keys, session_timeout_ms=settings.session_timeout_ms),
+        replication=Replication(
+            client,
+            topics,
+            partitions,
+            subscriber,
+            pod_id=pod_id,
+            acks_timeout_ms=settings.acks_timeout_ms,
+            run_replicator=settings.replicator,
+            redis_wait_replicas=settings.redis_wait_replicas,
+        ),
+        kafka=KafkaStore(partitions, settings.kafka_producer_id_expiration_ms),
+        kafka_groups=KafkaGroups(
+            batcher,
+            Waits(subscriber, Channel),
+            keys,
+            settings.kafka_groups,
+            v1_session_timeout_ms=settings.session_timeout_ms,
+        ),
+        hw_waits=Waits(subscriber, Channel),
+        retention=RetentionTask(
+            partitions,
+            client,
+            pod_id=pod_id,
+            interval_ms=settings.retention_interval_ms,
+            offsets_retention_ms=settings.offsets_retention_ms,
+            session_timeout_ms=settings.session_timeout_ms,
+        ),
+    )
+
+
+@asynccontextmanager
+async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
+    """Connect to ``settings.redis_url``, check the deployment (mapping/startup.py; retried
+    while Redis is still coming up) and yield the pod's parts; the client closes on exit."""
+    assert settings.redis_url is not None
+    client = connect(
+        settings.redis_url, settings.redis_timeout_ms / 1000, **settings.redis_options()
+    )
+    try:
+        await wait_for_redis(settings, Keys(settings.key_prefix), client)
+        yield build_pod(settings, client)
+    finally:
+        await client.aclose()
+
+
+async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
+    """Run the startup checks (mapping/startup.py), retrying while Redis is still coming up."""
+    deadline = anyio.current_time() + settings.redis_startup_timeout_s
+    redis_at = redact(settings.redis_url or "")  # never log a password
+    while True:
+        try:
+            await check_redis(
+                client,
+                keys,
+                sequence_bits=settings.sequence_bits,
+                require_aof=settings.require_aof,
+                url=redis_at,
+                allow_evicting=settings.allow_evicting_redis,
+            )
+            return
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            error = exc
+        if anyio.current_time() > deadline:
+            raise ConfigurationError(
+                f"cannot reach Redis at {redis_at} within "
+                f"{settings.redis_startup_timeout_s:g}s: {error}"
+            )
+        log.warning("waiting for Redis at %s: %s", redis_at, error)
+        await anyio.sleep(0.5)
