@@ -72,10 +72,10 @@ def _produce(bootstrap: str, topic: str, seconds: float, ready: Any, go: Any, ou
 
 def measure(redis_url: str, producers: int, seconds: float, adapter_args: list[str]) -> dict:
     """Every producer's records/s against one pod of its own on ``redis_url``."""
-    process, _, kafka_port = kafka.pod(redis_url, adapter_args)
+    served = kafka.pod(redis_url, adapter_args)
     try:
         topic = f"fair-{uuid.uuid4().hex[:8]}"
-        bootstrap = f"127.0.0.1:{kafka_port}"
+        bootstrap = served.bootstrap
         context = multiprocessing.get_context("spawn")
         out, go = context.Queue(), context.Event()
         readies = [context.Event() for _ in range(producers)]
@@ -94,8 +94,7 @@ def measure(redis_url: str, producers: int, seconds: float, adapter_args: list[s
             worker.join(timeout=30)
         rates = sorted((rate for rate, _ in reports), reverse=True)
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        served.stop(timeout=30)
     return {
         "producers": producers,
         "seconds": seconds,

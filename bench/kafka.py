@@ -19,8 +19,6 @@ client share the cores, so a ratio is what one such machine gets end to end.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -31,11 +29,11 @@ import redis
 
 from adapter.client import Client
 from mapping import codec, scripts
-from mapping.embedded import RedisProcess, free_port
+from mapping.embedded import RedisProcess
 from mapping.kafka import produce_script_args
 from mapping.keys import Keys
+from tests.support.pods import RF1, Pod
 
-ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 3
 VALUE = b"x" * 100
 PREFIX = "kbench"
@@ -44,28 +42,15 @@ PREFIX = "kbench"
 RAW_BATCH = 500
 
 
-def pod(redis_url: str, extra: list[str] | None = None) -> tuple[subprocess.Popen[bytes], int, int]:
-    """A ``serve`` child process on ``redis_url`` (``extra``: more options): (process, V1
-    port, Kafka port) once it answers."""
-    port, kafka_port = free_port(), free_port()
-    command = [
-        sys.executable, "-m", "adapter", "serve", "--redis-url", redis_url,
-        "--host", "127.0.0.1", "--port", str(port), "--kafka-port", str(kafka_port),
-        "--key-prefix", PREFIX, "--default-partitions", str(PARTITIONS),
-        "--default-replication-factor", "1", "--default-min-insync-replicas", "1",
+def pod(redis_url: str, extra: list[str] | None = None) -> Pod:
+    """A ``serve`` child process on ``redis_url`` (``extra``: more options) once it answers;
+    its log on this process's stderr."""
+    return Pod(
+        redis_url,
+        "--key-prefix", PREFIX, "--default-partitions", str(PARTITIONS), *RF1,
         "--no-replicator", "--log-level", "WARNING", *(extra or ()),
-    ]  # fmt: skip
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with Client("127.0.0.1", port, timeout=2) as client:
-                if client.ping() == "pong":
-                    return process, port, kafka_port
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("the pod did not start")
+        log_dir=None,
+    ).start(timeout=30)  # fmt: skip
 
 
 def raw_produce(client: redis.Redis, records: int, batch: int) -> float:
@@ -276,24 +261,23 @@ def end_to_end_latency(bootstrap: str, rate: float, seconds: float) -> tuple[flo
 
 def measure(redis_url: str, records: int, latency_seconds: float) -> dict[str, float]:
     """Every row against the redis-server at ``redis_url``, with a pod of its own."""
-    process, port, kafka_port = pod(redis_url)
+    served = pod(redis_url)
     try:
         raw_client = redis.Redis.from_url(redis_url)
         topic = f"kafka-{uuid.uuid4().hex[:8]}"
-        bootstrap = f"127.0.0.1:{kafka_port}"
+        bootstrap = served.bootstrap
         kafka_rate = kafka_produce(bootstrap, topic, records)
         raw_rate = raw_produce(raw_client, records, RAW_BATCH)
-        v1_rate = v1_produce(port, f"v1-{uuid.uuid4().hex[:8]}", records)
+        v1_rate = v1_produce(served.port, f"v1-{uuid.uuid4().hex[:8]}", records)
         fetch_raw, stored = raw_fetch(raw_client, topic)
         fetch_rate = kafka_fetch(bootstrap, topic, stored)
-        pod_rate = pod_fetch(kafka_port, topic)
+        pod_rate = pod_fetch(served.kafka_port, topic)
         # half the rate of the slower side
         paced = min(kafka_rate, fetch_rate) / 2
         p50, p99 = end_to_end_latency(bootstrap, paced, latency_seconds)
         raw_client.close()
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        served.stop(timeout=30)
     return {
         "produce_kafka_records_per_s": round(kafka_rate),
         "produce_raw_script_records_per_s": round(raw_rate),

@@ -32,9 +32,10 @@ from pathlib import Path
 import click
 
 from adapter.client.group_consumer import GroupConsumer
-from mapping.embedded import RedisProcess, free_port
+from mapping.embedded import RedisProcess
+from tests.support import ROOT
+from tests.support.pods import RF1, Pod
 
-ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "kgbench"
 SESSION_MS = 3000
 HEARTBEAT_S = 0.3
@@ -42,34 +43,23 @@ POLL_S = 0.05
 SETTLE_S = 30.0
 
 
-def _pods(redis_url: str, count: int) -> list[tuple[subprocess.Popen[bytes], int, int]]:
-    from adapter.client import Client
-
-    pods = []
-    for _ in range(count):
-        port, kafka_port = free_port(), free_port()
-        command = [
-            sys.executable, "-m", "adapter", "serve", "--redis-url", redis_url,
-            "--host", "127.0.0.1", "--port", str(port), "--kafka-port", str(kafka_port),
-            "--key-prefix", PREFIX, "--default-replication-factor", "1",
-            "--default-min-insync-replicas", "1", "--no-replicator", "--log-level", "WARNING",
-            "--session-timeout-ms", str(SESSION_MS),
-        ]  # fmt: skip
-        pods.append(
-            (subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL), port, kafka_port)
-        )
-    for _, port, _ in pods:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with Client("127.0.0.1", port, timeout=2) as client:
-                    if client.ping() == "pong":
-                        break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("a pod did not start") from None
-                time.sleep(0.1)
-    return pods
+def _pods(redis_url: str, count: int) -> list[Pod]:
+    """``count`` pods with short sessions, their logs on this process's stderr."""
+    return [
+        Pod(
+            redis_url,
+            "--key-prefix",
+            PREFIX,
+            *RF1,
+            "--no-replicator",
+            "--log-level",
+            "WARNING",
+            "--session-timeout-ms",
+            str(SESSION_MS),
+            log_dir=None,
+        ).start(timeout=30)  # fmt: skip
+        for _ in range(count)
+    ]
 
 
 def _split(owned: list[set[int]], partitions: int) -> bool:
@@ -217,17 +207,17 @@ def main(ctx: click.Context, members: int, partitions: int, json_path: Path | No
             from confluent_kafka.admin import AdminClient, NewTopic
 
             topic = f"kg-{uuid.uuid4().hex[:8]}"
-            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{pods[0][2]}"})
+            admin = AdminClient({"bootstrap.servers": pods[0].bootstrap})
             admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
             kafka_group, v1_group = f"kafka-{topic}", f"v1-{topic}"
-            bootstraps = [f"127.0.0.1:{k}" for _, _, k in pods]
+            bootstraps = [pod.bootstrap for pod in pods]
             rows |= _rows(
                 "kafka",
                 [KafkaMember(bootstraps[i % 3], kafka_group, topic) for i in range(members)],
                 partitions,
                 lambda status: _child("kafka", bootstraps[1], kafka_group, topic, status),
             )
-            ports = [p for _, p, _ in pods]
+            ports = [pod.port for pod in pods]
             rows |= _rows(
                 "v1",
                 [V1Member(ports[i % 3], v1_group, topic) for i in range(members)],
@@ -235,9 +225,8 @@ def main(ctx: click.Context, members: int, partitions: int, json_path: Path | No
                 lambda status: _child("v1", str(ports[1]), v1_group, topic, status),
             )
         finally:
-            for process, _, _ in pods:
-                process.terminate()
-                process.wait(timeout=30)
+            for pod in pods:
+                pod.stop(timeout=30)
     for name, value in rows.items():
         click.echo(f"{name:40} {value}")
     if json_path is not None:

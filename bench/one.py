@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from bench import loadgen
-from bench.run import PARTITIONS, AdapterPods, _prefill
+from bench.run import PARTITIONS, _prefill, start_pod
 from mapping.embedded import RedisProcess
 
 
@@ -57,14 +57,14 @@ def main(
         server = RedisProcess(Path(tmp) / "redis", appendonly=False)
         server.start()
         try:
-            pods = AdapterPods(server.url, workers, Path(tmp), adapter_args.split())
+            pod = start_pod(server.url, workers, Path(tmp), adapter_args.split())
         except BaseException:
             server.stop()
             raise
         try:
-            pages = _prefill(pods.port, "one-c", 30_000, 100) if kind == "consume" else []
+            pages = _prefill(pod.port, "one-c", 30_000, 100) if kind == "consume" else []
             load = loadgen.Load(
-                port=pods.port, kind=kind, connections=connections, window=window, rate=rate,
+                port=pod.port, kind=kind, connections=connections, window=window, rate=rate,
                 duration_s=duration, topic="one-c" if kind == "consume" else "one-p",
                 acks=acks, pages=tuple(pages), group_prefix="one-g",
             )  # fmt: skip
@@ -72,19 +72,19 @@ def main(
             if py_spy is not None:
                 spy = subprocess.Popen(
                     ["py-spy", "record", "--nonblocking", "--rate", "500",
-                     "--pid", str(pods.pids()[0]), "--duration", str(int(duration) + 1),
+                     "--pid", str(pod.pids()[0]), "--duration", str(int(duration) + 1),
                      "--format", "flamegraph" if py_spy.suffix == ".svg" else "raw",
                      "--output", str(py_spy)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
-            watched = [*pods.pids(), server.process.pid]  # type: ignore[union-attr]
+            watched = [*pod.pids(), server.process.pid]  # type: ignore[union-attr]
             before = [_cpu_seconds(pid) for pid in watched]
             result = loadgen.run_load(load)
             used = [_cpu_seconds(pid) - b for pid, b in zip(watched, before, strict=True)]
             if spy is not None:
                 spy.wait()
         finally:
-            pods.stop()
+            pod.stop(timeout=15)
             server.stop()
     records = result.records if kind == "consume" else result.requests
     wall = duration + load.warmup_s

@@ -35,8 +35,6 @@ import contextlib
 import json
 import os
 import platform
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -49,10 +47,12 @@ import click
 from adapter.client import Client
 from bench import baseline, loadgen
 from bench.stats import Histogram
-from mapping.embedded import RedisProcess, free_port
+from mapping.embedded import RedisProcess
 from mapping.keys import DEFAULT_PREFIX, Keys
+from tests.support import ROOT
+from tests.support.pods import RF1, Pod
+from tests.support.procfs import rss_bytes
 
-ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 3
 PIPELINE_DEPTH = 1024  # requests in flight per pipelined row, over all its connections
 CONSUME_DEPTH = 32  # CONSUME replies are ~1000 records each
@@ -96,118 +96,19 @@ def _row(name: str, system: str, connections: int, mode: str, requests: int, rec
 # --- the adapter under test ----------------------------------------------------------------
 
 
-class AdapterPods:
-    """``python -m adapter serve --workers N`` as a child process."""
-
-    def __init__(self, redis_url: str, workers: int, log_dir: Path, extra: list[str]) -> None:
-        self.port = free_port()
-        self.workers = workers
-        command = [
-            sys.executable, "-m", "adapter", "serve",
-            "--redis-url", redis_url,
-            "--host", "127.0.0.1",
-            "--port", str(self.port),
-            "--default-partitions", str(PARTITIONS),
-            "--default-replication-factor", "1",
-            "--default-min-insync-replicas", "1",
-            "--no-replicator",
-            "--kafka-port", "0",
-            "--log-level", "WARNING",
-            *extra,
-        ]  # fmt: skip
-        if workers > 1:
-            command += ["--workers", str(workers)]
-        self.log_path = log_dir / f"adapter-w{workers}-{self.port}.log"
-        self.process = subprocess.Popen(
-            command, cwd=ROOT, stdout=self.log_path.open("ab"), stderr=subprocess.STDOUT
-        )
-        try:
-            self._wait_until_serving(time.monotonic() + 30)
-        except BaseException:
-            self.stop()  # a pod that never answered must not outlive the run
-            raise
-
-    def _wait_until_serving(self, deadline: float) -> None:
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"adapter exited: {self.log_path.read_text()}")
-            with contextlib.suppress(OSError):
-                with Client("127.0.0.1", self.port, timeout=2) as client:
-                    if client.ping() == "pong":
-                        break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"adapter did not start: {self.log_path.read_text()[-2000:]}")
-            time.sleep(0.1)  # poll interval of the wait for PING (bounded by the deadline)
-
-        # Every worker must listen before the load starts, or one takes all connections.
-        while self.workers > 1 and not (
-            len(self.pids()) == self.workers and all(_listening(p, self.port) for p in self.pids())
-        ):
-            if time.monotonic() > deadline:
-                raise RuntimeError("adapter workers did not all start listening")
-            time.sleep(0.1)  # poll interval of the wait for every worker's socket
-
-    def pids(self) -> list[int]:
-        """The serving processes: the pod, or its workers under ``--workers``."""
-        if self.workers == 1:
-            return [self.process.pid]
-        return [
-            pid
-            for pid in _children(self.process.pid)
-            if b"spawn_main" in _cmdline(pid)  # not multiprocessing's resource tracker
-        ]
-
-    def rss_mib(self) -> float:
-        return sum(_rss_kib(pid) for pid in self.pids()) / 1024
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+def start_pod(redis_url: str, workers: int, log_dir: Path, extra: list[str]) -> Pod:
+    """``python -m adapter serve --workers N`` as a child process, logging into ``log_dir``:
+    topics of PARTITIONS partitions and one replica, no replicator, warnings only."""
+    return Pod(
+        redis_url,
+        "--default-partitions", str(PARTITIONS), *RF1, "--no-replicator",
+        "--log-level", "WARNING", *extra,
+        kafka_port=0, workers=workers, log_dir=log_dir,
+    ).start(timeout=30)  # fmt: skip
 
 
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            text = Path(f"/proc/{pid}/task/{task}/children").read_text()
-            found += [int(child) for child in text.split()]
-    return found
-
-
-def _listening(pid: int, port: int) -> bool:
-    inodes = set()
-    with contextlib.suppress(OSError):
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            with contextlib.suppress(OSError):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if (int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A"
-                and fields[9] in inodes):  # fmt: skip
-            return True
-    return False
-
-
-def _rss_kib(pid: int) -> int:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+def _rss_mib(pod: Pod) -> float:
+    return sum(rss_bytes(pid) for pid in pod.pids()) / (1 << 20)
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -279,14 +180,14 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
         server.start()
         log(f"redis-server on {server.url}; adapter logs in {tmp}")
 
-        def start_pods(workers: int) -> AdapterPods:
-            pods = AdapterPods(server.url, workers, tmp, options.adapter_args)
-            stack.callback(pods.stop)
-            return pods
+        def started_pod(workers: int) -> Pod:
+            pod = start_pod(server.url, workers, tmp, options.adapter_args)
+            stack.callback(pod.stop, timeout=15)
+            return pod
 
-        pods = start_pods(1)
+        pod = started_pod(1)
         consume_topic = f"bench-c-{run_id}"
-        pages = _prefill(pods.port, consume_topic, options.prefill, options.value_size)
+        pages = _prefill(pod.port, consume_topic, options.prefill, options.value_size)
         log(f"prefilled {options.prefill} records: {len(pages)} full CONSUME pages")
 
         # (1) the baseline, while nothing else runs
@@ -322,7 +223,7 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
         if groups_note:
             notes.append(groups_note)
             log(groups_note)
-        memory.append({"after": "start", "rss_mib": pods.rss_mib()})
+        memory.append({"after": "start", "rss_mib": _rss_mib(pod)})
         workloads = [
             ("PRODUCE acks=1", "produce", "1"),
             ("PRODUCE acks=all", "produce", "all"),
@@ -336,7 +237,7 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                 for pipelined in (True, False):
                     mode = "pipelined" if pipelined else "one-at-a-time"
                     load = loadgen.Load(
-                        port=pods.port,
+                        port=pod.port,
                         kind=kind,
                         connections=connections,
                         window=_window(kind, connections, pipelined),
@@ -361,7 +262,7 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                         row.ratio_to = f"raw group scripts {mode}"
                     rows.append(row)
                     memory.append({"after": f"{name} {connections} {mode}",
-                                   "rss_mib": pods.rss_mib()})  # fmt: skip
+                                   "rss_mib": _rss_mib(pod)})  # fmt: skip
                     log(_format_row(row))
 
         # unpipelined PRODUCE on one connection at half its one-at-a-time maximum: the
@@ -370,7 +271,7 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                   and r.mode == "one-at-a-time" and r.connections == 1]  # fmt: skip
         if single:
             load = loadgen.Load(
-                port=pods.port,
+                port=pod.port,
                 kind="produce",
                 connections=1,
                 rate=single[0].requests_per_s / 2,
@@ -394,17 +295,17 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
             rows += [row, raw_paced]
             log(_format_row(row))
             log(_format_row(raw_paced))
-        memory.append({"after": "all one-worker rows", "rss_mib": pods.rss_mib()})
+        memory.append({"after": "all one-worker rows", "rss_mib": _rss_mib(pod)})
         if options.soak_s > 0:
-            memory += _soak(pods, options, f"bench-soak-{run_id}", log)
-        pods.stop()
+            memory += _soak(pod, options, f"bench-soak-{run_id}", log)
+        pod.stop(timeout=15)
 
         # (3) --workers N against one worker, same load
         if options.workers > 1:
-            pods = start_pods(options.workers)
+            pod = started_pod(options.workers)
             for connections in sorted({16, max(options.connections)}):
                 load = loadgen.Load(
-                    port=pods.port,
+                    port=pod.port,
                     kind="produce",
                     connections=connections,
                     window=_window("produce", connections, True),
@@ -422,7 +323,7 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                     row.ratio, row.ratio_to = _ratio(row.requests_per_s, single), "1 worker"
                 rows.append(row)
                 log(_format_row(row))
-            pods.stop()
+            pod.stop(timeout=15)
 
         # (4) the Kafka front door (bench/kafka.py), each row with its baseline
         if options.kafka_records > 0:
@@ -503,14 +404,14 @@ def _fairness_row(redis_url: str, options: Options) -> Row:
                extra=share)  # fmt: skip
 
 
-def _soak(pods: AdapterPods, options: Options, topic: str, log: Any) -> list[dict[str, Any]]:
+def _soak(pod: Pod, options: Options, topic: str, log: Any) -> list[dict[str, Any]]:
     """Sustained pipelined PRODUCE over 64 connections that come and go (a new set every
     step), RSS after each step: growth per request or per connection would show here."""
     samples = []
     steps = 6
     for step in range(steps):
         load = loadgen.Load(
-            port=pods.port,
+            port=pod.port,
             kind="produce",
             connections=64,
             window=_window("produce", 64, True),
@@ -521,7 +422,7 @@ def _soak(pods: AdapterPods, options: Options, topic: str, log: Any) -> list[dic
             processes=options.load_procs,
         )
         result = loadgen.run_load(load)
-        sample = {"after": f"soak step {step + 1}/{steps}", "rss_mib": pods.rss_mib(),
+        sample = {"after": f"soak step {step + 1}/{steps}", "rss_mib": _rss_mib(pod),
                   "requests": result.requests, "errors": result.errors}  # fmt: skip
         log(f"soak {sample}")
         samples.append(sample)

@@ -1,12 +1,11 @@
-"""Shared fixtures: a real redis-server over TCP (a testcontainers container when a Docker
-engine answers and has the redis:7 image, else a local child process) and adapter pods as
-child processes."""
+"""Shared fixtures (their machinery is in ``tests/support``): a real Redis over TCP for the
+run, Redis servers and clusters of a test's own, adapter pods as child processes, and
+certificates."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,51 +13,24 @@ from pathlib import Path
 import pytest
 import redis
 
+from adapter.client import Client
 from mapping.embedded import RedisProcess
-from tests.support import Pod
+from tests.support.cluster import LoopbackCluster
+from tests.support.kafka import KAFKA_PODS_PREFIX
+from tests.support.pods import RF1, Pod
+from tests.support.redis import shared_redis
+from tests.support.tls import Certs, TLSProxy, make_certs, running_tls_proxy
 
-REDIS_IMAGE = "redis:7"
-
-# Pods started by tests take a free Kafka port unless told one (tests.support.Pod passes
-# its own): parallel pods never collide on 9093.
+# Pods started by tests take a free Kafka port unless told one (tests.support.pods.Pod
+# passes its own): parallel pods never collide on 9093.
 os.environ.setdefault("ADAPTER_KAFKA_PORT", "0")
-
-
-def _testcontainers_can_work() -> bool:
-    """A Docker engine answers on the default socket (or DOCKER_HOST) and the Redis image is
-    already there: nothing has to be pulled, so a machine whose registry is out of reach
-    falls back to the local redis-server instead of erroring in every Redis fixture."""
-    if shutil.which("docker") is None:
-        return False
-    try:
-        found = subprocess.run(
-            ["docker", "image", "inspect", REDIS_IMAGE], capture_output=True, timeout=10
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return found.returncode == 0
 
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One Redis for the run; tests isolate themselves with unique topic/group names."""
-    if _testcontainers_can_work():
-        # Ryuk (the reaper container) would be pulled: the container is stopped by the
-        # context manager instead. Read when testcontainers is imported, hence set first.
-        os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-        if os.environ.get("DOCKER_HOST", "unix://").startswith("unix://"):
-            # A local engine publishes its ports on this host: reach them on loopback, also
-            # when this host is itself a container (testcontainers would pick the gateway).
-            os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
-            os.environ.setdefault("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
-        from testcontainers.redis import RedisContainer
-
-        with RedisContainer(REDIS_IMAGE) as container:
-            host = container.get_container_host_ip()
-            yield f"redis://{host}:{container.get_exposed_port(6379)}/0"
-        return
-    with RedisProcess(tmp_path_factory.mktemp("redis"), appendonly=False) as server:
-        yield server.url
+    with shared_redis(tmp_path_factory.mktemp("redis")) as url:
+        yield url
 
 
 @pytest.fixture
@@ -77,6 +49,32 @@ def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
     server.kill()
 
 
+@pytest.fixture(scope="session")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``redis+cluster://127.0.0.1:<port>``: three primaries (no replicas), slots spread by
+    ``redis-cli --cluster create``, AOF on like a real deployment."""
+    if shutil.which("redis-cli") is None:
+        pytest.skip("redis-cli is not installed (apt-get install redis-tools)")
+    cluster = LoopbackCluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield cluster.start().url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def failover_cluster(tmp_path: Path) -> Iterator[LoopbackCluster]:
+    """A cluster of its own, for a test that kills primaries: three primaries with one
+    replica each, and a short node timeout (1 s) so a replica takes over within seconds."""
+    if shutil.which("redis-cli") is None:
+        pytest.skip("redis-cli is not installed (apt-get install redis-tools)")
+    cluster = LoopbackCluster(tmp_path / "cluster", replicas=1, node_timeout_ms=1000)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture
 def topic() -> str:
     """A topic name no other test uses."""
@@ -85,11 +83,12 @@ def topic() -> str:
 
 @pytest.fixture
 def start_pod() -> Iterator[Callable[..., Pod]]:
-    """``start_pod(redis_url, *serve_args)`` -> a running pod, stopped after the test."""
+    """``start_pod(redis_url, *serve_args, connect=None)`` -> a running pod, stopped after
+    the test (``connect``: how clients reach it, see ``Pod``)."""
     pods: list[Pod] = []
 
-    def start(redis_url: str, *args: str) -> Pod:
-        pod = Pod(redis_url, *args)
+    def start(redis_url: str, *args: str, connect: Callable[[int], Client] | None = None) -> Pod:
+        pod = Pod(redis_url, *args, connect=connect)
         pods.append(pod)
         return pod.start()
 
@@ -102,9 +101,39 @@ def start_pod() -> Iterator[Callable[..., Pod]]:
 def pod(redis_url: str) -> Iterator[Pod]:
     """A pod shared by the run, with single-replica topics so records are visible at once
     (replication has its own tests)."""
-    shared = Pod(
-        redis_url, "--default-replication-factor", "1", "--default-min-insync-replicas", "1"
-    )
+    shared = Pod(redis_url, *RF1)
     shared.start()
     yield shared
     shared.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_pods(redis_url: str) -> Iterator[tuple[Pod, Pod]]:
+    """Two pods on one Redis (single-replica topics, so records are visible at once): tests
+    produce through one and fetch through the other."""
+    args = (*RF1, "--kafka-max-message-bytes", str(4 << 20), "--key-prefix", KAFKA_PODS_PREFIX)
+    pods = [Pod(redis_url, *args) for _ in range(2)]
+    for pod in pods:
+        pod.start()
+    # (log files are per port and appended to: only this run's part counts)
+    starts = [len(pod.log()) for pod in pods]
+    yield pods[0], pods[1]
+    for pod in pods:
+        pod.stop()
+    # every request the tests sent (fuzzed ones included) was answered by its API module:
+    # none fell back to the "request failed" answer
+    for pod, start in zip(pods, starts, strict=True):
+        assert "request failed" not in pod.log()[start:], pod.log_path
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    """A throw-away certificate authority's server, client and rogue certificates."""
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture
+def tls_proxy(own_redis: RedisProcess, certs: Certs) -> Iterator[TLSProxy]:
+    """rediss:// in front of the test's own redis-server (see ``TLSProxy``)."""
+    with running_tls_proxy(certs, own_redis.port) as proxy:
+        yield proxy

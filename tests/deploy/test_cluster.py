@@ -151,7 +151,7 @@ def test_topic_ids_on_the_cluster(cluster_url: str, start_pod) -> None:
     from adapter.kafka.versions import CREATE_TOPICS, DELETE_TOPICS, METADATA
     from mapping.topics import TopicDefaults
     from spark_connector.appender import ensure_topic
-    from tests.kafka.helpers import RawKafka
+    from tests.support.kafka import RawKafka
 
     topic, by_cli, by_spark = _topics(3)
     pod = start_pod(cluster_url, "--default-replication-factor", "1",

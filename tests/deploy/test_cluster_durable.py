@@ -16,8 +16,10 @@ from adapter.client import Client
 from mapping.embedded import RedisProcess
 from mapping.keys import DEFAULT_PREFIX, Keys
 from mapping.partitioner import partition_for
-from tests.deploy.conftest import LoopbackCluster
-from tests.support import Pod, kafka_read_for, wait_until
+from tests.support.cluster import LoopbackCluster
+from tests.support.kafka import kafka_read_for
+from tests.support.pods import Pod
+from tests.support.waiting import wait_until
 
 PARTITIONS = 3  # V1's default for a topic made on first use
 
@@ -117,7 +119,7 @@ def _filler_key(cluster: LoopbackCluster, node: RedisProcess) -> str:
 def test_nothing_served_or_acknowledged_is_taken_back_by_a_cluster_failover(
     failover_cluster: LoopbackCluster,
 ) -> None:
-    """The cluster version of tests/reliability/test_sentinel.py's test (issue 26): with
+    """The cluster version of tests/deploy/test_sentinel.py's test (issue 26): with
     --redis-wait-replicas 1, the replica of partition 0's primary is cut off (SIGSTOP, and
     filler so later writes stay in the primary's output buffer); acks=all to partition 0 and
     commits answer REPLICATION_TIMEOUT and no reader (V1 CONSUME, Kafka Fetch) sees the cut

@@ -22,8 +22,9 @@ import redis
 from mapping.cluster import connect_sync
 from mapping.codec import offset_of
 from mapping.keys import Keys
-from tests.deploy.conftest import LoopbackCluster
-from tests.support import Pod, wait_until
+from tests.support.cluster import LoopbackCluster
+from tests.support.pods import Pod
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,9 @@ from click.testing import CliRunner
 from adapter.cli import main
 from adapter.client import Client
 from mapping.embedded import free_port
-from tests.support import ROOT, Pod, wait_until
+from tests.support import ROOT
+from tests.support.pods import Pod
+from tests.support.waiting import wait_until
 
 DOCKER = ROOT / "docker"
 COMPOSE = DOCKER / "docker-compose.yml"

@@ -26,9 +26,10 @@ import pytest
 
 from adapter.client import Client, RequestFailed
 from mapping.embedded import free_port
-from tests.conftest import REDIS_IMAGE
 from tests.deploy.docker_engine import Engine, NoEngine, ensure_tools, get_engine
-from tests.support import ROOT, wait_until
+from tests.support import ROOT
+from tests.support.redis import REDIS_IMAGE
+from tests.support.waiting import wait_until
 
 # Cold (bases, images, Spark's JVM) takes minutes; every test here shares one stack.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -335,7 +336,7 @@ def test_redis_fixtures_use_this_engine(stack: Stack) -> None:
     uses it passes, and the container is gone afterwards."""
     env = {**stack.engine.env, "PYTHONPATH": str(ROOT)}
     since = stack.engine.docker("system", "info", "--format", "{{.SystemTime}}").stdout.strip()
-    pytest_args = ["-q", "-p", "no:cacheprovider", "tests/core/test_partitions.py"]
+    pytest_args = ["-q", "-p", "no:cacheprovider", "tests/mapping/test_partitions.py"]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", *pytest_args],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from mapping.embedded import free_port
-from tests.support import ROOT, wait_until
+from tests.support import ROOT
+from tests.support.waiting import wait_until
 
 README = (ROOT / "README.md").read_text()
 

@@ -16,7 +16,7 @@ import itertools
 import sys
 from pathlib import Path
 
-from tests.reliability.tls_proxy import pipe
+from tests.support.tls_proxy import pipe
 
 
 async def main(log_file: str, port: int, targets: list[int]) -> None:

@@ -12,11 +12,11 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer, Producer
 
-from tests.kafka.conftest import SINGLE_REPLICA
+from tests.support.pods import RF1
 
 GROUP_PREFIX = "kgroupwire"
 POD_ARGS = (
-    *SINGLE_REPLICA,
+    *RF1,
     "--key-prefix", GROUP_PREFIX,
     "--kafka-group-initial-rebalance-delay-ms", "200",
     "--kafka-group-consumer-heartbeat-interval-ms", "300",

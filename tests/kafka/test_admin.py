@@ -13,8 +13,8 @@ from adapter.client import Client
 from adapter.client.client import RequestFailed
 from mapping.inspection import retention_of
 from mapping.keys import Keys
-from tests.kafka.conftest import PREFIX
-from tests.support import Pod
+from tests.support.kafka import KAFKA_PODS_PREFIX
+from tests.support.pods import Pod
 
 
 def test_confluent_admin_creates_and_describes_topics(
@@ -43,7 +43,7 @@ def test_confluent_admin_creates_and_describes_topics(
         assert v1.consume(topic, 3, 0).records == []
         with pytest.raises(RequestFailed, match="invalid partition"):
             v1.consume(topic, 4, 0)
-    assert retention_of(redis_client.hgetall(Keys(PREFIX).topic(topic))).ms == 60000
+    assert retention_of(redis_client.hgetall(Keys(KAFKA_PODS_PREFIX).topic(topic))).ms == 60000
 
 
 def test_kafka_python_admin(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
@@ -83,7 +83,7 @@ def test_confluent_admin_alters_retention_and_deletes_records(
     )  # fmt: skip
     (altered,) = admin.incremental_alter_configs([resource]).values()
     altered.result(10)
-    assert retention_of(redis_client.hgetall(Keys(PREFIX).topic(topic))).bytes == 5000000
+    assert retention_of(redis_client.hgetall(Keys(KAFKA_PODS_PREFIX).topic(topic))).bytes == 5000000
     refused = ConfigResource(
         ResourceType.TOPIC, topic,
         incremental_configs=[ConfigEntry("min.insync.replicas", "1",
@@ -133,10 +133,10 @@ def test_kafka_internal_topic_names_are_never_created(
     ``__cluster_metadata``: INVALID_REQUEST "Creation of internal topic ... is prohibited."."""
     from adapter.kafka import errors
     from adapter.kafka.versions import CREATE_TOPICS, METADATA
-    from tests.kafka.helpers import RawKafka
+    from tests.support.kafka import RawKafka
 
     a, b = kafka_pods
-    keys = Keys(PREFIX)
+    keys = Keys(KAFKA_PODS_PREFIX)
     request = METADATA.request
     with RawKafka(a.kafka_port) as raw:
         for name in RESERVED:
@@ -172,7 +172,7 @@ def test_kafka_internal_topic_names_are_never_created(
     with pytest.raises(KafkaException, match="INVALID_REQUEST"):
         refused["__consumer_offsets"].result(10)
     for name in RESERVED:  # no key, no entry in the topics set
-        assert list(redis_client.scan_iter(match=f"{PREFIX}:*{name}*")) == []
+        assert list(redis_client.scan_iter(match=f"{KAFKA_PODS_PREFIX}:*{name}*")) == []
         assert not redis_client.sismember(keys.topics, name)
 
 
@@ -181,7 +181,7 @@ def test_topic_create_command_refuses_kafka_internal_names(redis_url: str) -> No
 
     from adapter.cli import main
 
-    env = {"ADAPTER_REDIS_URL": redis_url, "ADAPTER_KEY_PREFIX": PREFIX}
+    env = {"ADAPTER_REDIS_URL": redis_url, "ADAPTER_KEY_PREFIX": KAFKA_PODS_PREFIX}
     result = CliRunner().invoke(main, ["topic", "create", "__consumer_offsets"], env=env)
     assert result.exit_code != 0
     assert "internal topic __consumer_offsets" in result.output

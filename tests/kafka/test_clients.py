@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from adapter.client import Client
-from tests.support import Pod
+from tests.support.pods import Pod
 
 BOUNDED = {"socket.timeout.ms": 5000, "message.timeout.ms": 10000}
 

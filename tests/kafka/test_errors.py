@@ -12,16 +12,9 @@ import redis
 from adapter.kafka import errors, protocol
 from adapter.kafka.versions import API_VERSIONS, FETCH, INIT_PRODUCER_ID, METADATA, PRODUCE
 from mapping.keys import Keys
-from tests.kafka.conftest import SINGLE_REPLICA
-from tests.kafka.helpers import (
-    RawKafka,
-    batch,
-    fetch_body,
-    fetched,
-    partition_reply,
-    produce_body,
-)
-from tests.support import Pod, wait_until
+from tests.support.kafka import RawKafka, batch, fetch_body, fetched, partition_reply, produce_body
+from tests.support.pods import RF1, Pod
+from tests.support.waiting import wait_until
 
 
 def _create(raw: RawKafka, topic: str) -> None:
@@ -181,7 +174,7 @@ def test_idle_producers_state_expires(redis_url: str, topic: str) -> None:
     when it comes back; an active producer keeps its state."""
     prefix = f"expiry-{topic}"
     pod = Pod(
-        redis_url, *SINGLE_REPLICA, "--key-prefix", prefix,
+        redis_url, *RF1, "--key-prefix", prefix,
         "--kafka-producer-id-expiration-ms", "500",
     ).start()  # fmt: skip
     client = redis.Redis.from_url(redis_url)

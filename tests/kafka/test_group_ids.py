@@ -10,7 +10,6 @@ import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import redis
@@ -22,16 +21,15 @@ from adapter.kafka.versions import (
     DESCRIBE_GROUPS,
     FIND_COORDINATOR,
     LIST_GROUPS,
-    OFFSET_COMMIT,
     OFFSET_FETCH,
 )
 from mapping import inspection
 from mapping.embedded import free_port
 from mapping.keys import Keys
-from tests.kafka.conftest import SINGLE_REPLICA
 from tests.kafka.group_helpers import CONFLUENT, owned, poll_until, produce
-from tests.kafka.helpers import RawKafka
-from tests.support import Pod, wait_until
+from tests.support.kafka import RawKafka, commit_offsets, fetch_offsets
+from tests.support.pods import RF1, Pod
+from tests.support.waiting import wait_until
 
 PARTITIONS = 3
 PER_PARTITION = 4
@@ -47,7 +45,7 @@ def _start(redis_url: str, prefix: str, *advertised: str | None) -> list[Pod]:
     pods = []
     for address in advertised:
         listener = ("--kafka-advertised-listener", address) if address else ()
-        args = (*SINGLE_REPLICA, "--key-prefix", prefix, *listener)
+        args = (*RF1, "--key-prefix", prefix, *listener)
         pods.append(Pod(redis_url, *args, "--kafka-group-initial-rebalance-delay-ms", "200"))
     for pod in pods:
         pod.start()
@@ -95,60 +93,6 @@ def _coordinator_port(pod: Pod, group: str) -> int:
     return reply.port
 
 
-def _commit(
-    pod: Pod,
-    group: str,
-    topic: str,
-    offsets: dict[int, int],
-    *,
-    epoch: int = -1,
-    metadata: str | None = None,
-    version: int = OFFSET_COMMIT.max_version,
-) -> list[int]:
-    """A raw OffsetCommit from outside group management; the partitions' error codes."""
-    request = OFFSET_COMMIT.request[version]
-    topic_type = request.OffsetCommitRequestTopic
-    body = request(
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        topics=[
-            topic_type(
-                name=topic,
-                partitions=[
-                    topic_type.OffsetCommitRequestPartition(
-                        partition_index=p,
-                        committed_offset=offset,
-                        committed_leader_epoch=epoch,
-                        committed_metadata=metadata,
-                    )
-                    for p, offset in offsets.items()
-                ],
-            )
-        ],
-    )
-    with RawKafka(pod.kafka_port) as raw:
-        reply = raw.call(OFFSET_COMMIT, version, body)
-    return [p.error_code for t in reply.topics for p in t.partitions]
-
-
-def _fetch(pod: Pod, group: str, topic: str, partitions: list[int], version: int) -> list[Any]:
-    """A raw OffsetFetch of ``version``: the partitions answered."""
-    request = OFFSET_FETCH.request[version]
-    with RawKafka(pod.kafka_port) as raw:
-        if version >= 8:
-            asked = request.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
-                name=topic, partition_indexes=partitions
-            )
-            body = request(groups=[request.OffsetFetchRequestGroup(group_id=group, topics=[asked])])
-            (answered,) = raw.call(OFFSET_FETCH, version, body).groups
-            assert answered.error_code == errors.NONE
-            return [p for t in answered.topics for p in t.partitions]
-        topics = [request.OffsetFetchRequestTopic(name=topic, partition_indexes=partitions)]
-        reply = raw.call(OFFSET_FETCH, version, request(group_id=group, topics=topics))
-    return [p for t in reply.topics for p in t.partitions]
-
-
 def _consumer(pod: Pod, group: str) -> Consumer:
     return Consumer({"bootstrap.servers": pod.bootstrap, "group.id": group, **CONFLUENT})
 
@@ -173,7 +117,7 @@ def test_each_group_is_listed_by_its_coordinator_only(
             lambda: all(owned(c) for c in members.values()),
         )
         for group in offset_only:
-            assert _commit(pods[1], group, topic, {0: 1}) == [errors.NONE]
+            assert commit_offsets(pods[1], group, topic, {0: 1}) == [errors.NONE]
         with pods[0].client() as v1:
             for group in v1_only:
                 v1.join(group, topic, "c1")
@@ -209,7 +153,7 @@ def test_pods_behind_one_address_list_the_groups_of_that_broker(redis_url: str, 
             for group in groups[:5]:
                 v1.join(group, topic, "c1")
         for group in groups[5:]:
-            assert _commit(pods[0], group, topic, {0: 1}) == [errors.NONE]
+            assert commit_offsets(pods[0], group, topic, {0: 1}) == [errors.NONE]
         first, second, third = (set(_listed(pod)) for pod in pods)
         assert first == second
         assert not first & third
@@ -293,10 +237,10 @@ def test_committed_leader_epoch_comes_back(id_pods: tuple[list[Pod], str], topic
     pods, _ = id_pods
     _create_topic(pods[0], topic)
     group = f"g-{topic}"
-    assert _commit(pods[0], group, topic, {0: 10, 1: 20}, epoch=7, metadata="m") == [0, 0]
-    assert _commit(pods[0], group, topic, {2: 30}) == [errors.NONE]  # no epoch
+    assert commit_offsets(pods[0], group, topic, {0: 10, 1: 20}, epoch=7, metadata="m") == [0, 0]
+    assert commit_offsets(pods[0], group, topic, {2: 30}) == [errors.NONE]  # no epoch
     for version in range(OFFSET_FETCH.min_version, OFFSET_FETCH.max_version + 1):
-        answered = _fetch(pods[1], group, topic, [0, 1, 2], version)
+        answered = fetch_offsets(pods[1], group, topic, [0, 1, 2], version)
         assert [p.committed_offset for p in answered] == [10, 20, 30]
         if version >= 5:
             assert [p.committed_leader_epoch for p in answered] == [7, 7, -1]
@@ -305,7 +249,7 @@ def test_committed_leader_epoch_comes_back(id_pods: tuple[list[Pod], str], topic
         assignment = v1.join(group, topic, "c1")
         v1.commit(group, topic, "c1", assignment.generation, 1, 25)
         v1.leave(group, topic, "c1", assignment.generation)
-    answered = _fetch(pods[0], group, topic, [0, 1], OFFSET_FETCH.max_version)
+    answered = fetch_offsets(pods[0], group, topic, [0, 1], OFFSET_FETCH.max_version)
     assert [(p.committed_offset, p.committed_leader_epoch, p.metadata) for p in answered] == [
         (10, 7, "m"),
         (25, -1, ""),  # a V1 COMMIT has neither

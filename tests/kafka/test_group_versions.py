@@ -26,8 +26,8 @@ from adapter.kafka.versions import (
     SYNC_GROUP,
     Api,
 )
-from tests.kafka.helpers import RawKafka
-from tests.support import Pod
+from tests.support.kafka import RawKafka
+from tests.support.pods import Pod
 
 UNKNOWN_GROUP = "never-used-group"
 # Kafka's only invalid group id (for the membership APIs and OffsetDelete; OffsetCommit,

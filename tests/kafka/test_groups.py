@@ -27,7 +27,8 @@ from tests.kafka.group_helpers import (
     poll_until,
     produce,
 )
-from tests.support import ROOT, Pod
+from tests.support import ROOT
+from tests.support.pods import Pod
 
 PARTITIONS = 6
 PER_PARTITION = 5

@@ -15,7 +15,7 @@ from tests.kafka.test_groups import (
     group_topic,
     protocol_member,
 )
-from tests.support import Pod
+from tests.support.pods import Pod
 
 __all__ = ["group_pods", "group_topic"]  # the fixtures, shared with test_groups.py
 

@@ -21,9 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mapping.embedded import free_port
 from mapping.keys import KafkaGroupKeys, Keys
-from tests.kafka.conftest import SINGLE_REPLICA
 from tests.kafka.group_helpers import CONFLUENT, owned, poll_until, produce
-from tests.support import ROOT, Pod, port_open, wait_until
+from tests.support import ROOT
+from tests.support.pods import RF1, Pod
+from tests.support.waiting import port_open, wait_until
 
 MEMBERS = 20
 MANY_PARTITIONS = 24
@@ -32,7 +33,7 @@ PARTITIONS = 6
 
 def _pod_args(prefix: str, initial_delay_ms: int) -> tuple[str, ...]:
     return (
-        *SINGLE_REPLICA,
+        *RF1,
         "--key-prefix", prefix,
         "--kafka-group-initial-rebalance-delay-ms", str(initial_delay_ms),
     )  # fmt: skip

@@ -35,8 +35,9 @@ import redis
 
 from mapping.embedded import RedisProcess, free_port
 from mapping.keys import Keys
-from tests.kafka.conftest import SINGLE_REPLICA
-from tests.support import ROOT, Pod, port_open, wait_until
+from tests.support import ROOT
+from tests.support.pods import RF1, Pod
+from tests.support.waiting import port_open, wait_until
 
 RECORDS_PER_PRODUCER = 250_000
 VALUE_SIZE = 100
@@ -96,7 +97,7 @@ class BalancedPods:
         self.prefix = f"overload-{uuid.uuid4().hex[:8]}"
         self.balancer_port = free_port()
         self.balancer_log = log_dir / "balancer.log"
-        args = (*SINGLE_REPLICA, "--key-prefix", self.prefix, "--default-partitions", "1",
+        args = (*RF1, "--key-prefix", self.prefix, "--default-partitions", "1",
                 "--no-replicator", "--redis-timeout-ms", "500",
                 "--kafka-advertised-listener", f"127.0.0.1:{self.balancer_port}")  # fmt: skip
         self.pods = [Pod(redis_url, *args) for _ in range(2)]

@@ -16,16 +16,9 @@ from hypothesis import strategies as st
 from adapter.kafka import errors, protocol
 from adapter.kafka.versions import API_VERSIONS, FETCH, METADATA, PRODUCE
 from mapping.embedded import RedisProcess
-from tests.kafka.conftest import SINGLE_REPLICA
-from tests.kafka.helpers import (
-    RawKafka,
-    batch,
-    fetch_body,
-    fetched,
-    partition_reply,
-    produce_body,
-)
-from tests.support import Pod, wait_until
+from tests.support.kafka import RawKafka, batch, fetch_body, fetched, partition_reply, produce_body
+from tests.support.pods import RF1, Pod
+from tests.support.waiting import wait_until
 
 
 def _metadata(port: int, topics: list[str] | None, create: bool = True):
@@ -42,8 +35,8 @@ def _metadata(port: int, topics: list[str] | None, create: bool = True):
 
 def test_live_pods_are_the_brokers_and_leave_when_stopped(start_pod, redis_url: str) -> None:
     prefix = ("--key-prefix", f"meta-{uuid.uuid4().hex[:8]}")  # its own broker registry
-    a = start_pod(redis_url, *prefix, *SINGLE_REPLICA)
-    b = start_pod(redis_url, *prefix, *SINGLE_REPLICA)
+    a = start_pod(redis_url, *prefix, *RF1)
+    b = start_pod(redis_url, *prefix, *RF1)
     ports = {a.kafka_port, b.kafka_port}
     reply = _metadata(a.kafka_port, ["spread"])
     assert {broker.port for broker in reply.brokers} == ports
@@ -86,7 +79,7 @@ def test_auto_create_only_when_allowed(kafka_pods: tuple[Pod, Pod], topic: str) 
 def test_redis_down_is_a_storage_error_and_recovery_follows(
     own_redis: RedisProcess, start_pod, topic: str
 ) -> None:
-    pod = start_pod(own_redis.url, *SINGLE_REPLICA, "--redis-timeout-ms", "500")
+    pod = start_pod(own_redis.url, *RF1, "--redis-timeout-ms", "500")
     _metadata(pod.kafka_port, [topic])
     with RawKafka(pod.kafka_port) as raw:
         ok = partition_reply(raw.call(PRODUCE, 9, produce_body(topic, 0, batch([b"a"]))))
@@ -156,7 +149,7 @@ def test_acks_all_with_the_replicator_and_without_enough_replicas(
 
 
 def test_idle_timeout_and_the_shared_connection_limit(start_pod, redis_url: str) -> None:
-    pod = start_pod(redis_url, *SINGLE_REPLICA, "--idle-timeout-s", "0.5", "--max-connections", "2")
+    pod = start_pod(redis_url, *RF1, "--idle-timeout-s", "0.5", "--max-connections", "2")
     with RawKafka(pod.kafka_port) as idle:
         assert idle.call(API_VERSIONS, 0, API_VERSIONS.request[0]()).error_code == errors.NONE
         assert idle.closed_by_peer()  # blocks until the pod closes it: the idle timeout
@@ -170,7 +163,7 @@ def test_idle_timeout_and_the_shared_connection_limit(start_pod, redis_url: str)
 def test_sigterm_answers_open_kafka_requests_then_closes(
     start_pod, redis_url: str, topic: str
 ) -> None:
-    pod = start_pod(redis_url, *SINGLE_REPLICA)
+    pod = start_pod(redis_url, *RF1)
     _metadata(pod.kafka_port, [topic])
     with RawKafka(pod.kafka_port) as raw:
         correlation_id = raw.send(FETCH, 12, fetch_body(topic, 0, 0, max_wait_ms=2000))
@@ -192,8 +185,8 @@ def test_a_pod_killed_under_an_idempotent_producer_loses_and_duplicates_nothing(
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
     prefix = ("--key-prefix", f"kill-{uuid.uuid4().hex[:8]}")
-    a = start_pod(redis_url, *prefix, *SINGLE_REPLICA)
-    b = start_pod(redis_url, *prefix, *SINGLE_REPLICA)
+    a = start_pod(redis_url, *prefix, *RF1)
+    b = start_pod(redis_url, *prefix, *RF1)
     _metadata(a.kafka_port, [topic])
     producer = Producer({
         "bootstrap.servers": f"{a.bootstrap},{b.bootstrap}", "acks": "all",
@@ -239,7 +232,7 @@ def test_offsets_below_what_retention_removed_are_out_of_range(
 ) -> None:
     from adapter.kafka.versions import CREATE_TOPICS, LIST_OFFSETS
 
-    pod = start_pod(redis_url, *SINGLE_REPLICA, "--retention-interval-ms", "100",
+    pod = start_pod(redis_url, *RF1, "--retention-interval-ms", "100",
                     "--key-prefix", f"ret-{uuid.uuid4().hex[:8]}")  # fmt: skip
     request = CREATE_TOPICS.request
     retention = request.CreatableTopic.CreatableTopicConfig(name="retention.ms", value="0")
@@ -388,7 +381,7 @@ def test_a_client_that_reads_no_answers_is_cut_off(start_pod, redis_url: str, to
     """Pipelined fetches of ~900 KB each, never read: the pod stops reading and starting
     requests once the socket takes no more, and closes the connection after the idle
     timeout; other clients are served meanwhile."""
-    pod = start_pod(redis_url, *SINGLE_REPLICA, "--idle-timeout-s", "1")
+    pod = start_pod(redis_url, *RF1, "--idle-timeout-s", "1")
     _metadata(pod.kafka_port, [topic])
     with RawKafka(pod.kafka_port) as raw:
         data = batch([b"x" * (128 << 10)] * 7)  # under the 1 MiB batch limit

@@ -26,10 +26,10 @@ from mapping.auth import (
     scram_password_check,
 )
 from mapping.keys import Keys
-from tests.kafka.conftest import SINGLE_REPLICA
-from tests.kafka.helpers import RawKafka
-from tests.reliability.helpers import CustomPod, tls_connect
-from tests.support import wait_until
+from tests.support.kafka import RawKafka
+from tests.support.pods import RF1, Pod
+from tests.support.tls import tls_connect
+from tests.support.waiting import wait_until
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 FILE_USER, FILE_PASSWORD = "alice", "file pass"
@@ -58,16 +58,16 @@ def _auth_args(redis_url: str, folder: Path) -> list[str]:
     finally:
         users.client.close()
     return [
-        *SINGLE_REPLICA, "--key-prefix", prefix, "--auth-redis",
+        *RF1, "--key-prefix", prefix, "--auth-redis",
         "--auth-file", str(_write_auth_file(folder / "users")),
         "--auth-timeout-s", str(AUTH_TIMEOUT_S),
     ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def sasl_pod(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CustomPod]:
+def sasl_pod(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pod]:
     args = _auth_args(redis_url, tmp_path_factory.mktemp("sasl"))
-    pod = CustomPod(redis_url, *args, connect=_plain_connect)
+    pod = Pod(redis_url, *args, connect=_plain_connect)
     pod.start()
     yield pod
     pod.stop()
@@ -116,7 +116,7 @@ def test_adapter_user_add_stores_scram_secrets_and_remove_drops_them(redis_url: 
         client.close()
 
 
-def test_v1_auth_accepts_the_same_users_and_auth_file_lines(sasl_pod: CustomPod) -> None:
+def test_v1_auth_accepts_the_same_users_and_auth_file_lines(sasl_pod: Pod) -> None:
     """An auth file line with SCRAM secrets (third column) and one without both serve V1."""
     for user, password in _credentials("PLAIN"):
         with Client("127.0.0.1", sasl_pod.port, timeout=10) as v1:
@@ -127,7 +127,7 @@ def test_v1_auth_accepts_the_same_users_and_auth_file_lines(sasl_pod: CustomPod)
 # --- real clients ----------------------------------------------------------------------------
 
 
-def _confluent_config(pod: CustomPod, mechanism: str, user: str, password: str) -> dict:
+def _confluent_config(pod: Pod, mechanism: str, user: str, password: str) -> dict:
     return {
         "bootstrap.servers": pod.bootstrap,
         "security.protocol": "SASL_PLAINTEXT",
@@ -150,7 +150,7 @@ def _confluent_produce_one(config: dict, topic: str) -> list:
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_confluent_kafka_authenticates_and_produces(
-    sasl_pod: CustomPod, topic: str, mechanism: str
+    sasl_pod: Pod, topic: str, mechanism: str
 ) -> None:
     for user, password in _credentials(mechanism):
         config = _confluent_config(sasl_pod, mechanism, user, password)
@@ -159,7 +159,7 @@ def test_confluent_kafka_authenticates_and_produces(
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_confluent_kafka_wrong_password_is_an_authentication_error(
-    sasl_pod: CustomPod, mechanism: str
+    sasl_pod: Pod, mechanism: str
 ) -> None:
     from confluent_kafka import KafkaError, Producer
 
@@ -180,9 +180,7 @@ def test_confluent_kafka_wrong_password_is_an_authentication_error(
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_kafka_python_authenticates_and_produces(
-    sasl_pod: CustomPod, topic: str, mechanism: str
-) -> None:
+def test_kafka_python_authenticates_and_produces(sasl_pod: Pod, topic: str, mechanism: str) -> None:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(
@@ -198,9 +196,7 @@ def test_kafka_python_authenticates_and_produces(
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_aiokafka_authenticates_and_produces(
-    sasl_pod: CustomPod, topic: str, mechanism: str
-) -> None:
+def test_aiokafka_authenticates_and_produces(sasl_pod: Pod, topic: str, mechanism: str) -> None:
     from aiokafka import AIOKafkaProducer
 
     async def run() -> None:
@@ -219,7 +215,7 @@ def test_aiokafka_authenticates_and_produces(
     asyncio.run(run())
 
 
-def test_aiokafka_wrong_password_fails_to_start(sasl_pod: CustomPod) -> None:
+def test_aiokafka_wrong_password_fails_to_start(sasl_pod: Pod) -> None:
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import KafkaError
 
@@ -247,7 +243,7 @@ def _plain_token(user: str, password: str) -> bytes:
     return f"\0{user}\0{password}".encode()
 
 
-def test_requests_before_authentication_close_the_connection(sasl_pod: CustomPod) -> None:
+def test_requests_before_authentication_close_the_connection(sasl_pod: Pod) -> None:
     with RawKafka(sasl_pod.kafka_port) as raw:
         versions = raw.call(API_VERSIONS, 3, API_VERSIONS.request[3](
             client_software_name="t", client_software_version="1"
@@ -259,7 +255,7 @@ def test_requests_before_authentication_close_the_connection(sasl_pod: CustomPod
 
 
 def test_wrong_password_answers_sasl_authentication_failed_then_closes(
-    sasl_pod: CustomPod,
+    sasl_pod: Pod,
 ) -> None:
     with RawKafka(sasl_pod.kafka_port) as raw:
         shake = raw.call(SASL_HANDSHAKE, 1, SASL_HANDSHAKE.request[1](mechanism="PLAIN"))
@@ -273,7 +269,7 @@ def test_wrong_password_answers_sasl_authentication_failed_then_closes(
         assert raw.closed_by_peer()
 
 
-def test_unknown_mechanism_and_authenticate_without_handshake(sasl_pod: CustomPod) -> None:
+def test_unknown_mechanism_and_authenticate_without_handshake(sasl_pod: Pod) -> None:
     with RawKafka(sasl_pod.kafka_port) as raw:
         shake = raw.call(SASL_HANDSHAKE, 1, SASL_HANDSHAKE.request[1](mechanism="GSSAPI"))
         assert shake.error_code == errors.UNSUPPORTED_SASL_MECHANISM
@@ -288,7 +284,7 @@ def test_unknown_mechanism_and_authenticate_without_handshake(sasl_pod: CustomPo
 
 
 @pytest.mark.parametrize("token", [b"\xff\xfe", b"no separators", b"x\0alice\0pw"])
-def test_malformed_plain_tokens_fail_cleanly(sasl_pod: CustomPod, token: bytes) -> None:
+def test_malformed_plain_tokens_fail_cleanly(sasl_pod: Pod, token: bytes) -> None:
     with RawKafka(sasl_pod.kafka_port) as raw:
         raw.call(SASL_HANDSHAKE, 1, SASL_HANDSHAKE.request[1](mechanism="PLAIN"))
         reply = raw.call(SASL_AUTHENTICATE, 0, SASL_AUTHENTICATE.request[0](auth_bytes=token))
@@ -296,7 +292,7 @@ def test_malformed_plain_tokens_fail_cleanly(sasl_pod: CustomPod, token: bytes) 
         assert raw.closed_by_peer()
 
 
-def test_a_request_pipelined_behind_authenticate_sees_its_outcome(sasl_pod: CustomPod) -> None:
+def test_a_request_pipelined_behind_authenticate_sees_its_outcome(sasl_pod: Pod) -> None:
     with RawKafka(sasl_pod.kafka_port) as raw:
         raw.call(SASL_HANDSHAKE, 1, SASL_HANDSHAKE.request[1](mechanism="PLAIN"))
         raw.send(SASL_AUTHENTICATE, 2, SASL_AUTHENTICATE.request[2](
@@ -307,7 +303,7 @@ def test_a_request_pipelined_behind_authenticate_sees_its_outcome(sasl_pod: Cust
         assert raw.receive(METADATA, 12).brokers
 
 
-def test_a_connection_that_never_authenticates_is_closed(sasl_pod: CustomPod) -> None:
+def test_a_connection_that_never_authenticates_is_closed(sasl_pod: Pod) -> None:
     with RawKafka(sasl_pod.kafka_port, timeout=AUTH_TIMEOUT_S * 5) as raw:
         assert raw.closed_by_peer()
 
@@ -323,7 +319,7 @@ def test_sasl_over_tls(redis_url: str, tmp_path: Path, topic: str) -> None:
     server.private_key_pem.write_to_path(str(tmp_path / "server.key"))
     tls = ["--tls-cert", str(tmp_path / "server.pem"), "--tls-key", str(tmp_path / "server.key")]
     context = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
-    pod = CustomPod(redis_url, *_auth_args(redis_url, tmp_path), *tls, connect=tls_connect(context))
+    pod = Pod(redis_url, *_auth_args(redis_url, tmp_path), *tls, connect=tls_connect(context))
     pod.start()
     try:
         for mechanism in ("PLAIN", "SCRAM-SHA-512"):

@@ -21,9 +21,9 @@ from adapter.kafka import errors
 from adapter.kafka.versions import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA
 from mapping.keys import Keys
 from mapping.partitioner import partition_for
-from tests.kafka.conftest import PREFIX
-from tests.kafka.helpers import RawKafka
-from tests.support import Pod, wait_until
+from tests.support.kafka import KAFKA_PODS_PREFIX, RawKafka
+from tests.support.pods import Pod
+from tests.support.waiting import wait_until
 
 
 def _admin(pod: Pod) -> AdminClient:
@@ -297,7 +297,7 @@ def test_topic_alter_partitions_command(
     a, b = kafka_pods
     _create(a, topic, 2)
     assert _metadata_partitions(b, topic) == (errors.NONE, 2)  # cached by pod b
-    env = {"ADAPTER_REDIS_URL": redis_url, "ADAPTER_KEY_PREFIX": PREFIX}
+    env = {"ADAPTER_REDIS_URL": redis_url, "ADAPTER_KEY_PREFIX": KAFKA_PODS_PREFIX}
     grown = CliRunner().invoke(main, ["topic", "alter", topic, "--partitions", "4"], env=env)
     assert grown.exit_code == 0, grown.output
     assert f"altered topic={topic} partitions=2->4" in grown.output
@@ -347,7 +347,7 @@ def test_a_topic_made_again_is_another_topic_with_a_new_id(
     then on (Metadata and DeleteTopics by it answer UNKNOWN_TOPIC_ID, and the topic made
     again under the same name is not deleted by it)."""
     a, b = kafka_pods
-    keys = Keys(PREFIX)
+    keys = Keys(KAFKA_PODS_PREFIX)
     with RawKafka(a.kafka_port) as raw_a, RawKafka(b.kafka_port) as raw_b:
         created = _create_raw(raw_a, topic, 4)
         assert created.error_code == errors.NONE
@@ -382,7 +382,7 @@ def test_a_topic_made_by_older_code_gets_one_id_on_first_read(
     reads it gives it one (atomically: both pods, asking at once, answer the same), kept
     in the hash and the id index, so Metadata and DeleteTopics find it by id."""
     a, b = kafka_pods
-    keys = Keys(PREFIX)
+    keys = Keys(KAFKA_PODS_PREFIX)
     redis_client.hset(keys.topic(topic), mapping={"partitions": 2, "replication_factor": 1,
                                                   "min_insync_replicas": 1})  # fmt: skip
     redis_client.sadd(keys.topics, topic)

@@ -1,33 +1,21 @@
-"""Fixtures for the Spark connector tests: one redis-server child process and one local
-SparkSession for the whole run, and a synchronous wrapper around the real produce/consume
-scripts (``mapping.partitions.Partitions``) to write test data."""
+"""Fixtures of the Spark connector tests: one redis-server child process and one local
+SparkSession for the whole run, and a writer of test data through the real produce/consume
+scripts."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import sys
-import threading
 import uuid
-from collections.abc import Coroutine, Iterator
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from adapter.pod import build_pod
-from adapter.settings import Settings
-from mapping.client import connect
 from mapping.embedded import RedisProcess
-from mapping.keys import Keys
-from mapping.retention import enforce_topic
-from mapping.topics import TopicConfig, TopicDefaults
-
-ROOT = Path(__file__).resolve().parents[2]
-# Single-replica topics: the hw follows every produce, no replicas needed.
-SINGLE_REPLICA = TopicDefaults(partitions=3, replication_factor=1, min_insync_replicas=1)
-T = TypeVar("T")
+from tests.support import ROOT
+from tests.support.topic_writer import TopicWriter
 
 
 @pytest.fixture(scope="session")
@@ -72,82 +60,6 @@ def spark() -> Iterator[Any]:
 def spark_topic() -> str:
     """A topic name no other test uses."""
     return f"spark-{uuid.uuid4().hex[:10]}"
-
-
-class TopicWriter:
-    """Blocking calls into an async ``Partitions`` whose event loop runs in its own thread, so a
-    test (or a producer thread) can write through the real produce script."""
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        prefix: str = "rsa",
-        replica_lag_max_ms: int = 0,
-        defaults: TopicDefaults = SINGLE_REPLICA,
-    ) -> None:
-        self.keys = Keys(prefix)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self._client = connect(url)
-        settings = Settings(
-            key_prefix=prefix, replica_lag_max_ms=replica_lag_max_ms, topic_defaults=defaults
-        )
-        pod = build_pod(settings, self._client)  # its parts; only the batcher runs
-        self._batcher, self.partitions = pod.batcher, pod.partitions
-        self._flusher = self._call(self._start_flusher())
-
-    async def _start_flusher(self) -> asyncio.Task[None]:
-        return asyncio.create_task(self._batcher.run())
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=60)
-
-    def topic(self, name: str) -> TopicConfig:
-        return self._call(self.partitions.topics.topic(name))
-
-    def produce(self, topic: str, partition: int, records: list[tuple[bytes, bytes]]) -> list[int]:
-        config = self.topic(topic)
-        return self._call(self.partitions.produce(config, partition, records)).offsets
-
-    def consume_all(self, topic: str, partition: int) -> list[tuple[int, bytes]]:
-        """Every visible record via the consume script (which also refreshes the stored hw)."""
-        config = self.topic(topic)
-        records: list[tuple[int, bytes]] = []
-        position = 0
-        while True:
-            page = self._call(self.partitions.consume(config, partition, position, 1000)).records
-            if not page:
-                return records
-            records.extend(page)
-            position = page[-1][0] + 1
-
-    def trim_committed(self, topic: str) -> None:
-        """Retention as a pod applies it, with ``retention.ms`` 0: every committed record of
-        ``topic`` goes (groups ignored); then retention is off again."""
-        topic_key = self.keys.topic(topic)
-
-        async def trim() -> None:
-            await self._client.hset(
-                topic_key, mapping={"retention_ms": 0, "retention_ignore_groups": 1}
-            )
-            try:
-                await enforce_topic(self.partitions, topic)
-            finally:
-                await self._client.hset(topic_key, "retention_ms", -1)
-
-        self._call(trim())
-
-    def close(self) -> None:
-        async def shutdown() -> None:
-            self._flusher.cancel()
-            await self._client.aclose()
-
-        self._call(shutdown())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._loop.close()
 
 
 @pytest.fixture

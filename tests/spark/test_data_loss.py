@@ -15,8 +15,8 @@ from mapping.keys import Keys
 from spark_connector.offsets import RangePartition
 from spark_connector.options import DataLoss, parse_options
 from spark_connector.records import read_partition, source_schema
-from tests.spark.conftest import TopicWriter
 from tests.spark.test_spark_connector import Collector, batch_df, run_available_now, start_stream
+from tests.support.topic_writer import TopicWriter
 
 pytestmark = pytest.mark.spark
 

@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 from mapping.partitioner import partition_for
 from mapping.topics import TopicDefaults
 from spark_connector import example_pipeline
-from tests.spark.conftest import TopicWriter
-from tests.support import Pod
+from tests.support.pods import Pod
+from tests.support.topic_writer import TopicWriter
 
 pytestmark = pytest.mark.spark
 

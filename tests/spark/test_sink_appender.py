@@ -32,8 +32,8 @@ from spark_connector.sink_records import (
     Record,
     check_sink_schema,
 )
-from tests.spark.conftest import TopicWriter
-from tests.support import wait_until
+from tests.support.topic_writer import TopicWriter
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture

@@ -26,8 +26,9 @@ from mapping.partitioner import partition_for
 from mapping.topics import TopicDefaults
 from spark_connector import example_pipeline
 from spark_connector.group_commit import commit_group_offsets
-from tests.spark.conftest import ROOT, TopicWriter
-from tests.support import wait_until
+from tests.support import ROOT
+from tests.support.topic_writer import TopicWriter
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 

@@ -1,0 +1,276 @@
+"""Kafka clients in tests: a raw client, one request at a time over a socket, through the
+pod's own sans-I/O core (so error paths the real clients never take can be provoked), the
+requests it sends, and a confluent-kafka reader."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from adapter.kafka import errors, protocol
+from adapter.kafka.records import NO_PRODUCER_ID
+from adapter.kafka.versions import FETCH, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE, Api
+from mapping.records import MAX_OFFSET_DELTA, Header, StoredRecord
+
+if TYPE_CHECKING:
+    from tests.support.pods import Pod
+
+# The key prefix of the ``kafka_pods`` fixture's pods: their broker registry lists only them
+# (a pod another test kills with the default prefix stays registered until its TTL runs out).
+KAFKA_PODS_PREFIX = "kafkatests"
+
+
+@dataclass(slots=True)
+class Record:
+    """A record as a producer sends it."""
+
+    key: bytes | None
+    value: bytes | None
+    timestamp: int  # CreateTime as the producer set it (ms)
+    headers: list[Header]
+
+
+def encode_batch(
+    records: list[Record],
+    *,
+    compression: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """One batch as a producer sends it."""
+    builder = DefaultRecordBatchBuilder(
+        2, compression, 0, producer_id, producer_epoch, base_sequence, 1 << 31
+    )
+    for delta, r in enumerate(records):
+        builder.append(delta, r.timestamp, r.key, r.value, r.headers)
+    return bytes(builder.build())
+
+
+def encode_stored(records: list[StoredRecord]) -> bytes:
+    """Uncompressed batches holding the pod's ``records`` (offsets increasing) at their
+    offsets, as a Fetch answers them."""
+    out: list[bytes] = []
+    i = 0
+    while i < len(records):
+        base = records[i].offset
+        builder = DefaultRecordBatchBuilder(2, 0, 0, NO_PRODUCER_ID, -1, -1, 1 << 31)
+        while i < len(records) and records[i].offset - base <= MAX_OFFSET_DELTA:
+            r = records[i]
+            builder.append(r.offset - base, r.timestamp, r.key, r.value, r.headers)
+            i += 1
+        batch = builder.build()
+        struct.pack_into(">q", batch, 0, base)  # the base offset: not covered by the CRC
+        out.append(bytes(batch))
+    return b"".join(out)
+
+
+class RawKafka:
+    def __init__(self, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawKafka:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, api: Api, version: int, body: Any) -> int:
+        self.correlation_id += 1
+        self.sock.sendall(
+            protocol.encode_request(api, version, body, self.correlation_id, "raw-test")
+        )
+        return self.correlation_id
+
+    def receive(self, api: Api, version: int) -> Any:
+        (size,) = struct.unpack(">i", self._read(4))
+        return api.response.decode(self._read(size), version=version, header=True)
+
+    def call(self, api: Api, version: int, body: Any) -> Any:
+        correlation_id = self.send(api, version, body)
+        reply = self.receive(api, version)
+        assert reply.header.correlation_id == correlation_id
+        return reply
+
+    def closed_by_peer(self) -> bool:
+        """True when the pod closed the connection (EOF or reset)."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed by the pod")
+            data += chunk
+        return data
+
+
+def batch(
+    values: list[bytes | None],
+    *,
+    key: bytes | None = b"k",
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    compression: int = 0,
+) -> bytes:
+    return encode_batch(
+        [Record(key, v, 1_700_000_000_000, []) for v in values],
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
+
+
+def produce_body(topic: str, partition: int, data: bytes, acks: int = 1, version: int = 9) -> Any:
+    request = PRODUCE.request
+    return request[version](
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            request.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    request.TopicProduceData.PartitionProduceData(index=partition, records=data)
+                ],
+            )
+        ],
+    )
+
+
+def partition_reply(response: Any) -> Any:
+    return response.responses[0].partition_responses[0]
+
+
+def fetch_body(
+    topic: str, partition: int, offset: int, *, max_wait_ms: int = 0, version: int = 12
+) -> Any:
+    request = FETCH.request
+    return request[version](
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            request.FetchTopic(
+                topic=topic,
+                partitions=[
+                    request.FetchTopic.FetchPartition(
+                        partition=partition,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
+def fetched(response: Any) -> tuple[Any, list[Any]]:
+    """(partition data, its records) of a one-partition Fetch response."""
+    from aiokafka.record.memory_records import MemoryRecords
+
+    part = response.responses[0].partitions[0]
+    out = []
+    memory = MemoryRecords(bytes(part.records or b""))
+    while memory.has_next():
+        out += list(memory.next_batch())
+    return part, out
+
+
+def commit_offsets(
+    pod: Pod,
+    group: str,
+    topic: str,
+    offsets: dict[int, int],
+    *,
+    epoch: int = -1,
+    metadata: str | None = None,
+    version: int = OFFSET_COMMIT.max_version,
+) -> list[int]:
+    """A raw OffsetCommit from outside group management; the partitions' error codes."""
+    request = OFFSET_COMMIT.request[version]
+    topic_type = request.OffsetCommitRequestTopic
+    body = request(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            topic_type(
+                name=topic,
+                partitions=[
+                    topic_type.OffsetCommitRequestPartition(
+                        partition_index=p,
+                        committed_offset=offset,
+                        committed_leader_epoch=epoch,
+                        committed_metadata=metadata,
+                    )
+                    for p, offset in offsets.items()
+                ],
+            )
+        ],
+    )
+    with RawKafka(pod.kafka_port) as raw:
+        reply = raw.call(OFFSET_COMMIT, version, body)
+    return [p.error_code for t in reply.topics for p in t.partitions]
+
+
+def fetch_offsets(
+    pod: Pod, group: str, topic: str, partitions: list[int], version: int
+) -> list[Any]:
+    """A raw OffsetFetch of ``version``: the partitions answered."""
+    request = OFFSET_FETCH.request[version]
+    with RawKafka(pod.kafka_port) as raw:
+        if version >= 8:
+            asked = request.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+                name=topic, partition_indexes=partitions
+            )
+            body = request(groups=[request.OffsetFetchRequestGroup(group_id=group, topics=[asked])])
+            (answered,) = raw.call(OFFSET_FETCH, version, body).groups
+            assert answered.error_code == errors.NONE
+            return [p for t in answered.topics for p in t.partitions]
+        topics = [request.OffsetFetchRequestTopic(name=topic, partition_indexes=partitions)]
+        reply = raw.call(OFFSET_FETCH, version, request(group_id=group, topics=topics))
+    return [p for t in reply.topics for p in t.partitions]
+
+
+def kafka_read_for(bootstrap: str, topic: str, partitions: int, seconds: float) -> set[bytes]:
+    """The values a Kafka consumer reads from the start of ``partitions`` within ``seconds``
+    (a reader running beside a fault: what it saw must still be there afterwards)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{os.urandom(3).hex()}",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+    finally:
+        consumer.close()
+    return seen

@@ -1,0 +1,159 @@
+"""The one pod launcher: ``python -m adapter serve`` as a child process on free ports, for
+the tests and the benchmarks alike."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from adapter.client import Client
+from mapping.embedded import free_port
+from tests.support import ROOT
+from tests.support.procfs import children, cmdline, listening
+from tests.support.waiting import wait_until
+
+# Single-replica topics: the hw follows every produce, so records are visible at once
+# (replication has its own tests).
+RF1 = ("--default-replication-factor", "1", "--default-min-insync-replicas", "1")
+LOG_DIR = Path(os.environ.get("ADAPTER_TEST_LOGS", "/tmp/adapter-test-logs"))
+
+
+class Pod:
+    """``python -m adapter serve`` as a child process, up once it answers a V1 PING.
+
+    - ``redis_url``: its ``--redis-url``; None when ``args`` name the Redis (sentinels);
+    - ``port``, ``kafka_port``: V1 and Kafka ports, free ones unless given (a ``kafka_port``
+      of 0 lets the pod pick its own);
+    - ``connect``: how a client reaches it (TLS, AUTH): it is up once such a client gets any
+      V1 answer to PING (``AUTH_REQUIRED`` counts: the pod answered);
+    - ``workers``: ``--workers N``; up once every worker listens;
+    - ``log_dir``: its output goes to ``pod-<port>.log`` there (appended); None: its stdout
+      is dropped and its log (stderr) goes to this process's stderr (the benchmarks).
+    """
+
+    def __init__(
+        self,
+        redis_url: str | None,
+        *args: str,
+        port: int | None = None,
+        kafka_port: int | None = None,
+        connect: Callable[[int], Client] | None = None,
+        workers: int = 1,
+        log_dir: Path | None = LOG_DIR,
+    ) -> None:
+        self.redis_url = redis_url
+        self.args = list(args)
+        self.port = port or free_port()
+        self.kafka_port = free_port() if kafka_port is None else kafka_port
+        self.connect = connect
+        self.workers = workers
+        self.log_dir = log_dir
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+
+    def start(self, timeout: float = 20.0) -> Pod:
+        """Start it and wait until it answers (a pod that never does is stopped again)."""
+        command = [
+            sys.executable, "-m", "adapter", "serve",
+            *(("--redis-url", self.redis_url) if self.redis_url is not None else ()),
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--kafka-port", str(self.kafka_port),
+            *self.args,
+            *(("--workers", str(self.workers)) if self.workers > 1 else ()),
+        ]  # fmt: skip
+        if self.log_dir is None:
+            self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+        else:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self.log_path = self.log_dir / f"pod-{self.port}.log"
+            with self.log_path.open("ab") as log:
+                self.process = subprocess.Popen(
+                    command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+                )
+        try:
+            wait_until(self._answers, timeout=timeout)
+            if self.workers > 1:  # every worker listening first, or one takes every connection
+                wait_until(self._every_worker_listens, timeout=timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _answers(self) -> bool:
+        if self.process is not None and self.process.poll() is not None:
+            raise AssertionError(f"pod exited with {self.process.returncode}: {self.log()}")
+        try:
+            if self.connect is None:
+                with Client("127.0.0.1", self.port, timeout=2) as client:
+                    return client.ping() == "pong"
+            with self.connect(self.port) as client:
+                return client.request("PING").correlation_id != ""
+        except OSError:  # (ssl.SSLError included)
+            return False
+
+    def _every_worker_listens(self) -> bool:
+        pids = self.pids()
+        return len(pids) == self.workers and all(listening(pid, self.port) for pid in pids)
+
+    def pids(self) -> list[int]:
+        """The serving processes: the pod, or its workers under ``--workers``."""
+        assert self.process is not None
+        if self.workers == 1:
+            return [self.process.pid]
+        return [
+            pid
+            for pid in children(self.process.pid)
+            if b"spawn_main" in cmdline(pid)  # not multiprocessing's resource tracker
+        ]
+
+    def log(self) -> str:
+        return self.log_path.read_text() if self.log_path and self.log_path.exists() else ""
+
+    @property
+    def bootstrap(self) -> str:
+        """Kafka clients' ``bootstrap.servers`` for this pod."""
+        return f"127.0.0.1:{self.kafka_port}"
+
+    def client(self, timeout: float = 30.0) -> Client:
+        if self.connect is not None:
+            return self.connect(self.port)
+        return Client("127.0.0.1", self.port, timeout=timeout)
+
+    def signal(self, sig: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait(timeout=10)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def scrape_metrics(port: int) -> dict[tuple[str, tuple], float]:
+    """Every sample of a pod's Prometheus endpoint on ``port``: (name, sorted labels) ->
+    value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
