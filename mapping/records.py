@@ -15,7 +15,7 @@ So ``redis-cli XRANGE`` shows everything, V1 and Spark read key/value/ts as befo
 Kafka consumer reading a V1 record sees its key, its value, its append time, no headers.
 
 The Lua scripts that write or read entries (_append.lua, produce.lua, kafka_produce.lua,
-consume.lua, partition_lag.lua) spell the same names; tests/unit/test_record_layout.py
+consume.lua, partition_lag.lua) spell the same names; tests/mapping/test_record_layout.py
 checks that they agree with the constants here.
 """
 

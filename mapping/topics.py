@@ -1,7 +1,7 @@
 """Topics: their settings, the pod's cache of them, and every write to the topic hash and the
 topic index keys (the topics set, the id index).
 
-Nothing else writes those keys (tests/unit/test_layout.py checks it): the pods' first use,
+Nothing else writes those keys (tests/test_layout.py checks it): the pods' first use,
 the command line and the Spark sink create topics here (the command line and Spark through
 the synchronous ``*_sync`` functions, which share the scripts and the field encoding), Kafka
 CreateTopics and IncrementalAlterConfigs and ``adapter topic alter`` change configs here, and

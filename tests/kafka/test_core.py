@@ -22,7 +22,7 @@ from adapter.kafka.versions import (
     Api,
 )
 from mapping.records import StoredRecord
-from tests.kafka.helpers import Record, encode_batch, encode_stored
+from tests.support.kafka import Record, encode_batch, encode_stored
 
 
 def test_frames_split_across_reads_come_out_whole_and_in_order() -> None:

@@ -15,7 +15,7 @@ from mapping.client import connect
 from mapping.embedded import RedisProcess
 from mapping.pubsub import Subscriber
 from mapping.waits import Channel, Dropped, Waits, Watch
-from tests.support import wait_until_async
+from tests.support.waiting import wait_until_async
 
 
 class Counter(Channel):
