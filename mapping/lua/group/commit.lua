@@ -1,4 +1,6 @@
---! include _group.lua
+--! include lib/group.lua
+-- KEYS: meta, members, assignment, offsets, offset_metadata
+-- ARGV: session_timeout_ms, partition_count, member, generation, partition, offset
 -- COMMIT: a member at the current generation stores the committed offset (the next offset
 -- to read) of a partition it owns, and stays alive.  ARGV[3] = consumer id,
 -- ARGV[4] = generation, ARGV[5] = partition, ARGV[6] = offset (decimal strings, stored as

@@ -1,4 +1,6 @@
---! include _group.lua
+--! include lib/group.lua
+-- KEYS: meta, members, assignment, offsets, offset_metadata
+-- ARGV: session_timeout_ms, partition_count, force
 -- Delete a group (of one topic): its meta, members, assignment and committed offsets (with
 -- the Kafka commit metadata beside them, KEYS[5]).
 -- ARGV[3] = force ('1': even with live members).  A group with a member whose session has
@@ -15,7 +17,7 @@ if not force then
     if now - tonumber(flat[i + 1]) <= session_timeout_ms then live = live + 1 end
   end
   if live > 0 then
-    return redis.error_reply('NON_EMPTY_GROUP the group has ' .. live .. ' live member(s)')
+    return redis.error_reply(K.V1_NON_EMPTY_GROUP .. ' the group has ' .. live .. ' live member(s)')
   end
 end
 redis.call('DEL', meta, members, assignment, offsets, KEYS[5])

@@ -1,4 +1,6 @@
---! include _group.lua
+--! include lib/group.lua
+-- KEYS: meta, members, assignment, offsets, offset_metadata
+-- ARGV: session_timeout_ms, partition_count, retention_ms, kafka_live
 -- Offsets retention of one group: a group with no live member whose last activity (a
 -- member's last heartbeat, a commit, a LEAVE: meta's active_ms) is older than ARGV[3] ms is
 -- deleted, committed offsets included (Kafka's offsets.retention.minutes).  A group with

@@ -1,4 +1,6 @@
---! include _group.lua
+--! include lib/group.lua
+-- KEYS: meta, members, assignment, offsets, offset_metadata
+-- ARGV: session_timeout_ms, partition_count, member, generation
 -- HEARTBEAT: a member at the current generation stays alive for another session timeout.
 -- ARGV[3] = consumer id, ARGV[4] = generation.  Returns the generation.
 local member, generation = ARGV[3], ARGV[4]

@@ -1,4 +1,6 @@
---! include _group.lua
+--! include lib/group.lua
+-- KEYS: meta, members, assignment, offsets, offset_metadata
+-- ARGV: session_timeout_ms, partition_count, member, assignor
 -- JOIN: add (or refresh) a member.  ARGV[3] = consumer id, ARGV[4] = assignor ('' keeps the
 -- group's; a new group gets round_robin).  A new member or a changed assignor starts one new
 -- generation (both at once: still one); a current member with the same assignor only

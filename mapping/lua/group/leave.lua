@@ -1,4 +1,6 @@
---! include _group.lua
+--! include lib/group.lua
+-- KEYS: meta, members, assignment, offsets, offset_metadata
+-- ARGV: session_timeout_ms, partition_count, member, generation
 -- LEAVE: a member at the current generation leaves; the others get a new generation.
 -- ARGV[3] = consumer id, ARGV[4] = generation.  Returns the new generation.
 -- The generation keeps counting when the group becomes empty, so a member of an earlier

@@ -1,6 +1,8 @@
---! include _clock.lua
+--! include lib/clock.lua
+-- KEYS: live, pods, ids, next_id
+-- ARGV: none
 -- The live Kafka brokers: {node id, address, node id, address, ...}, one per address.
--- KEYS as kafka_register.lua.
+-- KEYS as kafka/register.lua.
 local live, pods, ids = KEYS[1], KEYS[2], KEYS[3]
 local alive = redis.call('ZRANGEBYSCORE', live, '(' .. now_ms(), '+inf')
 local seen = {}

@@ -1,5 +1,8 @@
---! include _append.lua
--- Append one Kafka RecordBatch to a partition's leader log through _append.lua, as every
+--! include lib/append.lua
+-- KEYS: log, state, hw_channel, appended, producers, producer_times
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, producer_id,
+--   producer_epoch, base_sequence, record_count, producer_id_expiration_ms, ...
+-- Append one Kafka RecordBatch to a partition's leader log through lib/append.lua, as every
 -- writer of a log does (offsets are consecutive within the call: base offset + delta is
 -- exact), with the idempotent producer's sequence checks.
 -- KEYS = {log, state, hw_channel, appended, producers, producer_times}.
@@ -46,7 +49,7 @@ if producer_id ~= '-1' then
     for word in string.gmatch(entry, '%S+') do v[#v + 1] = tonumber(word) end
     local stored_epoch = v[1]
     if epoch < stored_epoch then
-      return {47, -1, 0, -1, -1}
+      return {K.INVALID_PRODUCER_EPOCH, -1, 0, -1, -1}
     end
     if epoch == stored_epoch then
       for i = 2, #v, 4 do
@@ -59,10 +62,10 @@ if producer_id ~= '-1' then
         end
       end
       if #batches > 0 and base_seq ~= (batches[#batches][2] + 1) % SEQ_LIMIT then
-        return {45, -1, 0, -1, -1}
+        return {K.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, 0, -1, -1}
       end
     elseif base_seq ~= 0 then
-      return {45, -1, 0, -1, -1}
+      return {K.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, 0, -1, -1}
     end
   end
 end
@@ -71,18 +74,20 @@ local a = open_append(state, log, limit, rf, now)
 local base_offset, last_offset = -1, -1
 local i = 9
 local ts = a.now_text
+-- locals, not K's fields: read once per record
+local SHORT_NULL_KEY, SHORT_KEY_VALUE = K.SHORT_NULL_KEY, K.SHORT_KEY_VALUE
 for _ = 1, count do
   -- the short forms' fields spelled out in the XADD (the same as record_items gives; the
   -- forms and the field names: mapping/records.py owns them)
   local form = ARGV[i]
-  if form == '-1' then
+  if form == SHORT_NULL_KEY then
     local value = ARGV[i + 1]
     local id, number, offset = next_entry(a, #value)
     redis.call('XADD', log, id, 'value', value, 'ts', ts, 'create_ts', ARGV[i + 2],
       'null', 'key', 'n', number)
     last_offset = offset
     i = i + 3
-  elseif form == '-2' then
+  elseif form == SHORT_KEY_VALUE then
     local value = ARGV[i + 2]
     local id, number, offset = next_entry(a, #value)
     redis.call('XADD', log, id, 'key', ARGV[i + 1], 'value', value, 'ts', ts,

@@ -1,4 +1,6 @@
---! include _clock.lua
+--! include lib/clock.lua
+-- KEYS: live, pods, ids, next_id
+-- ARGV: pod_id, address, ttl_ms
 -- Register (or refresh) one pod as a Kafka broker and drop expired registrations.
 -- KEYS = {live (zset pod -> expiry ms), pods (hash pod -> address), ids (hash address ->
 -- node id), next_id}.  ARGV = pod id, advertised HOST:PORT, ttl ms.

@@ -1,4 +1,8 @@
---! include _kconsumer.lua
+--! include lib/kconsumer.lua
+-- KEYS: meta, members, member_info, protocols, joining, generation_of, assignment,
+--   static, pending_ids, events, consumer_meta, consumer_members, consumer_member,
+--   consumer_target, consumer_topics
+-- ARGV: none
 -- ConsumerGroupDescribe / ListGroups data of the KIP-848 group.
 -- Returns {exists (0/1), state, group epoch, target epoch, assignor,
 --          member id, member JSON, target JSON, ...}.

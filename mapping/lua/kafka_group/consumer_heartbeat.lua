@@ -1,4 +1,10 @@
---! include _kconsumer.lua
+--! include lib/kconsumer.lua
+-- KEYS: meta, members, member_info, protocols, joining, generation_of, assignment,
+--   static, pending_ids, events, consumer_meta, consumer_members, consumer_member,
+--   consumer_target, consumer_topics
+-- ARGV: session_timeout_ms, member_id, member_epoch, instance_id,
+--   rack_id, client_id, client_host, rebalance_timeout_ms, subscribed_topics, server_assignor,
+--   owned, partition_counts
 -- ConsumerGroupHeartbeat (KIP-848).  ARGV[1] session timeout (ms), ARGV[2] member id,
 -- ARGV[3] member epoch (0: join, -1: leave, -2: static member's temporary leave, else the
 -- member's epoch), ARGV[4] instance id, ARGV[5] rack id, ARGV[6] client id, ARGV[7] client
@@ -6,7 +12,7 @@
 -- unchanged), ARGV[10] server assignor ('': unchanged), ARGV[11] owned partitions as JSON
 -- {topic: [p]} ('': not sent), ARGV[12] partition counts JSON {topic: n} of the topics the
 -- caller knows the group uses (changes start a new epoch).
--- Returns reconcile's answer, the target request (see _kconsumer.lua) or {error code}.
+-- Returns reconcile's answer, the target request (see lib/kconsumer.lua) or {error code}.
 local session_timeout, member_id, epoch = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local subscription, assignor_name = ARGV[9], ARGV[10]
 local owned = nil
@@ -15,7 +21,7 @@ if ARGV[11] ~= '' then owned = cjson.decode(ARGV[11]) end
 settle()
 settle_consumers()
 -- memberships are per protocol: a classic group with members refuses this one
-if redis.call('HLEN', members) > 0 then return {INCONSISTENT_GROUP_PROTOCOL} end
+if redis.call('HLEN', members) > 0 then return {K.INCONSISTENT_GROUP_PROTOCOL} end
 
 -- partition counts: a subscribed topic that grew (or appeared) starts a new epoch
 local subscribed_topics = {}
@@ -34,7 +40,7 @@ local m = decode_member(member_id)
 if epoch == -1 or epoch == -2 then
   if m then remove_consumer(member_id) end
   publish('consumer-left')
-  return {NONE, member_id, epoch, ''}
+  return {K.NONE, member_id, epoch, ''}
 end
 
 local full = false
@@ -45,9 +51,9 @@ if epoch == 0 then
   full = true
   bump_epoch()
 elseif not m then
-  return {UNKNOWN_MEMBER_ID}
+  return {K.UNKNOWN_MEMBER_ID}
 elseif epoch ~= m.epoch and epoch ~= m.previous_epoch then
-  return {FENCED_MEMBER_EPOCH}
+  return {K.FENCED_MEMBER_EPOCH}
 end
 m.instance_id, m.rack_id, m.client_id, m.client_host = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 if tonumber(ARGV[8]) > 0 then m.rebalance_timeout_ms = tonumber(ARGV[8]) end

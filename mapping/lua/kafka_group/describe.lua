@@ -1,4 +1,8 @@
---! include _kgroup.lua
+--! include lib/kgroup.lua
+-- KEYS: meta, members, member_info, protocols, joining, generation_of, assignment,
+--   static, pending_ids, events, consumer_meta, consumer_members, consumer_member,
+--   consumer_target, consumer_topics
+-- ARGV: summary
 -- DescribeGroups / ListGroups data, after applying what time decided.  ARGV[1] '1' for the
 -- summary only (ListGroups).  Returns {exists (0/1), state, protocol type, protocol,
 -- generation, member id, instance id, client id, client host, metadata, assignment, ...}.

@@ -1,4 +1,10 @@
---! include _kgroup.lua
+--! include lib/kgroup.lua
+-- KEYS: meta, members, member_info, protocols, joining, generation_of, assignment,
+--   static, pending_ids, events, consumer_meta, consumer_members, consumer_member,
+--   consumer_target, consumer_topics
+-- ARGV: initial_delay_ms, member_id, instance_id, client_id, client_host,
+--   session_timeout_ms, rebalance_timeout_ms, protocol_type, require_known_id, new_member_id,
+--   protocol1, metadata1, ...
 -- JoinGroup (Kafka's GroupCoordinator.handleJoinGroup, classic protocol).
 -- ARGV[1] initial rebalance delay (ms), ARGV[2] member id ('' for a new member),
 -- ARGV[3] group.instance.id ('' for none), ARGV[4] client id, ARGV[5] client host,
@@ -6,8 +12,8 @@
 -- ARGV[9] '1' when the client wants MEMBER_ID_REQUIRED (JoinGroup v4+),
 -- ARGV[10] the member id to hand out if one is needed (made by the caller),
 -- ARGV[11..] protocol name, metadata, name, metadata, ... (the member's preference order).
--- Returns join_answer (see _kgroup.lua), {WAIT, ms} while the barrier is open (the caller
--- waits and runs kgroup_join_wait), {MEMBER_ID_REQUIRED, new id}, or {error code}.
+-- Returns join_answer (see lib/kgroup.lua), {WAIT, ms} while the barrier is open (the caller
+-- waits and runs kafka_group/join_wait), {MEMBER_ID_REQUIRED, new id}, or {error code}.
 local delay_ms, member_id, instance_id = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local client_id, client_host = ARGV[4], ARGV[5]
 local session_timeout, rebalance_timeout = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -116,7 +122,7 @@ local function replace_static(old_id)
 end
 
 if not compatible(member_id) or consumer_members_live() > 0 then
-  return {INCONSISTENT_GROUP_PROTOCOL}
+  return {K.INCONSISTENT_GROUP_PROTOCOL}
 end
 
 if member_id == '' then
@@ -128,7 +134,7 @@ if member_id == '' then
   end
   if require_known then
     redis.call('HSET', pending_ids, new_id, fmt(now + session_timeout))
-    return {MEMBER_ID_REQUIRED, new_id}
+    return {K.MEMBER_ID_REQUIRED, new_id}
   end
   return add_member(new_id)
 end
@@ -138,8 +144,8 @@ if redis.call('HEXISTS', pending_ids, member_id) == 1 then
   if instance_id ~= '' then redis.call('HSET', static, instance_id, member_id) end
   return add_member(member_id)
 end
-if fenced(member_id, instance_id) then return {FENCED_INSTANCE_ID} end
-if redis.call('HEXISTS', members, member_id) == 0 then return {UNKNOWN_MEMBER_ID} end
+if fenced(member_id, instance_id) then return {K.FENCED_INSTANCE_ID} end
+if redis.call('HEXISTS', members, member_id) == 0 then return {K.UNKNOWN_MEMBER_ID} end
 
 local current = state()
 if current == 'PreparingRebalance' then

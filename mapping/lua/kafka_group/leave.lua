@@ -1,4 +1,8 @@
---! include _kgroup.lua
+--! include lib/kgroup.lua
+-- KEYS: meta, members, member_info, protocols, joining, generation_of, assignment,
+--   static, pending_ids, events, consumer_meta, consumer_members, consumer_member,
+--   consumer_target, consumer_topics
+-- ARGV: ...
 -- LeaveGroup, also in batches (v3+: members named by member id and/or group.instance.id).
 -- ARGV = member id, instance id, member id, instance id, ... ('' for absent).
 -- Returns one error code per member, in order.
@@ -7,15 +11,15 @@ local codes, removed = {}, false
 local exists = redis.call('EXISTS', meta) == 1
 for i = 1, #ARGV, 2 do
   local member_id, instance_id = ARGV[i], ARGV[i + 1]
-  local code = NONE
+  local code = K.NONE
   if not exists then
-    code = UNKNOWN_MEMBER_ID
+    code = K.UNKNOWN_MEMBER_ID
   elseif instance_id ~= '' then
     local owner = redis.call('HGET', static, instance_id)
     if not owner then
-      code = UNKNOWN_MEMBER_ID
+      code = K.UNKNOWN_MEMBER_ID
     elseif member_id ~= '' and owner ~= member_id then
-      code = FENCED_INSTANCE_ID
+      code = K.FENCED_INSTANCE_ID
     else
       remove_member(owner)
       removed = true
@@ -24,7 +28,7 @@ for i = 1, #ARGV, 2 do
     remove_member(member_id)
     removed = true
   elseif redis.call('HDEL', pending_ids, member_id) == 0 then
-    code = UNKNOWN_MEMBER_ID
+    code = K.UNKNOWN_MEMBER_ID
   end
   codes[#codes + 1] = code
 end

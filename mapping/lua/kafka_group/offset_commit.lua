@@ -1,11 +1,13 @@
---! include _clock.lua
+--! include lib/clock.lua
+-- KEYS: offsets, offset_metadata, meta
+-- ARGV: token, ...
 -- OffsetCommit's write: a Kafka group's committed offsets in the same hash V1 COMMIT/OFFSET
 -- use (Keys.group(group, topic).offsets: partition -> next offset to read), the commit
 -- metadata and the committed leader epoch beside it (offset_metadata: field <p> and field
 -- <p>.leader_epoch), and the commit time as the (group, topic)'s activity (meta's
 -- active_ms, what offsets retention counts from, as for V1 commits).
--- Fencing: offset_metadata's field <p>.fence is the largest token (kgroup_commit_check's
--- answer, or the group's fence an OffsetFetch read: kgroup_offset_fetch) used on the
+-- Fencing: offset_metadata's field <p>.fence is the largest token (kafka_group/commit_check's
+-- answer, or the group's fence an OffsetFetch read: kafka_group/offset_fetch) used on the
 -- partition. A commit with a smaller token was checked before the group moved on, and the
 -- newer generation or epoch already read or wrote here: it is not written, so a check that
 -- went stale in a paused pod never puts old offsets over newer ones (single Redis and

@@ -1,3 +1,5 @@
+-- KEYS: offsets, offset_metadata
+-- ARGV: ...
 -- OffsetDelete / DeleteGroups: forget committed offsets (and their metadata and leader
 -- epochs) of a (group, topic).  KEYS[1] offsets, KEYS[2] offset_metadata.  ARGV =
 -- partitions; none: all of them.  Returns 1.

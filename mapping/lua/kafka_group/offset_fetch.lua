@@ -1,6 +1,8 @@
+-- KEYS: offsets, offset_metadata
+-- ARGV: token, ...
 -- OffsetFetch of named partitions of a (group, topic), and the fence of each raised to the
--- fetcher's token (kgroup_fence's answer): a member of a new generation reads the offsets
--- it starts from here, so a stale commit of an older generation (see kgroup_offset_commit)
+-- fetcher's token (kafka_group/fence's answer): a member of a new generation reads the offsets
+-- it starts from here, so a stale commit of an older generation (see kafka_group/offset_commit)
 -- must not land after this read either, even before the new member's first commit.
 -- Nothing is raised where the (group, topic) has no offsets (no key is made by a read).
 -- KEYS[1] offsets, KEYS[2] offset_metadata.  ARGV[1] the token, ARGV[2..] partitions.

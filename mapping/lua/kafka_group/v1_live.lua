@@ -1,4 +1,6 @@
---! include _clock.lua
+--! include lib/clock.lua
+-- KEYS: v1_members
+-- ARGV: v1_session_timeout_ms
 -- How many V1 members of a (group, topic) are live (heartbeat within the V1 session timeout),
 -- without changing anything: a Kafka join to that group name is refused while any is.
 -- KEYS[1] the V1 group's members hash (consumer id -> last heartbeat ms).

@@ -1,11 +1,11 @@
---! include _partition.lua
+--! include lib/partition.lua
 -- Appending to a partition's leader log, shared by every script that writes one (V1
--- produce.lua, the Kafka produce, the Spark sink), so every entry is written alike:
+-- partition/produce.lua, the Kafka produce, the Spark sink), so every entry is written alike:
 -- ids assigned here: ms = max(now, last ms), seq = last seq + 1 on the same ms, rolling to
 -- the next ms when seq would reach 2^B, so offsets strictly increase and never collide (and
 -- one call's offsets are consecutive: (ms << B | 2^B - 1) + 1 = (ms + 1) << B);
 -- each entry numbered (field 'n': records ever appended, 1 for the first) so that counting
--- the records between two positions reads two entries (partition_lag.lua);
+-- the records between two positions reads two entries (partition/lag.lua);
 -- the value size marks kept (see size_mark_fields) so readers can size a native XRANGE.
 --   local refusal = append_refusal(state); if refusal then return refusal end
 --   local a = open_append(state, log, limit, rf, now)
@@ -24,7 +24,7 @@ local function append_refusal(state)
     return gone
   end
   if is_follower(state) then
-    return redis.error_reply('NOT_LEADER partition is a follower')
+    return redis.error_reply(K.V1_NOT_LEADER .. ' partition is a follower')
   end
   return nil
 end

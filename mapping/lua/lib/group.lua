@@ -1,4 +1,4 @@
---! include _clock.lua
+--! include lib/clock.lua
 -- Shared by the group scripts: one (group, topic) is four hashes under one hash tag.
 --   KEYS[1] meta        generation, assignor, partitions, active_ms (the last heartbeat of
 --                       a member that left or expired, or the last Spark commit: offsets
@@ -9,14 +9,15 @@
 --   KEYS[5] offset_metadata  Kafka commit metadata and leader epochs (the scripts that
 --                       change or delete offsets: commit, delete, expire)
 -- ARGV[1] = session timeout (ms), ARGV[2] = the topic's partition count; each script's own
--- arguments follow from ARGV[3].  The clock is Redis's (TIME), so pods need no common clock.
+-- arguments follow from ARGV[3] (mapping/groups.py GroupHead builds that head).  The clock is
+-- Redis's (TIME), so pods need no common clock.
 local meta, members, assignment, offsets = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local session_timeout_ms = tonumber(ARGV[1])
 local partition_count = tonumber(ARGV[2])
 
 
 local function mismatch(message)
-  return redis.error_reply('GENERATION_MISMATCH ' .. message)
+  return redis.error_reply(K.V1_GENERATION_MISMATCH .. ' ' .. message)
 end
 
 -- The assignors (mapping/assignors.py is their specification): member id -> partition list.

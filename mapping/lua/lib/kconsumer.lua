@@ -1,8 +1,8 @@
---! include _kgroup.lua
--- Shared by the kgroup_consumer_* scripts: the group under the KIP-848 consumer protocol
--- (ConsumerGroupHeartbeat), keys KEYS[11..15] (see _kgroup.lua):
+--! include lib/kgroup.lua
+-- Shared by the kafka_group/consumer_* scripts: the group under the KIP-848 consumer protocol
+-- (ConsumerGroupHeartbeat), keys KEYS[11..15] (see lib/kgroup.lua):
 --   consumer:meta     group_epoch, target_epoch, assignor (the target's), commit_fence
---                     (see _kgroup.lua)
+--                     (see lib/kgroup.lua)
 --   consumer:members  member id -> session expiry (ms, Redis clock)
 --   consumer:member   member id -> JSON {epoch, previous_epoch, instance_id, rack_id,
 --                     client_id, client_host, rebalance_timeout_ms, subscribed = [topics],
@@ -16,8 +16,7 @@
 -- did not move meanwhile.  Members then converge on their target as in Kafka: a member first
 -- gives up what is no longer its own (its epoch stays until it reported so), then moves to
 -- the target epoch and gets the target partitions nobody else still holds.
-local STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH = 113, 110
-local NEED_TARGET = -2 -- not an error: the caller computes the target assignment
+-- K.NEED_TARGET is not an error: the caller computes the target assignment.
 
 local function cnum(field)
   return tonumber(redis.call('HGET', cmeta, field) or '0')
@@ -118,7 +117,7 @@ local function target_request()
   local counts = {}
   local cflat = redis.call('HGETALL', ctopics)
   for i = 1, #cflat, 2 do counts[cflat[i]] = tonumber(cflat[i + 1]) end
-  return {NEED_TARGET, group_epoch, cjson.encode(members_data), cjson.encode(previous),
+  return {K.NEED_TARGET, group_epoch, cjson.encode(members_data), cjson.encode(previous),
     cjson.encode(counts)}
 end
 
@@ -166,7 +165,7 @@ local function reconcile(id, owned, full)
     m.revoke_deadline = now + (m.rebalance_timeout_ms or 300000)
   elseif now > m.revoke_deadline then
     remove_consumer(id)
-    return {FENCED_MEMBER_EPOCH}
+    return {K.FENCED_MEMBER_EPOCH}
   end
   local visible = minus(assigned, revoking)
   local text = canonical(visible)
@@ -175,5 +174,5 @@ local function reconcile(id, owned, full)
   store_member_state(id, m)
   local assignment = ''
   if send then assignment = cjson.encode(from_set(visible)) end
-  return {NONE, id, m.epoch, assignment}
+  return {K.NONE, id, m.epoch, assignment}
 end

@@ -1,5 +1,5 @@
---! include _clock.lua
--- Shared by the kgroup_* scripts: one Kafka classic group, every key under the hash tag
+--! include lib/clock.lua
+-- Shared by the kafka_group/* scripts: one Kafka classic group, every key under the hash tag
 -- {<group>} (see mapping/keys.py KafkaGroupKeys and mapping/kafka_groups/):
 --   KEYS[1] meta           state, generation, protocol_type, protocol, leader,
 --                          rebalance_deadline, delay_until (ms, Redis clock), join_seq,
@@ -14,7 +14,7 @@
 --   KEYS[8] static         group.instance.id -> member id
 --   KEYS[9] pending_ids    member id handed out with MEMBER_ID_REQUIRED -> expiry (ms)
 --   KEYS[10] events        pub/sub channel: every state change is published (waiters re-check)
---   KEYS[11..15] the same group under the KIP-848 consumer protocol (see _kconsumer.lua):
+--   KEYS[11..15] the same group under the KIP-848 consumer protocol (see lib/kconsumer.lua):
 --   consumer:meta, consumer:members, consumer:member, consumer:target, consumer:topics
 -- States (Kafka's names): Empty -> PreparingRebalance -> CompletingRebalance -> Stable; a
 -- deleted group has no keys (Dead).  Time is Redis's TIME only: whichever script touches the
@@ -36,11 +36,8 @@ local function consumer_members_live()
   return live
 end
 
--- Kafka's error codes used here (mapping/kafka_errors.py holds them all).
-local NONE, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL = 0, 22, 23
-local UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID = 25, 27, 82
-local MEMBER_ID_REQUIRED = 79
-local WAIT = -1 -- not an error: the caller waits (pub/sub or the returned ms) and re-checks
+-- Kafka's error codes used here are K.<name> (mapping/kafka_errors.py holds them all).
+-- K.WAIT is not an error: the caller waits (pub/sub or the returned ms) and re-checks.
 
 local function state()
   return redis.call('HGET', meta, 'state') or 'Empty'
@@ -293,7 +290,7 @@ end
 local function wait_reply(until_ms)
   local ms = 1000
   if until_ms then ms = math.max(1, until_ms - now) end
-  return {WAIT, ms}
+  return {K.WAIT, ms}
 end
 
 -- JoinGroup's answer for `id` at the current generation; the leader also gets every member
@@ -303,7 +300,7 @@ end
 local function join_answer(id, skip_assignment)
   local gen = generation()
   local m = redis.call('HMGET', meta, 'protocol_type', 'protocol', 'leader')
-  local reply = {NONE, id, gen, m[1] or '', m[2] or '', m[3] or '', skip_assignment and 1 or 0}
+  local reply = {K.NONE, id, gen, m[1] or '', m[2] or '', m[3] or '', skip_assignment and 1 or 0}
   if m[3] == id then
     local flat = redis.call('HGETALL', generation_of)
     for i = 1, #flat, 2 do

@@ -1,8 +1,9 @@
---! include _clock.lua
+--! include lib/clock.lua
 -- Shared by every script that touches one partition: the clock, ISR and high watermark.
 -- Partition scripts take KEYS = {log, state, hw_channel, appended_channel, ...} and
 -- ARGV[1..3] = {sequence_bits, replication_factor, replica_lag_max_ms}; their own arguments
 -- follow from ARGV[4].  (Channels are passed as KEYS: they carry the partition's hash tag.)
+-- (mapping/partitions.py PartitionHead builds that head.)
 -- Offsets are Lua numbers (doubles): exact because offsets stay below 2^53 (see codec).
 
 
@@ -65,7 +66,7 @@ local function refresh_hw(state, hw_channel, rf, lag_max_ms, now)
 end
 
 -- With --redis-wait-replicas readers pass durable = '1' and see hw only up to durable_hw,
--- the log end the Redis replicas are known to have (durable_mark.lua): a failover then
+-- the log end the Redis replicas are known to have (partition/durable_mark.lua): a failover then
 -- cannot take back a record that was served.
 local function readable_hw(state, hw, durable)
   if durable ~= '1' then return hw end
@@ -78,7 +79,7 @@ end
 -- mapping/admin.py): a pod still holding the topic's settings must not write into it.
 local function deleted_reply(state)
   if redis.call('HEXISTS', state, 'deleted') == 1 then
-    return redis.error_reply('UNKNOWN_TOPIC topic was deleted')
+    return redis.error_reply(K.V1_UNKNOWN_TOPIC .. ' topic was deleted')
   end
   return nil
 end
@@ -100,16 +101,15 @@ local function is_follower(state)
   return redis.call('HGET', state, 'role') == 'follower'
 end
 
--- Value size marks, kept by produce.lua so that a reader can size a native XRANGE without
--- copying entries through Lua (see Partitions.start_consume): 'size.<k>' (k = SIZE_MIN_BITS ..
--- SIZE_MAX_BITS) is the last offset of an append holding a value of more than 2^k bytes
--- (absent: none ever), 'size.from' the first offset appended while marks were kept (a log
--- written before has no marks below it).
-local SIZE_MIN_BITS, SIZE_MAX_BITS = 7, 24
+-- Value size marks, kept by partition/produce.lua so that a reader can size a native XRANGE
+-- without copying entries through Lua (see Partitions.start_consume): 'size.<k>' (k =
+-- K.SIZE_MIN_BITS .. K.SIZE_MAX_BITS, mapping/size_marks.py) is the last offset of an append
+-- holding a value of more than 2^k bytes (absent: none ever), 'size.from' the first offset
+-- appended while marks were kept (a log written before has no marks below it).
 
 -- HSET arguments recording that an append ending at `last` held a value of `largest` bytes.
 local function size_mark_fields(fields, largest, last)
-  for k = SIZE_MIN_BITS, SIZE_MAX_BITS do
+  for k = K.SIZE_MIN_BITS, K.SIZE_MAX_BITS do
     if largest <= 2 ^ k then break end
     fields[#fields + 1] = 'size.' .. k
     fields[#fields + 1] = fmt(last)
@@ -119,7 +119,7 @@ end
 -- {log_end, size.from, size.<SIZE_MIN_BITS>, ..., size.<SIZE_MAX_BITS>} (-1 when absent).
 local function size_marks(state)
   local fields = {'log_end', 'size.from'}
-  for k = SIZE_MIN_BITS, SIZE_MAX_BITS do
+  for k = K.SIZE_MIN_BITS, K.SIZE_MAX_BITS do
     fields[#fields + 1] = 'size.' .. k
   end
   local v = redis.call('HMGET', state, unpack(fields))

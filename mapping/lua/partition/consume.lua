@@ -1,4 +1,7 @@
---! include _partition.lua
+--! include lib/partition.lua
+-- KEYS: log, state, hw_channel, appended
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, start_id, max_records, max_bytes,
+--   [durable]
 -- CONSUME: records at or after a position and at most the high watermark, oldest first,
 -- within a byte budget enforced here, where the data is read: the log is paged with XRANGE
 -- and reading stops once the values reach the budget, so neither Redis nor the pod ever
@@ -6,7 +9,7 @@
 -- copy them all).
 -- Copying entries through Lua costs Redis far more than a native XRANGE (about 15x for small
 -- values), so a pod reads with a native XRANGE counted from the size marks (see
--- _partition.lua) and calls this to read only where the marks allow just a few records (a
+-- lib/partition.lua) and calls this to read only where the marks allow just a few records (a
 -- few large values, which cost Lua little more than XRANGE's own copy) or say nothing
 -- (records written before marks); with max records 0, for hw and the marks.
 -- ARGV[4] = start entry id, ARGV[5] = max records (0: none, only hw and the marks),
@@ -43,7 +46,7 @@ end
 
 -- (mapping/records.py owns the field names)
 local function value_size(fields)
-  if fields[3] == 'value' then  -- as produce.lua writes them: key, value, ts
+  if fields[3] == 'value' then  -- as partition/produce.lua writes them: key, value, ts
     return #fields[4]
   end
   for j = 1, #fields - 1, 2 do

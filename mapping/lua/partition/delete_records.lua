@@ -1,4 +1,6 @@
---! include _partition.lua
+--! include lib/partition.lua
+-- KEYS: log, state, hw_channel, appended, ...
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, cut
 -- Kafka DeleteRecords on one partition: remove the records below `cut` from the leader
 -- log (and the follower replica streams, each keeping its last entry as retention does), and
 -- record the new log start, so fetches below it are OFFSET_OUT_OF_RANGE.

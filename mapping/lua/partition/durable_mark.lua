@@ -1,8 +1,10 @@
+-- KEYS: state, hw_channel
+-- ARGV: log_end
 -- With --redis-wait-replicas (mapping/durable.py): ARGV[1] is a log end the Redis replicas
 -- were just seen to have (read before a WAIT that reached them all); readers see records
 -- only up to it, so none a failover can take back is ever served. Never lowered. Wakes
 -- hw watchers (Kafka long-polls) with the usual "<hw> <isr_size> <next_change>" message.
--- KEYS: state, hw_channel. Returns 1 when the mark moved.
+-- Returns 1 when the mark moved.
 local state, hw_channel = KEYS[1], KEYS[2]
 local mark = tonumber(ARGV[1])
 local v = redis.call('HMGET', state, 'durable_hw', 'hw', 'isr', 'deleted')

@@ -1,9 +1,11 @@
---! include _partition.lua
+--! include lib/partition.lua
+-- KEYS: log, state, hw_channel, appended
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, committed_id, count_cap
 -- A group's lag on one partition, read-only: records from the committed position up to the
--- high watermark. produce.lua numbers every entry (field 'n': records ever appended to the
--- partition, 1 for the first), so the lag is n(last entry <= hw) - n(first entry >= committed)
--- + 1: two entries are read however long the backlog (retention trims from the head and
--- nothing deletes inside a log, so the numbers between two entries count exactly the
+-- high watermark. partition/produce.lua numbers every entry (field 'n': records ever appended
+-- to the partition, 1 for the first), so the lag is n(last entry <= hw) - n(first entry >=
+-- committed) + 1: two entries are read however long the backlog (retention trims from the
+-- head and nothing deletes inside a log, so the numbers between two entries count exactly the
 -- records between them). Entries written before numbering (no 'n') are counted one by one,
 -- at most ARGV[5] of them, and the lag is then "at least" that.
 -- ARGV[4] = committed position as a stream id ("ms-seq"), ARGV[5] = count cap for unnumbered.

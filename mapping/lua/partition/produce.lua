@@ -1,5 +1,7 @@
---! include _append.lua
--- V1 PRODUCE: append records to a partition's leader log (see _append.lua for the ids, the
+--! include lib/append.lua
+-- KEYS: log, state, hw_channel, appended
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, key1, value1, ...
+-- V1 PRODUCE: append records to a partition's leader log (see lib/append.lua for the ids, the
 -- numbering, the size marks and the followers' wake-up).
 -- ARGV[4..]: key1, value1, key2, value2, ...   Returns {hw, ISR size, offset1, offset2, ...}:
 -- acks=all is answered from the reply itself when hw and the ISR already allow it.

@@ -1,4 +1,7 @@
---! include _partition.lua
+--! include lib/partition.lua
+-- KEYS: log, state, hw_channel, appended, replica
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, replica_id, offset,
+--   max_copy
 -- REPLICA_FETCH: "replica r has everything up to offset".  Copies the leader's entries after
 -- the last one in replica r's stream (KEYS[5]) up to min(offset, log end), at most
 -- ARGV[6] entries per call so one call never blocks Redis for long, then records the acked
@@ -15,7 +18,7 @@ local gone = deleted_reply(state)
 if gone then return gone end
 
 if is_follower(state) then
-  return redis.error_reply('BAD_REQUEST partition is not leader')
+  return redis.error_reply(K.V1_BAD_REQUEST .. ' partition is not leader')
 end
 
 local now = now_ms()

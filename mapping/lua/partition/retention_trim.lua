@@ -1,4 +1,7 @@
---! include _partition.lua
+--! include lib/partition.lua
+-- KEYS: log, state, hw_channel, appended, ...
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, retention_ms,
+--   retention_bytes, floor, max_trim
 -- Retention of one partition: trim its leader log (and follower replica streams) by time
 -- and size, never at or above the high watermark, and never at or above `floor` (the
 -- slowest committed group offset) when one is given.

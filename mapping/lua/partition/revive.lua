@@ -1,5 +1,7 @@
+-- KEYS: state
+-- ARGV: topic_id
 -- A partition of a topic just created (or of new partitions of a grown topic): the tombstone
--- an earlier topic of that name left (partition_delete.lua) goes, whole: its TTL must not stay
+-- an earlier topic of that name left (partition/delete.lua) goes, whole: its TTL must not stay
 -- on the new partition's state, nor anything a stray writer added to it.  A tombstone of this
 -- very topic (its id) stays: the topic was deleted after its creation, before this call.
 -- KEYS[1] = the partition's state hash.  ARGV[1] = the topic's id.

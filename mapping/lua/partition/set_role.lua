@@ -1,4 +1,6 @@
---! include _partition.lua
+--! include lib/partition.lua
+-- KEYS: log, state, hw_channel, appended
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, role
 -- Mark a partition leader or follower for every pod.  ARGV[4] = role.  Returns hw.
 -- Becoming leader wakes the replicator (it stops fetching a follower partition).
 local state, hw_channel, appended = KEYS[2], KEYS[3], KEYS[4]

@@ -1,4 +1,6 @@
---! include _clock.lua
+--! include lib/clock.lua
+-- KEYS: pods, ...
+-- ARGV: pod_id, lease_ms, release
 -- One replicator tick of a pod: heartbeat, renew its shard leases, release shards above its
 -- fair share, take free shards up to it.  A lease is a string key holding the owner's pod id
 -- with a PX expiry: taken with SET NX PX, renewed only by its owner (compare-and-set here),

@@ -1,17 +1,19 @@
+--! include lib/clock.lua
+-- KEYS: offsets, meta, offset_metadata
+-- ARGV: partition1, next_offset1, ...
 -- A Spark job's progress into a group's committed offsets, only ever moving forward, so a
 -- re-run micro-batch (same data after a failure) or a late writer cannot move it back.
 -- KEYS[1] = the group's offsets hash, [KEYS[2] = its meta hash: the commit time is stored
 -- as active_ms, so offsets retention counts from it], [KEYS[3] = its Kafka commit metadata
 -- hash: a moved partition's metadata and leader epoch go, a Spark commit has neither].
 -- ARGV = partition1, next_offset1, partition2, ...
---! include _clock.lua
 -- Returns the stored value per partition after the update, as strings.
 -- Offsets are exact as Lua numbers (below 2^53, see mapping/codec.py).
 local offsets = KEYS[1]
 -- Validate everything first: a script is not rolled back when it fails half-way.
 for i = 1, #ARGV, 2 do
   if not string.match(ARGV[i], '^%d+$') or not string.match(ARGV[i + 1] or '', '^%d+$') then
-    return redis.error_reply('BAD_REQUEST invalid offset')
+    return redis.error_reply(K.V1_BAD_REQUEST .. ' invalid offset')
   end
 end
 if KEYS[2] then

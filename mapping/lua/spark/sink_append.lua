@@ -1,4 +1,7 @@
---! include _append.lua
+--! include lib/append.lua
+-- KEYS: log, state, hw_channel, appended, sink_markers
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, marker_field, epoch,
+--   first_index, ...
 -- The Spark sink's append: one chunk of one writer task's records for one partition,
 -- skipping whatever an earlier attempt of the same task already stored, so a retried task or
 -- a replayed micro-batch stores nothing twice.
@@ -6,7 +9,7 @@
 -- ARGV[1..3] as every partition script; ARGV[4] = the writer task's marker field ('' = no
 -- marker), ARGV[5] = epoch (the micro-batch id; 0 for a batch write), ARGV[6] = index of this
 -- chunk's first record among the task's records for this partition; then per record, as
--- kafka_produce.lua takes them: n (its field items), lead (items before `ts`: key and value
+-- kafka/produce.lua takes them: n (its field items), lead (items before `ts`: key and value
 -- when not null), then n items (field, value, ...).
 -- The marker holds "<epoch> <records stored> <last offset>" for its task: records before
 -- "records stored" are already in the log (Spark re-runs a task with the same input rows in

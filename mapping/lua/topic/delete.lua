@@ -1,3 +1,5 @@
+-- KEYS: topic
+-- ARGV: topic_id
 -- The last step of a topic's deletion (mapping/admin.py delete_topic): its hash goes, unless
 -- it is another topic by now (created again under the same name: another id).
 -- KEYS[1] = topic hash.  ARGV[1] = the id of the topic being deleted ('' : whatever it is).

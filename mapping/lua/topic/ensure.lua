@@ -1,3 +1,6 @@
+--! include lib/clock.lua
+-- KEYS: topic
+-- ARGV: partitions, replication_factor, min_insync_replicas, create, topic_id
 -- Create a topic with the given defaults unless it exists; return its settings.
 -- KEYS[1] = topic hash.  ARGV = partitions, replication_factor, min_insync_replicas,
 -- create ('0' only looks the topic up), topic id (a fresh random one from the caller: the id
@@ -7,7 +10,6 @@
 -- Returns {partitions, replication_factor, min_insync_replicas, created (0|1), topic id,
 -- id given now to an existing topic (0|1)}, or {} when the topic does not exist and was not
 -- created.
---! include _clock.lua
 local topic = KEYS[1]
 local created, assigned = 0, 0
 if redis.call('EXISTS', topic) == 0 then

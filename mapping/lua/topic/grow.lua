@@ -1,3 +1,5 @@
+-- KEYS: topic
+-- ARGV: partitions
 -- Grow a topic's partition count (Kafka CreatePartitions, `adapter topic alter --partitions`).
 -- Partitions are only ever added, so a pod that still has the old count cached only writes
 -- into partitions that exist; it hears of the growth on the topics:changed channel.
