@@ -14,13 +14,14 @@ import redis
 
 from adapter.settings import Settings
 from bench.stats import Histogram
-from mapping import codec, scripts
-from mapping.groups import Groups
+from mapping import codec, groups
+from mapping.groups import GroupHead, group_commit_call, group_heartbeat_call, group_join_call
 from mapping.keys import Keys
 from mapping.partitioner import partition_for
+from mapping.partitions import PARTITION_PRODUCE, PartitionHead, partition_produce_call
 
 CALLS = 1024  # distinct commands, sent round and round
-SCRIPTS = ("produce", "group_join", "group_heartbeat", "group_commit")
+SCRIPTS = (PARTITION_PRODUCE, groups.GROUP_JOIN, groups.GROUP_HEARTBEAT, groups.GROUP_COMMIT)
 
 
 @dataclass
@@ -33,51 +34,43 @@ class Measured:
 
 def produce_calls(keys: Keys, topic: str, partitions: int, value_size: int) -> list[tuple]:
     """The adapter's produce script, one record per EVALSHA, keys spread as the load does."""
-    script = scripts.load("produce")
     value = b"v" * value_size
     calls = []
     for i in range(CALLS):
         key = f"k{i % 256}".encode()
         pk = keys.partition(topic, partition_for(key, partitions))
-        calls.append(
-            script.command(
-                [pk.log, pk.state, pk.hw_channel, pk.appended_channel],
-                [codec.DEFAULT_SEQUENCE_BITS, 1, 10_000, key, value],
-            )
-        )
+        head = PartitionHead(pk, codec.DEFAULT_SEQUENCE_BITS, 1, 10_000)
+        calls.append(partition_produce_call(head, [key, value]))
     return calls
 
 
 def groups_calls(url: str, keys: Keys, topic: str, partitions: int, group: str) -> list[tuple]:
     """The group scripts the adapter runs for the load's JOIN 1 : HEARTBEAT 4 : COMMIT 5 mix
     of one member (JOIN also lists the group, as the adapter does), after a first JOIN."""
-    # only builds commands; the session timeout of a pod's default
-    groups = Groups(None, keys, session_timeout_ms=Settings.session_timeout_ms)  # type: ignore[arg-type]
+    # the session timeout of a pod's default
+    head = GroupHead(keys.group(group, topic), Settings.session_timeout_ms, partitions)
     member = "raw-c0"
     client = _client(url)
-    reply = client.execute_command(*groups.script_call("group_join", group, topic, partitions,
-                                                       [member, ""]))  # fmt: skip
+    reply = client.execute_command(*group_join_call(head, member, ""))
     client.close()
     generation, owned = int(reply[0]), [int(p) for p in reply[1].split()] or [0]
     calls: list[tuple] = []
     for i in range(CALLS):
         step = i % 10
         if step == 0:
-            calls.append(groups.script_call("group_join", group, topic, partitions, [member, ""]))
+            calls.append(group_join_call(head, member, ""))
             calls.append(("SADD", keys.groups, f"{group} {topic}"))
         elif step < 5:
-            args = [member, generation]
-            calls.append(groups.script_call("group_heartbeat", group, topic, partitions, args))
+            calls.append(group_heartbeat_call(head, member, generation))
         else:
-            args = [member, generation, owned[i % len(owned)], i]
-            calls.append(groups.script_call("group_commit", group, topic, partitions, args))
+            calls.append(group_commit_call(head, member, generation, owned[i % len(owned)], i))
     return calls
 
 
 def _client(url: str) -> redis.Redis:
     client = redis.Redis.from_url(url)
-    for name in SCRIPTS:
-        client.script_load(scripts.load(name).source)
+    for script in SCRIPTS:
+        client.script_load(script.source)
     return client
 
 

@@ -1,7 +1,7 @@
 """``python -m bench.kafka``: Kafka rows with their raw-Redis baselines, in one run.
 
 - produce: confluent-kafka (linger 5 ms, 100-byte values, acks=1) into one pod, against a
-  raw redis-py client appending 500-record batches with one ``kafka_produce.lua`` call per
+  raw redis-py client appending 500-record batches with one ``kafka/produce.lua`` call per
   batch (3 per round trip, one per partition), and against V1 pipelined PRODUCE;
 - fetch: a confluent-kafka consumer reading every record from the beginning (clocked from
   its first record: a caught-up consumer, not librdkafka's start-up), against raw XRANGE
@@ -28,10 +28,11 @@ import click
 import redis
 
 from adapter.client import Client
-from mapping import codec, scripts
+from mapping import codec
 from mapping.embedded import RedisProcess
-from mapping.kafka import produce_script_args
+from mapping.kafka import KAFKA_PRODUCE, kafka_produce_call
 from mapping.keys import Keys
+from mapping.partitions import PartitionHead
 from tests.support.pods import RF1, Pod
 
 PARTITIONS = 3
@@ -56,29 +57,23 @@ def pod(redis_url: str, extra: list[str] | None = None) -> Pod:
 def raw_produce(client: redis.Redis, records: int, batch: int) -> float:
     """records/s appending ``batch``-record batches, one script call each, a call per
     partition per round trip."""
-    script = scripts.load("kafka_produce")
-    client.script_load(script.source)
+    client.script_load(KAFKA_PRODUCE.source)
     keys = Keys(PREFIX)
     topic = f"raw-{uuid.uuid4().hex[:8]}"
-    # the arguments the pod sends for the same records (append_args)
-    args = produce_script_args([(None, VALUE, int(time.time() * 1000), [])] * batch)
+    # the call the pod sends for the same records
+    batch_records = [(None, VALUE, int(time.time() * 1000), [])] * batch
+    calls = [
+        kafka_produce_call(
+            PartitionHead(keys.partition(topic, p), codec.DEFAULT_SEQUENCE_BITS, 1, 10_000),
+            batch_records,
+        )
+        for p in range(PARTITIONS)
+    ]
     done = 0
     started = time.perf_counter()
     while done < records:
         pipe = client.pipeline(transaction=False)
-        for p in range(PARTITIONS):
-            pk = keys.partition(topic, p)
-            call = script.command(
-                [
-                    pk.log,
-                    pk.state,
-                    pk.hw_channel,
-                    pk.appended_channel,
-                    pk.producers,
-                    pk.producer_times,
-                ],
-                [codec.DEFAULT_SEQUENCE_BITS, 1, 10_000, *args],
-            )
+        for call in calls:
             pipe.execute_command(*call)
         pipe.execute()
         done += batch * PARTITIONS

@@ -364,7 +364,7 @@ def _kafka_rows(redis_url: str, options: Options) -> list[Row]:
             row.ratio, row.ratio_to = _ratio(value, base), base.name
         return row
 
-    raw_produce = rate("raw kafka_produce.lua", "redis", k["produce_raw_script_records_per_s"])
+    raw_produce = rate("raw kafka/produce.lua", "redis", k["produce_raw_script_records_per_s"])
     v1 = rate("V1 produce_many", "adapter", k["produce_v1_pipelined_records_per_s"])
     produce = rate("Kafka produce (confluent)", "adapter", k["produce_kafka_records_per_s"],
                    raw_produce, note=f"{k['produce_ratio_to_v1']:.2f}x V1 produce_many",
@@ -460,7 +460,7 @@ def _targets(rows: list[Row]) -> list[dict[str, Any]]:
     best("--workers 2 >= 1.6x one worker", find("PRODUCE acks=1", "pipelined", 2), 1.6)
     best("p99 unpipelined PRODUCE at half max rate <= 3x raw EVALSHA p99",
          find("PRODUCE acks=1 @ half max", "paced"), 3.0, lower=True)  # fmt: skip
-    best("Kafka produce >= 0.7x raw kafka_produce.lua",
+    best("Kafka produce >= 0.7x raw kafka/produce.lua",
          find("Kafka produce (confluent)", "pipelined"), 0.7)  # fmt: skip
     produce = find("Kafka produce (confluent)", "pipelined")
     if produce:

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -22,21 +23,22 @@ import redis
 
 from mapping import codec, scripts
 from mapping.embedded import free_port
-from mapping.kafka import produce_script_args
+from mapping.kafka import kafka_produce_call
 from mapping.keys import Keys
+from mapping.partitions import PartitionHead, partition_produce_call
 
 VALUE = b"x" * 100
 CREATE_TIME = 1_700_000_000_000
 
-# shape -> (script, its per-call arguments after the partition ones, for `records` records)
-SHAPES = {
-    "kafka null key": lambda n: (
-        "kafka_produce", produce_script_args([(None, VALUE, CREATE_TIME, [])] * n)),
-    "kafka key": lambda n: (
-        "kafka_produce", produce_script_args([(b"key-1", VALUE, CREATE_TIME, [])] * n)),
-    "kafka key + header": lambda n: ("kafka_produce", produce_script_args(
-        [(b"key-1", VALUE, CREATE_TIME, [("source", b"web")])] * n)),
-    "V1 PRODUCE": lambda n: ("produce", [b"key-1", VALUE] * n),
+# shape -> the append of `records` records as a call on a partition
+SHAPES: dict[str, Callable[[PartitionHead, int], tuple]] = {
+    "kafka null key": lambda head, n: kafka_produce_call(
+        head, [(None, VALUE, CREATE_TIME, [])] * n),
+    "kafka key": lambda head, n: kafka_produce_call(
+        head, [(b"key-1", VALUE, CREATE_TIME, [])] * n),
+    "kafka key + header": lambda head, n: kafka_produce_call(
+        head, [(b"key-1", VALUE, CREATE_TIME, [("source", b"web")])] * n),
+    "V1 PRODUCE": lambda head, n: partition_produce_call(head, [b"key-1", VALUE] * n),
 }  # fmt: skip
 
 
@@ -55,12 +57,10 @@ def _connect(port: int, process: subprocess.Popen[bytes]) -> redis.Redis:
 
 def instructions_per_record(shape: str, records: int, calls: int) -> float:
     """Instructions inside EVALSHA per record for ``calls`` appends of ``records`` records."""
-    name, args = SHAPES[shape](records)
-    script = scripts.load(name)
-    pk = Keys("cost").partition("t", 0)
-    keys = [pk.log, pk.state, pk.hw_channel, pk.appended_channel]
-    if name == "kafka_produce":
-        keys += [pk.producers, pk.producer_times]
+    head = PartitionHead(Keys("cost").partition("t", 0), codec.DEFAULT_SEQUENCE_BITS, 1, 10_000)
+    command = SHAPES[shape](head, records)
+    script = scripts.by_sha(command[1])
+    assert script is not None
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "callgrind.out"
         port = free_port()
@@ -75,9 +75,7 @@ def instructions_per_record(shape: str, records: int, calls: int) -> float:
             client = _connect(port, process)
             client.script_load(script.source)
             for _ in range(calls):
-                client.execute_command(
-                    *script.command(keys, [codec.DEFAULT_SEQUENCE_BITS, 1, 10_000, *args])
-                )
+                client.execute_command(*command)
             client.shutdown(nosave=True)
             process.wait(timeout=60)
         finally:

@@ -5,7 +5,7 @@ redis-py pipeline of the same appends, in one run, ratios printed.
 - raw: this process, redis-py + hiredis, ``XADD`` of the same records (fields key, value,
   ts; ids chosen by Redis) to the same partition logs, ``--batch-size`` per pipeline;
 - appender: the sink's Redis side without Spark (``spark_connector.appender.Appender``: the
-  ``sink_append.lua`` calls with their replay markers, pipelined the same way), one task;
+  ``spark/sink_append.lua`` calls with their replay markers, pipelined the same way), one task;
 - spark: ``df.write.format("redis-topics").save()`` of a DataFrame of the same rows
   (cached first, so Spark's own generation is not counted), ``local[N]``, one task per core.
 

@@ -8,7 +8,7 @@ that started after that reached the Redis replicas.
 
 The hw wait never polls Redis: it is a kind of wait of mapping/waits.py on the partition's hw
 channel, where every script that moves the hw or changes the ISR publishes
-``"<hw> <isr_size> <next_change_ms>"`` (see _partition.lua). Redis calls are per partition,
+``"<hw> <isr_size> <next_change_ms>"`` (see lib/partition.lua). Redis calls are per partition,
 not per waiter:
 
 - first waiter of a partition: SUBSCRIBE, and once confirmed one status call (closes the race

@@ -10,14 +10,14 @@ Deleting a topic, in this order so that no pod writes into a half-deleted topic:
 
 1. every partition: its log, replica streams, idempotent producers' state and Spark sink
    markers are deleted and its state hash becomes a tombstone ``{deleted: 1, topic_id}``
-   expiring after ``TOMBSTONE_MS`` (``partition_delete.lua``); from then on the partition
+   expiring after ``TOMBSTONE_MS`` (``partition/delete.lua``); from then on the partition
    scripts refuse it with UNKNOWN_TOPIC, even on a pod that still has the topic's settings
    cached. The tombstones are the only keys a deleted topic leaves, and they expire;
-2. the topic hash goes (``topic_delete.lua``, which answers the count the topic had then:
+2. the topic hash goes (``topic/delete.lua``, which answers the count the topic had then:
    partitions added since step 1 read it get their tombstones too), then its entries in the
    topics set and the id index: lookups miss, and a pod with auto-creation on makes the
    topic anew with its own defaults and a new id (which removes the tombstones of the new
-   topic's partitions: ``partition_revive.lua``, a tombstone of another id only, so a
+   topic's partitions: ``partition/revive.lua``, a tombstone of another id only, so a
    creation announced after this deletion of it leaves them);
 3. the name is published on ``Keys.topics_deleted_channel``: every pod drops its cached
    settings (and its replicator stops playing the partitions);
@@ -26,22 +26,22 @@ Deleting a topic, in this order so that no pod writes into a half-deleted topic:
 
 Growing a topic (``add_partitions``: ``adapter topic alter --partitions``, Kafka
 CreatePartitions): the new partitions first lose any tombstone an earlier topic of that name
-left, then ``topic_grow.lua`` raises the count in the topic hash (only ever up), then the name
+left, then ``topic/grow.lua`` raises the count in the topic hash (only ever up), then the name
 is published on ``Keys.topics_changed_channel``: every pod forgets the topic's cached
 settings (partition count, produce builders, size marks, the replicator's partitions) and
 reads them again, so V1 PRODUCE's key partitioning (FNV-1a mod the count) uses the new count,
 as Kafka's default partitioner does. Until a pod hears the notice it keeps writing into the
 old partitions, which still exist.
 
-A group (keyed by (group, topic)) is deleted by ``group_delete.lua`` atomically, Kafka
+A group (keyed by (group, topic)) is deleted by ``group/delete.lua`` atomically, Kafka
 commit metadata included; then its entry leaves the groups set (another slot: a separate
 call). A group with live members is refused with NON_EMPTY_GROUP unless forced, as Kafka
 does. Deleting a whole group name (``delete_groups`` without a topic; Kafka's DeleteGroups
-too) also deletes its Kafka consumer-group state (``kgroup_delete.lua``).
+too) also deletes its Kafka consumer-group state (``kafka_group/delete.lua``).
 
 Offsets retention (Kafka's ``offsets.retention.minutes``): a group with no live member and
 no activity (heartbeat, commit, LEAVE, Spark commit) for the retention time is deleted,
-committed offsets included, by ``group_expire.lua``; the retention task runs it.
+committed offsets included, by ``group/expire.lua``; the retention task runs it.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ from typing import Protocol
 from mapping import scripts
 from mapping.batcher import RedisBatcher
 from mapping.errors import NON_EMPTY_GROUP, BrokerError
-from mapping.groups import kafka_members_live
-from mapping.keys import Keys, group_entry, group_part, parse_group_entry
+from mapping.groups import GroupHead, kafka_members_live
+from mapping.keys import KafkaGroupKeys, Keys, group_entry, group_part, parse_group_entry
 from mapping.topics import MAX_PARTITIONS, MAX_REPLICATION_FACTOR, Topics
 
 
@@ -77,6 +77,30 @@ DELETED = "deleted"
 NOT_FOUND = "not_found"
 NON_EMPTY = "non_empty"
 KAFKA_STATE = "(kafka)"  # GroupDeletion.topic of a group name's Kafka consumer-group state
+
+PARTITION_DELETE = scripts.load("partition/delete")
+GROUP_DELETE = scripts.load("group/delete")
+GROUP_EXPIRE = scripts.load("group/expire")
+KAFKA_GROUP_DELETE = scripts.load("kafka_group/delete")
+
+
+def partition_delete_call(owned: list[str], tombstone_ms: int, topic_id: str) -> tuple:
+    """partition/delete.lua: ``owned`` (log, state, then every other key of the partition)
+    go, the state becomes topic ``topic_id``'s tombstone for ``tombstone_ms``."""
+    return PARTITION_DELETE.command(owned, [tombstone_ms, topic_id])
+
+
+def group_delete_call(head: GroupHead, force: bool) -> tuple:
+    return head.command(GROUP_DELETE, [int(force)])
+
+
+def group_expire_call(head: GroupHead, retention_ms: int, kafka_live: bool) -> tuple:
+    """group/expire.lua; ``kafka_live``: the group name has live Kafka consumers."""
+    return head.command(GROUP_EXPIRE, [retention_ms, "1" if kafka_live else "0"])
+
+
+def kafka_group_delete_call(keys: KafkaGroupKeys) -> tuple:
+    return KAFKA_GROUP_DELETE.command(keys.script_keys(), [])
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,15 +130,15 @@ async def group_pairs(store: GroupStore) -> list[tuple[str, str]]:
 
 
 def _delete_partitions(topics: Topics, name: str, topic_id: str, partitions: range) -> list:
-    """partition_delete.lua calls for these partitions: every key of each goes, its state
+    """partition/delete.lua calls for these partitions: every key of each goes, its state
     becomes the expiring tombstone of topic ``topic_id``."""
-    keys, script = topics.keys, scripts.load("partition_delete")
+    keys = topics.keys
     calls = []
     for p in partitions:
         pk = keys.partition(name, p)
         owned = [pk.log, pk.state, pk.producers, pk.producer_times, keys.sink_markers(name, p)]
         owned += [pk.replica(r) for r in range(1, MAX_REPLICAS + 1)]
-        calls.append(topics.batcher.call(*script.command(owned, [TOMBSTONE_MS, topic_id])))
+        calls.append(topics.batcher.call(*partition_delete_call(owned, TOMBSTONE_MS, topic_id)))
     return calls
 
 
@@ -198,21 +222,9 @@ async def add_partitions(
     return PartitionGrowth(name, before, count)
 
 
-def _group_call(
-    store: GroupStore,
-    script: str,
-    group: str,
-    topic: str,
-    session_timeout_ms: int,
-    *args: int | str,
-) -> tuple:
-    """A group script's call (see _group.lua): these scripts need no partition count; the
-    Kafka commit metadata beside the offsets is their fifth key."""
-    gk = store.keys.group(group, topic)
-    return scripts.load(script).command(
-        [gk.meta, gk.members, gk.assignment, gk.offsets, gk.offset_metadata],
-        [session_timeout_ms, 0, *args],
-    )
+def _group_head(store: GroupStore, group: str, topic: str, session_timeout_ms: int) -> GroupHead:
+    """What a group script takes first: deleting and expiring need no partition count."""
+    return GroupHead(store.keys.group(group, topic), session_timeout_ms, 0)
 
 
 async def _unlist(store: GroupStore, group: str, topic: str) -> None:
@@ -231,7 +243,7 @@ async def delete_group(
     """Delete ``group`` of ``topic`` (members, assignment, meta, offsets, set entry).
     Refused (NON_EMPTY) while a member's session (``session_timeout_ms``) has not run out,
     unless ``force``."""
-    call = _group_call(store, "group_delete", group, topic, session_timeout_ms, int(force))
+    call = group_delete_call(_group_head(store, group, topic, session_timeout_ms), force)
     try:
         deleted = int(await store.batcher.call(*call))
     except BrokerError as exc:
@@ -274,7 +286,7 @@ async def delete_kafka_state(store: GroupStore, group: str) -> GroupDeletion:
     if not int(await call("EXISTS", gk.meta, gk.consumer_meta)):
         await call("SREM", store.keys.kafka_groups, group_part(group))
         return GroupDeletion(group, KAFKA_STATE, NOT_FOUND)
-    reply = await call(*scripts.load("kgroup_delete").command(gk.script_keys(), []))
+    reply = await call(*kafka_group_delete_call(gk))
     if int(reply[0]) != 0:
         return GroupDeletion(group, KAFKA_STATE, NON_EMPTY, "live Kafka consumers")
     await call("SREM", store.keys.kafka_groups, group_part(group))
@@ -285,7 +297,7 @@ async def expire_groups(
     store: GroupStore, *, retention_ms: int, session_timeout_ms: int
 ) -> list[tuple[str, str]]:
     """Offsets retention: delete every listed group idle for ``retention_ms`` (see
-    ``group_expire.lua``) and drop set entries of groups that no longer exist. A group name
+    ``group/expire.lua``) and drop set entries of groups that no longer exist. A group name
     with live Kafka consumers keeps its offsets; one whose every (group, topic) expired loses
     its idle Kafka state too, as Kafka expires an empty group with its offsets. Returns the
     (group, topic) pairs expired."""
@@ -296,15 +308,9 @@ async def expire_groups(
     replies = await asyncio.gather(
         *(
             store.batcher.call(
-                *_group_call(
-                    store,
-                    "group_expire",
-                    g,
-                    t,
-                    session_timeout_ms,
-                    retention_ms,
-                    "1" if kafka_live[g] else "0",
-                )  # fmt: skip
+                *group_expire_call(
+                    _group_head(store, g, t, session_timeout_ms), retention_ms, kafka_live[g]
+                )
             )
             for g, t in pairs
         )

@@ -1,6 +1,6 @@
 """The two partition assignors, as pure functions.
 
-The authoritative assignment is computed inside the group scripts (``mapping/lua/_group.lua``),
+The authoritative assignment is computed inside the group scripts (``mapping/lua/lib/group.lua``),
 atomically with the membership it is computed from; these functions are the specification
 the scripts are tested against, and what a client may use to predict an assignment.
 

@@ -19,6 +19,19 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TTL_MS = 10_000
 
+KAFKA_REGISTER = scripts.load("kafka/register")
+KAFKA_BROKERS = scripts.load("kafka/brokers")
+
+
+def kafka_register_call(registry: list[str], pod_id: str, address: str, ttl_ms: int) -> tuple:
+    """kafka/register.lua on ``registry`` (``Keys.kafka_brokers``): the pod's node id."""
+    return KAFKA_REGISTER.command(registry, [pod_id, address, ttl_ms])
+
+
+def kafka_brokers_call(registry: list[str]) -> tuple:
+    """kafka/brokers.lua: the live brokers."""
+    return KAFKA_BROKERS.command(registry, [])
+
 
 class BrokerRegistry:
     def __init__(
@@ -39,9 +52,7 @@ class BrokerRegistry:
 
     async def register(self) -> int:
         reply = await self.batcher.call(
-            *scripts.load("kafka_register").command(
-                self.keys, [self.pod_id, self.address, self.ttl_ms]
-            )
+            *kafka_register_call(self.keys, self.pod_id, self.address, self.ttl_ms)
         )
         self.node_id = int(reply)
         return self.node_id
@@ -64,7 +75,7 @@ class BrokerRegistry:
 
     async def live(self) -> list[tuple[int, str, int]]:
         """(node id, host, port) of every live broker, by node id."""
-        reply = await self.batcher.call(*scripts.load("kafka_brokers").command(self.keys, []))
+        reply = await self.batcher.call(*kafka_brokers_call(self.keys))
         brokers = []
         for i in range(0, len(reply), 2):
             host, _, port = to_str(reply[i + 1]).rpartition(":")

@@ -6,14 +6,14 @@ With the flag set:
 - acks=all, commits and group joins/syncs answer only after a ``WAIT`` round reached N
   Redis replicas;
 - readers (V1 CONSUME, Kafka Fetch/ListOffsets) see hw only up to the partition's
-  ``durable_hw`` (``readable_hw`` in _partition.lua): a log end the replicas are known to have.
+  ``durable_hw`` (``readable_hw`` in lib/partition.lua): a log end the replicas are known to have.
 
 One round serves everyone waiting meanwhile: it reads the log end of every partition noted
 since the last round (appended to, read at its end, or acked), then writes a probe key and runs
 ``WAIT`` on that same connection (Redis replicates in order: replicas that acknowledged the
 probe have every earlier write, those log ends included), then stores each log end as
-``durable_hw`` (durable_mark.lua, never lowered). Rounds run one at a time, so their cost is one
-``WAIT`` per round for the whole pod, not one per request. A round with no waiter and no
+``durable_hw`` (partition/durable_mark.lua, never lowered). Rounds run one at a time, so their
+cost is one ``WAIT`` per round for the whole pod, not one per request. A round with no waiter and no
 partition behind its log end sends no ``WAIT`` at all.
 
 On Redis Cluster ``WAIT`` covers the node it runs on: each primary has its own rounds (a
@@ -42,6 +42,13 @@ log = logging.getLogger(__name__)
 
 # After a failed round with no waiter (Redis down): a pause, so readers cannot make it spin.
 RETRY_PAUSE_S = 0.2
+
+PARTITION_DURABLE_MARK = scripts.load("partition/durable_mark")
+
+
+def partition_durable_mark_call(keys: PartitionKeys, log_end: int) -> tuple:
+    """partition/durable_mark.lua: the Redis replicas have the log up to ``log_end``."""
+    return PARTITION_DURABLE_MARK.command([keys.state, keys.hw_channel], [log_end])
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +137,9 @@ class _Lane:
         try:
             replicas = await self._wait()
             if replicas >= owner.replicas and behind:
-                mark = scripts.load("durable_mark")
                 await asyncio.gather(
                     *(
-                        partitions.batcher.submit(
-                            *mark.command([b.keys.state, b.keys.hw_channel], [b.end])
-                        )
+                        partitions.batcher.submit(*partition_durable_mark_call(b.keys, b.end))
                         for b in behind
                     )
                 )

@@ -1,7 +1,7 @@
 """Consumer groups in Redis: JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT and OFFSET.
 
 A group is keyed by (group, topic) and lives in five hashes under one hash tag (see
-``Keys.group`` and ``mapping/lua/_group.lua``), readable with ``redis-cli HGETALL``:
+``Keys.group`` and ``mapping/lua/lib/group.lua``), readable with ``redis-cli HGETALL``:
 
     meta        generation, assignor, partitions, active_ms (last activity of a member that
                 left or expired, or of a Spark commit: offsets retention, mapping/admin.py)
@@ -11,7 +11,7 @@ A group is keyed by (group, topic) and lives in five hashes under one hash tag (
     offset_metadata  Kafka commit metadata and leader epochs (mapping/kafka_groups/offsets.py):
                 a COMMIT removes its partition's, it carries neither
 
-Every change is one Lua script (``group_*.lua``) that reads the clock with ``TIME`` and first
+Every change is one Lua script (``group/*.lua``) that reads the clock with ``TIME`` and first
 removes members whose session ran out, so expiry needs no reaper and no pod clock. The
 generation-check failures come back from the scripts as ``GENERATION_MISMATCH`` errors.
 """
@@ -19,12 +19,22 @@ generation-check failures come back from the scripts as ``GENERATION_MISMATCH`` 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mapping import scripts
 from mapping.batcher import Pending, RedisBatcher
 from mapping.codec import to_str
-from mapping.keys import Keys, group_entry
+from mapping.keys import GroupKeys, KafkaGroupKeys, Keys, group_entry
+from mapping.scripts import Script
+
+GROUP_JOIN = scripts.load("group/join")
+GROUP_SYNC = scripts.load("group/sync")
+GROUP_HEARTBEAT = scripts.load("group/heartbeat")
+GROUP_LEAVE = scripts.load("group/leave")
+GROUP_COMMIT = scripts.load("group/commit")
+KAFKA_GROUP_LIVE = scripts.load("kafka_group/live")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +43,56 @@ class Membership:
     assigned: list[int]
 
 
+@dataclass(frozen=True, slots=True)
+class GroupHead:
+    """What every group script takes first (see lib/group.lua): the (group, topic)'s five
+    hashes, then the session timeout and the topic's partition count."""
+
+    keys: GroupKeys
+    session_timeout_ms: int
+    partition_count: int
+
+    def command(self, script: Script, args: Sequence[Any]) -> tuple:
+        k = self.keys
+        return script.command(
+            [k.meta, k.members, k.assignment, k.offsets, k.offset_metadata],
+            [self.session_timeout_ms, self.partition_count, *args],
+        )
+
+
+def group_join_call(head: GroupHead, member: str, assignor: str) -> tuple:
+    """group/join.lua; ``assignor`` "" keeps the group's (new: round_robin)."""
+    return head.command(GROUP_JOIN, [member, assignor])
+
+
+def group_sync_call(head: GroupHead, member: str, generation: int) -> tuple:
+    return head.command(GROUP_SYNC, [member, generation])
+
+
+def group_heartbeat_call(head: GroupHead, member: str, generation: int) -> tuple:
+    return head.command(GROUP_HEARTBEAT, [member, generation])
+
+
+def group_leave_call(head: GroupHead, member: str, generation: int) -> tuple:
+    return head.command(GROUP_LEAVE, [member, generation])
+
+
+def group_commit_call(
+    head: GroupHead, member: str, generation: int, partition: int, offset: int
+) -> tuple:
+    return head.command(GROUP_COMMIT, [member, generation, partition, offset])
+
+
+def kafka_group_live_call(keys: KafkaGroupKeys) -> tuple:
+    """kafka_group/live.lua: how many members of the Kafka group are live (read only)."""
+    return KAFKA_GROUP_LIVE.command(keys.script_keys(), [])
+
+
 async def kafka_members_live(batcher: RedisBatcher, keys: Keys, group: str) -> bool:
     """Whether ``group`` has live Kafka members (either protocol), read only: V1 JOIN
     refuses such a group name (memberships are per protocol), and offsets retention keeps
     its offsets (mapping/admin.py)."""
-    command = scripts.load("kgroup_live").command(keys.kafka_group(group).script_keys(), [])
-    return int(await batcher.call(*command)) > 0
+    return int(await batcher.call(*kafka_group_live_call(keys.kafka_group(group)))) > 0
 
 
 def _partitions(assigned: bytes | str) -> list[int]:
@@ -51,21 +105,15 @@ class Groups:
         self.keys = keys
         self.session_timeout_ms = session_timeout_ms
 
-    def script_call(self, name: str, group: str, topic: str, partitions: int, args: list) -> tuple:
-        """The EVALSHA command of the group script ``name`` (the benchmark's baseline sends
-        the same commands straight to Redis)."""
-        gk = self.keys.group(group, topic)
-        return scripts.load(name).command(
-            [gk.meta, gk.members, gk.assignment, gk.offsets, gk.offset_metadata],
-            [self.session_timeout_ms, partitions, *args],
-        )
+    def head(self, group: str, topic: str, partitions: int) -> GroupHead:
+        return GroupHead(self.keys.group(group, topic), self.session_timeout_ms, partitions)
 
     def start_join(
         self, group: str, topic: str, partitions: int, member: str, assignor: str | None = None
     ) -> Pending[Membership]:
         """Queue a JOIN: add or refresh ``member``;
         ``assignor=None`` keeps the group's (new: round_robin)."""
-        call = self.script_call("group_join", group, topic, partitions, [member, assignor or ""])
+        call = group_join_call(self.head(group, topic, partitions), member, assignor or "")
         # Sent in the same pipeline: the set lists every group for `redis-cli SMEMBERS`. It is
         # another slot, so it cannot be part of the script (Redis Cluster).
         both = asyncio.gather(
@@ -78,7 +126,7 @@ class Groups:
     async def sync(
         self, group: str, topic: str, partitions: int, member: str, generation: int
     ) -> Membership:
-        call = self.script_call("group_sync", group, topic, partitions, [member, generation])
+        call = group_sync_call(self.head(group, topic, partitions), member, generation)
         reply = await self.batcher.call(*call)
         return Membership(int(reply[0]), _partitions(reply[1]))
 
@@ -86,14 +134,14 @@ class Groups:
         self, group: str, topic: str, partitions: int, member: str, generation: int
     ) -> Pending[int]:
         """Queue a heartbeat; its generation when done."""
-        call = self.script_call("group_heartbeat", group, topic, partitions, [member, generation])
+        call = group_heartbeat_call(self.head(group, topic, partitions), member, generation)
         return Pending(self.batcher.submit(*call), int)
 
     async def leave(
         self, group: str, topic: str, partitions: int, member: str, generation: int
     ) -> int:
         """Returns the group's new generation."""
-        call = self.script_call("group_leave", group, topic, partitions, [member, generation])
+        call = group_leave_call(self.head(group, topic, partitions), member, generation)
         return int(await self.batcher.call(*call))
 
     def start_commit(
@@ -107,8 +155,8 @@ class Groups:
         offset: int,
     ) -> Pending[None]:
         """Queue a commit of ``offset`` (the next to read) for ``partition``."""
-        args = [member, generation, partition, offset]
-        call = self.script_call("group_commit", group, topic, partitions, args)
+        head = self.head(group, topic, partitions)
+        call = group_commit_call(head, member, generation, partition, offset)
         return Pending(self.batcher.submit(*call), lambda _: None)
 
     async def committed(self, group: str, topic: str, partition: int) -> int:

@@ -2,7 +2,7 @@
 groups with members, assignment, committed offsets and lag. Synchronous (the CLI and the
 metrics endpoint's scrape thread use it); works on a single Redis and on a cluster.
 
-Group state layout (written by the group scripts, see mapping/lua/_group.lua): under
+Group state layout (written by the group scripts, see mapping/lua/lib/group.lua): under
 ``Keys.group(g, t)`` the hashes ``meta`` (generation, assignor), ``members`` (consumer id ->
 last heartbeat ms), ``assignment`` (consumer id -> "0 3 6") and ``offsets`` (partition ->
 committed offset, the next one to read); ``Keys.groups`` lists "<group> <topic>" pairs.
@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from redis.exceptions import NoScriptError
-
 from mapping import codec, scripts
 from mapping.cluster import SyncClient
 from mapping.keys import Keys, parse_group_entry
+from mapping.partitions import PartitionHead
 from mapping.topics import (
     RETENTION_BYTES,
     RETENTION_IGNORE_GROUPS,
@@ -24,10 +23,18 @@ from mapping.topics import (
     read_settings_sync,
 )
 
-# Lag is read from the record numbers produce.lua writes in each entry: two entries per
-# group partition, however long the backlog, and exact. Only entries written before records
-# were numbered are counted one by one inside Redis, at most this many ("at least" beyond).
+# Lag is read from the record numbers partition/produce.lua writes in each entry: two entries
+# per group partition, however long the backlog, and exact. Only entries written before
+# records were numbered are counted one by one inside Redis, at most this many ("at least"
+# beyond).
 LAG_COUNT_CAP = 1000
+
+PARTITION_LAG = scripts.load("partition/lag")
+
+
+def partition_lag_call(head: PartitionHead, committed_id: str, count_cap: int) -> tuple:
+    """partition/lag.lua from the committed position (an entry id), read-only."""
+    return head.command(PARTITION_LAG, (), [committed_id, count_cap])
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,18 +182,11 @@ def committed_offsets(client: SyncClient, keys: Keys, group: str, topic_name: st
 def _lag(
     client: SyncClient, keys: Keys, topic_name: str, p: int, start: int, bits: int
 ) -> tuple[int, int, bool]:
-    """(hw, lag, whether the lag is exact) of one group partition (partition_lag.lua)."""
-    pk = keys.partition(topic_name, p)
-    script = scripts.load("partition_lag")
-    command = script.command(
-        [pk.log, pk.state, pk.hw_channel],
-        [bits, 1, 0, codec.entry_id(max(start, 0), bits), LAG_COUNT_CAP],
-    )
-    try:
-        reply = client.execute_command(*command)
-    except NoScriptError:
-        client.script_load(script.source)
-        reply = client.execute_command(*command)
+    """(hw, lag, whether the lag is exact) of one group partition (partition/lag.lua)."""
+    # the replication factor and lag bound are not read: 1 and 0
+    head = PartitionHead(keys.partition(topic_name, p), bits, 1, 0)
+    command = partition_lag_call(head, codec.entry_id(max(start, 0), bits), LAG_COUNT_CAP)
+    reply = scripts.call_sync(client, command)
     return int(reply[0]), int(reply[1]), bool(int(reply[3]))
 
 

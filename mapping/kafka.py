@@ -2,7 +2,7 @@
 offsets by time, producer ids.
 
 A Kafka record is one stream entry, like a V1 record: mapping/records.py defines its fields,
-encodes a batch's records for kafka_produce.lua and decodes the entries a fetch reads.
+encodes a batch's records for kafka/produce.lua and decodes the entries a fetch reads.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from mapping import codec
+from mapping import codec, scripts
 from mapping.batcher import Pending, mark_retrieved
 from mapping.errors import Unavailable
 from mapping.kafka_errors import OUT_OF_ORDER_SEQUENCE_NUMBER
-from mapping.partitions import Partitions
+from mapping.partitions import PartitionHead, Partitions, partition_status_call
 from mapping.records import ProducedRecord, StoredRecord, append_args, entry_record
 from mapping.sequence_fence import SequenceFence
 from mapping.topics import TopicConfig
@@ -42,17 +42,29 @@ class FetchRead:
 # Kafka's producer.id.expiration.ms
 PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
+KAFKA_PRODUCE = scripts.load("kafka/produce")
+PARTITION_DELETE_RECORDS = scripts.load("partition/delete_records")
 
-def produce_script_args(
+
+def kafka_produce_call(
+    head: PartitionHead,
     records: list[ProducedRecord],
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
     producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
-) -> list[Any]:
-    """kafka_produce.lua's arguments after the partition ones, for one RecordBatch."""
-    head = [producer_id, producer_epoch, base_sequence, len(records), producer_id_expiration_ms]
-    return head + append_args(records)
+) -> tuple:
+    """kafka/produce.lua appending one RecordBatch (producer id -1: not idempotent)."""
+    k = head.keys
+    batch = [producer_id, producer_epoch, base_sequence, len(records), producer_id_expiration_ms]
+    return head.command(
+        KAFKA_PRODUCE, (k.producers, k.producer_times), batch + append_args(records)
+    )
+
+
+def partition_delete_records_call(head: PartitionHead, cut: int) -> tuple:
+    """partition/delete_records.lua: the records below ``cut`` go (-1: below the hw)."""
+    return head.command(PARTITION_DELETE_RECORDS, head.replicas(), [cut])
 
 
 class KafkaStore:
@@ -75,12 +87,13 @@ class KafkaStore:
         base_sequence: int = -1,
     ) -> Pending[AppendResult]:
         """One script call appending one RecordBatch."""
-        args = produce_script_args(
-            records, producer_id, producer_epoch, base_sequence, self.producer_id_expiration_ms
-        )
-        pk = self.keys.partition(config.name, partition)
-        call = self.partitions.script_call(
-            "kafka_produce", config, partition, args, (pk.producers, pk.producer_times)
+        call = kafka_produce_call(
+            self.partitions.head(config, partition),
+            records,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            self.producer_id_expiration_ms,
         )
         future = self.partitions.batcher.submit(*call)
         # a caller that goes away (its connection closed) leaves the failure unread
@@ -119,9 +132,7 @@ class KafkaStore:
         if partitions.durable is not None:
             partitions.durable.note(config, partition)
         pk = self.keys.partition(config.name, partition)
-        status = partitions.batcher.submit(
-            *partitions.script_call("partition_status", config, partition, partitions.read_flag)
-        )
+        status = self._status(config, partition)
         status.add_done_callback(mark_retrieved)
         log_start = partitions.batcher.submit("HGET", pk.state, "log_start")
         log_start.add_done_callback(mark_retrieved)
@@ -143,11 +154,7 @@ class KafkaStore:
         """(Kafka's log start offset, Kafka's high watermark = V1 hw + 1)."""
         pk = self.keys.partition(config.name, partition)
         status, first, log_start = await _gather(
-            self.partitions.batcher.submit(
-                *self.partitions.script_call(
-                    "partition_status", config, partition, self.partitions.read_flag
-                )
-            ),
+            self._status(config, partition),
             self.partitions.batcher.submit("XRANGE", pk.log, "-", "+", "COUNT", 1),
             self.partitions.batcher.submit("HGET", pk.state, "log_start"),
         )
@@ -166,11 +173,7 @@ class KafkaStore:
         """The first committed record appended at or after ``timestamp_ms``."""
         pk = self.keys.partition(config.name, partition)
         status, found = await _gather(
-            self.partitions.batcher.submit(
-                *self.partitions.script_call(
-                    "partition_status", config, partition, self.partitions.read_flag
-                )
-            ),
+            self._status(config, partition),
             self.partitions.batcher.submit(
                 "XRANGE", pk.log, f"{max(0, timestamp_ms)}-0", "+", "COUNT", 1
             ),
@@ -181,6 +184,12 @@ class KafkaStore:
         if record.offset > int(status[0]):
             return None
         return record._replace(timestamp=record.offset >> self.bits)
+
+    def _status(self, config: TopicConfig, partition: int) -> asyncio.Future[Any]:
+        """partition/status.lua's reply as a reader sees it (hw first)."""
+        partitions = self.partitions
+        call = partition_status_call(partitions.head(config, partition), partitions.durable_reads)
+        return partitions.batcher.submit(*call)
 
     async def last_committed(self, config: TopicConfig, partition: int) -> StoredRecord | None:
         """The record at the high watermark (the newest committed one)."""
@@ -197,9 +206,7 @@ class KafkaStore:
     async def delete_records(self, config: TopicConfig, partition: int, cut: int) -> int | None:
         """Remove the records below ``cut`` (-1: below the high watermark); the new log start,
         or None when ``cut`` is past Kafka's high watermark."""
-        pk = self.keys.partition(config.name, partition)
-        replicas = tuple(pk.replica(r) for r in range(1, config.replication_factor))
-        call = self.partitions.script_call("delete_records", config, partition, [cut], replicas)
+        call = partition_delete_records_call(self.partitions.head(config, partition), cut)
         # (refused as deleted: this pod forgets the topic, as after any partition script)
         status, low = await self.partitions.script_reply(config, call)
         return None if int(status) else int(low)

@@ -2,7 +2,7 @@
 
 Every code this project answers with (the Kafka front door and the groups); the names are
 Kafka's own (``Errors`` in the Java client). ``adapter.kafka.errors`` re-exports them. The
-``kgroup_*`` Lua scripts return the same numbers (see ``_kgroup.lua``).
+``kafka_group/*`` Lua scripts return the same numbers (see ``lib/kgroup.lua``).
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ class GroupKeys:
 @dataclass(frozen=True, slots=True)
 class KafkaGroupKeys:
     """A Kafka classic group: every key under the one hash tag ``{<group>}``, in the order the
-    ``kgroup_*`` scripts take them (see ``mapping/lua/_kgroup.lua``)."""
+    ``kafka_group/*`` scripts take them (see ``mapping/lua/lib/kgroup.lua``)."""
 
     meta: str
     members: str

@@ -1,16 +1,16 @@
 """A topic's partitions on Redis: the append and read scripts, V1 produce and consume, partition
 roles, replica fetch and partition status.
 
-Every method builds script calls from `keys`, `codec` and `scripts`, sends them through a
-`RedisBatcher` (so calls from many requests share one pipeline) and decodes the replies. The
-topics' settings come from `Topics`; what is derived from them here (produce builders, size
-marks) is dropped with them.
+Every method builds script calls (the builders below, on a ``PartitionHead``), sends them
+through a `RedisBatcher` (so calls from many requests share one pipeline) and decodes the
+replies. The topics' settings come from `Topics`; what is derived from them here (produce
+builders, size marks) is dropped with them.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from mapping import codec, scripts
 from mapping.batcher import Pending, RedisBatcher, mark_retrieved
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
-from mapping.keys import Keys
+from mapping.keys import Keys, PartitionKeys
 from mapping.records import entry_values
+from mapping.scripts import Script
 from mapping.size_marks import MAX_REMEMBERED_MARKS, NATIVE_MIN_COUNT, SizeMarks
 from mapping.topics import TopicConfig, Topics
 
@@ -30,6 +31,70 @@ if TYPE_CHECKING:
 LATEST_OFFSET = (1 << 53) - 1
 # Entries one REPLICA_FETCH call copies at most: bounds the time one script holds Redis.
 DEFAULT_MAX_COPY = 1000
+
+PARTITION_PRODUCE = scripts.load("partition/produce")
+PARTITION_CONSUME = scripts.load("partition/consume")
+PARTITION_SET_ROLE = scripts.load("partition/set_role")
+PARTITION_REPLICA_FETCH = scripts.load("partition/replica_fetch")
+PARTITION_STATUS = scripts.load("partition/status")
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionHead:
+    """What every partition script takes first (see lib/partition.lua): the partition's keys
+    log, state, hw_channel, appended; then the sequence bits, the topic's replication factor
+    and the ISR's lag bound."""
+
+    keys: PartitionKeys
+    sequence_bits: int
+    replication_factor: int
+    replica_lag_max_ms: int
+
+    def command(self, script: Script, extra_keys: Sequence[str], args: Sequence[Any]) -> tuple:
+        """``script``'s call: the head, then the script's own keys and arguments."""
+        k = self.keys
+        return script.command(
+            [k.log, k.state, k.hw_channel, k.appended_channel, *extra_keys],
+            [self.sequence_bits, self.replication_factor, self.replica_lag_max_ms, *args],
+        )
+
+    def replicas(self) -> list[str]:
+        """The follower replica streams (the scripts that trim the log trim them too)."""
+        return [self.keys.replica(r) for r in range(1, self.replication_factor)]
+
+
+def _durable_flag(durable_reads: bool) -> list[str]:
+    """A reader script's last argument: hw at most durable_hw (readable_hw)."""
+    return ["1"] if durable_reads else []
+
+
+def partition_produce_call(head: PartitionHead, items: list[Any]) -> tuple:
+    """partition/produce.lua: ``items`` are key1, value1, key2, value2, ..."""
+    return head.command(PARTITION_PRODUCE, (), items)
+
+
+def partition_consume_call(
+    head: PartitionHead, start_id: str, max_records: int, max_bytes: int, durable_reads: bool
+) -> tuple:
+    """partition/consume.lua from entry id ``start_id`` (max_records 0: hw and marks only)."""
+    args = [start_id, max_records, max_bytes, *_durable_flag(durable_reads)]
+    return head.command(PARTITION_CONSUME, (), args)
+
+
+def partition_set_role_call(head: PartitionHead, role: str) -> tuple:
+    return head.command(PARTITION_SET_ROLE, (), [role])
+
+
+def partition_replica_fetch_call(
+    head: PartitionHead, replica_id: int, offset: int, max_copy: int
+) -> tuple:
+    replica = head.keys.replica(replica_id)
+    return head.command(PARTITION_REPLICA_FETCH, (replica,), [replica_id, offset, max_copy])
+
+
+def partition_status_call(head: PartitionHead, durable_reads: bool = False) -> tuple:
+    """partition/status.lua; ``durable_reads``: hw as readers see it."""
+    return head.command(PARTITION_STATUS, (), _durable_flag(durable_reads))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +191,10 @@ class Partitions:
         self.topics = topics
         self.sequence_bits = sequence_bits
         self.replica_lag_max_ms = replica_lag_max_ms
-        self._produce_builders: dict[tuple[str, int], Callable[[list[Any]], tuple]] = {}
+        # (topic, partition) -> the settings its produce builder was made from, and it
+        self._produce_builders: dict[
+            tuple[str, int], tuple[TopicConfig, Callable[[list[Any]], tuple]]
+        ] = {}
         # (topic, partition) -> its size marks as the last CONSUME saw them.
         self._size_marks: dict[tuple[str, int], SizeMarks] = {}
         topics.on_drop(self._drop_derived)
@@ -135,9 +203,9 @@ class Partitions:
         self.durable: DurableRounds | None = None
 
     @property
-    def read_flag(self) -> list[str]:
-        """The reader scripts' last argument: hw at most durable_hw (readable_hw)."""
-        return ["1"] if self.durable is not None else []
+    def durable_reads(self) -> bool:
+        """Whether readers see hw only up to durable_hw (readable_hw)."""
+        return self.durable is not None
 
     def _drop_derived(self, config: TopicConfig | None) -> None:
         """Forget what was derived from the topic's settings (None: every topic's)."""
@@ -149,15 +217,13 @@ class Partitions:
             self._produce_builders.pop((config.name, p), None)
             self._size_marks.pop((config.name, p), None)
 
-    def script_call(
-        self, name: str, config: TopicConfig, partition: int, args: list, extra_keys: tuple = ()
-    ) -> tuple:
-        """The call of partition script ``name`` (see _partition.lua: the partition's keys,
-        then ``extra_keys``; the sequence bits, RF and lag bound, then ``args``)."""
-        pk = self.keys.partition(config.name, partition)
-        return scripts.load(name).command(
-            [pk.log, pk.state, pk.hw_channel, pk.appended_channel, *extra_keys],
-            [self.sequence_bits, config.replication_factor, self.replica_lag_max_ms, *args],
+    def head(self, config: TopicConfig, partition: int) -> PartitionHead:
+        """What the partition scripts on ``partition`` of ``config`` take first."""
+        return PartitionHead(
+            self.keys.partition(config.name, partition),
+            self.sequence_bits,
+            config.replication_factor,
+            self.replica_lag_max_ms,
         )
 
     async def script_reply(self, config: TopicConfig, call: tuple) -> Any:
@@ -175,12 +241,13 @@ class Partitions:
     ) -> Pending[ProduceResult]:
         """Queue an append; concurrent appends to one partition share one script call."""
         group = (config.name, partition)
-        build = self._produce_builders.get(group)
-        if build is None or build.args[1] is not config:  # new, or a topic made anew
-            build = self._produce_builders[group] = partial(
-                self.script_call, "produce", config, partition
+        known = self._produce_builders.get(group)
+        if known is None or known[0] is not config:  # new, or a topic made anew
+            known = self._produce_builders[group] = (
+                config,
+                partial(partition_produce_call, self.head(config, partition)),
             )
-        future, first = self.batcher.append(group, build, [p for r in records for p in r])
+        future, first = self.batcher.append(group, known[1], [p for r in records for p in r])
         if self.durable is not None:
             self.durable.note(config, partition)
         start = 2 + first // 2  # items are key, value pairs; the reply is hw, |ISR|, offsets...
@@ -211,7 +278,7 @@ class Partitions:
 
         Records are read with a native XRANGE (copying entries through Lua costs Redis far
         more) whose COUNT keeps within ``max_bytes`` by the partition's size marks (see
-        ``SizeMarks``), unless the marks allow only a few records: then consume.lua reads
+        ``SizeMarks``), unless the marks allow only a few records: then partition/consume.lua reads
         exactly up to the limit. Where the marks this pod remembers from its last CONSUME
         of the partition cover ``offset``, one pipeline does it; elsewhere (the log's tail,
         a partition not read yet) hw and the marks come first, then the read: one more
@@ -229,15 +296,14 @@ class Partitions:
                 config, partition, offset, count, known.log_end, max_records, max_bytes
             )
         start = codec.entry_id(offset, self.sequence_bits)
-        call = self.script_call(
-            "consume", config, partition, [start, max_records, max_bytes, *self.read_flag]
-        )
+        head = self.head(config, partition)
+        call = partition_consume_call(head, start, max_records, max_bytes, self.durable_reads)
         return Pending(self.batcher.submit(*call), self._script_read_finisher(config, partition))
 
     def _script_read_finisher(
         self, config: TopicConfig, partition: int
     ) -> Callable[[list[Any]], ConsumeResult]:
-        """How consume.lua's ``{hw, marks, entry...}`` becomes the result."""
+        """How partition/consume.lua's ``{hw, marks, entry...}`` becomes the result."""
         key = (config.name, partition)
         bits = self.sequence_bits
 
@@ -288,7 +354,7 @@ class Partitions:
         return Pending(consumed, lambda result: result)
 
     def _hw_and_marks(self, config: TopicConfig, partition: int, start: str) -> tuple:
-        return self.script_call("consume", config, partition, [start, 0, 0, *self.read_flag])
+        return partition_consume_call(self.head(config, partition), start, 0, 0, self.durable_reads)
 
     def _read_with_status(
         self, config: TopicConfig, partition: int, offset: int, count: int, end: str
@@ -315,7 +381,7 @@ class Partitions:
     def _read_after_status(
         self, config: TopicConfig, partition: int, offset: int, max_records: int, max_bytes: int
     ) -> Pending[ConsumeResult]:
-        """hw and the marks first; then the XRANGE they allow, or consume.lua."""
+        """hw and the marks first; then the XRANGE they allow, or partition/consume.lua."""
         key = (config.name, partition)
         bits = self.sequence_bits
         start = codec.entry_id(offset, bits)
@@ -341,9 +407,8 @@ class Partitions:
 
                 _then(entries, consumed, finish)
                 return
-            call = self.script_call(
-                "consume", config, partition, [start, max_records, max_bytes, *self.read_flag]
-            )
+            head = self.head(config, partition)
+            call = partition_consume_call(head, start, max_records, max_bytes, self.durable_reads)
             _then(
                 self.batcher.submit(*call),
                 consumed,
@@ -385,7 +450,7 @@ class Partitions:
 
     async def set_role(self, config: TopicConfig, partition: int, role: str) -> int:
         """Store the partition's role for every pod; returns its high watermark."""
-        call = self.script_call("set_role", config, partition, [role])
+        call = partition_set_role_call(self.head(config, partition), role)
         return int(await self.script_reply(config, call))
 
     async def replica_fetch(
@@ -397,15 +462,9 @@ class Partitions:
         max_copy: int = DEFAULT_MAX_COPY,
     ) -> ReplicaFetchResult:
         """Replica ``replica_id`` (1..RF-1, checked by the caller) has everything up to
-        ``offset``: copy, record, recompute ISR and hw (see replica_fetch.lua)."""
-        replica = self.keys.partition(config.name, partition).replica(replica_id)
-        call = self.script_call(
-            "replica_fetch",
-            config,
-            partition,
-            [replica_id, min(offset, LATEST_OFFSET), max_copy],
-            (replica,),
-        )
+        ``offset``: copy, record, recompute ISR and hw (see partition/replica_fetch.lua)."""
+        head = self.head(config, partition)
+        call = partition_replica_fetch_call(head, replica_id, min(offset, LATEST_OFFSET), max_copy)
         reply = await self.script_reply(config, call)
         return ReplicaFetchResult(
             acked_offset=int(reply[0]),
@@ -419,8 +478,7 @@ class Partitions:
         self, config: TopicConfig, partition: int, *, reader: bool = False
     ) -> PartitionStatus:
         """``reader``: hw as readers see it (at most durable_hw with --redis-wait-replicas)."""
-        args = self.read_flag if reader else []
-        call = self.script_call("partition_status", config, partition, args)
+        call = partition_status_call(self.head(config, partition), reader and self.durable_reads)
         reply = await self.script_reply(config, call)
         return PartitionStatus(
             high_watermark=int(reply[0]),

@@ -14,9 +14,9 @@ Every record, V1's, Kafka's or the Spark sink's, is one stream entry with readab
 So ``redis-cli XRANGE`` shows everything, V1 and Spark read key/value/ts as before, and a
 Kafka consumer reading a V1 record sees its key, its value, its append time, no headers.
 
-The Lua scripts that write or read entries (_append.lua, produce.lua, kafka_produce.lua,
-consume.lua, partition_lag.lua) spell the same names; tests/mapping/test_record_layout.py
-checks that they agree with the constants here.
+The Lua scripts that write or read entries (lib/append.lua, partition/produce.lua,
+kafka/produce.lua, partition/consume.lua, partition/lag.lua) spell the same names;
+tests/mapping/test_record_layout.py checks that they agree with the constants here.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ NUMBER_BYTES = NUMBER.encode()
 HEADER_PREFIX_BYTES = HEADER_PREFIX.encode()
 NULL_HEADER_PREFIX_BYTES = NULL_HEADER_PREFIX.encode()
 
-# kafka_produce.lua's short forms of the common records (see ``append_args``): the first
+# kafka/produce.lua's short forms of the common records (see ``append_args``): the first
 # argument of a record given as (-1, value, create time) or (-2, key, value, create time).
 SHORT_NULL_KEY = -1
 SHORT_KEY_VALUE = -2
@@ -70,12 +70,12 @@ def record_items(
     key: bytes | None, value: bytes | None, timestamp: int | None, headers: list[Header]
 ) -> tuple[int, list[bytes | str | int]]:
     """(lead, items): one record's stream fields for the scripts that append them
-    (kafka_produce.lua, the Spark sink's sink_append.lua), the one definition of the layout
+    (kafka/produce.lua, the Spark sink's spark/sink_append.lua), the one definition of the layout
     V1, Spark and Kafka consumers read: key and value first (``lead`` items, each left out
     when null), then the script's ``ts``, then ``create_ts`` (the record's own timestamp,
     when it has one), ``null`` ("key", "value" or "key value": which were null) and one
     ``h:<name>`` field per header in order (``hn:<name>``, empty, for a null header value);
-    the script adds ``n`` last (_append.lua)."""
+    the script adds ``n`` last (lib/append.lua)."""
     items: list[bytes | str | int] = []
     if key is not None:
         items += (KEY, key)
@@ -96,7 +96,7 @@ def record_items(
 
 
 def append_args(records: list[ProducedRecord]) -> list[bytes | str | int]:
-    """The per-record arguments of kafka_produce.lua: ``len(items), lead, *items`` of
+    """The per-record arguments of kafka/produce.lua: ``len(items), lead, *items`` of
     ``record_items``, or for the common records (no headers, a key and a value or a null
     key) a short form the script expands to the same fields (-1, value, create time or
     -2, key, value, create time): Produce's hot loop, and 3-4 arguments a record instead of
@@ -183,7 +183,7 @@ def entry_values(
             break
         if isinstance(fields, dict):  # redis-py's shape, where its callback applies
             value = fields.get(VALUE_BYTES, b"")
-        elif len(fields) > 3 and fields[2] == VALUE_BYTES:  # as produce.lua writes them
+        elif len(fields) > 3 and fields[2] == VALUE_BYTES:  # as partition/produce.lua writes them
             value = fields[3]
         else:
             named = dict(zip(fields[::2], fields[1::2], strict=False))

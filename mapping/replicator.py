@@ -3,7 +3,7 @@
 Ownership. Partitions are spread over ``shards`` lease keys (crc32 of "<topic>:<p>" modulo
 ``shards``); a pod plays every follower replica of the partitions in the shards it owns. A
 lease is ``<prefix>:replicator:{leases}:shard:<n>`` holding the owner's pod id, taken with
-SET NX PX and renewed by its owner only (compare-and-set in replicator_tick.lua). Pods
+SET NX PX and renewed by its owner only (compare-and-set in replicator/tick.lua). Pods
 heartbeat in ``<prefix>:replicator:{leases}:pods`` so each takes about its fair share
 (ceil(shards / live pods)) and gives back the rest. When an owner dies its leases expire and
 the others take them over on their next tick (every lease/3): takeover within about
@@ -11,7 +11,7 @@ lease + lease/3. One tick is one script call, so an idle pod costs 2 calls per t
 SMEMBERS of the topics set), whatever the number of partitions.
 
 Waking. No polling: the pod's single pub/sub connection (shared with the acks=all waiters)
-subscribes to the "appended" channel of each owned partition; produce.lua publishes there
+subscribes to the "appended" channel of each owned partition; partition/produce.lua publishes there
 when a follower had everything before the append (an idle follower needs waking). Woken
 partitions are fetched together (one pipeline through the batcher); a partition whose copy
 stopped at the per-call bound is fetched again at once, so a busy partition needs no
@@ -46,6 +46,14 @@ from mapping.topics import TopicConfig, Topics
 log = logging.getLogger(__name__)
 
 PartitionId = tuple[str, int]
+
+REPLICATOR_TICK = scripts.load("replicator/tick")
+
+
+def replicator_tick_call(keys: list[str], pod_id: str, lease_ms: int, release: bool) -> tuple:
+    """replicator/tick.lua on ``keys``: the pods set, then the lease keys (one hash tag);
+    ``release``: give every lease up."""
+    return REPLICATOR_TICK.command(keys, [pod_id, lease_ms, "1" if release else "0"])
 
 
 def shard_of(topic: str, partition: int, shards: int) -> int:
@@ -109,23 +117,22 @@ class Replicator:
             await self._release()
 
     async def _tick(self, release: bool = False) -> set[int]:
-        script = scripts.load("replicator_tick")
-        args = [self.pod_id, self.lease_ms, "1" if release else "0"]
-        reply = await self.partitions.batcher.call(*script.command(self._keys, args))
+        reply = await self.partitions.batcher.call(
+            *replicator_tick_call(self._keys, self.pod_id, self.lease_ms, release)
+        )
         return {int(n) for n in reply}
 
     async def _release(self) -> None:
         """On a clean stop, give the leases back so another pod takes over at once."""
         if not self.owned:
             return
-        script = scripts.load("replicator_tick")
+        release = scripts.as_eval(
+            replicator_tick_call(self._keys, self.pod_id, self.lease_ms, True)
+        )
         try:
             with_timeout = asyncio.timeout(1.0)
             async with with_timeout:
-                await asyncio.shield(
-                    self.client.eval(script.source, len(self._keys), *self._keys,
-                                     self.pod_id, self.lease_ms, "1")
-                )  # fmt: skip
+                await asyncio.shield(self.client.execute_command(*release))
         except (Exception, asyncio.CancelledError) as exc:
             log.debug("could not release replicator leases: %s", exc)
 
@@ -139,7 +146,7 @@ class Replicator:
         if await self._failed_over() or self._resync:
             # A fetch that ran on a primary which then failed over may be lost with it:
             # its followers are behind again, and appends wake only followers that had
-            # everything (_append.lua), so nothing would wake them. Fetch them all again.
+            # everything (lib/append.lua), so nothing would wake them. Fetch them all again.
             self._resync = False
             self._mark_all_dirty()
 

@@ -4,7 +4,7 @@ A topic's retention lives in its hash (``retention_ms``, ``retention_bytes``,
 ``retention_ignore_groups``; -1 / absent: unlimited), set with ``adapter topic create`` or
 ``adapter topic alter``. One pod at a time enforces it (a lease, taken and renewed with the
 replicator's lease script, so a dead owner is replaced within a few intervals): every
-``interval_ms`` it runs ``retention_trim.lua`` on each partition of each topic with a
+``interval_ms`` it runs ``partition/retention_trim.lua`` on each partition of each topic with a
 retention. The script trims only committed records (at most hw) and, unless the topic says
 ``retention_ignore_groups``, only below the slowest committed offset of the topic's groups
 on that partition. A partition a group has never committed on is not held by that group
@@ -27,13 +27,24 @@ from mapping import resilient, scripts
 from mapping.admin import expire_groups
 from mapping.inspection import Retention, retention_of
 from mapping.keys import parse_group_entry
-from mapping.partitions import Partitions
+from mapping.partitions import PartitionHead, Partitions
+from mapping.replicator import replicator_tick_call
 from mapping.topics import Topics
 
 log = logging.getLogger(__name__)
 
 # Entries one script call trims at most, so one call never holds Redis for long.
 MAX_TRIM_PER_CALL = 10_000
+
+PARTITION_RETENTION_TRIM = scripts.load("partition/retention_trim")
+
+
+def partition_retention_trim_call(
+    head: PartitionHead, retention_ms: int, retention_bytes: int, floor: int, max_trim: int
+) -> tuple:
+    """partition/retention_trim.lua (-1: no limit, no floor), the replica streams too."""
+    args = [retention_ms, retention_bytes, floor, max_trim]
+    return head.command(PARTITION_RETENTION_TRIM, head.replicas(), args)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +92,11 @@ async def enforce_topic(partitions: Partitions, topic: str) -> list[TrimResult]:
     floors = {} if settings.ignore_groups else await group_floors(topics, topic, config.partitions)
     calls = []
     for p in range(config.partitions):
-        pk = partitions.keys.partition(topic, p)
-        replicas = tuple(pk.replica(r) for r in range(1, config.replication_factor))
-        args = [settings.ms, settings.bytes, floors.get(p, -1), MAX_TRIM_PER_CALL]
-        call = partitions.script_call("retention_trim", config, p, args, replicas)
+        head = partitions.head(config, p)
+        floor = floors.get(p, -1)
+        call = partition_retention_trim_call(
+            head, settings.ms, settings.bytes, floor, MAX_TRIM_PER_CALL
+        )
         calls.append(partitions.batcher.call(*call))
     replies = await asyncio.gather(*calls)
     return [TrimResult(topic, p, int(r[0]), int(r[1])) for p, r in enumerate(replies)]
@@ -149,22 +161,19 @@ class RetentionTask:
                 log.info("retention trimmed %d record(s) of %s/%d; first kept offset %d",
                          r.trimmed, r.topic, r.partition, r.first_kept)  # fmt: skip
 
-    def _lease_args(self, release: bool) -> list:
+    def _lease_call(self, release: bool) -> tuple:
         # The replicator's lease script with one shard: heartbeat, take it when free, renew.
-        return [self.pod_id, max(3 * self.interval_ms, 1000), "1" if release else "0"]
+        keys = self.partitions.keys.retention_lease
+        return replicator_tick_call(keys, self.pod_id, max(3 * self.interval_ms, 1000), release)
 
     async def _lease(self, release: bool) -> list:
-        script = scripts.load("replicator_tick")
-        keys = self.partitions.keys.retention_lease
-        return await self.partitions.batcher.call(*script.command(keys, self._lease_args(release)))
+        return await self.partitions.batcher.call(*self._lease_call(release))
 
     async def _release(self) -> None:
         """On a clean stop, give the lease back so another pod takes over at once."""
-        keys = self.partitions.keys.retention_lease
-        source = scripts.load("replicator_tick").source
         try:
             # Shielded: this runs while the pod's task group is being cancelled.
             with anyio.move_on_after(1.0, shield=True):
-                await self.client.eval(source, len(keys), *keys, *self._lease_args(True))
+                await self.client.execute_command(*scripts.as_eval(self._lease_call(True)))
         except Exception as exc:
             log.debug("could not release the retention lease: %s", exc)

@@ -1,12 +1,31 @@
-"""The Lua scripts: one ``.lua`` file each, loaded once and called by SHA.
+"""The Lua scripts: one ``.lua`` file each under ``lua/<family>/``, loaded once and called by SHA.
 
-A script may start with ``--! include <file>`` lines; the named files (shared helpers such as
-``_partition.lua``) are prepended before the SHA is computed.
+A script's name is its path under ``lua/`` without ``.lua`` (``partition/consume``). Each is
+loaded by one module constant named after it beside the Python that calls it
+(``PARTITION_CONSUME = scripts.load("partition/consume")`` in mapping/partitions.py), and
+called through the one typed builder there, ``partition_consume_call``, which spells its KEYS
+and ARGV in the order the script's header declares::
+
+    -- KEYS: log, state, hw_channel, appended
+    -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, start_id, [durable], ...
+
+Names are comma-separated; ``[name]`` is optional (after the required ones), a final ``...``
+a variadic tail (the script's comments say what it holds), ``none`` no item at all. A line
+ending with a comma goes on in the next comment line.
+
+The source sent to Redis is the prelude, then the includes, then the script:
+
+- ``--! include lib/<file>.lua`` lines name shared helpers (``lua/lib/``); they are resolved
+  transitively, each file at most once per script, an include before whatever includes it;
+- the prelude is ``local K = {...}`` holding the constants the script (with its includes)
+  reads as ``K.<NAME>``, from ``mapping/script_constants.py`` (one local: Redis allows a
+  function 200).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -14,8 +33,32 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
+from mapping.script_constants import LUA_CONSTANTS
+
 LUA_DIR = Path(__file__).with_name("lua")
+# The shared helpers: included by scripts, never called on their own.
+LIB = "lib"
 _INCLUDE = "--! include "
+_HEADER = re.compile(r"-- (KEYS|ARGV):(.*)$")
+_CONSTANT = re.compile(r"\bK\.([A-Z][A-Z0-9_]*)\b")
+_COMMENT = re.compile(r"--.*")
+_VARIADIC = "..."
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """One header line: ``required`` names, then ``optional`` ones; ``variadic``: any number
+    more may follow."""
+
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
+    variadic: bool
+
+    def accepts(self, count: int) -> bool:
+        """Whether a call passing ``count`` items matches the declaration."""
+        if count < len(self.required):
+            return False
+        return self.variadic or count <= len(self.required) + len(self.optional)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,37 +66,136 @@ class Script:
     name: str
     source: str
     sha: str
+    keys: Declared
+    argv: Declared
 
     def command(self, keys: list[str] | tuple[str, ...], args: list | tuple) -> tuple:
         """The EVALSHA command tuple, ready for a pipeline or ``execute_command``."""
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
-def _expand(path: Path) -> str:
-    parts: list[str] = []
-    body: list[str] = []
-    for line in path.read_text().splitlines(keepends=True):
-        if line.startswith(_INCLUDE):
-            parts.append(_expand(LUA_DIR / line[len(_INCLUDE) :].strip()))
-        else:
-            body.append(line)
-    return "".join(parts) + "".join(body)
+def _declared(name: str, line: str, text: str) -> Declared:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if items == ["none"]:
+        items = []
+    variadic = bool(items) and items[-1] == _VARIADIC
+    if variadic:
+        items.pop()
+    required = [item for item in items if not item.startswith("[")]
+    optional = [item[1:-1] for item in items if item.startswith("[") and item.endswith("]")]
+    if items != [*required, *(f"[{item}]" for item in optional)] or _VARIADIC in items:
+        raise ValueError(f"{name}.lua: a malformed header line: {line!r}")
+    return Declared(tuple(required), tuple(optional), variadic)
+
+
+def header(name: str, text: str) -> dict[str, Declared]:
+    """The ``-- KEYS:`` and ``-- ARGV:`` declarations of script ``name`` (its own text)."""
+    found: dict[str, Declared] = {}
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        match = _HEADER.match(line)
+        if match is None:
+            continue
+        kind, value = match.groups()
+        for more in lines[index + 1 :]:  # a line ending with a comma goes on
+            if not value.rstrip().endswith(",") or not more.startswith("--"):
+                break
+            value += more[2:]
+        if kind in found:
+            raise ValueError(f"{name}.lua declares {kind} twice")
+        found[kind] = _declared(name, line, value)
+    missing = {"KEYS", "ARGV"} - found.keys()
+    if missing:
+        raise ValueError(f"{name}.lua has no header line for {', '.join(sorted(missing))}")
+    return found
+
+
+def _includes(root: Path, path: Path) -> list[Path]:
+    return [
+        root / line[len(_INCLUDE) :].strip()
+        for line in path.read_text().splitlines()
+        if line.startswith(_INCLUDE)
+    ]
+
+
+def _in_order(root: Path, path: Path, done: list[Path], open_: tuple[Path, ...] = ()) -> None:
+    """Appends to ``done`` what ``path`` includes (transitively, each once, an include before
+    whatever includes it), then ``path`` itself."""
+    if path in open_:
+        raise ValueError(f"include cycle: {' -> '.join(p.name for p in (*open_, path))}")
+    for included in _includes(root, path):
+        if included not in done:
+            _in_order(root, included, done, (*open_, path))
+    done.append(path)
+
+
+def _without_includes(path: Path) -> str:
+    lines = path.read_text().splitlines(keepends=True)
+    return "".join(line for line in lines if not line.startswith(_INCLUDE))
+
+
+def _lua_value(name: str, value: int | str) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if not re.fullmatch(r"[A-Za-z0-9_. -]*", value):
+        raise ValueError(f"constant {name} = {value!r} needs quoting that the prelude lacks")
+    return f"'{value}'"
+
+
+def prelude(name: str, code: str) -> str:
+    """``local K = {...}`` with the constants ``code`` reads (none: nothing)."""
+    used = sorted(set(_CONSTANT.findall(_COMMENT.sub("", code))))
+    unknown = [constant for constant in used if constant not in LUA_CONSTANTS]
+    if unknown:
+        raise ValueError(f"{name}.lua reads K.{', K.'.join(unknown)}: not in LUA_CONSTANTS")
+    if not used:
+        return ""
+    items = ", ".join(f"{c} = {_lua_value(c, LUA_CONSTANTS[c])}" for c in used)
+    return f"local K = {{{items}}}\n"
+
+
+def expand(name: str, root: Path = LUA_DIR) -> str:
+    """The source of script ``name`` (``root/<name>.lua``) as Redis runs it."""
+    order: list[Path] = []
+    _in_order(root, root / f"{name}.lua", order)
+    code = "".join(_without_includes(path) for path in order)
+    return prelude(name, code) + code
 
 
 @cache
 def load(name: str) -> Script:
-    """The script ``mapping/lua/<name>.lua`` with its includes expanded."""
-    source = _expand(LUA_DIR / f"{name}.lua")
-    return Script(name, source, hashlib.sha1(source.encode()).hexdigest())
+    """The script ``mapping/lua/<name>.lua``, expanded and declared."""
+    source = expand(name)
+    declared = header(name, (LUA_DIR / f"{name}.lua").read_text())
+    sha = hashlib.sha1(source.encode()).hexdigest()
+    return Script(name, source, sha, declared["KEYS"], declared["ARGV"])
+
+
+def names() -> list[str]:
+    """Every script's name (the helpers under ``lib/`` are none)."""
+    return sorted(
+        path.relative_to(LUA_DIR).with_suffix("").as_posix()
+        for path in LUA_DIR.glob("*/*.lua")
+        if path.parent.name != LIB
+    )
 
 
 def by_sha(sha: str) -> Script | None:
-    """A script already loaded in this process, by SHA (to answer NOSCRIPT)."""
-    for path in LUA_DIR.glob("[!_]*.lua"):
-        script = load(path.stem)
+    """A script by SHA (to answer NOSCRIPT)."""
+    for name in names():
+        script = load(name)
         if script.sha == sha:
             return script
     return None
+
+
+def as_eval(command: tuple) -> tuple:
+    """An EVALSHA ``command`` as the EVAL of its source: for a call that must not meet
+    NOSCRIPT (a lease given back on the way out, with no second round trip to spare)."""
+    script = by_sha(command[1])
+    if script is None:
+        raise ValueError(f"no script has SHA {command[1]}")
+    return ("EVAL", script.source, *command[2:])
 
 
 def call_sync(client: Any, command: tuple) -> Any:

@@ -1,17 +1,18 @@
 """What a partition's state says about the sizes of its values, so a CONSUME can read with a
-native XRANGE whose COUNT keeps within its byte limit (see produce.lua's size marks in
-_partition.lua, and ``Partitions.start_consume``)."""
+native XRANGE whose COUNT keeps within its byte limit (see partition/produce.lua's size marks in
+lib/partition.lua, and ``Partitions.start_consume``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-# The value size marks produce.lua keeps: 'size.<k>' for k in this range (see _partition.lua).
+# The value size marks partition/produce.lua keeps: 'size.<k>' for k in this range (see
+# lib/partition.lua, which reads them as K.SIZE_MIN_BITS and K.SIZE_MAX_BITS).
 SIZE_MIN_BITS, SIZE_MAX_BITS = 7, 24
 # Partitions whose size marks one pod remembers (the oldest learnt are forgotten first).
 MAX_REMEMBERED_MARKS = 10_000
-# Fewer records than this per native read: consume.lua may read instead (see SizeMarks).
+# Fewer records than this per native read: partition/consume.lua may read instead (see SizeMarks).
 NATIVE_MIN_COUNT = 32
 
 
@@ -29,7 +30,7 @@ class SizeMarks:
 
     @classmethod
     def of(cls, marks: list[Any], few_smallest: int = 0) -> SizeMarks:
-        """From consume.lua's ``{log_end, size.from, size.<k>...}``."""
+        """From partition/consume.lua's ``{log_end, size.from, size.<k>...}``."""
         return cls(int(marks[0]), int(marks[1]), tuple(int(m) for m in marks[2:]), few_smallest)
 
     def covers(self, start: int) -> bool:
@@ -54,12 +55,12 @@ class SizeMarks:
         return max(1, min(max_records, max_bytes // bound)) if bound else 0
 
     def native_read(self, start: int, max_records: int, max_bytes: int) -> int:
-        """The COUNT of a native XRANGE to read from ``start``, or 0 when consume.lua should
-        read. Fewer than ``NATIVE_MIN_COUNT`` records under the byte limit means large
+        """The COUNT of a native XRANGE to read from ``start``, or 0 when partition/consume.lua
+        should read. Fewer than ``NATIVE_MIN_COUNT`` records under the byte limit means large
         values in the range: if the last read returned values about that large (at least
         half the bound), they are all alike and the count is about exact; otherwise small
         values may come before a large one, and a native read would hold them to a page
-        of a few, so consume.lua reads exactly up to the limit (copying large values
+        of a few, so partition/consume.lua reads exactly up to the limit (copying large values
         through Lua costs Redis about 30x XRANGE's own copy: it is not the default)."""
         count = self.native_count(start, max_records, max_bytes)
         if count >= min(NATIVE_MIN_COUNT, max_records):

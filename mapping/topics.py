@@ -32,6 +32,11 @@ MAX_PARTITIONS = 10_000
 # The highest replication factor a topic may have (CreateTopics, the CLI).
 MAX_REPLICATION_FACTOR = 16
 
+TOPIC_ENSURE = scripts.load("topic/ensure")
+TOPIC_GROW = scripts.load("topic/grow")
+TOPIC_DELETE = scripts.load("topic/delete")
+PARTITION_REVIVE = scripts.load("partition/revive")
+
 
 @dataclass(frozen=True, slots=True)
 class TopicDefaults:
@@ -76,7 +81,7 @@ class TopicConfig:
     partitions: int
     replication_factor: int
     min_insync_replicas: int
-    # Random at each creation, stored in the topic hash (see ensure_topic.lua): a topic
+    # Random at each creation, stored in the topic hash (see topic/ensure.lua): a topic
     # deleted and made again is another topic to Kafka clients. "" only where a caller
     # builds a config without reading Redis.
     topic_id: str = ""
@@ -84,7 +89,7 @@ class TopicConfig:
 
 @dataclass(frozen=True, slots=True)
 class EnsuredTopic:
-    """What ensure_topic.lua answered: the settings, whether this call created the topic,
+    """What topic/ensure.lua answered: the settings, whether this call created the topic,
     and whether it gave a topic made by older code its id (both need announcing)."""
 
     config: TopicConfig
@@ -132,16 +137,31 @@ def _config_commands(keys: Keys, name: str, changes: Mapping[str, int | None]) -
     )
 
 
-def _ensure_call(
+def topic_ensure_call(
     keys: Keys, name: str, partitions: int, replication_factor: int, min_insync_replicas: int,
     create: bool,
 ) -> tuple:  # fmt: skip
-    """The ensure_topic.lua call that creates topic ``name`` with these settings (or only
+    """The topic/ensure.lua call that creates topic ``name`` with these settings (or only
     looks it up: ``create`` False), carrying the fresh id it gets if it is created now."""
-    return scripts.load("ensure_topic").command(
+    return TOPIC_ENSURE.command(
         [keys.topic(name)],
         [partitions, replication_factor, min_insync_replicas, int(create), new_topic_id()],
     )
+
+
+def topic_grow_call(keys: Keys, name: str, count: int) -> tuple:
+    """topic/grow.lua: topic ``name``'s partition count up to ``count``."""
+    return TOPIC_GROW.command([keys.topic(name)], [count])
+
+
+def topic_delete_call(keys: Keys, name: str, topic_id: str) -> tuple:
+    """topic/delete.lua: topic ``name``'s hash goes unless it holds another id by now."""
+    return TOPIC_DELETE.command([keys.topic(name)], [topic_id])
+
+
+def partition_revive_call(keys: Keys, name: str, partition: int, topic_id: str) -> tuple:
+    """partition/revive.lua: the partition loses another topic's tombstone."""
+    return PARTITION_REVIVE.command([keys.partition(name, partition).state], [topic_id])
 
 
 def _text(value: bytes | str) -> str:
@@ -149,7 +169,7 @@ def _text(value: bytes | str) -> str:
 
 
 def _ensured(name: str, reply: list[Any]) -> EnsuredTopic | None:
-    """ensure_topic.lua's reply; None when the topic does not exist (and was not created)."""
+    """topic/ensure.lua's reply; None when the topic does not exist (and was not created)."""
     if not reply:
         return None
     config = TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]), _text(reply[4]))
@@ -159,10 +179,9 @@ def _ensured(name: str, reply: list[Any]) -> EnsuredTopic | None:
 def _revive_commands(keys: Keys, name: str, topic_id: str, partitions: range) -> list[tuple]:
     """The first step after the creation of topic ``name`` (or the growth of its partition
     count): these partitions lose the tombstone an earlier topic of that name left (see
-    mapping/admin.py and partition_revive.lua). A reply of -1 means the topic itself was
+    mapping/admin.py and partition/revive.lua). A reply of -1 means the topic itself was
     deleted meanwhile: it must not be announced."""
-    script = scripts.load("partition_revive")
-    return [script.command([keys.partition(name, p).state], [topic_id]) for p in partitions]
+    return [partition_revive_call(keys, name, p, topic_id) for p in partitions]
 
 
 def _listing_commands(keys: Keys, config: TopicConfig) -> list[tuple]:
@@ -187,7 +206,9 @@ def ensure_topic_sync(
     """``Topics.create`` on a synchronous client (the command line, Spark): topic ``name``
     with these settings unless it exists (or only looked up: ``create`` False), announced
     as a pod announces it; None when it does not exist and was not created."""
-    call = _ensure_call(keys, name, partitions, replication_factor, min_insync_replicas, create)
+    call = topic_ensure_call(
+        keys, name, partitions, replication_factor, min_insync_replicas, create
+    )
     ensured = _ensured(name, call_sync(client, call))
     if ensured is None:
         return None
@@ -334,7 +355,9 @@ class Topics:
         d = self.topic_defaults
         # min ISR above RF could never be met (acks=all would always time out): cap it.
         min_isr = min(d.min_insync_replicas, d.replication_factor)
-        call = _ensure_call(self.keys, name, d.partitions, d.replication_factor, min_isr, create)
+        call = topic_ensure_call(
+            self.keys, name, d.partitions, d.replication_factor, min_isr, create
+        )
         ensured = _ensured(name, await self.batcher.call(*call))
         if ensured is None:
             return None
@@ -378,7 +401,7 @@ class Topics:
             )
 
     async def _announce(self, ensured: EnsuredTopic) -> None:
-        """What follows ensure_topic.lua (see ensure_topic_sync): revive, then list and
+        """What follows topic/ensure.lua (see ensure_topic_sync): revive, then list and
         publish unless the topic was deleted meanwhile (its own tombstones stay; listing it
         would leave a name in the topics set with no topic)."""
         config, call = ensured.config, self.batcher.call
@@ -396,7 +419,7 @@ class Topics:
     ) -> tuple[TopicConfig, bool]:
         """Create a topic with these settings; returns (its settings, created). An existing
         topic keeps its own settings (compare them to see whether they differ)."""
-        call = _ensure_call(
+        call = topic_ensure_call(
             self.keys, name, partitions, replication_factor, min_insync_replicas, True
         )
         ensured = _ensured(name, await self.batcher.call(*call))
@@ -445,9 +468,8 @@ class Topics:
 
     async def grow(self, name: str, count: int) -> int:
         """Raise topic ``name``'s partition count to ``count`` (only ever up: see
-        topic_grow.lua); the count before, -1 when there is no such topic."""
-        script = scripts.load("topic_grow")
-        return int(await self.batcher.call(*script.command([self.keys.topic(name)], [count])))
+        topic/grow.lua); the count before, -1 when there is no such topic."""
+        return int(await self.batcher.call(*topic_grow_call(self.keys, name, count)))
 
     async def announce_grown(self, name: str) -> None:
         """Every pod forgets topic ``name``'s settings and reads them again."""
@@ -455,10 +477,9 @@ class Topics:
 
     async def delete_settings(self, name: str, topic_id: str) -> int:
         """Delete topic ``name``'s hash unless it holds another topic than ``topic_id`` by
-        now (see topic_delete.lua): the partition count it had, -1 when there was no hash,
+        now (see topic/delete.lua): the partition count it had, -1 when there was no hash,
         -2 when it holds another topic."""
-        script = scripts.load("topic_delete")
-        return int(await self.batcher.call(*script.command([self.keys.topic(name)], [topic_id])))
+        return int(await self.batcher.call(*topic_delete_call(self.keys, name, topic_id)))
 
     async def unlist(self, name: str, topic_id: str) -> None:
         """Remove a deleted topic from the topics set and its id (if any) from the id index."""

@@ -2,7 +2,7 @@
 
 Runs in a Spark task with a synchronous client. Never polls: it subscribes to the
 partitions' hw channels (every script that moves a hw or changes an ISR publishes
-``"<hw> <isr_size> <next_change_ms>"`` there, see _partition.lua), reads each status once
+``"<hw> <isr_size> <next_change_ms>"`` there, see lib/partition.lua), reads each status once
 after subscribing, then re-reads a status only when a due ISR change says so (time alone
 changes the ISR and nothing publishes then).
 """
@@ -14,9 +14,10 @@ from collections.abc import Iterable
 
 import redis
 
-from mapping import codec, scripts
+from mapping import codec
 from mapping.errors import REPLICATION_TIMEOUT
 from mapping.keys import Keys
+from mapping.partitions import PartitionHead, partition_status_call
 from mapping.topics import TopicConfig
 from spark_connector.sink_options import SinkOptions, SinkWriteError
 
@@ -25,14 +26,14 @@ def _status(
     client: redis.Redis, keys: Keys, opts: SinkOptions, config: TopicConfig, partition: int
 ) -> tuple[int, int, int]:
     """(hw, ISR size, ms until the ISR may change or -1) of a partition right now."""
-    pk = keys.partition(config.name, partition)
-    reply = client.execute_command(
-        *scripts.load("partition_status").command(
-            [pk.log, pk.state, pk.hw_channel, pk.appended_channel],
-            # ARGV[1] (sequence bits) is not read by this script: no offset <-> id here.
-            [codec.DEFAULT_SEQUENCE_BITS, config.replication_factor, opts.replica_lag_max_ms],
-        )
+    head = PartitionHead(
+        keys.partition(config.name, partition),
+        # the sequence bits are not read by this script: no offset <-> id here
+        codec.DEFAULT_SEQUENCE_BITS,
+        config.replication_factor,
+        opts.replica_lag_max_ms,
     )
+    reply = client.execute_command(*partition_status_call(head))
     return int(reply[0]), int(reply[1]), int(reply[2])
 
 

@@ -2,7 +2,7 @@
 
 Runs in a Spark task (and on the driver for topic look-ups) with a synchronous client. A task
 buffers its records per (topic, partition) and sends every ``batchSize`` records as one
-pipeline holding one ``sink_append.lua`` call per partition chunk.
+pipeline holding one ``spark/sink_append.lua`` call per partition chunk.
 
 Exactly once: each call carries the task's *marker* (``<writer id>:<task partition>``), the
 epoch (micro-batch id) and the index of its first record among the task's records for that
@@ -19,19 +19,33 @@ import redis
 from mapping import codec, scripts
 from mapping.keys import Keys, is_valid_name
 from mapping.partitioner import partition_for
+from mapping.partitions import PARTITION_STATUS, PartitionHead
 from mapping.topics import TopicConfig, TopicDefaults, ensure_topic_sync, is_internal_topic
 from spark_connector.acks import wait_for_acks
 from spark_connector.sink_options import SinkOptions, SinkWriteError
 from spark_connector.sink_records import Record, record_items
 
-SINK_SCRIPT = "sink_append"
+SPARK_SINK_APPEND = scripts.load("spark/sink_append")
+
+
+def spark_sink_append_call(
+    head: PartitionHead, markers: str, marker: str, epoch: int, first: int, records: list[Record]
+) -> tuple:
+    """spark/sink_append.lua: ``records``, the task's records for this partition from index
+    ``first`` on, skipping those ``marker`` (a field of the ``markers`` hash; "": none) says
+    are stored already for ``epoch``."""
+    args: list[object] = [marker, epoch, first]
+    for record in records:
+        lead, items = record_items(record)
+        args += (len(items), lead, *items)
+    return head.command(SPARK_SINK_APPEND, (markers,), args)
 
 
 def load_scripts(client: redis.Redis) -> None:
     """SCRIPT LOAD once per task, so the pipelines can call by SHA (a cluster loads it on
     every primary)."""
-    for name in (SINK_SCRIPT, "partition_status"):
-        client.script_load(scripts.load(name).source)
+    for script in (SPARK_SINK_APPEND, PARTITION_STATUS):
+        client.script_load(script.source)
 
 
 def sequence_bits(client: redis.Redis, keys: Keys) -> int:
@@ -100,7 +114,6 @@ class Appender:
         self._round_robin = task_partition  # null keys: spread, deterministically per task
         self._topics: dict[str, TopicConfig] = {}
         self._targets: dict[tuple[str, int], _Target] = {}
-        self._script = scripts.load(SINK_SCRIPT)
         load_scripts(client)
 
     def _topic(self, name: str | None) -> TopicConfig:
@@ -157,27 +170,16 @@ class Appender:
             target.last_offset = int(reply[3])
 
     def _call(self, target: _Target) -> tuple:
-        pk = self.keys.partition(target.config.name, target.partition)
-        args: list[object] = [
+        name, partition = target.config.name, target.partition
+        head = PartitionHead(
+            self.keys.partition(name, partition),
             self.bits,
             target.config.replication_factor,
             self.opts.replica_lag_max_ms,
-            self.marker,
-            self.epoch,
-            target.sent,
-        ]
-        for record in target.buffer:
-            lead, items = record_items(record)
-            args += (len(items), lead, *items)
-        return self._script.command(
-            [
-                pk.log,
-                pk.state,
-                pk.hw_channel,
-                pk.appended_channel,
-                self.keys.sink_markers(target.config.name, target.partition),
-            ],
-            args,
+        )
+        markers = self.keys.sink_markers(name, partition)
+        return spark_sink_append_call(
+            head, markers, self.marker, self.epoch, target.sent, target.buffer
         )
 
     def finish(self) -> list[PartitionWritten]:

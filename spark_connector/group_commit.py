@@ -1,7 +1,7 @@
 """Record a Spark job's progress in a consumer group's committed offsets.
 
 The job is not a group member (no JOIN/generation): it writes the offsets hash directly, via
-``mapping/lua/spark_commit.lua``, which only moves each partition forward. That makes a
+``mapping/lua/spark/commit.lua``, which only moves each partition forward. That makes a
 re-run micro-batch harmless and lets ``OFFSET <group> <topic> <p>`` show how far Spark got.
 The group is also listed in the groups set, so ``adapter inspect`` and the lag metrics see
 it like any other.
@@ -12,10 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import redis
-from redis.exceptions import NoScriptError
 
 from mapping import scripts
-from mapping.keys import Keys, group_entry
+from mapping.keys import GroupKeys, Keys, group_entry
+
+SPARK_COMMIT = scripts.load("spark/commit")
+
+
+def spark_commit_call(keys: GroupKeys, next_offsets: list[tuple[int, int]]) -> tuple:
+    """spark/commit.lua: (partition, next offset) pairs, each only ever moving forward."""
+    args = [part for p, offset in next_offsets for part in (str(p), str(int(offset)))]
+    return SPARK_COMMIT.command([keys.offsets, keys.meta, keys.offset_metadata], args)
 
 
 def commit_group_offsets(
@@ -25,17 +32,12 @@ def commit_group_offsets(
     unless a partition already has a higher one; returns what is stored afterwards."""
     if not next_offsets:
         return {}
-    script = scripts.load("spark_commit")
     partitions = sorted(next_offsets)
-    args = [part for p in partitions for part in (str(p), str(int(next_offsets[p])))]
-    gk = keys.group(group, topic)
-    command = script.command([gk.offsets, gk.meta, gk.offset_metadata], args)
-    try:
-        stored = client.execute_command(*command)
-    except NoScriptError:
-        # First use on this Redis (or after SCRIPT FLUSH / restart): load, then call by SHA.
-        client.script_load(script.source)
-        stored = client.execute_command(*command)
+    command = spark_commit_call(
+        keys.group(group, topic), [(p, next_offsets[p]) for p in partitions]
+    )
+    # (a first use on this Redis, or after SCRIPT FLUSH / restart, loads it)
+    stored = scripts.call_sync(client, command)
     # Another slot than the offsets (Redis Cluster): its own call, as JOIN does.
     client.sadd(keys.groups, group_entry(group, topic))
     return {p: int(value) for p, value in zip(partitions, stored, strict=True)}

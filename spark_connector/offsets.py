@@ -122,7 +122,7 @@ def end_positions(
 
 def log_starts(client: redis.Redis, keys: Keys, topic: str, partitions: int) -> Positions:
     """Per partition, one past the last record retention removed (0: none removed; see
-    retention_trim.lua): a read starting below it lost records."""
+    partition/retention_trim.lua): a read starting below it lost records."""
     pipe = client.pipeline(transaction=False)
     for p in range(partitions):
         pipe.hget(keys.partition(topic, p).state, "log_start")

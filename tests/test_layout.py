@@ -170,12 +170,25 @@ PACKAGES = ("adapter", "bench", "mapping", "spark_connector")
 TOPIC_KEYS = frozenset({"topic", "topics", "topic_ids"})
 WRITE_COMMANDS = frozenset({"HSET", "HSETNX", "HDEL", "HINCRBY", "DEL", "UNLINK", "SADD", "SREM"})
 WRITE_METHODS = frozenset({"hset", "hsetnx", "hdel", "hincrby", "delete", "unlink", "sadd", "srem"})
+# mapping/topics.py's builders of the script calls on the topic hash (mapping/scripts.py).
+TOPIC_KEY_BUILDERS = frozenset({"topic_ensure_call", "topic_grow_call", "topic_delete_call"})
+
+
+def _called_name(node: ast.AST) -> str:
+    """The name a call calls (``f(...)``, ``obj.f(...)``), else ""."""
+    if not isinstance(node, ast.Call):
+        return ""
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _names_topic_key(node: ast.AST) -> bool:
     """Whether ``node`` spells ``keys.topic(...)``, ``keys.topics`` or ``keys.topic_ids``
-    (``keys`` a name or an attribute: ``self.keys``, ``context.keys``...)."""
+    (``keys`` a name or an attribute: ``self.keys``, ``context.keys``...), or builds a script
+    call on the topic hash."""
     for sub in ast.walk(node):
+        if _called_name(sub) in TOPIC_KEY_BUILDERS:
+            return True
         if isinstance(sub, ast.Attribute) and sub.attr in TOPIC_KEYS:
             owner = sub.value
             if (isinstance(owner, ast.Name) and owner.id == "keys") or (
@@ -187,8 +200,11 @@ def _names_topic_key(node: ast.AST) -> bool:
 
 def _writes(node: ast.AST) -> bool:
     """Whether ``node`` holds a write: a write method (``client.hset``), a write command
-    (``call("HSET", ...)``, ``("SREM", ...)``) or a script call (``.command([keys], ...)``)."""
+    (``call("HSET", ...)``, ``("SREM", ...)``) or a script call (``.command([keys], ...)``,
+    or a builder's: ``<script>_call(...)``)."""
     for sub in ast.walk(node):
+        if _called_name(sub).endswith("_call"):
+            return True
         if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
             if sub.func.attr in WRITE_METHODS:
                 return True

@@ -1,4 +1,4 @@
-"""Produce: each partition's RecordBatch is one kafka_produce.lua call (offsets assigned
+"""Produce: each partition's RecordBatch is one kafka/produce.lua call (offsets assigned
 there, idempotent producers' sequences checked there); all of a request's calls go out in
 the pod's next pipeline. acks=0 gets no response at all, acks=1 answers after the append,
 acks=-1 when hw and the ISR allow it (as V1 acks=all)."""

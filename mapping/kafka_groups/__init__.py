@@ -4,7 +4,7 @@ OffsetDelete, ListGroups, DescribeGroups, DeleteGroups) and the KIP-848 consumer
 (ConsumerGroupHeartbeat, ConsumerGroupDescribe). Plain values in and out: bytes for
 protocol metadata and assignments, Kafka's numeric error codes (``mapping.kafka_errors``),
 no wire encoding. Any pod may serve any request of any group: see docs/kafka-groups-design.md
-and ``mapping/lua/_kgroup.lua`` for the state machine.
+and ``mapping/lua/lib/kgroup.lua`` for the state machine.
 """
 
 from __future__ import annotations

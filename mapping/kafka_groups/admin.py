@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from mapping import kafka_errors as errors
 from mapping.admin import NON_EMPTY, delete_groups
 from mapping.codec import to_str
-from mapping.kafka_groups.base import GroupsBase, raw
+from mapping.kafka_groups.base import (
+    GroupsBase,
+    kafka_group_consumer_describe_call,
+    kafka_group_describe_call,
+    raw,
+)
 from mapping.keys import group_name, parse_group_entry
 
 DEAD = "Dead"  # a group with no state at all (Kafka's name)
@@ -56,9 +61,10 @@ class GroupDescription:
 class GroupAdmin(GroupsBase):
     async def _listing(self, group: str) -> GroupListing:
         """The group under the classic protocol, else under KIP-848 (state DEAD: neither)."""
+        gk = self.keys.kafka_group(group)
         classic, consumer = await asyncio.gather(
-            self.call_group_script("kgroup_describe", group, ["1"]),
-            self.call_group_script("kgroup_consumer_describe", group, []),
+            self.call_group_script(kafka_group_describe_call(gk, True)),
+            self.call_group_script(kafka_group_consumer_describe_call(gk)),
         )
         if int(classic[0]) == 0 and int(consumer[0]) == 1:
             return GroupListing(group, "consumer", to_str(consumer[1]), "consumer")
@@ -92,7 +98,9 @@ class GroupAdmin(GroupsBase):
         ]
 
     async def describe_group(self, group: str) -> GroupDescription:
-        reply = await self.call_group_script("kgroup_describe", group, ["0"])
+        reply = await self.call_group_script(
+            kafka_group_describe_call(self.keys.kafka_group(group), False)
+        )
         if int(reply[0]) == 0:
             state = EMPTY if await self.topics_of(group) else DEAD
             return GroupDescription(group, errors.NONE, state)

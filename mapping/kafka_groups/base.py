@@ -1,4 +1,5 @@
-"""What every part of ``KafkaGroups`` shares: settings, the batcher, script calls."""
+"""What every part of ``KafkaGroups`` shares: settings, the batcher, script calls (and the
+scripts more than one part calls)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,26 @@ from typing import Any
 from mapping import scripts
 from mapping.batcher import RedisBatcher
 from mapping.groups import kafka_members_live
-from mapping.keys import Keys, group_part, is_valid_name, parse_group_entry
+from mapping.keys import KafkaGroupKeys, Keys, group_part, is_valid_name, parse_group_entry
 from mapping.waits import Channel, Waits
+
+KAFKA_GROUP_V1_LIVE = scripts.load("kafka_group/v1_live")
+KAFKA_GROUP_DESCRIBE = scripts.load("kafka_group/describe")
+KAFKA_GROUP_CONSUMER_DESCRIBE = scripts.load("kafka_group/consumer_describe")
+
+
+def kafka_group_v1_live_call(v1_members: str, v1_session_timeout_ms: int) -> tuple:
+    """kafka_group/v1_live.lua on a V1 group's members hash: how many are live."""
+    return KAFKA_GROUP_V1_LIVE.command([v1_members], [v1_session_timeout_ms])
+
+
+def kafka_group_describe_call(keys: KafkaGroupKeys, summary: bool) -> tuple:
+    """kafka_group/describe.lua (``summary``: ListGroups' fields only)."""
+    return KAFKA_GROUP_DESCRIBE.command(keys.script_keys(), ["1" if summary else "0"])
+
+
+def kafka_group_consumer_describe_call(keys: KafkaGroupKeys) -> tuple:
+    return KAFKA_GROUP_CONSUMER_DESCRIBE.command(keys.script_keys(), [])
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +73,10 @@ class GroupsBase:
         # KIP-848: each group's subscribed topics as this pod last saw them
         self.consumer_topics: dict[str, set[str]] = {}
 
-    def group_script(self, name: str, group: str, args: list[Any]) -> tuple:
-        """The EVALSHA command of the ``kgroup_*`` script ``name`` on ``group``'s keys."""
-        return scripts.load(name).command(self.keys.kafka_group(group).script_keys(), args)
-
-    async def call_group_script(self, name: str, group: str, args: list[Any]) -> Any:
-        return await self.batcher.call(*self.group_script(name, group, args))
+    async def call_group_script(self, command: tuple) -> Any:
+        """The reply of a ``kafka_group/*`` script call on a group's keys (the one way they
+        are sent: tests hook it)."""
+        return await self.batcher.call(*command)
 
     async def topics_of(self, group: str) -> list[str]:
         """The topics ``group`` has a V1 group or committed offsets on (the groups set holds
@@ -81,13 +98,11 @@ class GroupsBase:
     async def v1_members_live(self, group: str) -> bool:
         """Whether any V1 member of ``group`` (on any topic) is live now."""
         topics = await self.topics_of(group)
-        script = scripts.load("kgroup_v1_live")
         counts = await asyncio.gather(
             *(
                 self.batcher.call(
-                    *script.command(
-                        [self.keys.group(group, topic).members],
-                        [self.v1_session_timeout_ms],
+                    *kafka_group_v1_live_call(
+                        self.keys.group(group, topic).members, self.v1_session_timeout_ms
                     )
                 )
                 for topic in topics

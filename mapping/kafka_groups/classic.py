@@ -1,7 +1,7 @@
 """The classic rebalance protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
 
-The state machine lives in Redis and changes only in the ``kgroup_*`` Lua scripts (see
-``mapping/lua/_kgroup.lua``); this module turns requests into script calls and waits, across
+The state machine lives in Redis and changes only in the ``kafka_group/*`` Lua scripts (see
+``mapping/lua/lib/kgroup.lua``); this module turns requests into script calls and waits, across
 pods, for the barriers: a JoinGroup until every member of the last generation rejoined (or the
 rebalance timeout passed), a follower's SyncGroup until the leader stored the assignment. The
 waits wake on the group's pub/sub channel; the only timer is the deadline the script names
@@ -14,13 +14,20 @@ import uuid
 from dataclasses import dataclass, field
 
 from mapping import kafka_errors as errors
+from mapping import scripts
 from mapping.codec import to_str
 from mapping.kafka_groups.base import GroupsBase, raw
-from mapping.keys import group_part
+from mapping.keys import KafkaGroupKeys, group_part
+from mapping.script_constants import WAIT
 
-WAIT = -1  # a script's "wait and check again" status (see _kgroup.lua)
 # The Redis clock and the pod's timer are not the same clock: re-check a little after.
 _DEADLINE_MARGIN_S = 0.005
+
+KAFKA_GROUP_JOIN = scripts.load("kafka_group/join")
+KAFKA_GROUP_JOIN_WAIT = scripts.load("kafka_group/join_wait")
+KAFKA_GROUP_SYNC = scripts.load("kafka_group/sync")
+KAFKA_GROUP_HEARTBEAT = scripts.load("kafka_group/heartbeat")
+KAFKA_GROUP_LEAVE = scripts.load("kafka_group/leave")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +61,84 @@ class SyncResult:
 
 def _optional(value: str | None) -> str:
     return value or ""
+
+
+def kafka_group_join_call(
+    keys: KafkaGroupKeys,
+    *,
+    initial_delay_ms: int,
+    member_id: str,
+    instance_id: str | None,
+    client_id: str,
+    client_host: str,
+    session_timeout_ms: int,
+    rebalance_timeout_ms: int,
+    protocol_type: str,
+    require_known_id: bool,
+    new_member_id: str,
+    protocols: list[tuple[str, bytes]],
+) -> tuple:
+    """kafka_group/join.lua; ``new_member_id``: the id to hand out if one is needed."""
+    args: list = [
+        initial_delay_ms,
+        member_id,
+        _optional(instance_id),
+        client_id,
+        client_host,
+        session_timeout_ms,
+        rebalance_timeout_ms,
+        protocol_type,
+        "1" if require_known_id else "0",
+        new_member_id,
+    ]
+    for name, metadata in protocols:
+        args += [name, metadata]
+    return KAFKA_GROUP_JOIN.command(keys.script_keys(), args)
+
+
+def kafka_group_join_wait_call(keys: KafkaGroupKeys, member_id: str) -> tuple:
+    return KAFKA_GROUP_JOIN_WAIT.command(keys.script_keys(), [member_id])
+
+
+def kafka_group_sync_call(
+    keys: KafkaGroupKeys,
+    *,
+    member_id: str,
+    instance_id: str | None,
+    generation: int,
+    protocol_type: str | None,
+    protocol_name: str | None,
+    recheck: bool,
+    assignments: dict[str, bytes],
+) -> tuple:
+    """kafka_group/sync.lua; ``recheck``: a waiting follower's (no assignments then)."""
+    args: list = [
+        member_id,
+        _optional(instance_id),
+        generation,
+        _optional(protocol_type),
+        _optional(protocol_name),
+        "1" if recheck else "0",
+    ]
+    for assigned_member, assignment in assignments.items():
+        args += [assigned_member, assignment]
+    return KAFKA_GROUP_SYNC.command(keys.script_keys(), args)
+
+
+def kafka_group_heartbeat_call(
+    keys: KafkaGroupKeys, member_id: str, instance_id: str | None, generation: int
+) -> tuple:
+    return KAFKA_GROUP_HEARTBEAT.command(
+        keys.script_keys(), [member_id, _optional(instance_id), generation]
+    )
+
+
+def kafka_group_leave_call(keys: KafkaGroupKeys, members: list[tuple[str, str | None]]) -> tuple:
+    """kafka_group/leave.lua for (member id, group.instance.id) pairs."""
+    args: list = []
+    for member_id, instance_id in members:
+        args += [member_id, _optional(instance_id)]
+    return KAFKA_GROUP_LEAVE.command(keys.script_keys(), args)
 
 
 def _join_result(reply: list) -> JoinResult:
@@ -103,32 +188,36 @@ class ClassicGroups(GroupsBase):
             # The name is in live use by V1 consumers: memberships are per protocol.
             return JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
         prefix = group_instance_id or client_id or "member"
-        args = [
-            limits.initial_rebalance_delay_ms,
-            member_id,
-            _optional(group_instance_id),
-            client_id,
-            client_host,
-            session_timeout_ms,
-            rebalance_timeout_ms if rebalance_timeout_ms is not None else session_timeout_ms,
-            protocol_type,
-            "1" if require_known_member_id else "0",
-            f"{prefix}-{uuid.uuid4()}",  # Kafka's form: client id (or instance id) - UUID
-        ]
-        for name, metadata in protocols:
-            args += [name, metadata]
+        # Kafka's form: client id (or instance id) - UUID
+        new_member_id = f"{prefix}-{uuid.uuid4()}"
+        gk = self.keys.kafka_group(group)
+        call = kafka_group_join_call(
+            gk,
+            initial_delay_ms=limits.initial_rebalance_delay_ms,
+            member_id=member_id,
+            instance_id=group_instance_id,
+            client_id=client_id,
+            client_host=client_host,
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=(
+                rebalance_timeout_ms if rebalance_timeout_ms is not None else session_timeout_ms
+            ),
+            protocol_type=protocol_type,
+            require_known_id=require_known_member_id,
+            new_member_id=new_member_id,
+            protocols=protocols,
+        )
         # who waits: a new member (static, or without the MEMBER_ID_REQUIRED round) under the
         # id made here, any other under its own
-        waiting_id = member_id or args[9]
-        gk = self.keys.kafka_group(group)
+        waiting_id = member_id or new_member_id
         with self.waits.watch(gk.events) as watch:
             await watch.subscribed()
             registered = self.batcher.submit("SADD", self.keys.kafka_groups, group_part(group))
-            reply = await self.call_group_script("kgroup_join", group, args)
+            reply = await self.call_group_script(call)
             await registered
             while int(reply[0]) == WAIT:
                 await watch.next(int(reply[1]) / 1000 + _DEADLINE_MARGIN_S)
-                reply = await self.call_group_script("kgroup_join_wait", group, [waiting_id])
+                reply = await self.call_group_script(kafka_group_join_wait_call(gk, waiting_id))
         code = int(reply[0])
         if code == errors.NONE:
             return _join_result(reply)
@@ -152,23 +241,26 @@ class ClassicGroups(GroupsBase):
         gets REBALANCE_IN_PROGRESS when the group starts over meanwhile."""
         if not group:
             return SyncResult(errors.INVALID_GROUP_ID)
-        args: list = [
-            member_id,
-            _optional(group_instance_id),
-            generation,
-            _optional(protocol_type),
-            _optional(protocol_name),
-            "0",
-        ]
-        for assigned_member, assignment in (assignments or {}).items():
-            args += [assigned_member, assignment]
         gk = self.keys.kafka_group(group)
+
+        def call(recheck: bool) -> tuple:
+            return kafka_group_sync_call(
+                gk,
+                member_id=member_id,
+                instance_id=group_instance_id,
+                generation=generation,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+                recheck=recheck,
+                assignments={} if recheck else assignments or {},
+            )
+
         with self.waits.watch(gk.events) as watch:
             await watch.subscribed()
-            reply = await self.call_group_script("kgroup_sync", group, args)
+            reply = await self.call_group_script(call(recheck=False))
             while int(reply[0]) == WAIT:
                 await watch.next(int(reply[1]) / 1000 + _DEADLINE_MARGIN_S)
-                reply = await self.call_group_script("kgroup_sync", group, [*args[:5], "1"])
+                reply = await self.call_group_script(call(recheck=True))
         code = int(reply[0])
         if code != errors.NONE:
             return SyncResult(code)
@@ -183,8 +275,10 @@ class ClassicGroups(GroupsBase):
         UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID as Kafka answers."""
         if not group:
             return errors.INVALID_GROUP_ID
-        args = [member_id, _optional(group_instance_id), generation]
-        reply = await self.call_group_script("kgroup_heartbeat", group, args)
+        call = kafka_group_heartbeat_call(
+            self.keys.kafka_group(group), member_id, group_instance_id, generation
+        )
+        reply = await self.call_group_script(call)
         return int(reply[0])
 
     async def leave(self, group: str, members: list[tuple[str, str | None]]) -> list[int]:
@@ -192,8 +286,7 @@ class ClassicGroups(GroupsBase):
         member may be named by its instance id alone): one error code per member."""
         if not group:
             return [errors.INVALID_GROUP_ID] * len(members)
-        args: list = []
-        for member_id, instance_id in members:
-            args += [member_id, _optional(instance_id)]
-        reply = await self.call_group_script("kgroup_leave", group, args)
+        reply = await self.call_group_script(
+            kafka_group_leave_call(self.keys.kafka_group(group), members)
+        )
         return [int(code) for code in reply]

@@ -1,10 +1,10 @@
 """The KIP-848 consumer protocol: ConsumerGroupHeartbeat and ConsumerGroupDescribe, with the
 server-side ``uniform`` and ``range`` assignors (``mapping/kafka_groups/assignors.py``).
 
-No barrier and no waiting: every heartbeat runs ``kgroup_consumer_heartbeat``, which applies
-the member's changes and moves it toward its target assignment (``_kconsumer.lua``). When
-the group's epoch is ahead of its target, the script hands the assignor's input back; this
-pod computes the target and stores it with ``kgroup_consumer_target`` (only if the epoch is
+No barrier and no waiting: every heartbeat runs ``kafka_group/consumer_heartbeat``, which
+applies the member's changes and moves it toward its target assignment (``lib/kconsumer.lua``).
+When the group's epoch is ahead of its target, the script hands the assignor's input back; this
+pod computes the target and stores it with ``kafka_group/consumer_target`` (only if the epoch is
 unchanged, else it computes again), which answers the member too. Partition counts come from
 the topics' hashes (other slots) and are passed in; a changed count starts a new epoch.
 """
@@ -17,12 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mapping import kafka_errors as errors
+from mapping import scripts
 from mapping.codec import to_str
 from mapping.kafka_groups.assignors import ASSIGNORS, choose
-from mapping.kafka_groups.base import GroupsBase
-from mapping.keys import group_part
+from mapping.kafka_groups.base import GroupsBase, kafka_group_consumer_describe_call
+from mapping.keys import KafkaGroupKeys, group_part
+from mapping.script_constants import NEED_TARGET
 
-NEED_TARGET = -2  # a script's "compute the target assignment" status (see _kconsumer.lua)
+KAFKA_GROUP_CONSUMER_HEARTBEAT = scripts.load("kafka_group/consumer_heartbeat")
+KAFKA_GROUP_CONSUMER_TARGET = scripts.load("kafka_group/consumer_target")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,69 @@ class ConsumerGroupDescription:
     assignment_epoch: int = -1
     assignor: str = ""
     members: list[ConsumerMemberDescription] = field(default_factory=list)
+
+
+def _owned_json(owned: dict[str, list[int]] | None) -> str:
+    return json.dumps(owned) if owned is not None else ""
+
+
+def kafka_group_consumer_heartbeat_call(
+    keys: KafkaGroupKeys,
+    *,
+    session_timeout_ms: int,
+    member_id: str,
+    member_epoch: int,
+    instance_id: str | None,
+    rack_id: str | None,
+    client_id: str,
+    client_host: str,
+    rebalance_timeout_ms: int,
+    subscribed_topics: list[str] | None,
+    server_assignor: str | None,
+    owned: dict[str, list[int]] | None,
+    partition_counts: dict[str, int],
+) -> tuple:
+    """kafka_group/consumer_heartbeat.lua (None: unchanged, or not sent)."""
+    args = [
+        session_timeout_ms,
+        member_id,
+        member_epoch,
+        instance_id or "",
+        rack_id or "",
+        client_id,
+        client_host,
+        rebalance_timeout_ms,
+        json.dumps(subscribed_topics) if subscribed_topics is not None else "",
+        server_assignor or "",
+        _owned_json(owned),
+        json.dumps(partition_counts),
+    ]
+    return KAFKA_GROUP_CONSUMER_HEARTBEAT.command(keys.script_keys(), args)
+
+
+def kafka_group_consumer_target_call(
+    keys: KafkaGroupKeys,
+    *,
+    session_timeout_ms: int,
+    group_epoch: int,
+    target: dict[str, dict[str, list[int]]],
+    assignor: str,
+    member_id: str,
+    owned: dict[str, list[int]] | None,
+    full: bool,
+) -> tuple:
+    """kafka_group/consumer_target.lua: store ``target`` (member -> topic -> partitions)
+    for ``group_epoch``, then answer ``member_id`` (``full``: its whole assignment)."""
+    args = [
+        session_timeout_ms,
+        group_epoch,
+        json.dumps(target),
+        assignor,
+        member_id,
+        _owned_json(owned),
+        "1" if full else "0",
+    ]
+    return KAFKA_GROUP_CONSUMER_TARGET.command(keys.script_keys(), args)
 
 
 def _partitions(value: Any) -> dict[str, list[int]]:
@@ -113,23 +179,24 @@ class ConsumerGroups(GroupsBase):
         topics = sorted(known | set(subscribed_topic_names or []))
         counts = await self.partition_counts(topics)
         full = member_epoch == 0 or subscribed_topic_names is not None
-        owned_json = json.dumps(owned) if owned is not None else ""
-        args = [
-            self.settings.consumer_session_timeout_ms,
-            member_id,
-            member_epoch,
-            instance_id or "",
-            rack_id or "",
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            json.dumps(subscribed_topic_names) if subscribed_topic_names is not None else "",
-            server_assignor or "",
-            owned_json,
-            json.dumps({t: c or 0 for t, c in counts.items()}),
-        ]
+        gk = self.keys.kafka_group(group)
+        call = kafka_group_consumer_heartbeat_call(
+            gk,
+            session_timeout_ms=self.settings.consumer_session_timeout_ms,
+            member_id=member_id,
+            member_epoch=member_epoch,
+            instance_id=instance_id,
+            rack_id=rack_id,
+            client_id=client_id,
+            client_host=client_host,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            subscribed_topics=subscribed_topic_names,
+            server_assignor=server_assignor,
+            owned=owned,
+            partition_counts={t: c or 0 for t, c in counts.items()},
+        )
         registered = self.batcher.submit("SADD", self.keys.kafka_groups, group_part(group))
-        reply = await self.call_group_script("kgroup_consumer_heartbeat", group, args)
+        reply = await self.call_group_script(call)
         await registered
         while int(reply[0]) == NEED_TARGET:
             epoch = int(reply[1])
@@ -141,17 +208,16 @@ class ConsumerGroups(GroupsBase):
             name = choose([str(d.get("assignor") or "") for d in members.values()])
             target = ASSIGNORS[name](subscriptions, stored_counts, previous)
             reply = await self.call_group_script(
-                "kgroup_consumer_target",
-                group,
-                [
-                    self.settings.consumer_session_timeout_ms,
-                    epoch,
-                    json.dumps(target),
-                    name,
-                    member_id,
-                    owned_json,
-                    "1" if full else "0",
-                ],
+                kafka_group_consumer_target_call(
+                    gk,
+                    session_timeout_ms=self.settings.consumer_session_timeout_ms,
+                    group_epoch=epoch,
+                    target=target,
+                    assignor=name,
+                    member_id=member_id,
+                    owned=owned,
+                    full=full,
+                )
             )
         code = int(reply[0])
         if code != errors.NONE:
@@ -170,7 +236,9 @@ class ConsumerGroups(GroupsBase):
         under this protocol)."""
         if not group:
             return ConsumerGroupDescription(group, errors.INVALID_GROUP_ID, "Dead")
-        reply = await self.call_group_script("kgroup_consumer_describe", group, [])
+        reply = await self.call_group_script(
+            kafka_group_consumer_describe_call(self.keys.kafka_group(group))
+        )
         if int(reply[0]) == 0:
             return ConsumerGroupDescription(group, errors.GROUP_ID_NOT_FOUND, "Dead")
         members = []

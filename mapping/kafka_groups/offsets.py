@@ -14,8 +14,8 @@ empty id is accepted where Kafka accepts it, OffsetCommit and OffsetFetch, and r
 OffsetDelete with INVALID_GROUP_ID.
 
 A commit is checked, then written, atomically in effect on single Redis and Cluster alike
-(docs/kafka-groups-design.md, "Atomic commits"): the check (``kgroup_commit_check``, on the
-Kafka group's slot) answers a fence token, and the write (``kgroup_offset_commit``, on the
+(docs/kafka-groups-design.md, "Atomic commits"): the check (``kafka_group/commit_check``, on the
+Kafka group's slot) answers a fence token, and the write (``kafka_group/offset_commit``, on the
 (group, topic)'s slot: another one, so not the same script on Redis Cluster) refuses every
 partition a newer token already read (``fetch_offsets``) or wrote (a partition's largest
 token is field ``<p>.fence`` of ``offset_metadata``). A check that went stale while its pod
@@ -34,9 +34,13 @@ from dataclasses import dataclass
 from mapping import kafka_errors as errors
 from mapping import scripts
 from mapping.codec import to_str
-from mapping.kafka_groups.base import GroupsBase
+from mapping.kafka_groups.base import (
+    GroupsBase,
+    kafka_group_describe_call,
+    kafka_group_v1_live_call,
+)
 from mapping.kafka_groups.consumer_protocol import subscribed_topics
-from mapping.keys import group_entry, is_valid_name
+from mapping.keys import GroupKeys, KafkaGroupKeys, group_entry, is_valid_name
 
 NO_OFFSET = -1  # Kafka's "nothing committed": the consumer applies auto.offset.reset
 NO_EPOCH = -1  # Kafka's "no committed leader epoch"
@@ -46,6 +50,52 @@ COMMIT_ATTEMPTS = 3
 # What a commit stores per partition: (next offset, metadata) or (next offset, metadata,
 # committed leader epoch); without an epoch, none (NO_EPOCH).
 OffsetToCommit = tuple[int, str | None] | tuple[int, str | None, int]
+# What a commit writes per partition: (next offset, metadata or "", leader epoch or NO_EPOCH).
+OffsetWrite = tuple[int, str, int]
+
+KAFKA_GROUP_COMMIT_CHECK = scripts.load("kafka_group/commit_check")
+KAFKA_GROUP_FENCE = scripts.load("kafka_group/fence")
+KAFKA_GROUP_OFFSET_COMMIT = scripts.load("kafka_group/offset_commit")
+KAFKA_GROUP_OFFSET_FETCH = scripts.load("kafka_group/offset_fetch")
+KAFKA_GROUP_OFFSET_DELETE = scripts.load("kafka_group/offset_delete")
+
+
+def kafka_group_commit_check_call(
+    keys: KafkaGroupKeys, member_id: str, instance_id: str | None, generation: int
+) -> tuple:
+    """kafka_group/commit_check.lua: may this member commit now (and with which token)?"""
+    return KAFKA_GROUP_COMMIT_CHECK.command(
+        keys.script_keys(), [member_id, instance_id or "", generation]
+    )
+
+
+def kafka_group_fence_call(keys: KafkaGroupKeys) -> tuple:
+    """kafka_group/fence.lua: the group's commit fence now (an OffsetFetch's token)."""
+    return KAFKA_GROUP_FENCE.command(keys.script_keys(), [])
+
+
+def kafka_group_offset_commit_call(
+    keys: GroupKeys, token: str, writes: dict[int, OffsetWrite]
+) -> tuple:
+    """kafka_group/offset_commit.lua: ``writes`` (partition -> what it stores) with the
+    fence ``token``; a partition a newer token used is not written."""
+    args: list = [token]
+    for partition, (offset, metadata, epoch) in writes.items():
+        args += [partition, offset, metadata, epoch]
+    return KAFKA_GROUP_OFFSET_COMMIT.command([keys.offsets, keys.offset_metadata, keys.meta], args)
+
+
+def kafka_group_offset_fetch_call(keys: GroupKeys, token: str, partitions: list[int]) -> tuple:
+    """kafka_group/offset_fetch.lua: these partitions' offsets, their fences raised to
+    ``token``."""
+    return KAFKA_GROUP_OFFSET_FETCH.command(
+        [keys.offsets, keys.offset_metadata], [token, *partitions]
+    )
+
+
+def kafka_group_offset_delete_call(keys: GroupKeys, partitions: list[int]) -> tuple:
+    """kafka_group/offset_delete.lua: these partitions' offsets go (none: all of them)."""
+    return KAFKA_GROUP_OFFSET_DELETE.command([keys.offsets, keys.offset_metadata], list(partitions))
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +135,16 @@ class GroupOffsets(GroupsBase):
         def every(code: int) -> dict[str, dict[int, int]]:
             return {t: dict.fromkeys(ps, code) for t, ps in offsets.items()}
 
-        args = [member_id, group_instance_id or "", generation]
+        check = kafka_group_commit_check_call(
+            self.keys.kafka_group(group), member_id, group_instance_id, generation
+        )
         (code, token), counts = await asyncio.gather(
-            self._check_commit(group, args), self.partition_counts(list(offsets))
+            self._check_commit(check), self.partition_counts(list(offsets))
         )
         if code != errors.NONE:
             return every(code)
         answer: dict[str, dict[int, int]] = {}
-        pending: dict[str, dict[int, list]] = {}
+        pending: dict[str, dict[int, OffsetWrite]] = {}
         for topic, partitions in offsets.items():
             codes = answer[topic] = {}
             for p, value in partitions.items():
@@ -109,14 +161,14 @@ class GroupOffsets(GroupsBase):
                     codes[p] = errors.OFFSET_METADATA_TOO_LARGE
                 else:
                     codes[p] = errors.NONE
-                    values = [p, offset, metadata or "", max(epoch, NO_EPOCH)]
-                    pending.setdefault(topic, {})[p] = values
+                    write = (offset, metadata or "", max(epoch, NO_EPOCH))
+                    pending.setdefault(topic, {})[p] = write
         for _ in range(COMMIT_ATTEMPTS):
             pending = await self._write_offsets(group, token, pending)
             if not pending:
                 return answer
             # fenced: the group moved on since the check; Kafka's answer of now decides
-            code, token = await self._check_commit(group, args)
+            code, token = await self._check_commit(check)
             if code != errors.NONE:
                 break
         else:
@@ -125,27 +177,26 @@ class GroupOffsets(GroupsBase):
             answer[topic].update(dict.fromkeys(refused, code))
         return answer
 
-    async def _check_commit(self, group: str, args: list) -> tuple[int, str]:
-        """(error code, fence token) of ``kgroup_commit_check``."""
-        reply = await self.call_group_script("kgroup_commit_check", group, args)
+    async def _check_commit(self, check: tuple) -> tuple[int, str]:
+        """(error code, fence token) of kafka_group/commit_check.lua's ``check``."""
+        reply = await self.call_group_script(check)
         return int(reply[0]), to_str(reply[1]) if len(reply) > 1 else ""
 
     async def _write_offsets(
-        self, group: str, token: str, pending: dict[str, dict[int, list]]
-    ) -> dict[str, dict[int, list]]:
-        """Write ``pending`` (topic -> partition -> script values) with ``token``, one
+        self, group: str, token: str, pending: dict[str, dict[int, OffsetWrite]]
+    ) -> dict[str, dict[int, OffsetWrite]]:
+        """Write ``pending`` (topic -> partition -> what it stores) with ``token``, one
         script call per topic; answers the partitions refused (fenced), in the same shape."""
-        script = scripts.load("kgroup_offset_commit")
         topics = list(pending)
         calls = []
         for topic in topics:
-            gk = self.keys.group(group, topic)
-            values = [v for quad in pending[topic].values() for v in quad]
-            keys = [gk.offsets, gk.offset_metadata, gk.meta]
-            calls.append(self.batcher.call(*script.command(keys, [token, *values])))
+            call = kafka_group_offset_commit_call(
+                self.keys.group(group, topic), token, pending[topic]
+            )
+            calls.append(self.batcher.call(*call))
             calls.append(self.batcher.call("SADD", self.keys.groups, group_entry(group, topic)))
         replies = await asyncio.gather(*calls)
-        refused: dict[str, dict[int, list]] = {}
+        refused: dict[str, dict[int, OffsetWrite]] = {}
         for topic, reply in zip(topics, replies[::2], strict=True):
             for p in map(int, reply):
                 refused.setdefault(topic, {})[p] = pending[topic][p]
@@ -165,14 +216,16 @@ class GroupOffsets(GroupsBase):
         if not asked:
             return answer
         # the fetcher may be a member of a new generation about to start from these
-        # offsets: their fences go up to the group's token (see kgroup_offset_fetch)
-        token = to_str(await self.call_group_script("kgroup_fence", group, []))
-        script = scripts.load("kgroup_offset_fetch")
+        # offsets: their fences go up to the group's token (see kafka_group/offset_fetch.lua)
+        token = to_str(
+            await self.call_group_script(kafka_group_fence_call(self.keys.kafka_group(group)))
+        )
 
         async def fetch(topic: str) -> list:
-            gk = self.keys.group(group, topic)
-            keys = [gk.offsets, gk.offset_metadata]
-            return await self.batcher.call(*script.command(keys, [token, *topics[topic]]))
+            call = kafka_group_offset_fetch_call(
+                self.keys.group(group, topic), token, topics[topic]
+            )
+            return await self.batcher.call(*call)
 
         replies = await asyncio.gather(*(fetch(t) for t in asked))
         for topic, (offsets, details, epochs) in zip(asked, replies, strict=True):
@@ -197,15 +250,16 @@ class GroupOffsets(GroupsBase):
     async def subscribed(self, group: str) -> set[str]:
         """Topics the group's live members consume: Kafka consumers' subscriptions, and the
         topics of live V1 members."""
-        reply = await self.call_group_script("kgroup_describe", group, ["0"])
+        reply = await self.call_group_script(
+            kafka_group_describe_call(self.keys.kafka_group(group), False)
+        )
         topics: set[str] = set()
         if int(reply[0]) == 1 and to_str(reply[2]) == "consumer":
             for i in range(5, len(reply), 6):
                 topics |= subscribed_topics(bytes(reply[i + 4]))
-        script = scripts.load("kgroup_v1_live")
         for topic in await self.topics_of(group):
             members = self.keys.group(group, topic).members
-            command = script.command([members], [self.v1_session_timeout_ms])
+            command = kafka_group_v1_live_call(members, self.v1_session_timeout_ms)
             if int(await self.batcher.call(*command)) > 0:
                 topics.add(topic)
         return topics
@@ -222,7 +276,6 @@ class GroupOffsets(GroupsBase):
         if not known and not exists:
             return errors.GROUP_ID_NOT_FOUND, {}
         subscribed = await self.subscribed(group)
-        script = scripts.load("kgroup_offset_delete")
         answer: dict[str, dict[int, int]] = {}
         for topic, partitions in topics.items():
             if topic in subscribed:
@@ -230,10 +283,10 @@ class GroupOffsets(GroupsBase):
                 continue
             answer[topic] = dict.fromkeys(partitions, errors.NONE)
             if is_valid_name(topic) and partitions:
-                gk = self.keys.group(group, topic)
-                await self.batcher.call(
-                    *script.command([gk.offsets, gk.offset_metadata], list(partitions))
+                call = kafka_group_offset_delete_call(
+                    self.keys.group(group, topic), list(partitions)
                 )
+                await self.batcher.call(*call)
         return errors.NONE, answer
 
 

@@ -43,10 +43,10 @@ def test_bench_short_mode(tmp_path: Path) -> None:
     assert raw == {"pipelined", "one-at-a-time"}
     # the Kafka rows (bench/kafka.py), each throughput row with its baseline
     kafka = {r["name"]: r for r in results["rows"] if r["name"].startswith(("Kafka", "raw k"))}
-    kafka_throughput = {"raw kafka_produce.lua", "Kafka produce (confluent)",
+    kafka_throughput = {"raw kafka/produce.lua", "Kafka produce (confluent)",
                         "Kafka fetch (confluent)", "Kafka Fetch (plain)"}  # fmt: skip
     assert kafka_throughput | {"Kafka produce->fetch"} <= set(kafka)
-    assert kafka["Kafka produce (confluent)"]["ratio_to"] == "raw kafka_produce.lua"
+    assert kafka["Kafka produce (confluent)"]["ratio_to"] == "raw kafka/produce.lua"
     assert kafka["Kafka fetch (confluent)"]["ratio_to"] == "raw XRANGE paging"
     # four producers on one pod (bench/fairness.py): each connection's share in the note
     share = kafka["Kafka 4 producers, 1 pod"]

@@ -66,7 +66,7 @@ def test_inspect_topics_and_partitions(state: State, start_pod) -> None:
 
 
 def test_inspect_groups(state: State, start_pod) -> None:
-    """Group state written in the layout the group scripts use (mapping/lua/_group.lua):
+    """Group state written in the layout the group scripts use (mapping/lua/lib/group.lua):
     meta (generation, assignor), members (id -> last heartbeat ms), assignment (id ->
     "0 2"), offsets (partition -> next offset to read)."""
     s = state

@@ -25,11 +25,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from adapter.cli import main
 from adapter.client import Client
 from adapter.settings import Settings
-from mapping import scripts
 from mapping.client import connect, make_batcher
 from mapping.cluster import connect_sync, redact
 from mapping.errors import Unavailable
 from mapping.keys import Keys
+from mapping.partitions import PARTITION_PRODUCE
 from mapping.sentinel import (
     SyncSentinelRedis,
     parse_sentinel_url,
@@ -136,7 +136,7 @@ def test_a_pod_follows_a_failover_without_a_restart(deployment: SentinelDeployme
         # --redis-wait-replicas is what had reached the replica (see the README)
         deployment.wait_in_sync()
         replica = deployment.data_client(deployment.replica.port)
-        produce_sha = scripts.load("produce").sha
+        produce_sha = PARTITION_PRODUCE.sha
         # SCRIPT LOAD is not replicated: after the failover the pod must load them again
         assert replica.script_exists(produce_sha) == [False]
 

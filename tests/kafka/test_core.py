@@ -203,7 +203,7 @@ def test_produce_arguments_are_record_items_for_every_record_shape(record: tuple
     args = append_args([record, record])
     if headers or value is None:
         assert args == [len(items), lead, *items] * 2
-    elif key is None:  # the short forms kafka_produce.lua expands to the same fields
+    elif key is None:  # the short forms kafka/produce.lua expands to the same fields
         assert args == [-1, value, timestamp] * 2
     else:
         assert args == [-2, key, value, timestamp] * 2

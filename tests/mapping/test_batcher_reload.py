@@ -8,36 +8,31 @@ import uuid
 
 import redis
 
-from mapping import scripts
 from mapping.batcher import RedisBatcher
 from mapping.client import connect
 from mapping.keys import Keys
+from mapping.partitions import (
+    PARTITION_PRODUCE,
+    PartitionHead,
+    partition_produce_call,
+    partition_set_role_call,
+)
 
 
 async def _one_batch(redis_url: str, keys: Keys) -> list[object]:
     client = connect(redis_url, 5.0)
     batcher = RedisBatcher(client)
     runner = asyncio.create_task(batcher.run())
-    first, second = keys.partition("t", 0), keys.partition("t", 1)
+    first = PartitionHead(keys.partition("t", 0), 10, 1, 10_000)
+    second = PartitionHead(keys.partition("t", 1), 10, 1, 10_000)
     try:
-        role = scripts.load("set_role")
-        produce = scripts.load("produce")
-        partition_args = [10, 1, 10_000]
         # Queued in one turn: one pipeline.
         futures = [
-            batcher.submit(  # NOSCRIPT: flushed
-                *role.command(
-                    [first.log, first.state, first.hw_channel, first.appended_channel],
-                    [*partition_args, "follower"],
-                )
-            ),
-            batcher.submit("HGET", first.state, "role"),  # a read made after it
-            batcher.submit(  # runs: its script is in the cache
-                *produce.command(
-                    [second.log, second.state, second.hw_channel, second.appended_channel],
-                    [*partition_args, "k", "v"],
-                )
-            ),
+            batcher.submit(*partition_set_role_call(first, "follower")),  # NOSCRIPT: flushed
+            batcher.submit("HGET", first.keys.state, "role"),  # a read made after it
+            batcher.submit(
+                *partition_produce_call(second, ["k", "v"])
+            ),  # runs: its script is in the cache
         ]
         replies = await asyncio.gather(*futures)
         assert batcher.pipelines_sent == 2  # the batch, then what was sent again
@@ -52,7 +47,7 @@ def test_a_read_after_a_flushed_script_sees_its_write(redis_url: str) -> None:
     admin = redis.Redis.from_url(redis_url)
     try:
         admin.script_flush()
-        admin.script_load(scripts.load("produce").source)  # as another pod would have
+        admin.script_load(PARTITION_PRODUCE.source)  # as another pod would have
         replies = asyncio.run(_one_batch(redis_url, keys))
         appended = admin.xlen(keys.partition("t", 1).log)
     finally:

@@ -1,5 +1,5 @@
-"""consume.lua and the size marks produce.lua keeps, against a real Redis; and how a pod
-sizes a native XRANGE from the marks."""
+"""partition/consume.lua and the size marks partition/produce.lua keeps, against a real Redis;
+and how a pod sizes a native XRANGE from the marks."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import redis
 
 from mapping import codec, scripts
 from mapping.keys import Keys
+from mapping.partitions import PartitionHead, partition_consume_call, partition_produce_call
 from mapping.size_marks import SIZE_MAX_BITS, SIZE_MIN_BITS, SizeMarks
 
 BITS = codec.DEFAULT_SEQUENCE_BITS
@@ -17,23 +18,25 @@ MARKS = SIZE_MAX_BITS - SIZE_MIN_BITS + 1
 
 
 class Log:
-    """One single-replica partition driven through produce.lua and consume.lua."""
+    """One single-replica partition driven through partition/produce.lua and
+    partition/consume.lua."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self.keys = Keys(f"test-{uuid.uuid4().hex[:8]}").partition("t", 0)
+        self.head = PartitionHead(self.keys, BITS, 1, 10_000)
 
-    def call(self, name: str, args: list) -> list:
-        keys = [self.keys.log, self.keys.state, self.keys.hw_channel, self.keys.appended_channel]
-        source = scripts.load(name).source
-        return self.client.eval(source, len(keys), *keys, BITS, 1, 10_000, *args)
+    def run(self, command: tuple) -> list:
+        return self.client.execute_command(*scripts.as_eval(command))
 
     def produce(self, *values: bytes) -> list[int]:
-        return [int(o) for o in self.call("produce", [p for v in values for p in (b"k", v)])[2:]]
+        items = [p for v in values for p in (b"k", v)]
+        return [int(o) for o in self.run(partition_produce_call(self.head, items))[2:]]
 
     def consume(self, start: int, max_records: int, max_bytes: int) -> tuple[list, list[bytes]]:
         """(hw and marks, values read)."""
-        reply = self.call("consume", [codec.entry_id(start, BITS), max_records, max_bytes])
+        start_id = codec.entry_id(start, BITS)
+        reply = self.run(partition_consume_call(self.head, start_id, max_records, max_bytes, False))
         return reply[:2], [dict(zip(f[::2], f[1::2], strict=True))[b"value"] for _, f in reply[2:]]
 
 
@@ -115,7 +118,7 @@ def test_few_large_values_are_read_natively_only_when_alike() -> None:
     # Values over 256 KiB (at most 512 KiB) from offset 100 on: two fit in 1 MiB.
     large = _marks(5000, **{f"b{k}": 4000 for k in range(SIZE_MIN_BITS, 18 + 1)})
     assert large.native_count(100, 1000, 1 << 20) == 2
-    # Nothing read yet, or small values last time: consume.lua reads exactly.
+    # Nothing read yet, or small values last time: partition/consume.lua reads exactly.
     assert large.native_read(100, 1000, 1 << 20) == 0
     assert SizeMarks(5000, 0, large.last_over, 100).native_read(100, 1000, 1 << 20) == 0
     # The last read returned a few values of 300 KiB: alike, a native read of two.

@@ -110,7 +110,7 @@ def test_without_the_flag_nothing_is_clamped(
     pid = replica.process.pid
 
     async def body(partitions: Partitions, replication: Replication) -> None:
-        assert partitions.durable is None and partitions.read_flag == []
+        assert partitions.durable is None and not partitions.durable_reads
         config = await partitions.topics.topic("plain")
         os.kill(pid, signal.SIGSTOP)
         try:

@@ -1,5 +1,5 @@
 """Atomic commits in V1 (issue 26, item 2). A V1 COMMIT is already one step: one script call
-(``group_commit.lua``) checks generation, membership and ownership and writes the offset, on
+(``group/commit.lua``) checks generation, membership and ownership and writes the offset, on
 the (group, topic)'s one slot (single Redis and Cluster alike), so no check can go stale
 before its write. These tests hold that down, with the same story as the Kafka ones
 (tests/mapping/kafka_groups/fencing.py): after the group moved on through another pod and a newer

@@ -180,15 +180,14 @@ def _now_ms(client: redis.Redis) -> int:
 
 
 def _expire(target: CliTarget, group: str, topic: str, retention_ms: int) -> int:
-    """``group_expire.lua`` on one group: 1 expired, 0 kept, 2 no such group."""
+    """``group/expire.lua`` on one group: 1 expired, 0 kept, 2 no such group."""
     from mapping import scripts
+    from mapping.admin import group_expire_call
+    from mapping.groups import GroupHead
 
-    gk = target.keys.group(group, topic)
-    source = scripts.load("group_expire").source
-    return int(
-        target.client.eval(source, 5, gk.meta, gk.members, gk.assignment, gk.offsets,
-                           gk.offset_metadata, 10_000, 0, retention_ms, "0")
-    )  # fmt: skip
+    head = GroupHead(target.keys.group(group, topic), 10_000, 0)
+    call = group_expire_call(head, retention_ms, kafka_live=False)
+    return int(target.client.execute_command(*scripts.as_eval(call)))
 
 
 def test_offsets_retention_counts_from_the_last_activity(target: CliTarget, topic: str) -> None:

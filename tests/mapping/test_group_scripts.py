@@ -5,11 +5,20 @@ from __future__ import annotations
 import itertools
 import uuid
 from contextlib import AbstractContextManager
+from typing import Any
 
 import pytest
 import redis
 
 from mapping import assignors, scripts
+from mapping.groups import (
+    GroupHead,
+    group_commit_call,
+    group_heartbeat_call,
+    group_join_call,
+    group_leave_call,
+    group_sync_call,
+)
 from mapping.keys import Keys
 from tests.support.waiting import wait_until
 
@@ -25,37 +34,28 @@ class Group:
         self.session_ms = LONG_SESSION_MS
         self.keys = Keys(f"test-{uuid.uuid4().hex[:8]}").group("g", "t")
 
-    def call(self, name: str, *args: object) -> object:
-        script = scripts.load(name)
-        k = self.keys
-        return self.client.eval(
-            script.source,
-            4,
-            k.meta,
-            k.members,
-            k.assignment,
-            k.offsets,
-            self.session_ms,
-            self.partitions,
-            *args,
-        )
+    def head(self) -> GroupHead:
+        return GroupHead(self.keys, self.session_ms, self.partitions)
+
+    def run(self, command: tuple) -> Any:
+        return self.client.execute_command(*scripts.as_eval(command))
 
     def join(self, member: str, assignor: str = "") -> tuple[int, list[int]]:
-        generation, assigned = self.call("group_join", member, assignor)
+        generation, assigned = self.run(group_join_call(self.head(), member, assignor))
         return generation, [int(p) for p in assigned.split()]
 
     def sync(self, member: str, generation: int) -> tuple[int, list[int]]:
-        generation, assigned = self.call("group_sync", member, generation)
+        generation, assigned = self.run(group_sync_call(self.head(), member, generation))
         return generation, [int(p) for p in assigned.split()]
 
     def heartbeat(self, member: str, generation: int) -> int:
-        return self.call("group_heartbeat", member, generation)
+        return self.run(group_heartbeat_call(self.head(), member, generation))
 
     def leave(self, member: str, generation: int) -> int:
-        return self.call("group_leave", member, generation)
+        return self.run(group_leave_call(self.head(), member, generation))
 
     def commit(self, member: str, generation: int, partition: int, offset: int) -> int:
-        return self.call("group_commit", member, generation, partition, offset)
+        return self.run(group_commit_call(self.head(), member, generation, partition, offset))
 
     def generation(self) -> int:
         return int(self.client.hget(self.keys.meta, "generation") or 0)

@@ -1,5 +1,5 @@
-"""Consumer lag in bounded Redis work: produce.lua numbers each entry, so a group
-partition's lag reads two entries however long its backlog (partition_lag.lua), and is
+"""Consumer lag in bounded Redis work: partition/produce.lua numbers each entry, so a group
+partition's lag reads two entries however long its backlog (partition/lag.lua), and is
 exact; through ``inspection.group`` (what ``inspect`` and the metrics endpoint use)."""
 
 from __future__ import annotations
@@ -14,26 +14,26 @@ import redis
 from mapping import codec, inspection, scripts
 from mapping.embedded import RedisProcess, free_port
 from mapping.keys import Keys
+from mapping.partitions import PartitionHead, partition_produce_call
 from tests.support.pods import RF1, scrape_metrics
 
 BITS = codec.DEFAULT_SEQUENCE_BITS
 
 
 class Partitions:
-    """A topic's partitions written through produce.lua (one replica: hw = log end)."""
+    """A topic's partitions written through partition/produce.lua (one replica: hw = log end)."""
 
     def __init__(self, client: redis.Redis, keys: Keys, topic: str, partitions: int = 1) -> None:
         self.client, self.keys, self.topic = client, keys, topic
         client.hset(keys.topic(topic), mapping={"partitions": partitions})
 
     def produce(self, partition: int, count: int, value: bytes = b"v") -> list[int]:
-        pk = self.keys.partition(self.topic, partition)
-        source = scripts.load("produce").source
+        head = PartitionHead(self.keys.partition(self.topic, partition), BITS, 1, 0)
         offsets: list[int] = []
         for start in range(0, count, 10_000):
             items = [p for _ in range(min(10_000, count - start)) for p in (b"k", value)]
-            keys = [pk.log, pk.state, pk.hw_channel, pk.appended_channel]
-            offsets += [int(o) for o in self.client.eval(source, 4, *keys, BITS, 1, 0, *items)[2:]]
+            call = scripts.as_eval(partition_produce_call(head, items))
+            offsets += [int(o) for o in self.client.execute_command(*call)[2:]]
         return offsets
 
     def join(self, group: str) -> None:

@@ -1,6 +1,6 @@
 """The Lua scripts spell a record's stream-entry fields as mapping/records.py defines them:
 every field name a script writes or compares is one of the module's, the short forms of
-kafka_produce.lua write what ``record_items`` gives, and every such script names the module
+kafka/produce.lua write what ``record_items`` gives, and every such script names the module
 as the owner of the names."""
 
 from __future__ import annotations
@@ -10,12 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from mapping import records
+from mapping import records, scripts
 
 LUA = Path(records.__file__).parent / "lua"
-# The scripts that spell field names (the others append through _append.lua's helpers or
+# The scripts that spell field names (the others append through lib/append.lua's helpers or
 # copy entries whole).
-SPELLING = ("_append.lua", "produce.lua", "kafka_produce.lua", "consume.lua", "partition_lag.lua")
+SPELLING = (
+    "lib/append.lua",
+    "partition/produce.lua",
+    "kafka/produce.lua",
+    "partition/consume.lua",
+    "partition/lag.lua",
+)
 
 
 def _code(name: str) -> str:
@@ -63,7 +69,7 @@ def _compared_or_added(code: str) -> set[str]:
 
 
 def _layout(key: bytes | None, value: bytes | None, timestamp: int) -> list[str]:
-    """The entry a record gets through record_items and _append.lua: the lead items, the
+    """The entry a record gets through record_items and lib/append.lua: the lead items, the
     append time, the rest, the number; values that are field names kept (``null``'s)."""
     lead, items = records.record_items(key, value, timestamp, [])
     entry = [*items[:lead], records.APPEND_TIME, "?", *items[lead:], records.NUMBER, "?"]
@@ -86,21 +92,26 @@ def test_the_scripts_write_every_field_of_the_layout() -> None:
     for name in SPELLING:
         for fields in _xadd_fields(_code(name)):
             written |= set(fields[::2])
-    appended = _compared_or_added(_code("_append.lua"))
+    appended = _compared_or_added(_code("lib/append.lua"))
     assert written | appended == records.FIELD_NAMES
 
 
 def test_the_v1_produce_writes_key_value_time_number() -> None:
-    (fields,) = _xadd_fields(_code("produce.lua"))
+    (fields,) = _xadd_fields(_code("partition/produce.lua"))
     assert fields[::2] == [records.KEY, records.VALUE, records.APPEND_TIME, records.NUMBER]
-    assert _code("_append.lua").count(f"fields[#fields + 1] = '{records.NUMBER}'") == 1
-    assert f"fields[#fields + 1] = '{records.APPEND_TIME}'" in _code("_append.lua")
+    assert _code("lib/append.lua").count(f"fields[#fields + 1] = '{records.NUMBER}'") == 1
+    assert f"fields[#fields + 1] = '{records.APPEND_TIME}'" in _code("lib/append.lua")
 
 
 def test_the_short_forms_write_what_record_items_gives() -> None:
-    code = _code("kafka_produce.lua")
-    assert f"form == '{records.SHORT_NULL_KEY}'" in code
-    assert f"form == '{records.SHORT_KEY_VALUE}'" in code
+    code = _code("kafka/produce.lua")
+    assert "local SHORT_NULL_KEY, SHORT_KEY_VALUE = K.SHORT_NULL_KEY, K.SHORT_KEY_VALUE" in code
+    assert "form == SHORT_NULL_KEY" in code
+    assert "form == SHORT_KEY_VALUE" in code
+    # the constants the script compares with, in the prelude the loader writes
+    prelude = scripts.load("kafka/produce").source.splitlines()[0]
+    assert f"SHORT_NULL_KEY = '{records.SHORT_NULL_KEY}'" in prelude
+    assert f"SHORT_KEY_VALUE = '{records.SHORT_KEY_VALUE}'" in prelude
     null_key, key_value = _xadd_fields(code)
     assert null_key == _layout(None, b"v", 5)
     assert key_value == _layout(b"k", b"v", 5)

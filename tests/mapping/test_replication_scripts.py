@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 import redis
 
 from mapping import codec, scripts
 from mapping.keys import Keys
-from mapping.partitions import LATEST_OFFSET
+from mapping.partitions import (
+    LATEST_OFFSET,
+    PartitionHead,
+    partition_consume_call,
+    partition_produce_call,
+    partition_replica_fetch_call,
+    partition_set_role_call,
+    partition_status_call,
+)
 from tests.support.waiting import wait_until
 
 BITS = codec.DEFAULT_SEQUENCE_BITS
@@ -24,19 +33,19 @@ class Partition:
         self.lag_ms = lag_ms
         self.keys = Keys(f"test-{uuid.uuid4().hex[:8]}").partition("t", 0)
 
-    def call(self, name: str, args: list, extra_keys: tuple = ()) -> list:
-        script = scripts.load(name)
-        keys = [self.keys.log, self.keys.state, self.keys.hw_channel]
-        keys += [self.keys.appended_channel, *extra_keys]
-        return self.client.eval(script.source, len(keys), *keys, BITS, self.rf, self.lag_ms, *args)
+    def head(self) -> PartitionHead:
+        return PartitionHead(self.keys, BITS, self.rf, self.lag_ms)
+
+    def run(self, command: tuple) -> Any:
+        return self.client.execute_command(*scripts.as_eval(command))
 
     def produce(self, *values: str) -> list[int]:
         flat = [part for v in values for part in ("k", v)]
-        return [int(o) for o in self.call("produce", flat)[2:]]
+        return [int(o) for o in self.run(partition_produce_call(self.head(), flat))[2:]]
 
     def fetch(self, replica: int, offset: int, max_copy: int = 1000) -> dict:
-        acked, hw, isr, log_end, complete = self.call(
-            "replica_fetch", [replica, offset, max_copy], (self.keys.replica(replica),)
+        acked, hw, isr, log_end, complete = self.run(
+            partition_replica_fetch_call(self.head(), replica, offset, max_copy)
         )
         isr_list = [int(r) for r in isr.split()]
         return {
@@ -49,11 +58,13 @@ class Partition:
         }
 
     def status(self) -> dict:
-        hw, isr_size, next_change, log_end, isr, role = self.call("partition_status", [])
+        hw, isr_size, next_change, log_end, isr, role = self.run(partition_status_call(self.head()))
         return {"hw": hw, "isr": [int(r) for r in isr.split()], "next_change": next_change}
 
     def consume(self, start: int = 0) -> list[int]:
-        reply = self.call("consume", [codec.entry_id(start, BITS), 1000])
+        reply = self.run(
+            partition_consume_call(self.head(), codec.entry_id(start, BITS), 1000, 0, False)
+        )
         return [codec.offset_of(entry_id, BITS) for entry_id, _ in reply[2:]]
 
     def state(self, field: str) -> str | None:
@@ -138,7 +149,7 @@ def test_copy_is_bounded_per_call(part: Partition) -> None:
 
 def test_fetch_on_a_follower_partition_is_refused(part: Partition) -> None:
     part.produce("a")
-    part.call("set_role", ["follower"])
+    part.run(partition_set_role_call(part.head(), "follower"))
     with pytest.raises(redis.ResponseError, match="BAD_REQUEST partition is not leader"):
         part.fetch(1, 0)
     with pytest.raises(redis.ResponseError, match="NOT_LEADER"):

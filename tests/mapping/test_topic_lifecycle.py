@@ -17,7 +17,7 @@ import redis
 
 from adapter.client import RequestFailed
 from mapping import scripts
-from mapping.admin import TOMBSTONE_MS
+from mapping.admin import TOMBSTONE_MS, partition_delete_call
 from mapping.batcher import RedisBatcher
 from mapping.client import connect
 from mapping.keys import Keys
@@ -86,7 +86,7 @@ def test_delete_removes_everything_and_every_pod_forgets_it(
         generation = a.join("g1", topic, "c1").generation
         a.commit("g1", topic, "c1", generation, 0, 1)
         target.client.sadd(target.keys.groups, f"g2 {topic}")  # a listed group, no keys
-        # A Spark sink's progress markers (written by sink_append.lua beside the log).
+        # A Spark sink's progress markers (written by spark/sink_append.lua beside the log).
         target.client.hset(target.keys.sink_markers(topic, 0), "query:0", "0 1 1")
         before = _keys_of(target, topic)
         assert f"{target.keys.topic(topic)}" in before
@@ -131,8 +131,8 @@ def test_a_pod_that_missed_the_notice_does_not_write_into_a_deleted_topic(
         producer.produce(topic, "k", "old")
         assert len(consumer.consume(topic, 0, 0).records) == 1  # the pods cache it
         assert admin.request("SET_PARTITION_ROLE", f"{topic} 0 leader").ok
-        script = scripts.load("partition_delete")
-        target.client.eval(script.source, 2, pk.log, pk.state, TOMBSTONE_MS)
+        delete = partition_delete_call([pk.log, pk.state], TOMBSTONE_MS, "")
+        target.client.execute_command(*scripts.as_eval(delete))
         target.client.delete(keys.topic(topic))
         target.client.srem(keys.topics, topic)
 
@@ -415,8 +415,8 @@ def test_delete_records_through_a_pod_that_missed_the_deletion_writes_nothing(
     with pod.client() as client:
         for value in ("a", "b", "c"):
             client.produce(topic, "k", value)  # the pod caches the topic
-        script = scripts.load("partition_delete")
-        target.client.eval(script.source, 2, pk.log, pk.state, TOMBSTONE_MS)
+        delete = partition_delete_call([pk.log, pk.state], TOMBSTONE_MS, "")
+        target.client.execute_command(*scripts.as_eval(delete))
         target.client.delete(keys.topic(topic))
         target.client.srem(keys.topics, topic)
 
@@ -471,7 +471,7 @@ async def _running_batcher(url: str) -> tuple[Any, RedisBatcher, asyncio.Task]:
 def test_a_creation_announced_after_the_deletion_of_its_topic_keeps_the_tombstones(
     target: CliTarget, topic: str
 ) -> None:
-    """A pod creates the topic (ensure_topic.lua) and, before it announces it (revives its
+    """A pod creates the topic (topic/ensure.lua) and, before it announces it (revives its
     partitions, lists it), the topic is deleted. The late announcement must not remove the
     deletion's tombstones (they would leave partitions that no deletion covers, writable
     without a TTL) nor list a topic that no longer exists."""

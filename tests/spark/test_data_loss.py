@@ -1,7 +1,7 @@
 """Records removed by retention before the Spark source read them: the query fails with a
 clear error, or with ``failOnDataLoss=false`` goes on from the log start, as Spark's Kafka
 source does. "earliest" means the log start, so a trimmed topic is no data loss for it.
-Retention is applied as a pod applies it (mapping.retention, retention_trim.lua)."""
+Retention is applied as a pod applies it (mapping.retention, partition/retention_trim.lua)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The sink's Redis side (``spark_connector.appender``) against a real redis-server, without
-Spark: the replay markers, partitioning, headers and acks=all waiting of ``sink_append.lua``;
+Spark: the replay markers, partitioning, headers and acks=all waiting of ``spark/sink_append.lua``;
 and the sink's option and column checks.
 Records are read back through the real consume script (``Partitions.consume``, as V1 CONSUME)."""
 
@@ -131,7 +131,7 @@ def test_partition_column_null_keys_values_and_headers(
     entries = {p: client.xrange(Keys().partition(spark_topic, p).log) for p in range(3)}
     # The fields the Kafka front door writes: key/value absent when null, "null" names them,
     # one h:<name> per header (hn:<name> for a null header value), ts as PRODUCE writes it,
-    # and n, the entry's number in its partition, as every append writes it (_append.lua).
+    # and n, the entry's number in its partition, as every append writes it (lib/append.lua).
     pinned = entries[1][0][1]
     assert list(pinned) == [b"key", b"value", b"ts", b"h:h", b"hn:n", b"n"]
     assert [e[1][b"n"] for e in entries[1]] == [b"1", b"2", b"3"]
@@ -252,7 +252,7 @@ def client_of(url: str) -> redis.Redis:
 def test_sink_appends_keep_numbers_and_size_marks_as_produce_does(
     client, spark_redis_url, spark_topic
 ) -> None:
-    """The sink appends through _append.lua like PRODUCE: entries numbered in order and the
+    """The sink appends through lib/append.lua like PRODUCE: entries numbered in order and the
     value size marks kept, so CONSUME sizes its reads of sink-written records too."""
     opts = sink_options(spark_redis_url, spark_topic)
     write(client, opts, [Record(None, 0, b"k", b"x" * 1000), Record(None, 0, b"k", b"small")])

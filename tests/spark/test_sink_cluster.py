@@ -1,5 +1,5 @@
 """The Spark sink's Redis side (what each Spark task runs) on a real 3-node Redis Cluster:
-pipelined ``sink_append.lua`` calls across nodes, acks=all answered by a pod's built-in
+pipelined ``spark/sink_append.lua`` calls across nodes, acks=all answered by a pod's built-in
 replicator through pub/sub, replay markers, and the records read back over V1."""
 
 from __future__ import annotations

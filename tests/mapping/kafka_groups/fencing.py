@@ -3,7 +3,7 @@
 offsets over what the group's next generation read or wrote once it goes on.
 
 Each scenario sends a commit through pod ``a`` that stops right after its membership check
-(``held_after_check``: the pod's ``kgroup_commit_check`` call returns, then the scenario's
+(``held_after_check``: the pod's ``kafka_group/commit_check`` call returns, then the scenario's
 ``meanwhile`` runs before anything else of that commit), moves the group on through pod
 ``b`` (a member expires or is replaced, a new generation or member epoch reads the offsets
 and commits newer ones), then lets the held commit go on. The committed offset must be the
@@ -25,6 +25,7 @@ from redis.crc import key_slot
 
 from mapping import kafka_errors as errors
 from mapping.kafka_groups import KafkaGroups
+from mapping.kafka_groups.offsets import KAFKA_GROUP_COMMIT_CHECK
 from tests.support.kafka_groups import TEST_SETTINGS, TestPod, join, pods
 
 BASE, OLD, NEWER = 10, 20, 30  # committed before; the held commit's; the next generation's
@@ -41,10 +42,10 @@ def held_after_check(
     original = groups.call_group_script
     fired = False
 
-    async def hooked(name: str, group: str, args: list[Any]) -> Any:
+    async def hooked(command: tuple) -> Any:
         nonlocal fired
-        reply = await original(name, group, args)
-        if name == "kgroup_commit_check" and not fired:
+        reply = await original(command)
+        if command[1] == KAFKA_GROUP_COMMIT_CHECK.sha and not fired:
             fired = True
             await meanwhile()
         return reply

@@ -1,4 +1,4 @@
-"""Kafka groups on a real 3-node Redis Cluster: every kgroup_* script touches one slot (the
+"""Kafka groups on a real 3-node Redis Cluster: every kafka_group/* script touches one slot (the
 group's ``{<group>}`` keys, or a (group, topic)'s ``{<group>:<topic>}`` offsets), the
 join/sync waits wake on pub/sub across nodes, and a commit held between its check and its
 write (two slots, two nodes) never goes backwards (tests/mapping/kafka_groups/fencing.py)."""

@@ -19,7 +19,7 @@ import pytest
 
 from adapter.kafka import errors
 from adapter.kafka.versions import HEARTBEAT, JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP
-from mapping import scripts
+from mapping.kafka_groups.offsets import KAFKA_GROUP_COMMIT_CHECK
 from mapping.keys import Keys
 from tests.mapping.kafka_groups.fencing import BASE, NEWER, OLD, SCENARIOS
 from tests.mapping.kafka_groups.redis_hold import RedisHold
@@ -148,7 +148,7 @@ def _round(paused: Pod, other: Pod, hold: RedisHold, prefix: str, topic: str, n:
         assert m1.commit(BASE) == errors.NONE
         history = [m2.committed()]
 
-        check = scripts.load("kgroup_commit_check").sha.encode()
+        check = KAFKA_GROUP_COMMIT_CHECK.sha.encode()
         hold.hold_after(check, Keys(prefix).kafka_group(group).meta.encode())
         correlation = stale.send(OFFSET_COMMIT, 7, m1.commit_request(OLD))
         hold.wait_held()

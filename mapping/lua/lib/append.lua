@@ -1,0 +1,128 @@
+--! include lib/partition.lua
+-- Appending to a partition's leader log, shared by every script that writes one (V1
+-- partition/produce.lua, the Kafka produce, the Spark sink), so every entry is written alike:
+-- ids assigned here: ms = max(now, last ms), seq = last seq + 1 on the same ms, rolling to
+-- the next ms when seq would reach 2^B, so offsets strictly increase and never collide (and
+-- one call's offsets are consecutive: (ms << B | 2^B - 1) + 1 = (ms + 1) << B);
+-- each entry numbered (field 'n': records ever appended, 1 for the first) so that counting
+-- the records between two positions reads two entries (partition/lag.lua);
+-- the value size marks kept (see size_mark_fields) so readers can size a native XRANGE.
+--   local refusal = append_refusal(state); if refusal then return refusal end
+--   local a = open_append(state, log, limit, rf, now)
+--   local offset = append_entry(a, log, fields, value_bytes)  -- per record: {'key', k, ...}
+--   (or, with the fields spelled out: local id, number, offset = next_entry(a, value_bytes);
+--    redis.call('XADD', log, id, 'key', k, ..., 'n', number))
+--   close_append(a, state, appended)                          -- log end, marks, wake-up
+-- Followers that had everything before the append were caught up until now (caught_up_ms);
+-- when one did, the new log end is PUBLISHed on the appended channel, which wakes the idle
+-- replicator owning it (a follower still behind needs no wake-up, its replicator is busy).
+
+-- Why the partition takes no append now (an error reply), or nil.
+local function append_refusal(state)
+  local gone = deleted_reply(state)
+  if gone then
+    return gone
+  end
+  if is_follower(state) then
+    return redis.error_reply(K.V1_NOT_LEADER .. ' partition is a follower')
+  end
+  return nil
+end
+
+local function open_append(state, log, limit, rf, now)
+  local known = redis.call('HMGET', state, 'log_end', 'size.from', 'appended')
+  local log_end = tonumber(known[1]) or -1
+  -- A log written before entries were numbered goes on from its length.
+  local numbered = tonumber(known[3])
+  if not numbered then
+    numbered = log_end < 0 and 0 or redis.call('XLEN', log)
+  end
+  -- now_text: the append time as the records' 'ts' field (see int_text)
+  local a = {ms = -1, seq = limit - 1, limit = limit, now = now, now_text = int_text(now),
+    count = 0, wake = false, log_end = log_end, numbered = numbered,
+    marked = known[2] ~= false, largest = 0}
+  if log_end >= 0 then
+    a.ms = math.floor(log_end / limit)
+    a.seq = log_end - a.ms * limit
+  end
+  a.ms_text = int_text(a.ms) .. '-'  -- the entry ids' first part, made again when ms moves
+  for r = 1, rf - 1 do
+    local acked = tonumber(redis.call('HGET', state, replica_field(r, 'acked_offset'))) or -1
+    if acked >= log_end then
+      redis.call('HSET', state, replica_field(r, 'caught_up_ms'), now)
+      a.wake = true
+    end
+  end
+  return a
+end
+
+-- The next record's place, for one whose value has `value_bytes` bytes: its entry id, its
+-- number (the 'n' field's text) and its offset. The caller XADDs it at once (append_entry,
+-- or a script's own XADD with the fields spelled out: no table per record).
+local function next_entry(a, value_bytes)
+  if a.now > a.ms then
+    a.ms, a.seq = a.now, 0
+    a.ms_text = int_text(a.ms) .. '-'
+  elseif a.seq + 1 < a.limit then
+    a.seq = a.seq + 1
+  else
+    a.ms, a.seq = a.ms + 1, 0
+    a.ms_text = int_text(a.ms) .. '-'
+  end
+  a.numbered = a.numbered + 1
+  local offset = a.ms * a.limit + a.seq
+  if a.count == 0 then
+    a.first = offset
+  end
+  a.count = a.count + 1
+  if value_bytes > a.largest then
+    a.largest = value_bytes
+  end
+  return a.ms_text .. int_text(a.seq), int_text(a.numbered), offset
+end
+
+-- Appends one record (its stream fields: field, value, ...; 'n' is added here) whose value
+-- has `value_bytes` bytes; returns its offset. (Field names: mapping/records.py owns them.)
+local function append_entry(a, log, fields, value_bytes)
+  local id, number, offset = next_entry(a, value_bytes)
+  fields[#fields + 1] = 'n'
+  fields[#fields + 1] = number
+  redis.call('XADD', log, id, unpack(fields))
+  return offset
+end
+
+-- One record given as `n lead item1 .. itemN` from argv[at] on (mapping.records.record_items's
+-- layout: the lead items, key and value when not null, go before the append time 'ts';
+-- mapping/records.py owns the field names spelled here).
+-- `now` is the append time's text (open_append's now_text).
+-- Returns its stream fields, its value's size and where the next record starts.
+local function record_fields(argv, at, now)
+  local n, lead = tonumber(argv[at]), tonumber(argv[at + 1])
+  local first = at + 2
+  local fields, value_bytes = {}, 0
+  for j = first, first + lead - 1 do
+    fields[#fields + 1] = argv[j]
+    if argv[j - 1] == 'value' and (j - first) % 2 == 1 then value_bytes = #argv[j] end
+  end
+  fields[#fields + 1] = 'ts'
+  fields[#fields + 1] = now
+  for j = first + lead, first + n - 1 do fields[#fields + 1] = argv[j] end
+  return fields, value_bytes, first + n
+end
+
+local function close_append(a, state, appended)
+  if a.count == 0 then
+    return
+  end
+  local last = a.ms * a.limit + a.seq
+  local written = {'log_end', fmt(last), 'appended', fmt(a.numbered)}
+  if not a.marked then  -- a new log is marked from 0, an older one from this append
+    written[#written + 1] = 'size.from'
+    written[#written + 1] = a.log_end < 0 and '0' or fmt(a.first)
+  end
+  size_mark_fields(written, a.largest, last)
+  redis.call('HSET', state, unpack(written))
+  if a.wake then
+    redis.call('PUBLISH', appended, fmt(last))
+  end
+end

@@ -1,0 +1,130 @@
+--! include lib/clock.lua
+-- Shared by every script that touches one partition: the clock, ISR and high watermark.
+-- Partition scripts take KEYS = {log, state, hw_channel, appended_channel, ...} and
+-- ARGV[1..3] = {sequence_bits, replication_factor, replica_lag_max_ms}; their own arguments
+-- follow from ARGV[4].  (Channels are passed as KEYS: they carry the partition's hash tag.)
+-- (mapping/partitions.py PartitionHead builds that head.)
+-- Offsets are Lua numbers (doubles): exact because offsets stay below 2^53 (see codec).
+
+
+local function replica_field(r, name)
+  return 'replica.' .. r .. '.' .. name
+end
+
+-- Offset <-> stream entry id ("ms-seq"), limit = 2^sequence_bits.
+local function offset_id(offset, limit)
+  local ms = math.floor(offset / limit)
+  return fmt(ms) .. '-' .. fmt(offset - ms * limit)
+end
+
+local function id_offset(id, limit)
+  local dash = string.find(id, '-', 1, true)
+  return tonumber(string.sub(id, 1, dash - 1)) * limit + tonumber(string.sub(id, dash + 1))
+end
+
+-- Recompute ISR and the high watermark from the state hash at time `now`, store them when
+-- they changed, and return hw, isr (a list), next_change (ms until the first lagging ISR
+-- member falls out of the ISR, -1 when none lags: waiters re-check then, not by polling).
+-- A follower is in sync while it has everything (acked >= log end) or was caught up within
+-- replica_lag_max_ms; hw = min acked offset over the ISR (the leader counts with its log end)
+-- and never moves backwards.
+-- When hw advances or the ISR changes, "<hw> <isr_size> <next_change>" is PUBLISHed on the
+-- partition's hw channel: that wakes acks=all waiters (which need both hw and |ISR|).
+local function refresh_hw(state, hw_channel, rf, lag_max_ms, now)
+  local fields = {'log_end', 'hw', 'isr'}
+  for r = 1, rf - 1 do
+    fields[#fields + 1] = replica_field(r, 'acked_offset')
+    fields[#fields + 1] = replica_field(r, 'caught_up_ms')
+  end
+  local v = redis.call('HMGET', state, unpack(fields))
+  local log_end = tonumber(v[1]) or -1
+  local old_hw = tonumber(v[2]) or -1
+  local hw = log_end
+  local isr = {0}
+  local next_change = -1
+  for r = 1, rf - 1 do
+    local acked = tonumber(v[2 * r + 2]) or -1
+    local caught_up = tonumber(v[2 * r + 3])
+    if acked >= log_end then
+      isr[#isr + 1] = r
+    elseif caught_up and now - caught_up <= lag_max_ms then
+      isr[#isr + 1] = r
+      if acked < hw then hw = acked end
+      local left = caught_up + lag_max_ms - now + 1
+      if next_change < 0 or left < next_change then next_change = left end
+    end
+  end
+  if hw < old_hw then hw = old_hw end
+  local isr_text = table.concat(isr, ' ')
+  if hw ~= old_hw or isr_text ~= v[3] then
+    redis.call('HSET', state, 'hw', fmt(hw), 'isr', isr_text)
+  end
+  if hw > old_hw or (v[3] and isr_text ~= v[3]) then
+    redis.call('PUBLISH', hw_channel, fmt(hw) .. ' ' .. #isr .. ' ' .. fmt(next_change))
+  end
+  return hw, isr, next_change
+end
+
+-- With --redis-wait-replicas readers pass durable = '1' and see hw only up to durable_hw,
+-- the log end the Redis replicas are known to have (partition/durable_mark.lua): a failover then
+-- cannot take back a record that was served.
+local function readable_hw(state, hw, durable)
+  if durable ~= '1' then return hw end
+  local mark = tonumber(redis.call('HGET', state, 'durable_hw')) or -1
+  if mark < hw then return mark end
+  return hw
+end
+
+-- A deleted topic's partition state is a tombstone {deleted = 1} for a while (see
+-- mapping/admin.py): a pod still holding the topic's settings must not write into it.
+local function deleted_reply(state)
+  if redis.call('HEXISTS', state, 'deleted') == 1 then
+    return redis.error_reply(K.V1_UNKNOWN_TOPIC .. ' topic was deleted')
+  end
+  return nil
+end
+
+-- Trims the replica streams keys[first..] below `cut` as the leader log was trimmed; each
+-- keeps its last entry (REPLICA_FETCH resumes after it).
+local function trim_replicas(keys, first, cut, limit)
+  for i = first, #keys do
+    local last = redis.call('XREVRANGE', keys[i], '+', '-', 'COUNT', 1)
+    if #last > 0 then
+      local replica_cut = id_offset(last[1][1], limit)
+      if cut < replica_cut then replica_cut = cut end
+      redis.call('XTRIM', keys[i], 'MINID', offset_id(replica_cut, limit))
+    end
+  end
+end
+
+local function is_follower(state)
+  return redis.call('HGET', state, 'role') == 'follower'
+end
+
+-- Value size marks, kept by partition/produce.lua so that a reader can size a native XRANGE
+-- without copying entries through Lua (see Partitions.start_consume): 'size.<k>' (k =
+-- K.SIZE_MIN_BITS .. K.SIZE_MAX_BITS, mapping/size_marks.py) is the last offset of an append
+-- holding a value of more than 2^k bytes (absent: none ever), 'size.from' the first offset
+-- appended while marks were kept (a log written before has no marks below it).
+
+-- HSET arguments recording that an append ending at `last` held a value of `largest` bytes.
+local function size_mark_fields(fields, largest, last)
+  for k = K.SIZE_MIN_BITS, K.SIZE_MAX_BITS do
+    if largest <= 2 ^ k then break end
+    fields[#fields + 1] = 'size.' .. k
+    fields[#fields + 1] = fmt(last)
+  end
+end
+
+-- {log_end, size.from, size.<SIZE_MIN_BITS>, ..., size.<SIZE_MAX_BITS>} (-1 when absent).
+local function size_marks(state)
+  local fields = {'log_end', 'size.from'}
+  for k = K.SIZE_MIN_BITS, K.SIZE_MAX_BITS do
+    fields[#fields + 1] = 'size.' .. k
+  end
+  local v = redis.call('HMGET', state, unpack(fields))
+  for i = 1, #fields do
+    v[i] = tonumber(v[i]) or -1
+  end
+  return v
+end

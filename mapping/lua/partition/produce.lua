@@ -1,0 +1,27 @@
+--! include lib/append.lua
+-- KEYS: log, state, hw_channel, appended
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, key1, value1, ...
+-- V1 PRODUCE: append records to a partition's leader log (see lib/append.lua for the ids, the
+-- numbering, the size marks and the followers' wake-up).
+-- ARGV[4..]: key1, value1, key2, value2, ...   Returns {hw, ISR size, offset1, offset2, ...}:
+-- acks=all is answered from the reply itself when hw and the ISR already allow it.
+local log, state, hw_channel, appended = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local limit = 2 ^ tonumber(ARGV[1])
+local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
+local refusal = append_refusal(state)
+if refusal then return refusal end
+
+local now = now_ms()
+local a = open_append(state, log, limit, rf, now)
+local offsets = {0, 0}
+for i = 4, #ARGV, 2 do
+  local value = ARGV[i + 1]
+  local id, number, offset = next_entry(a, #value)
+  -- a record's fields (mapping/records.py owns the names)
+  redis.call('XADD', log, id, 'key', ARGV[i], 'value', value, 'ts', a.now_text, 'n', number)
+  offsets[#offsets + 1] = offset
+end
+close_append(a, state, appended)
+local hw, isr = refresh_hw(state, hw_channel, rf, lag_max_ms, now)
+offsets[1], offsets[2] = hw, #isr
+return offsets

@@ -1,0 +1,64 @@
+--! include lib/append.lua
+-- KEYS: log, state, hw_channel, appended, sink_markers
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, marker_field, epoch,
+--   first_index, ...
+-- The Spark sink's append: one chunk of one writer task's records for one partition,
+-- skipping whatever an earlier attempt of the same task already stored, so a retried task or
+-- a replayed micro-batch stores nothing twice.
+-- KEYS = {log, state, hw_channel, appended_channel, sink markers hash}.
+-- ARGV[1..3] as every partition script; ARGV[4] = the writer task's marker field ('' = no
+-- marker), ARGV[5] = epoch (the micro-batch id; 0 for a batch write), ARGV[6] = index of this
+-- chunk's first record among the task's records for this partition; then per record, as
+-- kafka/produce.lua takes them: n (its field items), lead (items before `ts`: key and value
+-- when not null), then n items (field, value, ...).
+-- The marker holds "<epoch> <records stored> <last offset>" for its task: records before
+-- "records stored" are already in the log (Spark re-runs a task with the same input rows in
+-- the same order), a later epoch means the whole chunk is already stored.
+-- Returns {hw, ISR size, records appended, last offset of the task's records (-1: none)}.
+local log, state, hw_channel, appended, markers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local limit = 2 ^ tonumber(ARGV[1])
+local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
+local field, epoch, first = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local starts = {}
+local at = 7
+while at <= #ARGV do
+  starts[#starts + 1] = at
+  at = at + 2 + tonumber(ARGV[at])
+end
+local count = #starts
+
+local refusal = append_refusal(state)
+if refusal then return refusal end
+
+local stored, last_offset = 0, -1
+if field ~= '' then
+  local marker = redis.call('HGET', markers, field)
+  if marker then
+    local e, n, o = string.match(marker, '^(%d+) (%d+) (%-?%d+)$')
+    e, n, o = tonumber(e), tonumber(n), tonumber(o)
+    if e == epoch then
+      stored, last_offset = n, o
+    elseif e > epoch then
+      stored, last_offset = first + count, o
+    end
+  end
+end
+
+local skip = math.max(0, math.min(count, stored - first))
+local now = now_ms()
+local appended_now = 0
+if skip < count then
+  local a = open_append(state, log, limit, rf, now)
+  for k = skip + 1, count do
+    local fields, value_bytes = record_fields(ARGV, starts[k], a.now_text)
+    last_offset = append_entry(a, log, fields, value_bytes)
+  end
+  close_append(a, state, appended)
+  appended_now = count - skip
+  if field ~= '' then
+    redis.call('HSET', markers, field,
+      fmt(epoch) .. ' ' .. fmt(first + count) .. ' ' .. fmt(last_offset))
+  end
+end
+local hw, isr = refresh_hw(state, hw_channel, rf, lag_max_ms, now)
+return {hw, #isr, appended_now, last_offset}
