@@ -16,7 +16,7 @@ from mapping.codec import DEFAULT_SEQUENCE_BITS, MAX_SEQUENCE_BITS, MIN_SEQUENCE
 from mapping.kafka_groups import KafkaGroupSettings
 from mapping.keys import DEFAULT_PREFIX
 from mapping.sentinel import sentinel_url
-from mapping.topics import DEFAULT_TOPIC_CACHE_SIZE, TopicDefaults
+from mapping.topic_config import DEFAULT_TOPIC_CACHE_SIZE, TopicDefaults
 
 _file = click.Path(exists=True, dir_okay=False, path_type=Path)
 _port = click.IntRange(0, 65535)

@@ -32,7 +32,7 @@ from mapping import codec
 from mapping.embedded import RedisProcess
 from mapping.kafka import KAFKA_PRODUCE, kafka_produce_call
 from mapping.keys import Keys
-from mapping.partitions import PartitionHead
+from mapping.partition_scripts import PartitionHead
 from tests.support.pods import RF1, Pod
 
 PARTITIONS = 3

@@ -46,7 +46,8 @@ import click
 
 from adapter.client import Client
 from bench import baseline, loadgen
-from bench.stats import Histogram
+from bench.kafka_rows import measure as measure_kafka_rows
+from bench.report import Row, format_row, format_table, make_row, plot, ratio, targets
 from mapping.embedded import RedisProcess
 from mapping.keys import DEFAULT_PREFIX, Keys
 from tests.support import ROOT
@@ -56,41 +57,6 @@ from tests.support.procfs import rss_bytes
 PARTITIONS = 3
 PIPELINE_DEPTH = 1024  # requests in flight per pipelined row, over all its connections
 CONSUME_DEPTH = 32  # CONSUME replies are ~1000 records each
-
-
-@dataclass
-class Row:
-    name: str
-    system: str  # "redis" (baseline) or "adapter"
-    connections: int
-    mode: str  # "pipelined", "one-at-a-time", "paced"
-    requests_per_s: float
-    records_per_s: float
-    p50_us: float | None
-    p99_us: float | None
-    p999_us: float | None
-    workers: int = 1
-    ratio: float | None = None
-    ratio_to: str = ""
-    errors: int = 0
-    note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _row(name: str, system: str, connections: int, mode: str, requests: int, records: int,
-         seconds: float, histogram: Histogram, **kwargs: Any) -> Row:  # fmt: skip
-    return Row(
-        name,
-        system,
-        connections,
-        mode,
-        requests / seconds if seconds else 0.0,
-        records / seconds if seconds else 0.0,
-        histogram.percentile_us(0.50),
-        histogram.percentile_us(0.99),
-        histogram.percentile_us(0.999),
-        **kwargs,
-    )
 
 
 # --- the adapter under test ----------------------------------------------------------------
@@ -158,7 +124,7 @@ def _window(kind: str, connections: int, pipelined: bool) -> int:
 def _adapter_row(name: str, load: loadgen.Load, workers: int, mode: str) -> Row:
     result = loadgen.run_load(load)
     records = result.records if load.kind == "consume" else result.requests
-    row = _row(name, "adapter", load.connections, mode, result.requests, records,
+    row = make_row(name, "adapter", load.connections, mode, result.requests, records,
                load.duration_s, result.histogram, workers=workers, errors=result.errors,
                note=result.error_sample)  # fmt: skip
     row.extra["window"] = load.window
@@ -195,13 +161,13 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
         produce_calls = baseline.produce_calls(keys, f"bench-raw-{run_id}", PARTITIONS,
                                                options.value_size)  # fmt: skip
         m = baseline.pipelined(server.url, produce_calls, seconds, PIPELINE_DEPTH)
-        raw_produce = _row("raw EVALSHA produce", "redis", 1, "pipelined", m.operations,
+        raw_produce = make_row("raw EVALSHA produce", "redis", 1, "pipelined", m.operations,
                            m.records, m.seconds, m.histogram)  # fmt: skip
         m = baseline.round_trips(server.url, produce_calls, seconds)
-        raw_rtt = _row("raw EVALSHA produce", "redis", 1, "one-at-a-time", m.operations,
+        raw_rtt = make_row("raw EVALSHA produce", "redis", 1, "one-at-a-time", m.operations,
                        m.records, m.seconds, m.histogram)  # fmt: skip
         m = baseline.xrange_pages(server.url, keys, consume_topic, pages, seconds, 16)
-        raw_xrange = _row("raw XRANGE pages", "redis", 1, "pipelined", m.operations, m.records,
+        raw_xrange = make_row("raw XRANGE pages", "redis", 1, "pipelined", m.operations, m.records,
                           m.seconds, m.histogram)  # fmt: skip
         raw_groups: dict[str, Row] = {}
         if options.groups:
@@ -212,11 +178,11 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                                                  PIPELINE_DEPTH)),
                 ("one-at-a-time", baseline.round_trips(server.url, group_calls, seconds)),
             ):  # fmt: skip
-                raw_groups[mode] = _row("raw group scripts", "redis", 1, mode, m.operations,
+                raw_groups[mode] = make_row("raw group scripts", "redis", 1, mode, m.operations,
                                         m.records, m.seconds, m.histogram)  # fmt: skip
         rows += [raw_produce, raw_rtt, raw_xrange, *raw_groups.values()]
         for row in rows:
-            log(_format_row(row))
+            log(format_row(row))
 
         # (2) the adapter, one process
         groups_note = "" if options.groups else "groups skipped (--no-groups)"
@@ -253,17 +219,17 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                     row = _adapter_row(name, load, 1, mode)
                     if kind == "produce":
                         base = raw_produce if pipelined else raw_rtt
-                        row.ratio, row.ratio_to = _ratio(row.requests_per_s, base), base.mode
+                        row.ratio, row.ratio_to = ratio(row.requests_per_s, base), base.mode
                     elif kind == "consume":
-                        row.ratio = _ratio(row.records_per_s, raw_xrange, records=True)
+                        row.ratio = ratio(row.records_per_s, raw_xrange, records=True)
                         row.ratio_to = "XRANGE records/s"
                     elif mode in raw_groups:
-                        row.ratio = _ratio(row.requests_per_s, raw_groups[mode])
+                        row.ratio = ratio(row.requests_per_s, raw_groups[mode])
                         row.ratio_to = f"raw group scripts {mode}"
                     rows.append(row)
                     memory.append({"after": f"{name} {connections} {mode}",
                                    "rss_mib": _rss_mib(pod)})  # fmt: skip
-                    log(_format_row(row))
+                    log(format_row(row))
 
         # unpipelined PRODUCE on one connection at half its one-at-a-time maximum: the
         # latency of a request that never queues behind another
@@ -287,14 +253,14 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
             # The same pace straight to Redis: shows what idling between requests costs
             # on this machine (wake-ups), apart from the adapter.
             m = baseline.round_trips(server.url, produce_calls, seconds, rate=load.rate)
-            raw_paced = _row("raw EVALSHA produce", "redis", 1, "paced", m.operations,
+            raw_paced = make_row("raw EVALSHA produce", "redis", 1, "paced", m.operations,
                              m.records, m.seconds, m.histogram)  # fmt: skip
             if row.p99_us and raw_paced.p99_us:
                 row.extra["p99_vs_raw_paced_p99"] = row.p99_us / raw_paced.p99_us
                 row.ratio_to += f" ({row.p99_us / raw_paced.p99_us:.2f}x raw paced p99)"
             rows += [row, raw_paced]
-            log(_format_row(row))
-            log(_format_row(raw_paced))
+            log(format_row(row))
+            log(format_row(raw_paced))
         memory.append({"after": "all one-worker rows", "rss_mib": _rss_mib(pod)})
         if options.soak_s > 0:
             memory += _soak(pod, options, f"bench-soak-{run_id}", log)
@@ -320,17 +286,19 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                                and r.mode == "pipelined" and r.connections == connections),
                               None)  # fmt: skip
                 if single is not None:
-                    row.ratio, row.ratio_to = _ratio(row.requests_per_s, single), "1 worker"
+                    row.ratio, row.ratio_to = ratio(row.requests_per_s, single), "1 worker"
                 rows.append(row)
-                log(_format_row(row))
+                log(format_row(row))
             pod.stop(timeout=15)
 
         # (4) the Kafka front door (bench/kafka.py), each row with its baseline
         if options.kafka_records > 0:
-            kafka_rows = _kafka_rows(server.url, options)
+            kafka_rows = measure_kafka_rows(
+                server.url, options.kafka_records, options.kafka_latency_s, options.adapter_args
+            )
             rows += kafka_rows
             for row in kafka_rows:
-                log(_format_row(row))
+                log(format_row(row))
         else:
             notes.append("Kafka rows skipped (--no-kafka)")
 
@@ -345,63 +313,8 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
         "rows": [row.__dict__ for row in rows],
         "memory": memory,
         "notes": notes,
-        "targets": _targets(rows),
+        "targets": targets(rows),
     }
-
-
-def _kafka_rows(redis_url: str, options: Options) -> list[Row]:
-    """bench/kafka.py's rows as table rows: confluent-kafka produce against a raw script
-    client (and V1 pipelined PRODUCE in the note), a confluent consumer and plain Fetch
-    requests against raw XRANGE paging, produce -> long-poll fetch latency at half the max
-    rate. Throughput rows count records (requests are the clients' batches)."""
-    from bench import kafka
-
-    k = kafka.measure(redis_url, options.kafka_records, options.kafka_latency_s)
-
-    def rate(name: str, system: str, value: float, base: Row | None = None, **kw: Any) -> Row:
-        row = Row(name, system, 1, "pipelined", value, value, None, None, None, **kw)
-        if base is not None:
-            row.ratio, row.ratio_to = _ratio(value, base), base.name
-        return row
-
-    raw_produce = rate("raw kafka/produce.lua", "redis", k["produce_raw_script_records_per_s"])
-    v1 = rate("V1 produce_many", "adapter", k["produce_v1_pipelined_records_per_s"])
-    produce = rate("Kafka produce (confluent)", "adapter", k["produce_kafka_records_per_s"],
-                   raw_produce, note=f"{k['produce_ratio_to_v1']:.2f}x V1 produce_many",
-                   extra={"ratio_to_v1": k["produce_ratio_to_v1"]})  # fmt: skip
-    raw_fetch = rate("raw XRANGE paging", "redis", k["fetch_raw_xrange_records_per_s"])
-    fetch = rate("Kafka fetch (confluent)", "adapter", k["fetch_kafka_records_per_s"], raw_fetch)
-    plain = rate("Kafka Fetch (plain)", "adapter", k["fetch_plain_requests_records_per_s"],
-                 raw_fetch)  # fmt: skip
-    paced = k["latency_rate_records_per_s"]
-    latency = Row("Kafka produce->fetch", "adapter", 1, "paced", paced, paced,
-                  k["latency_p50_ms"] * 1000, k["latency_p99_ms"] * 1000, None,
-                  note="half the max rate, long-poll fetch")  # fmt: skip
-    return [
-        raw_produce,
-        v1,
-        produce,
-        raw_fetch,
-        fetch,
-        plain,
-        latency,
-        _fairness_row(redis_url, options),
-    ]
-
-
-def _fairness_row(redis_url: str, options: Options) -> Row:
-    """bench/fairness.py: four confluent-kafka producers on one pod at once; the note has
-    each connection's records/s and the slowest-to-fastest ratio (1.0: an even share)."""
-    from bench import fairness
-
-    seconds = max(1.0, 2 * options.kafka_latency_s)  # 10 s, or 1 s with --short
-    share = fairness.measure(redis_url, 4, seconds, options.adapter_args)
-    total = share["total_records_per_s"]
-    rates = "/".join(f"{rate / 1000:.1f}k" for rate in share["records_per_s"])
-    return Row("Kafka 4 producers, 1 pod", "adapter", 4, "pipelined", total, total, None,
-               None, None, errors=share["delivery_failures"],
-               note=f"per connection {rates} rec/s, min/max {share['min_max_ratio']:.2f}",
-               extra=share)  # fmt: skip
 
 
 def _soak(pod: Pod, options: Options, topic: str, log: Any) -> list[dict[str, Any]]:
@@ -427,116 +340,6 @@ def _soak(pod: Pod, options: Options, topic: str, log: Any) -> list[dict[str, An
         log(f"soak {sample}")
         samples.append(sample)
     return samples
-
-
-def _ratio(value: float, base: Row, records: bool = False) -> float | None:
-    reference = base.records_per_s if records else base.requests_per_s
-    return value / reference if reference else None
-
-
-def _targets(rows: list[Row]) -> list[dict[str, Any]]:
-    """The issue's goals, each read off one row."""
-
-    def find(name: str, mode: str, workers: int = 1) -> list[Row]:
-        return [r for r in rows if r.name == name and r.mode == mode and r.workers == workers
-                and r.ratio is not None]  # fmt: skip
-
-    targets = []
-
-    def best(goal: str, candidates: list[Row], threshold: float, lower: bool = False) -> None:
-        if not candidates:
-            targets.append({"goal": goal, "value": None, "met": False, "row": "not measured"})
-            return
-        pick = min(candidates, key=lambda r: r.ratio) if lower else max(
-            candidates, key=lambda r: r.ratio)  # fmt: skip
-        assert pick.ratio is not None
-        met = pick.ratio <= threshold if lower else pick.ratio >= threshold
-        where = f"{pick.name}, {pick.connections} conn, {pick.mode}, {pick.workers} worker(s)"
-        targets.append({"goal": goal, "value": round(pick.ratio, 2), "met": met, "row": where})
-
-    best("pipelined PRODUCE acks=1, one process >= 1.0x raw EVALSHA",
-         find("PRODUCE acks=1", "pipelined"), 1.0)  # fmt: skip
-    best("CONSUME >= 0.8x raw XRANGE records/s", find("CONSUME", "pipelined"), 0.8)
-    best("--workers 2 >= 1.6x one worker", find("PRODUCE acks=1", "pipelined", 2), 1.6)
-    best("p99 unpipelined PRODUCE at half max rate <= 3x raw EVALSHA p99",
-         find("PRODUCE acks=1 @ half max", "paced"), 3.0, lower=True)  # fmt: skip
-    best("Kafka produce >= 0.7x raw kafka/produce.lua",
-         find("Kafka produce (confluent)", "pipelined"), 0.7)  # fmt: skip
-    produce = find("Kafka produce (confluent)", "pipelined")
-    if produce:
-        value = produce[0].extra["ratio_to_v1"]
-        targets.append({
-            "goal": "Kafka produce >= 5x V1 pipelined PRODUCE", "value": value,
-            "met": value >= 5, "row": "Kafka produce (confluent) / V1 produce_many",
-        })  # fmt: skip
-    best("Kafka fetch (caught-up consumer) >= 0.8x raw XRANGE paging",
-         find("Kafka fetch (confluent)", "pipelined"), 0.8)  # fmt: skip
-    return targets
-
-
-# --- output --------------------------------------------------------------------------------
-
-HEADER = (
-    f"{'row':<26} {'sys':<7} {'w':>1} {'conn':>4} {'mode':<13} {'req/s':>9} {'rec/s':>9} "
-    f"{'p50 us':>8} {'p99 us':>8} {'p999 us':>8} {'ratio':>6}  vs / note"
-)
-
-
-def _num(value: float | None, digits: int = 0) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
-
-
-def _format_row(row: Row) -> str:
-    note = row.ratio_to
-    if row.errors:
-        note += f" ERRORS={row.errors} {row.note!r}"
-    elif row.note:
-        note += f" {row.note}"
-    return (
-        f"{row.name:<26} {row.system:<7} {row.workers:>1} {row.connections:>4} {row.mode:<13} "
-        f"{_num(row.requests_per_s):>9} {_num(row.records_per_s):>9} {_num(row.p50_us):>8} "
-        f"{_num(row.p99_us):>8} {_num(row.p999_us):>8} {_num(row.ratio, 2):>6}  {note}"
-    )
-
-
-def format_table(results: dict[str, Any]) -> str:
-    lines = [HEADER, "-" * len(HEADER)]
-    lines += [_format_row(Row(**row)) for row in results["rows"]]
-    lines.append("")
-    for target in results["targets"]:
-        status = "MET " if target["met"] else "MISS"
-        lines.append(f"[{status}] {target['goal']}: {target['value']}  ({target['row']})")
-    rss = [m["rss_mib"] for m in results["memory"]]
-    if rss:
-        lines.append(f"adapter RSS MiB over the run: {' '.join(f'{r:.1f}' for r in rss)}")
-    lines += results["notes"]
-    return "\n".join(lines)
-
-
-def plot(results: dict[str, Any], path: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise click.ClickException("plotting needs matplotlib: pip install -e .[bench]") from exc
-    rows = [r for r in results["rows"] if r["requests_per_s"]]
-    labels = [f"{r['name']} {r['connections']}c {r['mode']} w{r['workers']}" for r in rows]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(14, 0.32 * len(rows) + 2))
-    colors = ["tab:gray" if r["system"] == "redis" else "tab:blue" for r in rows]
-    left.barh(labels, [r["records_per_s"] for r in rows], color=colors)
-    left.set_xlabel("records/s (one per PRODUCE; CONSUME and XRANGE: records returned)")
-    left.set_xscale("log")
-    left.invert_yaxis()
-    right.barh(labels, [r["p99_us"] or 0 for r in rows], color=colors)
-    right.set_xlabel("p99 latency (us)")
-    right.set_xscale("log")
-    right.invert_yaxis()
-    right.set_yticklabels([])
-    figure.suptitle("adapter (blue) vs raw redis-py (gray), same Redis")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
 
 
 @click.command(context_settings={"show_default": True})

@@ -25,7 +25,7 @@ from mapping import codec, scripts
 from mapping.embedded import free_port
 from mapping.kafka import kafka_produce_call
 from mapping.keys import Keys
-from mapping.partitions import PartitionHead, partition_produce_call
+from mapping.partition_scripts import PartitionHead, partition_produce_call
 
 VALUE = b"x" * 100
 CREATE_TIME = 1_700_000_000_000

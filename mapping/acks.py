@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
 from mapping.partitions import Partitions
 from mapping.pubsub import Subscriber
-from mapping.topics import TopicConfig
+from mapping.topic_config import TopicConfig
 from mapping.waits import Channel, Dropped, Waits
 
 if TYPE_CHECKING:

@@ -55,7 +55,8 @@ from mapping.batcher import RedisBatcher
 from mapping.errors import NON_EMPTY_GROUP, BrokerError
 from mapping.groups import GroupHead, kafka_members_live
 from mapping.keys import KafkaGroupKeys, Keys, group_entry, group_part, parse_group_entry
-from mapping.topics import MAX_PARTITIONS, MAX_REPLICATION_FACTOR, Topics
+from mapping.topic_config import MAX_PARTITIONS, MAX_REPLICATION_FACTOR
+from mapping.topics import Topics
 
 
 class GroupStore(Protocol):

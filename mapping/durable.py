@@ -36,7 +36,7 @@ from mapping import scripts
 from mapping.errors import REPLICATION_TIMEOUT, BrokerError
 from mapping.keys import PartitionKeys
 from mapping.partitions import Partitions
-from mapping.topics import TopicConfig
+from mapping.topic_config import TopicConfig
 
 log = logging.getLogger(__name__)
 

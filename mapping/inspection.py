@@ -15,13 +15,9 @@ from dataclasses import dataclass, field
 from mapping import codec, scripts
 from mapping.cluster import SyncClient
 from mapping.keys import Keys, parse_group_entry
-from mapping.partitions import PartitionHead
-from mapping.topics import (
-    RETENTION_BYTES,
-    RETENTION_IGNORE_GROUPS,
-    RETENTION_MS,
-    read_settings_sync,
-)
+from mapping.partition_scripts import PartitionHead
+from mapping.topic_config import RETENTION_BYTES, RETENTION_IGNORE_GROUPS, RETENTION_MS
+from mapping.topics import read_settings_sync
 
 # Lag is read from the record numbers partition/produce.lua writes in each entry: two entries
 # per group partition, however long the backlog, and exact. Only entries written before

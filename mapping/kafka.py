@@ -16,10 +16,11 @@ from mapping import codec, scripts
 from mapping.batcher import Pending, mark_retrieved
 from mapping.errors import Unavailable
 from mapping.kafka_errors import OUT_OF_ORDER_SEQUENCE_NUMBER
-from mapping.partitions import PartitionHead, Partitions, partition_status_call
+from mapping.partition_scripts import PartitionHead, partition_status_call
+from mapping.partitions import Partitions
 from mapping.records import ProducedRecord, StoredRecord, append_args, entry_record
 from mapping.sequence_fence import SequenceFence
-from mapping.topics import TopicConfig
+from mapping.topic_config import TopicConfig
 
 
 @dataclass(frozen=True, slots=True)

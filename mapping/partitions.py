@@ -1,7 +1,7 @@
 """A topic's partitions on Redis: the append and read scripts, V1 produce and consume, partition
 roles, replica fetch and partition status.
 
-Every method builds script calls (the builders below, on a ``PartitionHead``), sends them
+Every method builds script calls (mapping/partition_scripts.py's builders), sends them
 through a `RedisBatcher` (so calls from many requests share one pipeline) and decodes the
 replies. The topics' settings come from `Topics`; what is derived from them here (produce
 builders, size marks) is dropped with them.
@@ -10,126 +10,35 @@ builders, size marks) is dropped with them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from mapping import codec, scripts
+from mapping import codec
 from mapping.batcher import Pending, RedisBatcher, mark_retrieved
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
-from mapping.keys import Keys, PartitionKeys
+from mapping.keys import Keys
+from mapping.partition_scripts import (
+    DEFAULT_MAX_COPY,
+    LATEST_OFFSET,
+    ConsumeResult,
+    PartitionHead,
+    PartitionStatus,
+    ProduceResult,
+    ReplicaFetchResult,
+    partition_consume_call,
+    partition_produce_call,
+    partition_replica_fetch_call,
+    partition_set_role_call,
+    partition_status_call,
+)
 from mapping.records import entry_values
-from mapping.scripts import Script
 from mapping.size_marks import MAX_REMEMBERED_MARKS, NATIVE_MIN_COUNT, SizeMarks
-from mapping.topics import TopicConfig, Topics
+from mapping.topic_config import TopicConfig
+from mapping.topics import Topics
 
 if TYPE_CHECKING:
     from mapping.durable import DurableRounds
-
-# Offsets past every log end (exact as a Lua double): "copy everything there is".
-LATEST_OFFSET = (1 << 53) - 1
-# Entries one REPLICA_FETCH call copies at most: bounds the time one script holds Redis.
-DEFAULT_MAX_COPY = 1000
-
-PARTITION_PRODUCE = scripts.load("partition/produce")
-PARTITION_CONSUME = scripts.load("partition/consume")
-PARTITION_SET_ROLE = scripts.load("partition/set_role")
-PARTITION_REPLICA_FETCH = scripts.load("partition/replica_fetch")
-PARTITION_STATUS = scripts.load("partition/status")
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionHead:
-    """What every partition script takes first (see lib/partition.lua): the partition's keys
-    log, state, hw_channel, appended; then the sequence bits, the topic's replication factor
-    and the ISR's lag bound."""
-
-    keys: PartitionKeys
-    sequence_bits: int
-    replication_factor: int
-    replica_lag_max_ms: int
-
-    def command(self, script: Script, extra_keys: Sequence[str], args: Sequence[Any]) -> tuple:
-        """``script``'s call: the head, then the script's own keys and arguments."""
-        k = self.keys
-        return script.command(
-            [k.log, k.state, k.hw_channel, k.appended_channel, *extra_keys],
-            [self.sequence_bits, self.replication_factor, self.replica_lag_max_ms, *args],
-        )
-
-    def replicas(self) -> list[str]:
-        """The follower replica streams (the scripts that trim the log trim them too)."""
-        return [self.keys.replica(r) for r in range(1, self.replication_factor)]
-
-
-def _durable_flag(durable_reads: bool) -> list[str]:
-    """A reader script's last argument: hw at most durable_hw (readable_hw)."""
-    return ["1"] if durable_reads else []
-
-
-def partition_produce_call(head: PartitionHead, items: list[Any]) -> tuple:
-    """partition/produce.lua: ``items`` are key1, value1, key2, value2, ..."""
-    return head.command(PARTITION_PRODUCE, (), items)
-
-
-def partition_consume_call(
-    head: PartitionHead, start_id: str, max_records: int, max_bytes: int, durable_reads: bool
-) -> tuple:
-    """partition/consume.lua from entry id ``start_id`` (max_records 0: hw and marks only)."""
-    args = [start_id, max_records, max_bytes, *_durable_flag(durable_reads)]
-    return head.command(PARTITION_CONSUME, (), args)
-
-
-def partition_set_role_call(head: PartitionHead, role: str) -> tuple:
-    return head.command(PARTITION_SET_ROLE, (), [role])
-
-
-def partition_replica_fetch_call(
-    head: PartitionHead, replica_id: int, offset: int, max_copy: int
-) -> tuple:
-    replica = head.keys.replica(replica_id)
-    return head.command(PARTITION_REPLICA_FETCH, (replica,), [replica_id, offset, max_copy])
-
-
-def partition_status_call(head: PartitionHead, durable_reads: bool = False) -> tuple:
-    """partition/status.lua; ``durable_reads``: hw as readers see it."""
-    return head.command(PARTITION_STATUS, (), _durable_flag(durable_reads))
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceResult:
-    offsets: list[int]
-    high_watermark: int
-    isr_size: int  # right after the append
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumeResult:
-    records: list[tuple[int, bytes]]
-    high_watermark: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaFetchResult:
-    acked_offset: int  # what the replica holds now (<= the offset asked for)
-    high_watermark: int
-    isr: list[int]
-    log_end: int
-    complete: bool  # False: the copy bound stopped short, call again
-
-    def under_replicated(self, config: TopicConfig) -> bool:
-        return len(self.isr) < config.replication_factor
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionStatus:
-    high_watermark: int
-    isr_size: int
-    next_change_ms: int  # ms until a lagging ISR member drops out; -1: none lags
-    log_end: int
-    isr: list[int]
-    role: str
 
 
 def _then(

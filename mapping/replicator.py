@@ -39,9 +39,11 @@ from redis.asyncio.cluster import RedisCluster
 
 from mapping import resilient, scripts
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
-from mapping.partitions import DEFAULT_MAX_COPY, LATEST_OFFSET, Partitions
+from mapping.partition_scripts import DEFAULT_MAX_COPY, LATEST_OFFSET
+from mapping.partitions import Partitions
 from mapping.pubsub import Subscriber
-from mapping.topics import TopicConfig, Topics
+from mapping.topic_config import TopicConfig
+from mapping.topics import Topics
 
 log = logging.getLogger(__name__)
 

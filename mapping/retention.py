@@ -27,7 +27,8 @@ from mapping import resilient, scripts
 from mapping.admin import expire_groups
 from mapping.inspection import Retention, retention_of
 from mapping.keys import parse_group_entry
-from mapping.partitions import PartitionHead, Partitions
+from mapping.partition_scripts import PartitionHead
+from mapping.partitions import Partitions
 from mapping.replicator import replicator_tick_call
 from mapping.topics import Topics
 

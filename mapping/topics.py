@@ -11,112 +11,33 @@ mapping/admin.py deletes and grows topics through ``Topics``' methods.
 from __future__ import annotations
 
 import asyncio
-import base64
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from mapping import scripts
 from mapping.batcher import RedisBatcher
+from mapping.codec import to_str
 from mapping.errors import TOPIC_LIMIT, UNKNOWN_TOPIC, BadRequest, BrokerError
 from mapping.keys import Keys
 from mapping.scripts import call_sync
-
-# Topic settings one pod keeps in memory at most (the least recently used go first).
-DEFAULT_TOPIC_CACHE_SIZE = 10_000
-# The most partitions a topic may have (CreateTopics, CreatePartitions, the CLI).
-MAX_PARTITIONS = 10_000
-# The highest replication factor a topic may have (CreateTopics, the CLI).
-MAX_REPLICATION_FACTOR = 16
+from mapping.topic_config import (
+    ALTERABLE_CONFIGS,
+    DEFAULT_TOPIC_CACHE_SIZE,
+    RETENTION_BYTES,
+    RETENTION_MS,
+    EnsuredTopic,
+    TopicConfig,
+    TopicDefaults,
+    is_internal_topic,
+    new_topic_id,
+)
 
 TOPIC_ENSURE = scripts.load("topic/ensure")
 TOPIC_GROW = scripts.load("topic/grow")
 TOPIC_DELETE = scripts.load("topic/delete")
 PARTITION_REVIVE = scripts.load("partition/revive")
-
-
-@dataclass(frozen=True, slots=True)
-class TopicDefaults:
-    partitions: int = 3
-    replication_factor: int = 3
-    min_insync_replicas: int = 2
-
-
-# Names Kafka reserves for its own topics (Topic.isInternal: group offsets, transactions,
-# share groups; and KRaft's metadata log). The pods keep offsets and transactions in their own
-# keys, so a topic of one of these names would only mislead Kafka tools: none is ever created
-# automatically, and CreateTopics and ``adapter topic create`` refuse them.
-KAFKA_INTERNAL_TOPICS = frozenset(
-    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
-)
-
-
-def is_internal_topic(name: str) -> bool:
-    """Whether ``name`` is reserved by Kafka (see ``KAFKA_INTERNAL_TOPICS``)."""
-    return name in KAFKA_INTERNAL_TOPICS
-
-
-# Ids Kafka reserves (Uuid.RESERVED): the zero id means "none", the one id is KRaft's
-# metadata topic.
-_RESERVED_TOPIC_IDS = frozenset({0, 1})
-
-
-def new_topic_id() -> str:
-    """A fresh topic id, as Kafka's Uuid.randomUuid makes them: random, never a reserved
-    id, and never one whose base64 form (how Kafka tools print ids) starts with ``-``, which
-    command lines would read as an option."""
-    while True:
-        candidate = uuid.uuid4()
-        text = base64.urlsafe_b64encode(candidate.bytes).decode()
-        if candidate.int not in _RESERVED_TOPIC_IDS and not text.startswith("-"):
-            return str(candidate)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    name: str
-    partitions: int
-    replication_factor: int
-    min_insync_replicas: int
-    # Random at each creation, stored in the topic hash (see topic/ensure.lua): a topic
-    # deleted and made again is another topic to Kafka clients. "" only where a caller
-    # builds a config without reading Redis.
-    topic_id: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class EnsuredTopic:
-    """What topic/ensure.lua answered: the settings, whether this call created the topic,
-    and whether it gave a topic made by older code its id (both need announcing)."""
-
-    config: TopicConfig
-    created: bool
-    id_assigned: bool
-
-
-# The topic hash's configs that change after creation (retention: the retention task reads
-# them on each run, mapping.inspection.retention_of decodes them); absent: the default.
-RETENTION_MS = "retention_ms"
-RETENTION_BYTES = "retention_bytes"
-RETENTION_IGNORE_GROUPS = "retention_ignore_groups"
-ALTERABLE_CONFIGS = frozenset({RETENTION_MS, RETENTION_BYTES, RETENTION_IGNORE_GROUPS})
-
-
-def retention_fields(
-    ms: int | None = None, size: int | None = None, ignore_groups: bool | None = None
-) -> dict[str, int | None]:
-    """The config changes that store these retention settings (None: left as it is)."""
-    fields: dict[str, int | None] = {}
-    if ms is not None:
-        fields[RETENTION_MS] = ms
-    if size is not None:
-        fields[RETENTION_BYTES] = size
-    if ignore_groups is not None:
-        fields[RETENTION_IGNORE_GROUPS] = int(ignore_groups)
-    return fields
 
 
 def _config_commands(keys: Keys, name: str, changes: Mapping[str, int | None]) -> list[tuple]:
@@ -164,15 +85,11 @@ def partition_revive_call(keys: Keys, name: str, partition: int, topic_id: str) 
     return PARTITION_REVIVE.command([keys.partition(name, partition).state], [topic_id])
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _ensured(name: str, reply: list[Any]) -> EnsuredTopic | None:
     """topic/ensure.lua's reply; None when the topic does not exist (and was not created)."""
     if not reply:
         return None
-    config = TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]), _text(reply[4]))
+    config = TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]), to_str(reply[4]))
     return EnsuredTopic(config, bool(reply[3]), bool(reply[5]))
 
 
@@ -225,7 +142,7 @@ def ensure_topic_sync(
 
 def read_settings_sync(client: Any, keys: Keys, name: str) -> dict[str, str]:
     """Topic ``name``'s hash as text, on a synchronous client (empty: no such topic)."""
-    return {_text(k): _text(v) for k, v in client.hgetall(keys.topic(name)).items()}
+    return {to_str(k): to_str(v) for k, v in client.hgetall(keys.topic(name)).items()}
 
 
 def alter_configs_sync(
@@ -242,7 +159,7 @@ class Topics:
         batcher: RedisBatcher,
         keys: Keys,
         *,
-        topic_defaults: TopicDefaults = TopicDefaults(),
+        topic_defaults: TopicDefaults | None = None,
         auto_create_topics: bool = True,
         max_topics: int = 0,
         topic_cache_size: int = DEFAULT_TOPIC_CACHE_SIZE,
@@ -253,7 +170,7 @@ class Topics:
         kept in memory at most (least recently used dropped first)."""
         self.batcher = batcher
         self.keys = keys
-        self.topic_defaults = topic_defaults
+        self.topic_defaults = topic_defaults or TopicDefaults()
         self.auto_create_topics = auto_create_topics
         self.max_topics = max_topics
         self.topic_cache_size = max(1, topic_cache_size)
@@ -434,7 +351,7 @@ class Topics:
         name = await self.batcher.call("HGET", self.keys.topic_ids, topic_id)
         if name is None:
             return None
-        config = await self.lookup(_text(name))
+        config = await self.lookup(to_str(name))
         if config is not None and config.topic_id != topic_id:
             # cached settings of an earlier topic of that name (its deletion not heard yet)
             config = await self.read(config.name)
@@ -451,7 +368,7 @@ class Topics:
     async def read_settings(self, name: str) -> dict[str, str]:
         """Topic ``name``'s hash as text, configs included (empty: no such topic)."""
         fields = await self.batcher.call("HGETALL", self.keys.topic(name))
-        return {_text(k): _text(v) for k, v in fields.items()}
+        return {to_str(k): to_str(v) for k, v in fields.items()}
 
     async def alter_configs(self, name: str, changes: Mapping[str, int | None]) -> None:
         """Set the configs of ``changes`` (``ALTERABLE_CONFIGS`` -> value; None: back to the

@@ -17,8 +17,8 @@ import redis
 from mapping import codec
 from mapping.errors import REPLICATION_TIMEOUT
 from mapping.keys import Keys
-from mapping.partitions import PartitionHead, partition_status_call
-from mapping.topics import TopicConfig
+from mapping.partition_scripts import PartitionHead, partition_status_call
+from mapping.topic_config import TopicConfig
 from spark_connector.sink_options import SinkOptions, SinkWriteError
 
 

@@ -18,9 +18,10 @@ import redis
 
 from mapping import codec, scripts
 from mapping.keys import Keys, is_valid_name
+from mapping.partition_scripts import PARTITION_STATUS, PartitionHead
 from mapping.partitioner import partition_for
-from mapping.partitions import PARTITION_STATUS, PartitionHead
-from mapping.topics import TopicConfig, TopicDefaults, ensure_topic_sync, is_internal_topic
+from mapping.topic_config import TopicConfig, TopicDefaults, is_internal_topic
+from mapping.topics import ensure_topic_sync
 from spark_connector.acks import wait_for_acks
 from spark_connector.sink_options import SinkOptions, SinkWriteError
 from spark_connector.sink_records import Record, record_items

@@ -40,15 +40,13 @@ from mapping.client import connect
 from mapping.codec import DEFAULT_SEQUENCE_BITS
 from mapping.keys import Keys, is_valid_name
 from mapping.partitions import Partitions
-from mapping.topics import (
+from mapping.topic_config import (
     MAX_PARTITIONS,
     MAX_REPLICATION_FACTOR,
-    alter_configs_sync,
-    ensure_topic_sync,
     is_internal_topic,
-    read_settings_sync,
     retention_fields,
 )
+from mapping.topics import alter_configs_sync, ensure_topic_sync, read_settings_sync
 
 T = TypeVar("T")
 

@@ -39,7 +39,7 @@ from mapping.admin import InvalidPartitions, add_partitions, delete_topic
 from mapping.errors import BrokerError
 from mapping.inspection import retention_of
 from mapping.keys import is_valid_name
-from mapping.topics import (
+from mapping.topic_config import (
     MAX_PARTITIONS,
     MAX_REPLICATION_FACTOR,
     RETENTION_BYTES,

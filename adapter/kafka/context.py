@@ -13,7 +13,7 @@ from mapping import partitioner
 from mapping.brokers import BrokerRegistry
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
 from mapping.keys import is_valid_name
-from mapping.topics import TopicConfig
+from mapping.topic_config import TopicConfig
 
 # Topic ids whose names a pod remembers at most (all forgotten at once beyond: cheap, rare).
 MAX_REMEMBERED_IDS = 10_000

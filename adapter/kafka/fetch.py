@@ -29,7 +29,7 @@ from mapping import codec
 from mapping.errors import BrokerError
 from mapping.kafka import FetchRead
 from mapping.records import walk_entries
-from mapping.topics import TopicConfig
+from mapping.topic_config import TopicConfig
 
 Response = FETCH.response
 TopicResponse = Response.FetchableTopicResponse

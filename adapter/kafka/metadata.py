@@ -19,7 +19,7 @@ from adapter.kafka.protocol import Request
 from adapter.kafka.versions import METADATA
 from mapping.errors import BrokerError
 from mapping.keys import is_valid_name
-from mapping.topics import is_internal_topic
+from mapping.topic_config import is_internal_topic
 
 Response = METADATA.response
 Broker = Response.MetadataResponseBroker

@@ -21,7 +21,7 @@ from mapping.acks import AckOutcome
 from mapping.batcher import Pending
 from mapping.errors import BrokerError, OutcomeUnknown
 from mapping.kafka import AppendResult
-from mapping.topics import TopicConfig
+from mapping.topic_config import TopicConfig
 
 log = logging.getLogger(__name__)
 

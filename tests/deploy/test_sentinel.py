@@ -29,7 +29,7 @@ from mapping.client import connect, make_batcher
 from mapping.cluster import connect_sync, redact
 from mapping.errors import Unavailable
 from mapping.keys import Keys
-from mapping.partitions import PARTITION_PRODUCE
+from mapping.partition_scripts import PARTITION_PRODUCE
 from mapping.sentinel import (
     SyncSentinelRedis,
     parse_sentinel_url,

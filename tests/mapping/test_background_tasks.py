@@ -22,7 +22,7 @@ from mapping.keys import Keys
 from mapping.pubsub import Subscriber
 from mapping.replicator import Replicator
 from mapping.retention import RetentionTask
-from mapping.topics import TopicConfig
+from mapping.topic_config import TopicConfig
 
 # Every way a call may fail: what the batcher answers, and what reaches a task from redis-py
 # directly (a ClusterDownError, a slot no node covers: not a RedisError at all) or a bug.

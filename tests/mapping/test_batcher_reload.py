@@ -11,7 +11,7 @@ import redis
 from mapping.batcher import RedisBatcher
 from mapping.client import connect
 from mapping.keys import Keys
-from mapping.partitions import (
+from mapping.partition_scripts import (
     PARTITION_PRODUCE,
     PartitionHead,
     partition_produce_call,

@@ -10,7 +10,7 @@ import redis
 
 from mapping import codec, scripts
 from mapping.keys import Keys
-from mapping.partitions import PartitionHead, partition_consume_call, partition_produce_call
+from mapping.partition_scripts import PartitionHead, partition_consume_call, partition_produce_call
 from mapping.size_marks import SIZE_MAX_BITS, SIZE_MIN_BITS, SizeMarks
 
 BITS = codec.DEFAULT_SEQUENCE_BITS

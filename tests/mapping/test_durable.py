@@ -20,7 +20,7 @@ from mapping.kafka import KafkaStore
 from mapping.keys import Keys
 from mapping.partitions import Partitions
 from mapping.replication import Replication
-from mapping.topics import TopicConfig, TopicDefaults
+from mapping.topic_config import TopicConfig, TopicDefaults
 from tests.mapping.test_waiters import run_with, wait_for_ack
 from tests.support.kafka import RawKafka, commit_offsets, fetch_offsets
 from tests.support.kafka_groups import subscription

@@ -14,7 +14,7 @@ import redis
 from mapping import codec, inspection, scripts
 from mapping.embedded import RedisProcess, free_port
 from mapping.keys import Keys
-from mapping.partitions import PartitionHead, partition_produce_call
+from mapping.partition_scripts import PartitionHead, partition_produce_call
 from tests.support.pods import RF1, scrape_metrics
 
 BITS = codec.DEFAULT_SEQUENCE_BITS

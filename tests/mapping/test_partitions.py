@@ -15,7 +15,8 @@ from mapping.errors import BrokerError
 from mapping.keys import Keys
 from mapping.partitions import Partitions
 from mapping.startup import pin_sequence_bits
-from mapping.topics import TopicDefaults, Topics
+from mapping.topic_config import TopicDefaults
+from mapping.topics import Topics
 
 
 async def _with_partitions(

@@ -48,7 +48,8 @@ from mapping.kafka import KafkaStore
 from mapping.keys import Keys
 from mapping.partitions import Partitions
 from mapping.redis_errors import ConnectFailed, _marked
-from mapping.topics import TopicConfig, Topics
+from mapping.topic_config import TopicConfig
+from mapping.topics import Topics
 from tests.support.kafka import batch
 
 TOPIC = "kinds"

@@ -10,7 +10,7 @@ import redis
 
 from mapping import codec, scripts
 from mapping.keys import Keys
-from mapping.partitions import (
+from mapping.partition_scripts import (
     LATEST_OFFSET,
     PartitionHead,
     partition_consume_call,

@@ -58,7 +58,7 @@ from mapping.kafka_groups.offsets import (
     kafka_group_offset_fetch_call,
 )
 from mapping.keys import Keys
-from mapping.partitions import (
+from mapping.partition_scripts import (
     PartitionHead,
     partition_consume_call,
     partition_produce_call,

@@ -23,7 +23,8 @@ from mapping.client import connect
 from mapping.keys import Keys
 from mapping.partitions import Partitions
 from mapping.startup import pin_sequence_bits
-from mapping.topics import TopicDefaults, Topics
+from mapping.topic_config import TopicDefaults
+from mapping.topics import Topics
 from tests.support.cli import CliTarget
 from tests.support.pods import RF1, Pod
 from tests.support.waiting import wait_until

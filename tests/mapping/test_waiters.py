@@ -15,9 +15,10 @@ from adapter.v1.handlers.acks import check, start_ack
 from mapping.client import connect
 from mapping.embedded import RedisProcess
 from mapping.errors import BrokerError
-from mapping.partitions import LATEST_OFFSET, Partitions
+from mapping.partition_scripts import LATEST_OFFSET
+from mapping.partitions import Partitions
 from mapping.replication import Replication
-from mapping.topics import TopicConfig, TopicDefaults
+from mapping.topic_config import TopicConfig, TopicDefaults
 from tests.support.waiting import wait_until, wait_until_async
 
 

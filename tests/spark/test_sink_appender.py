@@ -22,9 +22,9 @@ from pyspark.sql.types import (
 )
 
 from mapping.keys import Keys
+from mapping.partition_scripts import LATEST_OFFSET
 from mapping.partitioner import partition_for
-from mapping.partitions import LATEST_OFFSET
-from mapping.topics import TopicDefaults
+from mapping.topic_config import TopicDefaults
 from spark_connector.appender import Appender, sequence_bits
 from spark_connector.options import OptionError
 from spark_connector.sink_options import SinkOptions, SinkWriteError, parse_sink_options

@@ -23,7 +23,7 @@ import redis
 
 from mapping.embedded import free_port
 from mapping.partitioner import partition_for
-from mapping.topics import TopicDefaults
+from mapping.topic_config import TopicDefaults
 from spark_connector import example_pipeline
 from spark_connector.group_commit import commit_group_offsets
 from tests.support import ROOT

@@ -19,7 +19,8 @@ from mapping.groups import Groups
 from mapping.kafka_groups import JoinResult, KafkaGroups, KafkaGroupSettings
 from mapping.keys import Keys
 from mapping.startup import pin_sequence_bits
-from mapping.topics import TopicDefaults, Topics
+from mapping.topic_config import TopicDefaults
+from mapping.topics import Topics
 
 # Short timeouts keep the tests fast; sessions far longer than any test step unless a test
 # is about expiry. The initial delay lets members a test starts together form generation 1.

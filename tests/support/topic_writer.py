@@ -13,7 +13,7 @@ from adapter.settings import Settings
 from mapping.client import connect
 from mapping.keys import Keys
 from mapping.retention import enforce_topic
-from mapping.topics import TopicConfig, TopicDefaults
+from mapping.topic_config import TopicConfig, TopicDefaults
 
 # Single-replica topics: the hw follows every produce, no replicas needed.
 SINGLE_REPLICA_TOPICS = TopicDefaults(partitions=3, replication_factor=1, min_insync_replicas=1)

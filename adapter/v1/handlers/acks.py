@@ -7,8 +7,8 @@ import asyncio
 from mapping.acks import Ack, AckOutcome, Acks
 from mapping.batcher import Pending
 from mapping.errors import REPLICATION_TIMEOUT, UNKNOWN_TOPIC, BrokerError
-from mapping.partitions import ProduceResult
-from mapping.topics import TopicConfig
+from mapping.partition_scripts import ProduceResult
+from mapping.topic_config import TopicConfig
 
 # How an ack wait that did not end ACKED is answered: the record (or commit) stays in Redis.
 # V1 never asks for the ISR read (one code for every timeout): ISR_TOO_SMALL and

@@ -8,9 +8,9 @@ from adapter.v1.handlers.acks import start_ack
 from mapping.batcher import Pending
 from mapping.codec import MAX_OFFSET
 from mapping.errors import BadRequest
+from mapping.partition_scripts import ConsumeResult
 from mapping.partitioner import partition_for
-from mapping.partitions import ConsumeResult
-from mapping.topics import TopicConfig
+from mapping.topic_config import TopicConfig
 
 PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
 CONSUME_USAGE = "CONSUME requires: <topic> <partition> <offset>"

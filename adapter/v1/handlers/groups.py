@@ -11,7 +11,7 @@ from mapping.batcher import Pending
 from mapping.codec import MAX_OFFSET
 from mapping.errors import GROUP_IN_USE, BadRequest, BrokerError
 from mapping.groups import kafka_members_live
-from mapping.topics import TopicConfig
+from mapping.topic_config import TopicConfig
 
 JOIN_USAGE = "JOIN requires: <group> <topic> <consumer_id> [assignor=round_robin|range]"
 COMMIT_USAGE = "COMMIT requires: <group> <topic> <consumer_id> <generation> <partition> <offset>"

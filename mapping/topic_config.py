@@ -1,0 +1,97 @@
+"""A topic's settings as the pods hold them: defaults, limits, Kafka's reserved names and
+ids, and the configs that change after creation. Pure definitions: mapping/topics.py reads
+and writes them in Redis."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass
+
+# Topic settings one pod keeps in memory at most (the least recently used go first).
+DEFAULT_TOPIC_CACHE_SIZE = 10_000
+# The most partitions a topic may have (CreateTopics, CreatePartitions, the CLI).
+MAX_PARTITIONS = 10_000
+# The highest replication factor a topic may have (CreateTopics, the CLI).
+MAX_REPLICATION_FACTOR = 16
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDefaults:
+    partitions: int = 3
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+
+
+# Names Kafka reserves for its own topics (Topic.isInternal: group offsets, transactions,
+# share groups; and KRaft's metadata log). The pods keep offsets and transactions in their own
+# keys, so a topic of one of these names would only mislead Kafka tools: none is ever created
+# automatically, and CreateTopics and ``adapter topic create`` refuse them.
+KAFKA_INTERNAL_TOPICS = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
+)
+
+
+def is_internal_topic(name: str) -> bool:
+    """Whether ``name`` is reserved by Kafka (see ``KAFKA_INTERNAL_TOPICS``)."""
+    return name in KAFKA_INTERNAL_TOPICS
+
+
+# Ids Kafka reserves (Uuid.RESERVED): the zero id means "none", the one id is KRaft's
+# metadata topic.
+_RESERVED_TOPIC_IDS = frozenset({0, 1})
+
+
+def new_topic_id() -> str:
+    """A fresh topic id, as Kafka's Uuid.randomUuid makes them: random, never a reserved
+    id, and never one whose base64 form (how Kafka tools print ids) starts with ``-``, which
+    command lines would read as an option."""
+    while True:
+        candidate = uuid.uuid4()
+        text = base64.urlsafe_b64encode(candidate.bytes).decode()
+        if candidate.int not in _RESERVED_TOPIC_IDS and not text.startswith("-"):
+            return str(candidate)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    name: str
+    partitions: int
+    replication_factor: int
+    min_insync_replicas: int
+    # Random at each creation, stored in the topic hash (see topic/ensure.lua): a topic
+    # deleted and made again is another topic to Kafka clients. "" only where a caller
+    # builds a config without reading Redis.
+    topic_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EnsuredTopic:
+    """What topic/ensure.lua answered: the settings, whether this call created the topic,
+    and whether it gave a topic made by older code its id (both need announcing)."""
+
+    config: TopicConfig
+    created: bool
+    id_assigned: bool
+
+
+# The topic hash's configs that change after creation (retention: the retention task reads
+# them on each run, mapping.inspection.retention_of decodes them); absent: the default.
+RETENTION_MS = "retention_ms"
+RETENTION_BYTES = "retention_bytes"
+RETENTION_IGNORE_GROUPS = "retention_ignore_groups"
+ALTERABLE_CONFIGS = frozenset({RETENTION_MS, RETENTION_BYTES, RETENTION_IGNORE_GROUPS})
+
+
+def retention_fields(
+    ms: int | None = None, size: int | None = None, ignore_groups: bool | None = None
+) -> dict[str, int | None]:
+    """The config changes that store these retention settings (None: left as it is)."""
+    fields: dict[str, int | None] = {}
+    if ms is not None:
+        fields[RETENTION_MS] = ms
+    if size is not None:
+        fields[RETENTION_BYTES] = size
+    if ignore_groups is not None:
+        fields[RETENTION_IGNORE_GROUPS] = int(ignore_groups)
+    return fields
