@@ -48,9 +48,6 @@ class Replication:
         acks timeout. ``lease_ms``: the replicator's lease; default half of
         replica_lag_max_ms (at least 200 ms), so a dead owner's followers are taken over
         before they leave the ISR."""
-        self.topics = topics
-        self.partitions = partitions
-        self.pod_id = pod_id
         # --redis-wait-replicas: acks, commits and readers wait for Redis WAIT rounds
         durable = None
         if redis_wait_replicas > 0:
