@@ -19,6 +19,7 @@ from mapping.partitioner import partition_for
 from tests.support.cluster import LoopbackCluster
 from tests.support.kafka import kafka_read_for
 from tests.support.pods import Pod
+from tests.support.v1 import consume_values
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3  # V1's default for a topic made on first use
@@ -82,20 +83,6 @@ def test_wait_runs_on_the_node_that_took_the_write(failover_cluster: LoopbackClu
         pod.stop()
 
 
-def _read_all(client: Client, topic: str) -> set[bytes]:
-    """Every value CONSUME serves now, each partition read to its end."""
-    values: set[bytes] = set()
-    for partition in range(PARTITIONS):
-        position = 0
-        while True:
-            reply = client.consume(topic, partition, position)
-            if not reply.records:
-                break
-            values.update(value for _, value in reply.records)
-            position = reply.records[-1][0] + 1
-    return values
-
-
 def _produce_until_ok(client: Client, topic: str, key: str, value: str, bound_s: float) -> None:
     """PRODUCE acks=all until it succeeds (the cluster settling after a failover)."""
     start = time.monotonic()
@@ -139,7 +126,7 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_cluster_failover(
             for p in range(PARTITIONS):  # the first ones wait for the followers to start
                 _produce_until_ok(writer, topic, _key_for(p), f"r{run}-{p}", 20)
                 acked.add(f"r{run}-{p}".encode())
-            assert acked <= _read_all(reader, topic)
+            assert acked <= consume_values(reader, topic, PARTITIONS)
             member = writer.join("billing", topic, "c1")
             committed += 10
             writer.commit("billing", topic, "c1", member.generation, 0, committed)
@@ -161,12 +148,12 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_cluster_failover(
                         "PRODUCE", f"{topic} {_key_for(0)}:cut{run}-{i} acks=all"
                     )
                     assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
-                    during |= _read_all(reader, topic)  # a reader meanwhile
+                    during |= consume_values(reader, topic, PARTITIONS)  # a reader meanwhile
                 response = writer.request(
                     "COMMIT", f"billing {topic} c1 {member.generation} 0 {committed + 5}"
                 )
                 assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
-                during |= _read_all(reader, topic)
+                during |= consume_values(reader, topic, PARTITIONS)
                 during |= kafka_read_for(pods[1].bootstrap, topic, PARTITIONS, 1.5)  # Fetch as well
                 assert not any(v.startswith(f"cut{run}".encode()) for v in during), during
                 read |= during
@@ -178,7 +165,7 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_cluster_failover(
             failover_cluster.wait_ok(timeout=20)
             _produce_until_ok(writer, topic, _key_for(0), f"after{run}", 20)
             acked.add(f"after{run}".encode())
-            now = _read_all(reader, topic)
+            now = consume_values(reader, topic, PARTITIONS)
             assert acked <= now, acked - now  # 0 acknowledged lost
             assert read <= now, read - now  # 0 phantom reads
             assert writer.committed("billing", topic, 0) >= committed  # never backwards

@@ -41,6 +41,7 @@ from spark_connector.sink_options import parse_sink_options
 from tests.deploy.sentinels import DATA_PASSWORD, MASTER, SENTINEL_PASSWORD, SentinelDeployment
 from tests.support.kafka import kafka_read_for
 from tests.support.pods import Pod
+from tests.support.v1 import consume_values
 
 # How long a failover may take until the same pod serves again: detection (down-after 500 ms),
 # the vote and the promotion take 2-3 s on loopback; the rest is slack for a loaded machine.
@@ -263,20 +264,6 @@ def test_a_readonly_reply_makes_the_client_ask_the_sentinels_again(
         sync_client.close()
 
 
-def _read_all(client: Client, topic: str, partitions: int) -> set[bytes]:
-    """Every value CONSUME serves now, each partition read to its end."""
-    values: set[bytes] = set()
-    for partition in range(partitions):
-        position = 0
-        while True:
-            reply = client.consume(topic, partition, position)
-            if not reply.records:
-                break
-            values.update(value for _, value in reply.records)
-            position = reply.records[-1][0] + 1
-    return values
-
-
 @pytest.mark.slow
 def test_nothing_served_or_acknowledged_is_taken_back_by_a_failover(
     deployment: SentinelDeployment,
@@ -297,7 +284,7 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_failover(
             for i in range(5):
                 assert client.request("PRODUCE", f"{topic} k{i}:r{run}-{i} acks=all").ok
                 acked.add(f"r{run}-{i}".encode())
-            assert acked <= _read_all(client, topic, 3)
+            assert acked <= consume_values(client, topic, 3)
             member = client.join("billing", topic, "c1")
             committed += 10
             client.commit("billing", topic, "c1", member.generation, 0, committed)
@@ -313,12 +300,12 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_failover(
                 for i in range(2):
                     response = client.request("PRODUCE", f"{topic} x{i}:cut{run}-{i} acks=all")
                     assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
-                    during |= _read_all(client, topic, 3)  # a reader meanwhile
+                    during |= consume_values(client, topic, 3)  # a reader meanwhile
                 response = client.request(
                     "COMMIT", f"billing {topic} c1 {member.generation} 0 {committed + 5}"
                 )
                 assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
-                during |= _read_all(client, topic, 3)
+                during |= consume_values(client, topic, 3)
                 during |= kafka_read_for(pod.bootstrap, topic, 3, 1.5)  # Fetch as well
                 assert not any(v.startswith(f"cut{run}".encode()) for v in during), during
                 read |= during
@@ -334,7 +321,7 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_failover(
             primary, replica = replica, primary
             _produce_until_ok(client, topic, f"after{run}", FAILOVER_BOUND_S)
             acked.add(f"after{run}".encode())
-            now = _read_all(client, topic, 3)
+            now = consume_values(client, topic, 3)
             assert acked <= now, acked - now  # 0 acknowledged lost
             assert read <= now, read - now  # 0 phantom reads
             assert client.committed("billing", topic, 0) >= committed  # never backwards

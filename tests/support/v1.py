@@ -39,3 +39,17 @@ def closed_by_peer(sock: socket.socket) -> bool:
         return sock.recv(1) == b""
     except ConnectionResetError:
         return True
+
+
+def consume_values(client: Client, topic: str, partitions: int) -> set[bytes]:
+    """Every value V1 CONSUME serves now, each partition read to its end."""
+    values: set[bytes] = set()
+    for partition in range(partitions):
+        position = 0
+        while True:
+            reply = client.consume(topic, partition, position)
+            if not reply.records:
+                break
+            values.update(value for _, value in reply.records)
+            position = reply.records[-1][0] + 1
+    return values
