@@ -82,8 +82,9 @@ class Pod:
         log.info("topic %s was deleted: forgotten", name)
 
     def _topic_changed(self, data: bytes) -> None:
-        """A topic got more partitions (mapping/admin.py add_partitions): its settings are
-        read again (acks=all waits on its existing partitions go on)."""
+        """A topic got more partitions (mapping/admin.py add_partitions) or other configs
+        (Topics.alter_configs): its settings are read again (acks=all waits on its existing
+        partitions go on)."""
         name = data.decode(errors="replace")
         self.topics.forget(name)
         self.replication.reread_topic(name)

@@ -218,7 +218,7 @@ async def add_partitions(
     if before < 0:  # deleted meanwhile
         return None
     _check_growth(name, before, count)  # grown meanwhile by someone else
-    await topics.announce_grown(name)
+    await topics.announce_changed(name)
     topics.forget(name)
     return PartitionGrowth(name, before, count)
 

@@ -81,6 +81,6 @@ class Replication:
         self.acks.forget_topic(name)
 
     def reread_topic(self, name: str) -> None:
-        """Topic ``name`` got more partitions: the replicator reads its settings again."""
+        """Topic ``name`` changed (partitions, configs): the replicator reads its settings again."""
         if self.replicator is not None:
             self.replicator.reread(name)

@@ -63,6 +63,30 @@ class TopicConfig:
     # deleted and made again is another topic to Kafka clients. "" only where a caller
     # builds a config without reading Redis.
     topic_id: str = ""
+    # The topic hash's other fields: the configs set on this topic (field name: the Kafka
+    # config name with '_' for '.', as ``retention_ms``), as (field, text) pairs. A config
+    # not here has its default. Pods cache them with the topic and read them again when a
+    # config changes (Topics.alter_configs announces it).
+    overrides: tuple[tuple[str, str], ...] = ()
+
+    def config(self, field: str) -> str | None:
+        """The text of config ``field`` set on this topic, None when it has its default."""
+        for name, value in self.overrides:
+            if name == field:
+                return value
+        return None
+
+
+# The topic hash's fields that are not configs: its shape and identity (topic/ensure.lua).
+STRUCTURAL_FIELDS = frozenset(
+    {"partitions", "replication_factor", "min_insync_replicas", "created_ms", "topic_id"}
+)
+
+
+def config_field(kafka_name: str) -> str:
+    """The topic hash field that stores Kafka config ``kafka_name`` (``cleanup.policy`` ->
+    ``cleanup_policy``)."""
+    return kafka_name.replace(".", "_")
 
 
 @dataclass(frozen=True, slots=True)

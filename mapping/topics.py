@@ -27,6 +27,7 @@ from mapping.topic_config import (
     DEFAULT_TOPIC_CACHE_SIZE,
     RETENTION_BYTES,
     RETENTION_MS,
+    STRUCTURAL_FIELDS,
     EnsuredTopic,
     TopicConfig,
     TopicDefaults,
@@ -89,7 +90,15 @@ def _ensured(name: str, reply: list[Any]) -> EnsuredTopic | None:
     """topic/ensure.lua's reply; None when the topic does not exist (and was not created)."""
     if not reply:
         return None
-    config = TopicConfig(name, int(reply[0]), int(reply[1]), int(reply[2]), to_str(reply[4]))
+    fields = reply[6] if len(reply) > 6 else []
+    overrides = tuple(
+        (to_str(fields[i]), to_str(fields[i + 1]))
+        for i in range(0, len(fields), 2)
+        if to_str(fields[i]) not in STRUCTURAL_FIELDS
+    )
+    config = TopicConfig(
+        name, int(reply[0]), int(reply[1]), int(reply[2]), to_str(reply[4]), overrides
+    )
     return EnsuredTopic(config, bool(reply[3]), bool(reply[5]))
 
 
@@ -151,6 +160,7 @@ def alter_configs_sync(
     """``Topics.alter_configs`` on a synchronous client (the command line)."""
     for command in _config_commands(keys, name, changes):
         client.execute_command(*command)
+    client.publish(keys.topics_changed_channel, name)
 
 
 class Topics:
@@ -372,9 +382,11 @@ class Topics:
 
     async def alter_configs(self, name: str, changes: Mapping[str, int | None]) -> None:
         """Set the configs of ``changes`` (``ALTERABLE_CONFIGS`` -> value; None: back to the
-        default) in topic ``name``'s hash; ValueError for any other field."""
+        default) in topic ``name``'s hash, and tell every pod to read them again; ValueError
+        for any other field."""
         for command in _config_commands(self.keys, name, changes):
             await self.batcher.call(*command)
+        await self.announce_changed(name)
 
     async def revive(self, name: str, topic_id: str, partitions: range) -> list[Any]:
         """Remove the tombstones an earlier topic of that name left on these partitions (a
@@ -388,8 +400,9 @@ class Topics:
         topic/grow.lua); the count before, -1 when there is no such topic."""
         return int(await self.batcher.call(*topic_grow_call(self.keys, name, count)))
 
-    async def announce_grown(self, name: str) -> None:
-        """Every pod forgets topic ``name``'s settings and reads them again."""
+    async def announce_changed(self, name: str) -> None:
+        """Every pod forgets topic ``name``'s settings (partition count, configs) and reads
+        them again."""
         await self.batcher.call("PUBLISH", self.keys.topics_changed_channel, name)
 
     async def delete_settings(self, name: str, topic_id: str) -> int:

@@ -8,8 +8,8 @@
 -- The id is written with the topic, in this one call, and never changes while it exists: a
 -- topic deleted and created again gets a new one (Kafka clients tell the two apart by it).
 -- Returns {partitions, replication_factor, min_insync_replicas, created (0|1), topic id,
--- id given now to an existing topic (0|1)}, or {} when the topic does not exist and was not
--- created.
+-- id given now to an existing topic (0|1), the whole hash (field, value, ...: the topic's
+-- configs among them)}, or {} when the topic does not exist and was not created.
 local topic = KEYS[1]
 local created, assigned = 0, 0
 if redis.call('EXISTS', topic) == 0 then
@@ -26,4 +26,5 @@ else
 end
 local v = redis.call('HMGET', topic, 'partitions', 'replication_factor', 'min_insync_replicas',
   'topic_id')
-return {tonumber(v[1]), tonumber(v[2]), tonumber(v[3]), created, v[4], assigned}
+return {tonumber(v[1]), tonumber(v[2]), tonumber(v[3]), created, v[4], assigned,
+  redis.call('HGETALL', topic)}
