@@ -20,7 +20,7 @@ from mapping.partition_scripts import PartitionHead, partition_status_call
 from mapping.partitions import Partitions
 from mapping.records import ProducedRecord, StoredRecord, append_args, entry_record
 from mapping.sequence_fence import SequenceFence
-from mapping.topic_config import TopicConfig
+from mapping.topic_config import TopicConfig, log_append_time
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,11 @@ class AppendResult:
     isr_size: int
     base_offset: int
     last_offset: int
+    append_time: int = -1  # the records' append time (ms; -1: not appended now, a retry)
+
+
+def _append_result(reply: list[Any]) -> AppendResult:
+    return AppendResult(*(int(v) for v in reply[:6]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +59,15 @@ def kafka_produce_call(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+    create_time: bool = True,
 ) -> tuple:
-    """kafka/produce.lua appending one RecordBatch (producer id -1: not idempotent)."""
+    """kafka/produce.lua appending one RecordBatch (producer id -1: not idempotent);
+    ``create_time`` False (a LogAppendTime topic): the records keep no timestamp of their
+    own, so every reader sees their append time."""
     k = head.keys
     batch = [producer_id, producer_epoch, base_sequence, len(records), producer_id_expiration_ms]
     return head.command(
-        KAFKA_PRODUCE, (k.producers, k.producer_times), batch + append_args(records)
+        KAFKA_PRODUCE, (k.producers, k.producer_times), batch + append_args(records, create_time)
     )
 
 
@@ -87,7 +95,8 @@ class KafkaStore:
         producer_epoch: int = -1,
         base_sequence: int = -1,
     ) -> Pending[AppendResult]:
-        """One script call appending one RecordBatch."""
+        """One script call appending one RecordBatch (stamped with its append time when the
+        topic says LogAppendTime)."""
         call = kafka_produce_call(
             self.partitions.head(config, partition),
             records,
@@ -95,12 +104,13 @@ class KafkaStore:
             producer_epoch,
             base_sequence,
             self.producer_id_expiration_ms,
+            create_time=not log_append_time(config),
         )
         future = self.partitions.batcher.submit(*call)
         # a caller that goes away (its connection closed) leaves the failure unread
         future.add_done_callback(mark_retrieved)
         if producer_id < 0:
-            return Pending(future, lambda reply: AppendResult(*(int(v) for v in reply[:5])))
+            return Pending(future, _append_result)
         # an idempotent producer's batches keep their order across a failed one
         key = (config.name, partition, producer_id, producer_epoch)
         future.add_done_callback(partial(self._settled, key, base_sequence))
@@ -116,7 +126,7 @@ class KafkaStore:
             self.fence.written(key)
 
     def _appended(self, key: tuple, base_sequence: int, reply: Any) -> AppendResult:
-        result = AppendResult(*(int(v) for v in reply[:5]))
+        result = _append_result(reply)
         if result.status == OUT_OF_ORDER_SEQUENCE_NUMBER and self.fence.behind_failure(
             key, base_sequence
         ):

@@ -95,15 +95,19 @@ def record_items(
     return lead, items
 
 
-def append_args(records: list[ProducedRecord]) -> list[bytes | str | int]:
+def append_args(records: list[ProducedRecord], create_time: bool = True) -> list[bytes | str | int]:
     """The per-record arguments of kafka/produce.lua: ``len(items), lead, *items`` of
     ``record_items``, or for the common records (no headers, a key and a value or a null
     key) a short form the script expands to the same fields (-1, value, create time or
     -2, key, value, create time): Produce's hot loop, and 3-4 arguments a record instead of
-    8 for hiredis to pack and Redis to parse."""
+    8 for hiredis to pack and Redis to parse. ``create_time`` False: the records keep no
+    ``create_ts`` (a LogAppendTime topic: their timestamp is the append time)."""
     args: list[bytes | str | int] = []
     for key, value, timestamp, headers in records:
-        if headers or value is None:
+        if not create_time:
+            lead, items = record_items(key, value, None, headers)
+            args += (len(items), lead, *items)
+        elif headers or value is None:
             lead, items = record_items(key, value, timestamp, headers)
             args += (len(items), lead, *items)
         elif key is None:
@@ -192,11 +196,48 @@ def entry_values(
     return values
 
 
+# A RecordBatch (magic 2) without records: its header's bytes.
+BATCH_HEADER_BYTES = 61
+
+
+def _varint_bytes(number: int) -> int:
+    """Bytes of ``number`` as a zigzag varint (Kafka's ByteUtils.sizeOfVarint/Varlong)."""
+    encoded = (number << 1) ^ (number >> 63)
+    size = 1
+    while encoded >= 0x80:
+        encoded >>= 7
+        size += 1
+    return size
+
+
+def _field_bytes(data: bytes | None) -> int:
+    return 1 if data is None else _varint_bytes(len(data)) + len(data)
+
+
+def record_batch_bytes(key: bytes | None, value: bytes | None, headers: list[Header]) -> int:
+    """The size of a RecordBatch holding only this record (offset and timestamp deltas 0):
+    what Kafka measures against a topic's max.message.bytes, for the writers that send
+    records one by one (V1 PRODUCE, the Spark sink)."""
+    body = 1 + 1 + 1 + _field_bytes(key) + _field_bytes(value) + _varint_bytes(len(headers))
+    for name, header_value in headers:
+        body += _field_bytes(name.encode()) + _field_bytes(header_value)
+    return BATCH_HEADER_BYTES + _varint_bytes(body) + body
+
+
 # Bytes a record costs in a RecordBatch beyond its key and value (roughly): what a fetch's
 # byte budget counts per record.
 RECORD_OVERHEAD = 32
 MAX_OFFSET_DELTA = (1 << 31) - 1  # the most a RecordBatch's offset delta holds
 _NO_HEADERS: list[Header] = []  # shared, never changed: the common records have none
+
+
+def _append_stamp(fields: list[bytes]) -> bytes | None:
+    """An entry's append time (its ``ts`` field: after the key and the value, so among the
+    first three fields), None for an entry without one."""
+    for at in (0, 2, 4):
+        if at + 1 < len(fields) and fields[at] == APPEND_TIME_BYTES:
+            return fields[at + 1]
+    return None
 
 
 class Walked(NamedTuple):
@@ -214,12 +255,16 @@ def walk_entries(
     budget: int,
     take_first: bool,
     append: Callable[[int, int, bytes | None, bytes | None, list[Header]], Any],
+    append_time: bool = False,
 ) -> Walked:
     """Feeds ``append(offset delta, timestamp, key, value, headers)`` the raw XRANGE entries
     from ``start`` on, in order, while their offsets are at or below ``high_watermark`` (V1's)
     and their sizes fit in ``budget`` (the first one whatever its size when ``take_first``),
     without a record object each: the fetch's hot loop. The deltas are from the first taken
-    entry's offset and stay within one RecordBatch's range (past it: ``done`` False)."""
+    entry's offset and stay within one RecordBatch's range (past it: ``done`` False).
+    ``append_time`` (a LogAppendTime topic): every record's timestamp is its append time,
+    and one batch holds one append time (another: ``done`` False, a new batch starts)."""
+    batch_stamp = b""
     used = 0
     base = -1
     limit = 0
@@ -282,6 +327,14 @@ def walk_entries(
             # a producer's batch shares its create time: parsed once
             last_stamp = stamp
             timestamp = int(stamp)
+        if append_time:
+            appended = _append_stamp(fields) or ms
+            if i == start:
+                batch_stamp = appended
+            elif appended != batch_stamp:
+                return Walked(i, used, base, False)
+            timestamp = int(appended)
+            last_stamp = b""
         length += RECORD_OVERHEAD
         if used + length > budget and (i > start or not take_first):
             return Walked(i, used, base, True)

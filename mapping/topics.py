@@ -41,7 +41,11 @@ TOPIC_DELETE = scripts.load("topic/delete")
 PARTITION_REVIVE = scripts.load("partition/revive")
 
 
-def _config_commands(keys: Keys, name: str, changes: Mapping[str, int | None]) -> list[tuple]:
+# A config's new value: an integer, Kafka's text form, or None (back to the default).
+ConfigValue = int | str | None
+
+
+def _config_commands(keys: Keys, name: str, changes: Mapping[str, ConfigValue]) -> list[tuple]:
     """The commands that apply ``changes`` (config field -> value; None: back to the
     default) to topic ``name``'s hash. A retention limit below -1 is stored as -1 (none)."""
     unknown = set(changes) - ALTERABLE_CONFIGS
@@ -51,8 +55,9 @@ def _config_commands(keys: Keys, name: str, changes: Mapping[str, int | None]) -
     stored: list[str | int] = []
     for field, value in changes.items():
         if value is not None:
-            limit = field in (RETENTION_MS, RETENTION_BYTES)
-            stored += (field, max(value, -1) if limit else value)
+            if field in (RETENTION_MS, RETENTION_BYTES) and isinstance(value, int):
+                value = max(value, -1)
+            stored += (field, value)
     removed = [field for field, value in changes.items() if value is None]
     return ([("HSET", key, *stored)] if stored else []) + (
         [("HDEL", key, *removed)] if removed else []
@@ -155,7 +160,7 @@ def read_settings_sync(client: Any, keys: Keys, name: str) -> dict[str, str]:
 
 
 def alter_configs_sync(
-    client: Any, keys: Keys, name: str, changes: Mapping[str, int | None]
+    client: Any, keys: Keys, name: str, changes: Mapping[str, ConfigValue]
 ) -> None:
     """``Topics.alter_configs`` on a synchronous client (the command line)."""
     for command in _config_commands(keys, name, changes):
@@ -380,7 +385,7 @@ class Topics:
         fields = await self.batcher.call("HGETALL", self.keys.topic(name))
         return {to_str(k): to_str(v) for k, v in fields.items()}
 
-    async def alter_configs(self, name: str, changes: Mapping[str, int | None]) -> None:
+    async def alter_configs(self, name: str, changes: Mapping[str, ConfigValue]) -> None:
         """Set the configs of ``changes`` (``ALTERABLE_CONFIGS`` -> value; None: back to the
         default) in topic ``name``'s hash, and tell every pod to read them again; ValueError
         for any other field."""

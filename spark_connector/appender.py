@@ -20,7 +20,8 @@ from mapping import codec, scripts
 from mapping.keys import Keys, is_valid_name
 from mapping.partition_scripts import PARTITION_STATUS, PartitionHead
 from mapping.partitioner import partition_for
-from mapping.topic_config import TopicConfig, TopicDefaults, is_internal_topic
+from mapping.records import record_batch_bytes
+from mapping.topic_config import TopicConfig, TopicDefaults, is_internal_topic, max_message_bytes
 from mapping.topics import ensure_topic_sync
 from spark_connector.acks import wait_for_acks
 from spark_connector.sink_options import SinkOptions, SinkWriteError
@@ -69,6 +70,19 @@ def ensure_topic(
     if ensured is None:
         raise SinkWriteError(f"topic {name!r} is reserved by Kafka: it is never created")
     return ensured.config
+
+
+def _check_size(config: TopicConfig, record: Record) -> None:
+    """SinkWriteError for a record larger than the topic's max.message.bytes, measured as
+    Kafka measures it (the RecordBatch a Kafka producer would send it in; unset: Kafka's
+    default, the pods' --kafka-max-message-bytes is not known here)."""
+    size = record_batch_bytes(record.key, record.value, record.headers)
+    limit = max_message_bytes(config)
+    if size > limit:
+        raise SinkWriteError(
+            f"record too large for {config.name}: {size} bytes as a RecordBatch, "
+            f"the topic takes at most {limit} (max.message.bytes)"
+        )
 
 
 @dataclass
@@ -144,6 +158,7 @@ class Appender:
         else:
             partition = self._round_robin % config.partitions
             self._round_robin += 1
+        _check_size(config, record)
         target = self._targets.get((config.name, partition))
         if target is None:
             target = self._targets[(config.name, partition)] = _Target(config, partition)

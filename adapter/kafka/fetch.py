@@ -11,6 +11,8 @@ within the request's byte limits, long-polling on ``max_wait_ms`` / ``min_bytes`
 - Long-poll: with fewer than ``min_bytes`` the request watches its partitions' hw channels
   (mapping/waits.py), reads once more once subscribed, then waits for a notification or
   ``max_wait_ms``: no polling.
+- Topic configs: batches are compressed with the topic's compression.type, and a
+  LogAppendTime topic's batches carry the timestamp-type bit and one append time each.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from mapping import codec
 from mapping.errors import BrokerError
 from mapping.kafka import FetchRead
 from mapping.records import walk_entries
-from mapping.topic_config import TopicConfig
+from mapping.topic_config import TopicConfig, compression_codec, log_append_time
 
 Response = FETCH.response
 TopicResponse = Response.FetchableTopicResponse
@@ -164,13 +166,14 @@ async def _read_all(context: KafkaContext, wanted: list[_Wanted], max_bytes: int
     budget = limit
     answers: list[_Answer] = []
     any_records = False
-    for answer, taken in results:
+    for w, (answer, taken) in zip(wanted, results, strict=True):
         if taken is not None and taken.batches:
+            assert w.config is not None
             batches = taken.batches
             if taken.used > budget:  # the response's limit cuts this partition: re-encode
                 entries = [entry for page in taken.pages for entry in page]
                 batches, _, used, _ = _encode(
-                    entries, bits, answer.high_watermark - 1, budget, not any_records
+                    entries, bits, answer.high_watermark - 1, budget, not any_records, w.config
                 )
             else:
                 used = taken.used
@@ -190,22 +193,29 @@ def _page(context: KafkaContext, w: _Wanted, budget: int) -> int:
 
 
 def _encode(
-    entries: list[Any], bits: int, high_watermark: int, budget: int, take_first: bool
+    entries: list[Any],
+    bits: int,
+    high_watermark: int,
+    budget: int,
+    take_first: bool,
+    config: TopicConfig,
 ) -> tuple[list[bytes], int, int, bool]:
     """(batches, entries taken, their bytes, stopped at the hw or the budget) of raw XRANGE
     ``entries`` at or below ``high_watermark`` (V1's) within ``budget`` bytes (the first
-    entry whatever its size when ``take_first``)."""
+    entry whatever its size when ``take_first``), as topic ``config`` has its batches
+    (compression.type, message.timestamp.type). Budgets count uncompressed bytes."""
+    codec, append_time = compression_codec(config), log_append_time(config)
     batches: list[bytes] = []
     used = 0
     start = 0
     while start < len(entries):
-        builder = batch_builder()
+        builder = batch_builder(codec)
         walked = walk_entries(
             entries, start, bits, high_watermark, budget - used, take_first and start == 0,
-            builder.append,
+            builder.append, append_time,
         )  # fmt: skip
         if walked.end > start:
-            batches.append(finish_batch(builder, walked.base))
+            batches.append(finish_batch(builder, walked.base, append_time))
             used += walked.used
         start = walked.end
         if walked.done:
@@ -231,7 +241,7 @@ async def _partition(
     while True:
         entries = read.entries
         batches, end, used, done = _encode(
-            entries, bits, high_watermark, budget - taken.used, not taken.batches
+            entries, bits, high_watermark, budget - taken.used, not taken.batches, w.config
         )
         if end:
             taken.batches += batches

@@ -1,12 +1,18 @@
 """Produce: each partition's RecordBatch is one kafka/produce.lua call (offsets assigned
 there, idempotent producers' sequences checked there); all of a request's calls go out in
 the pod's next pipeline. acks=0 gets no response at all, acks=1 answers after the append,
-acks=-1 when hw and the ISR allow it (as V1 acks=all)."""
+acks=-1 when hw and the ISR allow it (as V1 acks=all).
+
+The topic's configs are enforced before anything is written (see ``_refusal``): a batch
+larger than max.message.bytes is MESSAGE_TOO_LARGE, a CreateTime record outside the
+message.timestamp bounds INVALID_TIMESTAMP; a LogAppendTime topic's answer carries the
+append time (docs/kafka.md, "Topic configs")."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -15,13 +21,19 @@ from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
-from adapter.kafka.records import CorruptBatch, UnsupportedMagic, decode_batches
+from adapter.kafka.records import CorruptBatch, ProducedBatch, UnsupportedMagic, decode_batches
 from adapter.kafka.versions import PRODUCE
 from mapping.acks import AckOutcome
 from mapping.batcher import Pending
 from mapping.errors import BrokerError, OutcomeUnknown
 from mapping.kafka import AppendResult
-from mapping.topic_config import TopicConfig
+from mapping.topic_config import (
+    NO_TIMESTAMP_LIMIT,
+    TopicConfig,
+    log_append_time,
+    max_message_bytes,
+    timestamp_bounds,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,20 +45,20 @@ PartitionResponse = TopicResponse.PartitionProduceResponse
 async def handle(context: KafkaContext, request: Request) -> Any:
     body = request.body
     acks = body.acks
-    jobs: list[tuple[str, int, asyncio.Future[tuple[int, int]] | int]] = []
+    jobs: list[tuple[str, int, asyncio.Future[Outcome] | int]] = []
     for topic in body.topic_data or ():  # an array sent as null: none
         for part in topic.partition_data or ():
             jobs.append((topic.name, part.index, _start(context, request, topic.name, part)))
     # The appends were all queued in this turn (one pipeline); now collect the answers.
     answers: dict[str, list[Any]] = {}
     for name, index, job in jobs:
-        code, base = await job if not isinstance(job, int) else (job, -1)
+        code, base, append_time = await job if not isinstance(job, int) else (job, -1, -1)
         answers.setdefault(name, []).append(
             PartitionResponse(
                 index=index,
                 error_code=code,
                 base_offset=base,
-                log_append_time_ms=-1,
+                log_append_time_ms=append_time,
                 log_start_offset=-1,
                 record_errors=[],
                 error_message=None,
@@ -62,6 +74,10 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     )
 
 
+# A partition's answer: (error code, base offset, log append time; -1 where none).
+Outcome = tuple[int, int, int]
+
+
 def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any:
     """Queue one partition's append now; an int is an error known at once."""
     body = request.body
@@ -70,8 +86,6 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
     if body.transactional_id is not None:
         return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # transactions: not supported
     data = part.records or b""
-    if len(data) > context.pod.settings.kafka_max_message_bytes:
-        return errors.MESSAGE_TOO_LARGE
     try:
         batches = decode_batches(data)
     except UnsupportedMagic:
@@ -86,9 +100,36 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
         return asyncio.ensure_future(_append(context, body, name, part.index, batches))
     if not 0 <= part.index < config.partitions:
         return errors.UNKNOWN_TOPIC_OR_PARTITION
+    refusal = _refusal(context, config, batches)
+    if refusal:
+        return refusal
     # known topic: queued right now, so all of a request's appends share one pipeline
     pending = _queue(context, config, part.index, batches)
     return asyncio.ensure_future(_finish(context, body, config, part.index, pending))
+
+
+def _refusal(context: KafkaContext, config: TopicConfig, batches: list[ProducedBatch]) -> int:
+    """The error the topic's configs give these batches before anything is written (0:
+    none), as Kafka's LogValidator: a batch larger than max.message.bytes (unset: the pod's
+    --kafka-max-message-bytes, Kafka's message.max.bytes) is MESSAGE_TOO_LARGE; on a
+    CreateTime topic, a record whose timestamp lies more than message.timestamp.before.max.ms
+    before or after.max.ms after the pod's clock is INVALID_TIMESTAMP (records without a
+    timestamp, -1, pass)."""
+    limit = max_message_bytes(config, context.pod.settings.kafka_max_message_bytes)
+    if any(batch.size > limit for batch in batches):
+        return errors.MESSAGE_TOO_LARGE
+    if log_append_time(config):
+        return errors.NONE
+    before, after = timestamp_bounds(config)
+    if before == after == NO_TIMESTAMP_LIMIT:
+        return errors.NONE
+    now = time.time_ns() // 1_000_000
+    for batch in batches:
+        for record in batch.records:
+            stamp = record[2]
+            if stamp >= 0 and (now - stamp > before or stamp - now > after):
+                return errors.INVALID_TIMESTAMP
+    return errors.NONE
 
 
 def _queue(
@@ -109,13 +150,16 @@ def _queue(
 
 async def _append(
     context: KafkaContext, body: Any, name: str, index: int, batches: list[Any]
-) -> tuple[int, int]:
+) -> Outcome:
     try:
         config = await context.find_topic(name)
     except BrokerError as exc:
-        return error_of(exc), -1
+        return error_of(exc), -1, -1
     if config is None or not 0 <= index < config.partitions:
-        return errors.UNKNOWN_TOPIC_OR_PARTITION, -1
+        return errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+    refusal = _refusal(context, config, batches)
+    if refusal:
+        return refusal, -1, -1
     return await _finish(context, body, config, index, _queue(context, config, index, batches))
 
 
@@ -125,7 +169,7 @@ async def _finish(
     config: TopicConfig,
     index: int,
     pending: list[Pending[AppendResult]],
-) -> tuple[int, int]:
+) -> Outcome:
     results: list[AppendResult] = []
     failures: list[BrokerError] = []
     for p in pending:  # every one awaited, so none is left with its exception unretrieved
@@ -137,18 +181,20 @@ async def _finish(
             # the script may have written some records before it failed
             failures.append(OutcomeUnknown(f"redis error: {exc}"))
     if failures:
-        return _failed_append(failures, some_written=bool(results)), -1
+        return _failed_append(failures, some_written=bool(results)), -1, -1
     first = results[0]
     for result in results:
         if result.status == errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            return errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+            return errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, -1
         if result.status == errors.INVALID_PRODUCER_EPOCH:
-            return errors.INVALID_PRODUCER_EPOCH, -1
+            return errors.INVALID_PRODUCER_EPOCH, -1, -1
     if body.acks == -1:
         code = await _acks_all(context, config, index, results[-1], body.timeout_ms)
         if code:
-            return code, -1
-    return errors.NONE, first.base_offset
+            return code, -1, -1
+    # Kafka's log_append_time_ms: the append time on a LogAppendTime topic, else -1
+    append_time = first.append_time if log_append_time(config) else -1
+    return errors.NONE, first.base_offset, append_time
 
 
 def _failed_append(failures: list[BrokerError], some_written: bool) -> int:

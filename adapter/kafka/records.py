@@ -1,10 +1,11 @@
 """Kafka RecordBatches (magic 2) <-> records, with aiokafka's compiled codec.
 
 Decode (Produce): CRC-32C checked, any of the four codecs (gzip, snappy, lz4, zstd through
-cramjam). Encode (Fetch): uncompressed batches whose base offset is the first record's
-offset and whose offset deltas are the gaps between the pod's offsets (a batch never spans
-more than 2^31-1 offsets: a longer run starts a new batch; mapping.records.walk_entries
-feeds them).
+cramjam). Encode (Fetch): batches whose base offset is the first record's offset and whose
+offset deltas are the gaps between the pod's offsets (a batch never spans more than 2^31-1
+offsets: a longer run starts a new batch; mapping.records.walk_entries feeds them),
+compressed with the topic's compression.type, and on a LogAppendTime topic marked so (the
+timestamp-type attribute bit), one append time per batch.
 
 Measured on the 2-core VM (1000 records of 100 bytes per batch): aiokafka.record decodes
 ~0.9 M rec/s and encodes ~2.2 M rec/s; kafka-python's pure-Python record codec decodes
@@ -17,12 +18,18 @@ import struct
 from dataclasses import dataclass
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from aiokafka.record.util import calc_crc32c
 
 from mapping.records import ProducedRecord
 
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8: the bytes after the first 12
 _BASE_OFFSET = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+_ATTRIBUTES = struct.Struct(">h")
 MAGIC_OFFSET = 16
+CRC_OFFSET = 17  # the CRC-32C covers the bytes from the attributes on
+ATTRIBUTES_OFFSET = 21
+LOG_APPEND_TIME_ATTRIBUTE = 0x08  # the attributes' timestamp-type bit
 HEADER_BYTES = 61  # a v2 batch without records
 NO_PRODUCER_ID = -1
 
@@ -42,6 +49,7 @@ class ProducedBatch:
     base_sequence: int
     is_transactional: bool
     records: list[ProducedRecord]  # (key, value, create time, headers)
+    size: int  # its bytes as sent (what Kafka checks against max.message.bytes)
 
 
 def decode_batches(data: bytes | memoryview) -> list[ProducedBatch]:
@@ -73,18 +81,29 @@ def decode_batches(data: bytes | memoryview) -> list[ProducedBatch]:
                 batch.base_sequence,
                 bool(batch.is_transactional),
                 records,
+                end - pos,
             )
         )
         pos = end
     return batches
 
 
-def batch_builder() -> DefaultRecordBatchBuilder:
-    """An uncompressed batch's builder for Fetch (offset deltas from ``finish_batch``'s base)."""
-    return DefaultRecordBatchBuilder(2, 0, 0, NO_PRODUCER_ID, -1, -1, 1 << 31)
+def batch_builder(codec: int = 0) -> DefaultRecordBatchBuilder:
+    """A batch's builder for Fetch (offset deltas from ``finish_batch``'s base), compressed
+    with ``codec`` (mapping.topic_config.compression_codec; 0: none)."""
+    return DefaultRecordBatchBuilder(2, codec, 0, NO_PRODUCER_ID, -1, -1, 1 << 31)
 
 
-def finish_batch(builder: DefaultRecordBatchBuilder, base_offset: int) -> bytes:
+def finish_batch(
+    builder: DefaultRecordBatchBuilder, base_offset: int, log_append_time: bool = False
+) -> bytes:
+    """The built batch at ``base_offset``; ``log_append_time``: marked as stamped by the log
+    (its records' timestamps, first and max, are their one append time), so clients report
+    TIMESTAMP_LOG_APPEND_TIME with the batch's max timestamp."""
     batch = builder.build()
     _BASE_OFFSET.pack_into(batch, 0, base_offset)  # not covered by the CRC
+    if log_append_time:
+        (attributes,) = _ATTRIBUTES.unpack_from(batch, ATTRIBUTES_OFFSET)
+        _ATTRIBUTES.pack_into(batch, ATTRIBUTES_OFFSET, attributes | LOG_APPEND_TIME_ATTRIBUTE)
+        _CRC.pack_into(batch, CRC_OFFSET, calc_crc32c(bytes(batch[ATTRIBUTES_OFFSET:])))
     return bytes(batch)

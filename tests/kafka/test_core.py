@@ -22,6 +22,7 @@ from adapter.kafka.versions import (
     Api,
 )
 from mapping.records import StoredRecord
+from mapping.topic_config import TopicConfig
 from tests.support.kafka import Record, encode_batch, encode_stored
 
 
@@ -216,6 +217,9 @@ def _entry(offset: int, *fields: bytes) -> list:
     return [b"%d-%d" % (offset >> BITS, offset & ((1 << BITS) - 1)), list(fields)]
 
 
+# a topic with every config at its default: uncompressed CreateTime batches
+PLAIN = TopicConfig("t", 1, 1, 1)
+
 # one entry of every layout a log holds: Kafka key + value, null key, tombstone, V1, headers
 # (and a null header value), both null, an entry without the trailing ``n`` field
 LAYOUTS = [
@@ -261,7 +265,7 @@ def test_fetch_encodes_every_entry_layout_as_entry_record_reads_it() -> None:
     from adapter.kafka.fetch import _encode
     from mapping.records import entry_record
 
-    batches, taken, _, done = _encode(LAYOUTS, BITS, 1 << 40, 1 << 20, True)
+    batches, taken, _, done = _encode(LAYOUTS, BITS, 1 << 40, 1 << 20, True, PLAIN)
     assert (taken, done) == (len(LAYOUTS), False)
     assert len(batches) == 2  # the last offset is past one batch's delta range
     expected = [tuple(entry_record(i, f, BITS)) for i, f in LAYOUTS]
@@ -274,15 +278,15 @@ def test_fetch_stops_at_the_high_watermark_and_the_byte_budget() -> None:
     from adapter.kafka.fetch import _encode
     from mapping.records import RECORD_OVERHEAD
 
-    batches, taken, _, done = _encode(LAYOUTS, BITS, 9000, 1 << 20, True)
+    batches, taken, _, done = _encode(LAYOUTS, BITS, 9000, 1 << 20, True, PLAIN)
     assert (taken, done) == (4, True)
     assert [r[0] for r in _fetched(batches)] == [5000, 5001, 5002, 9000]
     first_two = 2 + 1 + 2 + 2 * RECORD_OVERHEAD  # k + v1, v2
-    batches, taken, used, done = _encode(LAYOUTS, BITS, 1 << 40, first_two + 1, True)
+    batches, taken, used, done = _encode(LAYOUTS, BITS, 1 << 40, first_two + 1, True, PLAIN)
     assert (taken, used, done) == (2, first_two, True)
     # the first entry comes whatever its size only when asked to
-    assert _encode(LAYOUTS, BITS, 1 << 40, 1, True)[1:3] == (1, 3 + RECORD_OVERHEAD)
-    assert _encode(LAYOUTS, BITS, 1 << 40, 1, False)[:2] == ([], 0)
+    assert _encode(LAYOUTS, BITS, 1 << 40, 1, True, PLAIN)[1:3] == (1, 3 + RECORD_OVERHEAD)
+    assert _encode(LAYOUTS, BITS, 1 << 40, 1, False, PLAIN)[:2] == ([], 0)
 
 
 @pytest.mark.parametrize("value", ["nohost", "host:", ":9093", "host:port", "host:70000"])

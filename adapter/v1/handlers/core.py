@@ -10,7 +10,8 @@ from mapping.codec import MAX_OFFSET
 from mapping.errors import BadRequest
 from mapping.partition_scripts import ConsumeResult
 from mapping.partitioner import partition_for
-from mapping.topic_config import TopicConfig
+from mapping.records import record_batch_bytes
+from mapping.topic_config import TopicConfig, max_message_bytes
 
 PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
 CONSUME_USAGE = "CONSUME requires: <topic> <partition> <offset>"
@@ -49,6 +50,7 @@ def _produce_args(argv: list[str]) -> tuple[str, bytes, bytes, str]:
 def _produce(
     context: Context, config: TopicConfig, key: bytes, value: bytes, acks: str
 ) -> Pending[str]:
+    _check_record_size(context, config, key, value)
     partition = partition_for(key, config.partitions)
     pending = context.pod.partitions.start_produce(config, partition, [(key, value)])
     if acks == "all":  # a task only when the append's reply does not already satisfy it
@@ -60,6 +62,19 @@ def _produce(
 
 
 produce, produce_now = on_topic(_produce_args, _produce)
+
+
+def _check_record_size(context: Context, config: TopicConfig, key: bytes, value: bytes) -> None:
+    """BAD_REQUEST for a record larger than the topic's max.message.bytes (unset: the pod's
+    --kafka-max-message-bytes), measured as Kafka measures it: the RecordBatch a Kafka
+    producer would send it in, so a record fits in V1 exactly when it fits in Kafka."""
+    size = record_batch_bytes(key, value, [])
+    limit = max_message_bytes(config, context.pod.settings.kafka_max_message_bytes)
+    if size > limit:
+        raise BadRequest(
+            f"record too large: {size} bytes as a RecordBatch, "
+            f"topic {config.name} takes at most {limit} (max.message.bytes)"
+        )
 
 
 def _consume_args(argv: list[str]) -> tuple[str, int, int]:

@@ -12,9 +12,10 @@
 -- before `ts`: key and value, when not null), then n items (field, value, ...); or, for the
 -- common records without headers (the fields record_items would give, in its order):
 -- -1, value, create_ts (a null key) or -2, key, value, create_ts.
--- Returns {status, hw, ISR size, base offset, last offset}: status 0 (appended), 1 (a retry
--- of a batch already stored: its original offsets), 45 OUT_OF_ORDER_SEQUENCE_NUMBER,
--- 47 INVALID_PRODUCER_EPOCH.  The producers hash keeps per producer id
+-- Returns {status, hw, ISR size, base offset, last offset[, append time]}: status 0
+-- (appended, with the records' append time 'ts': a LogAppendTime topic's Produce answer
+-- carries it), 1 (a retry of a batch already stored: its original offsets),
+-- 45 OUT_OF_ORDER_SEQUENCE_NUMBER, 47 INVALID_PRODUCER_EPOCH.  The producers hash keeps per producer id
 -- "epoch first_seq last_seq base_offset last_offset ..." for its last five batches, and
 -- producer_times its last append's time: an idempotent append first drops (a few of) the
 -- producers idle for longer than the expiration, so the hash is bounded by the producers
@@ -114,4 +115,4 @@ if producer_id ~= '-1' then
   redis.call('ZADD', producer_times, int_text(now), producer_id)
 end
 local hw, isr = refresh_hw(state, hw_channel, rf, lag_max_ms, now)
-return {0, hw, #isr, base_offset, last_offset}
+return {0, hw, #isr, base_offset, last_offset, now}
