@@ -133,7 +133,8 @@ class Settings:
     )
     kafka_max_message_bytes: int = option(
         1048588,  # Kafka's
-        "Largest RecordBatch a Kafka producer may send (else MESSAGE_TOO_LARGE).",
+        "Default of topics' max.message.bytes (Kafka's message.max.bytes): a larger "
+        "RecordBatch gets MESSAGE_TOO_LARGE, a larger V1 record BAD_REQUEST.",
         click.IntRange(64),
     )
     kafka_producer_id_expiration_ms: int = option(
