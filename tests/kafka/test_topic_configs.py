@@ -349,3 +349,49 @@ def test_min_insync_replicas_altered_takes_effect_for_acks_all(
     assert error is not None and error.code() == KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     _topic_with(redis_url, prefix, topic, {"min_insync_replicas": 1})
     wait_until(lambda: v1_acks_all() == "OK", timeout=10)
+
+
+def test_log_append_time_in_kafka_python_and_aiokafka(
+    redis_url: str, kafka_pods: tuple[Pod, Pod], topic: str
+) -> None:
+    """The Java-like clients read the timestamp type from the batch attributes and the
+    time from the batch's max timestamp (kafka-python) or each record (aiokafka): both see
+    the append time, as the producer's metadata does."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as ATopicPartition
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+
+    _topic_with(redis_url, KAFKA_PODS_PREFIX, topic, {"message_timestamp_type": "LogAppendTime"})
+    a, b = kafka_pods
+    producer = KafkaProducer(bootstrap_servers=a.bootstrap, request_timeout_ms=5000)
+    sent = producer.send(topic, value=b"v", partition=0, timestamp_ms=1_000).get(10)
+    producer.close()
+    assert sent.timestamp > 1_000  # the broker's log append time, not the producer's
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=b.bootstrap, request_timeout_ms=5000, fetch_max_wait_ms=100,
+        consumer_timeout_ms=5000,
+    )  # fmt: skip
+    tp = KTopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    message = next(consumer)
+    consumer.close()
+    assert (message.timestamp_type, message.timestamp) == (1, sent.timestamp)
+
+    async def aiokafka_read() -> tuple[int, int]:
+        reader = AIOKafkaConsumer(bootstrap_servers=b.bootstrap, request_timeout_ms=5000)
+        await reader.start()
+        try:
+            atp = ATopicPartition(topic, 0)
+            reader.assign([atp])
+            await reader.seek_to_beginning(atp)
+            got = await asyncio.wait_for(reader.getone(), 10)
+            return got.timestamp_type, got.timestamp
+        finally:
+            await reader.stop()
+
+    assert asyncio.run(aiokafka_read()) == (1, sent.timestamp)
