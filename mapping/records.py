@@ -265,6 +265,7 @@ def walk_entries(
     ``append_time`` (a LogAppendTime topic): every record's timestamp is its append time,
     and one batch holds one append time (another: ``done`` False, a new batch starts)."""
     batch_stamp = b""
+    batch_time = 0
     used = 0
     base = -1
     limit = 0
@@ -330,11 +331,10 @@ def walk_entries(
         if append_time:
             appended = _append_stamp(fields) or ms
             if i == start:
-                batch_stamp = appended
+                batch_stamp, batch_time = appended, int(appended)
             elif appended != batch_stamp:
                 return Walked(i, used, base, False)
-            timestamp = int(appended)
-            last_stamp = b""
+            timestamp = batch_time
         length += RECORD_OVERHEAD
         if used + length > budget and (i > start or not take_first):
             return Walked(i, used, base, True)

@@ -232,8 +232,12 @@ def _entry(offset: int, stamp: bytes, value: bytes) -> list:
 def test_fetch_batches_of_a_log_append_time_topic_hold_one_append_time_each() -> None:
     config = TopicConfig("t", 1, 1, 1, overrides=(("message_timestamp_type", "LogAppendTime"),))
     entries = [_entry(5000, b"700", b"a"), _entry(5001, b"700", b"b"), _entry(6000, b"900", b"c")]
+    # a record stored before the topic was switched to LogAppendTime: its append time too
+    entries.append(
+        [b"6-1", [b"key", b"k", b"value", b"d", b"ts", b"900", b"create_ts", b"5", b"n", b"4"]]
+    )
     batches, taken, _, _ = _encode(entries, 10, 1 << 40, 1 << 20, True, config)
-    assert (len(batches), taken) == (2, 3)
+    assert (len(batches), taken) == (2, 4)
     seen = []
     memory = MemoryRecords(b"".join(batches))
     while memory.has_next():
@@ -242,7 +246,7 @@ def test_fetch_batches_of_a_log_append_time_topic_hold_one_append_time_each() ->
         assert stored.attributes & LOG_APPEND_TIME_ATTRIBUTE
         assert stored.max_timestamp == stored.first_timestamp
         seen += [(r.offset, r.value, stored.max_timestamp) for r in stored]
-    assert seen == [(5000, b"a", 700), (5001, b"b", 700), (6000, b"c", 900)]
+    assert seen == [(5000, b"a", 700), (5001, b"b", 700), (6000, b"c", 900), (6145, b"d", 900)]
 
 
 # --- timestamp bounds ------------------------------------------------------------------------
