@@ -88,7 +88,8 @@ def test_create_topics_takes_any_config_and_refuses_bad_ones(
     assert stored[b"message_timestamp_type"] == b"LogAppendTime"
     refused = {
         "no.such.config": "Unknown topic config name: no.such.config",
-        "retention.ms": "Invalid value -2 for configuration retention.ms: Value must be at least -1",
+        "retention.ms": "Invalid value -2 for configuration retention.ms: Value must be at "
+        "least -1",
         "message.timestamp.type": "String must be one of: CreateTime, LogAppendTime",
         "preallocate": "Expected value to be either true or false",
         "remote.storage.enable": "Tiered Storage functionality is disabled",
@@ -230,16 +231,17 @@ def test_group_resource_configs(admins: tuple[AdminClient, AdminClient], topic: 
     admin, other = admins
     group = f"g-{topic}"
     op = AlterConfigOpType
+    session = "consumer.session.timeout.ms"
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("consumer.session.timeout.ms", "50000", incremental_operation=op.SET)])  # fmt: skip
+        ConfigEntry(session, "50000", incremental_operation=op.SET)])  # fmt: skip
     (future,) = admin.incremental_alter_configs([resource], request_timeout=10).values()
     future.result(10)
     configs = _describe(other, ConfigResource(ResourceType.GROUP, group))
-    session = configs["consumer.session.timeout.ms"]
-    assert (session.value, session.source) == ("50000", ConfigSource.GROUP_CONFIG.value)
+    entry = configs[session]
+    assert (entry.value, entry.source) == ("50000", ConfigSource.GROUP_CONFIG.value)
     assert configs["consumer.heartbeat.interval.ms"].value == "5000"
     too_short = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("consumer.session.timeout.ms", "100", incremental_operation=op.SET)])  # fmt: skip
+        ConfigEntry(session, "100", incremental_operation=op.SET)])  # fmt: skip
     with pytest.raises(KafkaException, match="group.consumer.min.session.timeout.ms"):
         list(admin.incremental_alter_configs([too_short]).values())[0].result(10)
 
