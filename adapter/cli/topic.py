@@ -156,7 +156,7 @@ def create(
     finally:
         client.close()
     click.echo(f"{'created' if created else 'exists'} topic={name} {settings} "
-               f"{retention.describe()} {describe_configs(stored_settings)}")  # fmt: skip
+               f"{retention.describe()}{_shown(configs, stored_settings)}")  # fmt: skip
 
 
 @topic.command()
@@ -196,7 +196,14 @@ def alter(
         retention = inspection.retention_of(stored_settings)
     finally:
         client.close()
-    click.echo(f"altered topic={name} {retention.describe()} {describe_configs(stored_settings)}")
+    shown = _shown(configs + deleted, stored_settings)
+    click.echo(f"altered topic={name} {retention.describe()}{shown}")
+
+
+def _shown(asked: tuple[str, ...], stored_settings: dict[str, str]) -> str:
+    """The configs set, after a command that named configs (else nothing: the output of
+    the retention options stays as it was)."""
+    return f" {describe_configs(stored_settings)}" if asked else ""
 
 
 def _grow(name: str, count: int, target: RedisTarget) -> None:
