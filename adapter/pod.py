@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 from redis.asyncio import Redis
@@ -22,6 +23,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from adapter.settings import Settings
 from mapping.batcher import RedisBatcher
+from mapping.broker_configs import ConfigStore
 from mapping.client import connect, make_batcher
 from mapping.cluster import redact
 from mapping.errors import ConfigurationError
@@ -34,6 +36,7 @@ from mapping.pubsub import Subscriber
 from mapping.replication import Replication, new_pod_id
 from mapping.retention import RetentionTask
 from mapping.startup import check_redis
+from mapping.topic_configs import DEFAULT_MAX_MESSAGE_BYTES, broker_default_fields
 from mapping.topics import Topics
 from mapping.waits import Channel, Waits
 
@@ -58,12 +61,19 @@ class Pod:
     kafka_groups: KafkaGroups
     hw_waits: Waits[str, Channel]  # Kafka Fetch long-polls, on partitions' hw channels
     retention: RetentionTask
+    configs: ConfigStore  # the cluster-wide broker configs, the groups' configs
+    _reloads: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def run(self) -> None:
         """The pod's background work, until cancelled."""
+        self.subscriber.on_reconnect(self._configs_changed)
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self.batcher.run())
             tasks.create_task(self.subscriber.run())
+            tasks.create_task(
+                self.subscriber.subscribe(self.keys.broker_configs_channel, self._configs_changed)
+            )
+            tasks.create_task(self.load_configs())
             tasks.create_task(
                 self.subscriber.subscribe(self.keys.topics_deleted_channel, self._topic_deleted)
             )
@@ -72,6 +82,28 @@ class Pod:
             )
             tasks.create_task(self.replication.run())
             tasks.create_task(self.retention.run())
+
+    async def load_configs(self) -> None:
+        """Read the cluster-wide broker configs; the topics get them as their defaults."""
+        try:
+            broker = await self.configs.load()
+        except Exception:  # Redis away: the reconnect reads them again
+            log.warning("could not read the broker configs", exc_info=True)
+            return
+        # the pod's own settings that are topic defaults, under the cluster-wide ones
+        static = {}
+        if self.settings.kafka_max_message_bytes != DEFAULT_MAX_MESSAGE_BYTES:
+            static["message.max.bytes"] = str(self.settings.kafka_max_message_bytes)
+        self.topics.set_broker_defaults(broker_default_fields({**static, **broker}))
+
+    def _configs_changed(self, _data: bytes | None = None) -> None:
+        """The broker configs changed (or notices may have been missed): read them again."""
+        self._spawn(self.load_configs())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
 
     def _topic_deleted(self, data: bytes) -> None:
         """A topic was deleted (mapping/admin.py): every cache of it goes, and its acks=all
@@ -153,6 +185,7 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
             offsets_retention_ms=settings.offsets_retention_ms,
             session_timeout_ms=settings.session_timeout_ms,
         ),
+        configs=ConfigStore(batcher, keys),
     )
 
 

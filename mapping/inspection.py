@@ -60,7 +60,8 @@ def retention_of(fields: dict) -> Retention:
     return Retention(
         ms=int(get(RETENTION_MS, "-1")),
         bytes=int(get(RETENTION_BYTES, "-1")),
-        ignore_groups=get(RETENTION_IGNORE_GROUPS, "0") == "1",
+        # "1" from the command line, "true" from Kafka's admin APIs
+        ignore_groups=get(RETENTION_IGNORE_GROUPS, "0") in ("1", "true"),
     )
 
 

@@ -58,6 +58,11 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:kgroup:{<group>}:consumer:target  hash    member id -> JSON target assignment
     <prefix>:kgroup:{<group>}:consumer:topics  hash    topic -> partition count (last seen)
     <prefix>:users                             hash    client user -> password hash (AUTH)
+    <prefix>:broker:{configs}                  hash    cluster-wide dynamic broker configs
+                                                       (Kafka name -> text: log.retention.ms ...)
+    <prefix>:broker:{configs}:changed          channel they changed: pods read them again
+    <prefix>:kgroup:{<group>}:configs          hash    Kafka group configs (KIP-848's
+                                                       consumer.session.timeout.ms ...)
     <prefix>:users:scram                       hash    client user -> SCRAM secrets (Kafka
                                                        SASL SCRAM-SHA-256/512)
     <prefix>:part:{<topic>:<p>}:producers      hash    Kafka producer id -> epoch and its
@@ -244,6 +249,20 @@ class Keys:
     def topics_deleted_channel(self) -> str:
         """Where a deleted topic's name is published: every pod forgets what it cached."""
         return f"{self.topics}:deleted"
+
+    @property
+    def broker_configs(self) -> str:
+        """The cluster-wide dynamic broker configs (mapping/broker_configs.py)."""
+        return f"{self.prefix}:broker:{{configs}}"
+
+    @property
+    def broker_configs_channel(self) -> str:
+        """Where a change of the broker configs is announced: every pod reads them again."""
+        return f"{self.broker_configs}:changed"
+
+    def group_configs(self, group: str) -> str:
+        """Kafka group ``group``'s configs (GROUP resource), in the group's slot."""
+        return f"{self.prefix}:kgroup:{{{group_part(group)}}}:configs"
 
     @property
     def wait_probe(self) -> str:

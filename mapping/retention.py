@@ -57,7 +57,8 @@ class TrimResult:
 
 
 async def retention(topics: Topics, topic: str) -> Retention:
-    return retention_of(await topics.read_settings(topic))
+    # the topic's own settings over the cluster-wide defaults (log.retention.ms ...)
+    return retention_of({**dict(topics.broker_defaults), **await topics.read_settings(topic)})
 
 
 async def group_floors(topics: Topics, topic: str, partitions: int) -> dict[int, int]:

@@ -68,6 +68,11 @@ class TopicConfig:
     # not here has its default. Pods cache them with the topic and read them again when a
     # config changes (Topics.alter_configs announces it).
     overrides: tuple[tuple[str, str], ...] = ()
+    # The cluster-wide topic defaults set on Kafka's BROKER resource (``log.retention.ms``
+    # ...: mapping/broker_configs.py) as (field, text) pairs in the topic config's unit, as
+    # they were when the pod read the topic; pods read every topic again when they change.
+    # mapping.topic_configs.value_of reads a config from overrides, then these.
+    broker_defaults: tuple[tuple[str, str], ...] = ()
 
     def config(self, field: str) -> str | None:
         """The text of config ``field`` set on this topic, None when it has its default."""

@@ -11,6 +11,7 @@ mapping/admin.py deletes and grows topics through ``Topics``' methods.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -31,9 +32,16 @@ from mapping.topic_config import (
     EnsuredTopic,
     TopicConfig,
     TopicDefaults,
+    config_field,
     is_internal_topic,
     new_topic_id,
 )
+from mapping.topic_configs import MIN_INSYNC_REPLICAS, TOPIC_CONFIGS
+
+MIN_ISR_FIELD = config_field(MIN_INSYNC_REPLICAS)
+# The topic hash fields a config change may write: every config of the catalogue (the
+# retention ones of mapping.topic_config among them).
+ALTERABLE_FIELDS = ALTERABLE_CONFIGS | {config_field(name) for name in TOPIC_CONFIGS}
 
 TOPIC_ENSURE = scripts.load("topic/ensure")
 TOPIC_GROW = scripts.load("topic/grow")
@@ -41,23 +49,22 @@ TOPIC_DELETE = scripts.load("topic/delete")
 PARTITION_REVIVE = scripts.load("partition/revive")
 
 
-# A config's new value: an integer, Kafka's text form, or None (back to the default).
-ConfigValue = int | str | None
-
-
-def _config_commands(keys: Keys, name: str, changes: Mapping[str, ConfigValue]) -> list[tuple]:
+def _config_commands(keys: Keys, name: str, changes: Mapping[str, str | int | None]) -> list[tuple]:
     """The commands that apply ``changes`` (config field -> value; None: back to the
-    default) to topic ``name``'s hash. A retention limit below -1 is stored as -1 (none)."""
-    unknown = set(changes) - ALTERABLE_CONFIGS
+    default) to topic ``name``'s hash: any config of the catalogue (mapping/topic_configs.py;
+    validated by the caller), ``min_insync_replicas`` included. An int retention limit below
+    -1 (the command line's) is stored as -1 (none)."""
+    unknown = set(changes) - ALTERABLE_FIELDS
     if unknown:
         raise ValueError(f"not an alterable topic config: {', '.join(sorted(unknown))}")
+    if changes.get(MIN_ISR_FIELD, 0) is None:
+        raise ValueError("min_insync_replicas always has a value")
     key = keys.topic(name)
     stored: list[str | int] = []
     for field, value in changes.items():
         if value is not None:
-            if field in (RETENTION_MS, RETENTION_BYTES) and isinstance(value, int):
-                value = max(value, -1)
-            stored += (field, value)
+            limit = field in (RETENTION_MS, RETENTION_BYTES) and isinstance(value, int)
+            stored += (field, max(value, -1) if limit else value)
     removed = [field for field, value in changes.items() if value is None]
     return ([("HSET", key, *stored)] if stored else []) + (
         [("HDEL", key, *removed)] if removed else []
@@ -160,7 +167,7 @@ def read_settings_sync(client: Any, keys: Keys, name: str) -> dict[str, str]:
 
 
 def alter_configs_sync(
-    client: Any, keys: Keys, name: str, changes: Mapping[str, ConfigValue]
+    client: Any, keys: Keys, name: str, changes: Mapping[str, str | int | None]
 ) -> None:
     """``Topics.alter_configs`` on a synchronous client (the command line)."""
     for command in _config_commands(keys, name, changes):
@@ -194,6 +201,29 @@ class Topics:
         self._pending: dict[str, asyncio.Future[TopicConfig]] = {}  # lookups in flight
         self._known: OrderedDict[str, TopicConfig] = OrderedDict()  # LRU: no await needed
         self._dropped: list[Callable[[TopicConfig | None], None]] = []
+        # The cluster-wide topic defaults (mapping/broker_configs.py), given to every
+        # TopicConfig this pod reads (see TopicConfig.broker_defaults).
+        self.broker_defaults: tuple[tuple[str, str], ...] = ()
+
+    def set_broker_defaults(self, fields: tuple[tuple[str, str], ...]) -> None:
+        """The cluster-wide topic defaults changed (or were read at start): every cached
+        topic goes, so the next use reads it with them."""
+        if fields != self.broker_defaults:
+            self.broker_defaults = fields
+            self.forget_all()
+
+    def _with_defaults(self, config: TopicConfig) -> TopicConfig:
+        if not self.broker_defaults:
+            return config
+        return dataclasses.replace(config, broker_defaults=self.broker_defaults)
+
+    def default_min_isr(self) -> int:
+        """min ISR of a topic created without one: the cluster-wide ``min.insync.replicas``
+        when set, else the pod's ``--default-min-insync-replicas``."""
+        for field, text in self.broker_defaults:
+            if field == MIN_ISR_FIELD:
+                return int(text)
+        return self.topic_defaults.min_insync_replicas
 
     def on_drop(self, callback: Callable[[TopicConfig | None], None]) -> None:
         """Call ``callback`` with a topic's settings when the cache drops them (deleted,
@@ -286,7 +316,7 @@ class Topics:
     async def _read(self, name: str, *, create: bool) -> TopicConfig | None:
         d = self.topic_defaults
         # min ISR above RF could never be met (acks=all would always time out): cap it.
-        min_isr = min(d.min_insync_replicas, d.replication_factor)
+        min_isr = min(self.default_min_isr(), d.replication_factor)
         call = topic_ensure_call(
             self.keys, name, d.partitions, d.replication_factor, min_isr, create
         )
@@ -294,7 +324,7 @@ class Topics:
         if ensured is None:
             return None
         await self._announce(ensured)
-        return ensured.config
+        return self._with_defaults(ensured.config)
 
     async def _ensure(self, name: str) -> TopicConfig:
         if is_internal_topic(name):  # served if it exists (made by older code), never made
@@ -357,7 +387,7 @@ class Topics:
         ensured = _ensured(name, await self.batcher.call(*call))
         assert ensured is not None  # created, or there
         await self._announce(ensured)
-        return ensured.config, ensured.created
+        return self._with_defaults(ensured.config), ensured.created
 
     async def by_id(self, topic_id: str) -> TopicConfig | None:
         """The topic whose id is ``topic_id``; None when no topic has it (a deleted one's).
@@ -385,10 +415,11 @@ class Topics:
         fields = await self.batcher.call("HGETALL", self.keys.topic(name))
         return {to_str(k): to_str(v) for k, v in fields.items()}
 
-    async def alter_configs(self, name: str, changes: Mapping[str, ConfigValue]) -> None:
-        """Set the configs of ``changes`` (``ALTERABLE_CONFIGS`` -> value; None: back to the
-        default) in topic ``name``'s hash, and tell every pod to read them again; ValueError
-        for any other field."""
+    async def alter_configs(self, name: str, changes: Mapping[str, str | int | None]) -> None:
+        """Set the configs of ``changes`` (``ALTERABLE_FIELDS`` -> value, Kafka's text form;
+        None: back to the default) in topic ``name``'s hash, and tell every pod to read them
+        again; ValueError for any other field. The values are validated by the caller
+        (mapping.topic_configs.check_topic_configs)."""
         for command in _config_commands(self.keys, name, changes):
             await self.batcher.call(*command)
         await self.announce_changed(name)

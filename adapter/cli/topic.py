@@ -33,6 +33,14 @@ import click
 
 from adapter.cli import options
 from adapter.cli.options import RedisTarget
+from adapter.cli.topic_configs import (
+    config_option,
+    delete_config_option,
+    deleted_fields,
+    describe_configs,
+    parse_configs,
+    stored_fields,
+)
 from adapter.pod import build_pod
 from adapter.settings import Settings
 from mapping import inspection
@@ -49,6 +57,7 @@ from mapping.topic_config import (
 from mapping.topics import alter_configs_sync, ensure_topic_sync, read_settings_sync
 
 T = TypeVar("T")
+MIN_ISR = "min.insync.replicas"
 
 
 def _retention_options() -> Callable[[Callable], Callable]:
@@ -103,6 +112,7 @@ def topic() -> None:
     show_default=True,
 )
 @_retention_options()
+@config_option
 @options.redis_target
 def create(
     name: str,
@@ -112,10 +122,14 @@ def create(
     retention_ms: int | None,
     retention_bytes: int | None,
     retention_ignore_groups: bool | None,
+    configs: tuple[str, ...],
     target: RedisTarget,
 ) -> None:
     """Create topic NAME (an existing topic with other settings is an error). Names Kafka
     reserves for its internal topics (__consumer_offsets, ...) are refused."""
+    wanted_configs = parse_configs(configs)
+    if MIN_ISR in wanted_configs:
+        min_insync_replicas = int(wanted_configs.pop(MIN_ISR))
     if is_internal_topic(name):
         raise click.BadParameter(f"creation of internal topic {name} is prohibited (Kafka's)")
     if min_insync_replicas > replication_factor:
@@ -136,12 +150,13 @@ def create(
         if not created and stored != wanted:
             raise click.ClickException(f"topic {name} exists with other settings: {settings}")
         changes = retention_fields(retention_ms, retention_bytes, retention_ignore_groups)
-        alter_configs_sync(client, keys, name, changes)
-        retention = inspection.retention_of(read_settings_sync(client, keys, name))
+        alter_configs_sync(client, keys, name, {**changes, **stored_fields(wanted_configs)})
+        stored_settings = read_settings_sync(client, keys, name)
+        retention = inspection.retention_of(stored_settings)
     finally:
         client.close()
     click.echo(f"{'created' if created else 'exists'} topic={name} {settings} "
-               f"{retention.describe()}")  # fmt: skip
+               f"{retention.describe()}{_shown(configs, stored_settings)}")  # fmt: skip
 
 
 @topic.command()
@@ -152,6 +167,8 @@ def create(
     help="Grow the topic to this many partitions (never fewer: records stay where they are).",
 )
 @_retention_options()
+@config_option
+@delete_config_option
 @options.redis_target
 def alter(
     name: str,
@@ -159,10 +176,13 @@ def alter(
     retention_ms: int | None,
     retention_bytes: int | None,
     retention_ignore_groups: bool | None,
+    configs: tuple[str, ...],
+    deleted: tuple[str, ...],
     target: RedisTarget,
 ) -> None:
-    """Change topic NAME's retention, or grow its partition count (replication never
-    changes). Every pod hears of a new partition count at once (pub/sub)."""
+    """Change topic NAME's configs (retention, --config, --delete-config), or grow its
+    partition count (replication never changes). Every pod hears of it at once (pub/sub)."""
+    config_changes = {**deleted_fields(deleted), **stored_fields(parse_configs(configs))}
     if partitions is not None:
         _grow(name, partitions, target)
     keys = target.keys
@@ -171,11 +191,19 @@ def alter(
         if not read_settings_sync(client, keys, name):
             raise click.ClickException(f"no topic {name}")
         changes = retention_fields(retention_ms, retention_bytes, retention_ignore_groups)
-        alter_configs_sync(client, keys, name, changes)
-        retention = inspection.retention_of(read_settings_sync(client, keys, name))
+        alter_configs_sync(client, keys, name, {**changes, **config_changes})
+        stored_settings = read_settings_sync(client, keys, name)
+        retention = inspection.retention_of(stored_settings)
     finally:
         client.close()
-    click.echo(f"altered topic={name} {retention.describe()}")
+    shown = _shown(configs + deleted, stored_settings)
+    click.echo(f"altered topic={name} {retention.describe()}{shown}")
+
+
+def _shown(asked: tuple[str, ...], stored_settings: dict[str, str]) -> str:
+    """The configs set, after a command that named configs (else nothing: the output of
+    the retention options stays as it was)."""
+    return f" {describe_configs(stored_settings)}" if asked else ""
 
 
 def _grow(name: str, count: int, target: RedisTarget) -> None:
@@ -214,10 +242,11 @@ def _echo_json(value: Any) -> None:
     click.echo(json.dumps(dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value))
 
 
-def _describe(name: str, target: RedisTarget, as_json: bool) -> None:
+def _describe(name: str, target: RedisTarget, as_json: bool, configs: bool = False) -> None:
     client = target.connect()
     try:
         view = inspection.topic(client, target.keys, name)
+        stored_settings = read_settings_sync(client, target.keys, name)
     finally:
         client.close()
     if view is None:
@@ -226,6 +255,8 @@ def _describe(name: str, target: RedisTarget, as_json: bool) -> None:
         _echo_json(view)
     else:
         _print_topic(view)
+        if configs:  # (``topic describe``; ``inspect topic`` keeps its lines)
+            click.echo(describe_configs(stored_settings))
 
 
 @topic.command()
@@ -233,8 +264,9 @@ def _describe(name: str, target: RedisTarget, as_json: bool) -> None:
 @options.redis_target
 @options.as_json
 def describe(name: str, target: RedisTarget, as_json: bool) -> None:
-    """Show topic NAME: settings, and per partition role, log end, hw, ISR, replicas."""
-    _describe(name, target, as_json)
+    """Show topic NAME: settings, per partition role, log end, hw, ISR, replicas, then the
+    Kafka configs set on it."""
+    _describe(name, target, as_json, configs=True)
 
 
 def run_on_redis(target: RedisTarget, work: Callable[[Partitions], Awaitable[T]]) -> T:

@@ -1,7 +1,6 @@
-"""Admin APIs: CreateTopics (partitions, replication factor, ``retention.ms``,
-``retention.bytes``, ``min.insync.replicas``), DescribeConfigs for those,
-IncrementalAlterConfigs (retention), DeleteRecords, DescribeCluster, DeleteTopics and
-CreatePartitions (grow only).
+"""Admin APIs: CreateTopics (any topic config of the catalogue, validated as Kafka does;
+explicit replica assignments over live brokers), DeleteRecords, DescribeCluster, DeleteTopics
+and CreatePartitions (grow only). The config APIs are in adapter/kafka/configs.py.
 
 Topics are created with the same script as V1's first use and ``adapter topic create``
 (mapping/topics.py); retention lives in the topic hash as the CLI writes it, so
@@ -20,9 +19,11 @@ refuses ``__cluster_metadata``.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from adapter.kafka import errors
+from adapter.kafka.config_views import static_broker_configs, topic_view
 from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
@@ -32,33 +33,32 @@ from adapter.kafka.versions import (
     DELETE_RECORDS,
     DELETE_TOPICS,
     DESCRIBE_CLUSTER,
-    DESCRIBE_CONFIGS,
-    INCREMENTAL_ALTER_CONFIGS,
 )
 from mapping.admin import InvalidPartitions, add_partitions, delete_topic
+from mapping.config_types import InvalidConfig
 from mapping.errors import BrokerError
-from mapping.inspection import retention_of
 from mapping.keys import is_valid_name
 from mapping.topic_config import (
     MAX_PARTITIONS,
     MAX_REPLICATION_FACTOR,
-    RETENTION_BYTES,
-    RETENTION_MS,
+    TopicConfig,
+    config_field,
     is_internal_topic,
 )
+from mapping.topic_configs import MIN_INSYNC_REPLICAS, TOPIC_CONFIGS, check_topic_configs
 
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
-CONFIG_TYPE_INT, CONFIG_TYPE_LONG, CONFIG_TYPE_STRING = 3, 5, 2
-# Kafka config name -> its config type
-TOPIC_CONFIGS = {
-    "retention.ms": CONFIG_TYPE_LONG,
-    "retention.bytes": CONFIG_TYPE_LONG,
-    "min.insync.replicas": CONFIG_TYPE_INT,
-}
-# The Kafka configs that change after creation -> their topic config (mapping/topics.py);
-# -1 means "no limit"
-RETENTION_CONFIGS = {"retention.ms": RETENTION_MS, "retention.bytes": RETENTION_BYTES}
+# Kafka's AclOperation codes: with no ACLs every operation a resource type supports is
+# allowed, and Kafka's bitfields of authorized operations say so (1 << code each).
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
+CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
+# (kafka-python's schemas carry the bitfields as sets of bit positions)
+CLUSTER_OPERATIONS = frozenset(
+    {CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE}
+)
+TOPIC_OPERATIONS = frozenset(
+    {READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS}
+)
+NOT_ASKED = frozenset({31})  # -2147483648: Kafka's "authorized operations not requested"
 
 
 class _Invalid(Exception):
@@ -68,11 +68,12 @@ class _Invalid(Exception):
         self.message = message
 
 
-def _integer(name: str, value: str | None) -> int:
-    try:
-        return int(value or "")
-    except ValueError:
-        raise _Invalid(errors.INVALID_CONFIG, f"{name} must be an integer") from None
+@dataclass(frozen=True, slots=True)
+class _NewTopic:
+    partitions: int
+    replication_factor: int
+    min_insync_replicas: int
+    configs: dict[str, str]  # Kafka name -> text, validated (min.insync.replicas apart)
 
 
 async def create_topics(context: KafkaContext, request: Request) -> Any:
@@ -81,20 +82,21 @@ async def create_topics(context: KafkaContext, request: Request) -> Any:
     for topic in request.body.topics or ():  # an array sent as null: none
         result = response.CreatableTopicResult(name=topic.name, error_code=errors.NONE)
         try:
-            partitions, factor, min_isr, retention = _settings(context, topic)
+            wanted = await _settings(context, topic)
             if await context.find_topic(topic.name) is not None:
-                raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name} exists")
+                raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
+            config = TopicConfig(
+                topic.name, wanted.partitions, wanted.replication_factor,
+                wanted.min_insync_replicas,
+                overrides=tuple((config_field(n), v) for n, v in wanted.configs.items()),
+                broker_defaults=context.pod.topics.broker_defaults,
+            )  # fmt: skip
             if not request.body.validate_only:
-                config, created = await context.pod.topics.create(
-                    topic.name, partitions, factor, min_isr
-                )
-                if not created:
-                    raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name} exists")
+                config = await _create(context, topic.name, wanted)
                 result.topic_id = topic_id_of(config)  # (v7+)
-                if retention:
-                    await context.pod.topics.alter_configs(topic.name, retention)
-            result.num_partitions, result.replication_factor = partitions, factor
-            result.configs = []
+            result.num_partitions = wanted.partitions
+            result.replication_factor = wanted.replication_factor
+            result.configs = await _created_configs(context, config, response)
         except _Invalid as exc:
             result.error_code, result.error_message = exc.code, exc.message
         except BrokerError as exc:
@@ -103,20 +105,58 @@ async def create_topics(context: KafkaContext, request: Request) -> Any:
     return response[request.version](throttle_time_ms=0, topics=results)
 
 
-def _settings(context: KafkaContext, topic: Any) -> tuple[int, int, int, dict[str, int | None]]:
+async def _create(context: KafkaContext, name: str, wanted: _NewTopic) -> TopicConfig:
+    topics = context.pod.topics
+    config, created = await topics.create(
+        name, wanted.partitions, wanted.replication_factor, wanted.min_insync_replicas
+    )
+    if not created:
+        raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    if wanted.configs:
+        await topics.alter_configs(name, {config_field(n): v for n, v in wanted.configs.items()})
+        config = await topics.read(name) or config
+    return config
+
+
+async def _created_configs(context: KafkaContext, config: TopicConfig, response: Any) -> list:
+    """CreateTopics v5+: every config of the new topic, with its source."""
+    dynamic = await context.pod.configs.load()
+    static = static_broker_configs(
+        context.pod.settings, context.registry.node_id or 0,
+        context.advertised_host, context.advertised_port,
+    )  # fmt: skip
+    Entry = response.CreatableTopicResult.CreatableTopicConfigs
+    entries = []
+    for name in TOPIC_CONFIGS:
+        view = topic_view(config, name, dynamic, static)
+        entries.append(Entry(name=name, value=view.value, read_only=False,
+                             config_source=int(view.source), is_sensitive=False))  # fmt: skip
+    return entries
+
+
+async def _settings(context: KafkaContext, topic: Any) -> _NewTopic:
     if not is_valid_name(topic.name or ""):
         raise _Invalid(errors.INVALID_TOPIC_EXCEPTION, "names are 1-249 of [A-Za-z0-9._-]")
     if is_internal_topic(topic.name):  # Kafka's words for __cluster_metadata
         raise _Invalid(
             errors.INVALID_REQUEST, f"Creation of internal topic {topic.name} is prohibited."
         )
-    if topic.assignments:
-        raise _Invalid(errors.INVALID_REPLICA_ASSIGNMENT, "replica assignments are not supported")
     defaults = context.pod.settings.topic_defaults
-    partitions = defaults.partitions if topic.num_partitions == -1 else topic.num_partitions
-    factor = (
-        defaults.replication_factor if topic.replication_factor == -1 else topic.replication_factor
-    )
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            raise _Invalid(
+                errors.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                "Both cannot be used at the same time.",
+            )
+        partitions, factor = await _from_assignments(context, topic.assignments)
+    else:
+        partitions = defaults.partitions if topic.num_partitions == -1 else topic.num_partitions
+        factor = (
+            defaults.replication_factor
+            if topic.replication_factor == -1
+            else topic.replication_factor
+        )
     if not 1 <= partitions <= MAX_PARTITIONS:
         raise _Invalid(errors.INVALID_PARTITIONS, f"partitions must be 1..{MAX_PARTITIONS}")
     if not 1 <= factor <= MAX_REPLICATION_FACTOR:
@@ -124,71 +164,62 @@ def _settings(context: KafkaContext, topic: Any) -> tuple[int, int, int, dict[st
             errors.INVALID_REPLICATION_FACTOR,
             f"replication factor must be 1..{MAX_REPLICATION_FACTOR}",
         )
-    min_isr = min(defaults.min_insync_replicas, factor)
-    retention: dict[str, int | None] = {}
-    for config in topic.configs or []:
-        if config.name not in TOPIC_CONFIGS:
-            raise _Invalid(errors.INVALID_CONFIG, f"config {config.name} is not supported")
-        value = _integer(config.name, config.value)
-        if config.name == "min.insync.replicas":
-            if not 1 <= value <= factor:
-                raise _Invalid(errors.INVALID_CONFIG, "min.insync.replicas must be 1..RF")
-            min_isr = value
-        else:
-            retention[RETENTION_CONFIGS[config.name]] = value
-    return partitions, factor, min_isr, retention
+    given = [(config.name, config.value) for config in topic.configs or ()]
+    nulls = [name for name, value in given if value is None]
+    if nulls:
+        raise _Invalid(
+            errors.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}"
+        )
+    configs = {name: value for name, value in given if value is not None}
+    try:
+        values = check_topic_configs(configs)
+    except InvalidConfig as exc:
+        raise _Invalid(errors.INVALID_CONFIG, str(exc)) from None
+    # min ISR above RF is allowed, as Kafka allows it (acks=all then gets NOT_ENOUGH_REPLICAS)
+    min_isr = values.pop(MIN_INSYNC_REPLICAS, None)
+    if min_isr is None:
+        min_isr = min(context.pod.topics.default_min_isr(), factor)
+    configs.pop(MIN_INSYNC_REPLICAS, None)
+    return _NewTopic(partitions, factor, min_isr, configs)
 
 
-async def describe_configs(context: KafkaContext, request: Request) -> Any:
-    response = DESCRIBE_CONFIGS.response
-    Result = response.DescribeConfigsResult
-    Entry = Result.DescribeConfigsResourceResult
-    results = []
-    for resource in request.body.resources or ():
-        result = Result(
-            error_code=errors.NONE, error_message=None, resource_type=resource.resource_type,
-            resource_name=resource.resource_name, configs=[],
-        )  # fmt: skip
-        wanted = resource.configuration_keys
-        if resource.resource_type == BROKER_RESOURCE:
-            results.append(result)  # no broker configs are exposed
-            continue
-        if resource.resource_type != TOPIC_RESOURCE:
-            result.error_code = errors.INVALID_REQUEST
-            result.error_message = "only topic and broker resources are described"
-            results.append(result)
-            continue
-        try:
-            config = await context.find_topic(resource.resource_name)
-            if config is None:
-                result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
-                result.error_message = f"topic {resource.resource_name} does not exist"
-                results.append(result)
-                continue
-            fields = await context.pod.topics.read_settings(resource.resource_name)
-        except BrokerError as exc:
-            result.error_code, result.error_message = error_of(exc), exc.message
-            results.append(result)
-            continue
-        retention = retention_of(fields)
-        values = {
-            "retention.ms": (retention.ms, RETENTION_MS in fields),
-            "retention.bytes": (retention.bytes, RETENTION_BYTES in fields),
-            "min.insync.replicas": (config.min_insync_replicas, True),
-        }
-        for name, (value, is_set) in values.items():
-            if wanted is not None and name not in wanted:
-                continue
-            result.configs.append(
-                Entry(
-                    name=name, value=str(value), read_only=False,
-                    config_source=DYNAMIC_TOPIC_CONFIG if is_set else DEFAULT_CONFIG,
-                    is_default=not is_set, is_sensitive=False, synonyms=[],
-                    config_type=TOPIC_CONFIGS[name], documentation=None,
-                )
-            )  # fmt: skip
-        results.append(result)
-    return response[request.version](throttle_time_ms=0, results=results)
+async def _from_assignments(context: KafkaContext, assignments: Any) -> tuple[int, int]:
+    """The partition count and replication factor of explicit replica assignments: every
+    broker id must name a live broker (the pods' registry), partitions 0..n-1, one
+    replication factor, no broker twice in a partition (else INVALID_REPLICA_ASSIGNMENT)."""
+    indexes = sorted(a.partition_index for a in assignments)
+    if indexes != list(range(len(indexes))):
+        raise _Invalid(
+            errors.INVALID_REPLICA_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    factors = {len(a.broker_ids or ()) for a in assignments}
+    await _check_brokers(context, [a.broker_ids or [] for a in assignments])
+    if len(factors) != 1:
+        raise _Invalid(
+            errors.INVALID_REPLICA_ASSIGNMENT,
+            "All partitions should have the same number of replicas",
+        )
+    return len(indexes), factors.pop()
+
+
+async def _check_brokers(context: KafkaContext, replicas: list[list[int]]) -> None:
+    live = {node for node, _, _ in await context.brokers()}
+    for brokers in replicas:
+        if not brokers:
+            raise _Invalid(errors.INVALID_REPLICA_ASSIGNMENT, "Replica assignment is empty")
+        if len(set(brokers)) != len(brokers):
+            raise _Invalid(
+                errors.INVALID_REPLICA_ASSIGNMENT,
+                f"Duplicate brokers not allowed in replica assignment: {brokers}",
+            )
+        dead = sorted(set(brokers) - live)
+        if dead:
+            raise _Invalid(
+                errors.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker(s) {dead} that are not "
+                f"registered (live brokers: {sorted(live)})",
+            )
 
 
 async def describe_cluster(context: KafkaContext, request: Request) -> Any:
@@ -200,53 +231,16 @@ async def describe_cluster(context: KafkaContext, request: Request) -> Any:
         error_message=None,
         cluster_id=context.cluster_id,
         controller_id=brokers[0][0],
+        authorized_operations=(
+            set(CLUSTER_OPERATIONS)
+            if getattr(request.body, "include_cluster_authorized_operations", False)
+            else set(NOT_ASKED)
+        ),
         brokers=[
             response.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=None)
             for n, h, p in brokers
         ],
     )
-
-
-SET, DELETE = 0, 1
-
-
-async def incremental_alter_configs(context: KafkaContext, request: Request) -> Any:
-    """SET or DELETE ``retention.ms`` / ``retention.bytes`` of topics (the retention task
-    reads them from the topic hash on each run). ``min.insync.replicas`` is fixed at
-    creation (pods cache it)."""
-    response = INCREMENTAL_ALTER_CONFIGS.response
-    results = []
-    for resource in request.body.resources or ():
-        result = response.AlterConfigsResourceResponse(
-            error_code=errors.NONE, error_message=None,
-            resource_type=resource.resource_type, resource_name=resource.resource_name,
-        )  # fmt: skip
-        try:
-            if resource.resource_type != TOPIC_RESOURCE:
-                raise _Invalid(errors.INVALID_REQUEST, "only topic configs can be altered")
-            # topic config -> its new value (None: back to the default); a later change of
-            # one config replaces an earlier one, as applying them in order would
-            changes: dict[str, int | None] = {}
-            for config in resource.configs or ():
-                if config.name not in RETENTION_CONFIGS:
-                    raise _Invalid(errors.INVALID_CONFIG, f"{config.name} cannot be altered")
-                field = RETENTION_CONFIGS[config.name]
-                if config.config_operation == SET:
-                    changes[field] = _integer(config.name, config.value)
-                elif config.config_operation == DELETE:
-                    changes[field] = None
-                else:
-                    raise _Invalid(errors.INVALID_CONFIG, f"{config.name} is not a list")
-            if await context.find_topic(resource.resource_name) is None:
-                raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, "no such topic")
-            if not request.body.validate_only:
-                await context.pod.topics.alter_configs(resource.resource_name, changes)
-        except _Invalid as exc:
-            result.error_code, result.error_message = exc.code, exc.message
-        except BrokerError as exc:
-            result.error_code, result.error_message = error_of(exc), exc.message
-        results.append(result)
-    return response[request.version](throttle_time_ms=0, responses=results)
 
 
 async def delete_records(context: KafkaContext, request: Request) -> Any:
@@ -334,14 +328,12 @@ async def create_partitions(context: KafkaContext, request: Request) -> Any:
     for topic in request.body.topics or ():
         result = response.CreatePartitionsTopicResult(name=topic.name, error_code=errors.NONE)
         try:
-            if topic.assignments:
-                raise _Invalid(
-                    errors.INVALID_REPLICA_ASSIGNMENT, "replica assignments are not supported"
-                )
             if not is_valid_name(topic.name or ""):
                 raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic.name}")
             if not 1 <= topic.count <= MAX_PARTITIONS:
                 raise _Invalid(errors.INVALID_PARTITIONS, f"count must be 1..{MAX_PARTITIONS}")
+            if topic.assignments:
+                await _check_new_assignments(context, topic)
             growth = await add_partitions(
                 context.pod.topics,
                 topic.name,
@@ -358,3 +350,28 @@ async def create_partitions(context: KafkaContext, request: Request) -> Any:
             result.error_code, result.error_message = error_of(exc), exc.message
         results.append(result)
     return response[request.version](throttle_time_ms=0, results=results)
+
+
+async def _check_new_assignments(context: KafkaContext, topic: Any) -> None:
+    """CreatePartitions' explicit assignments: one per new partition, each of the topic's
+    replication factor, over live brokers (else INVALID_REPLICA_ASSIGNMENT, as Kafka)."""
+    config = await context.find_topic(topic.name)
+    if config is None:
+        raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic.name}")
+    added = topic.count - config.partitions
+    if len(topic.assignments) != added:
+        raise _Invalid(
+            errors.INVALID_REPLICA_ASSIGNMENT,
+            f"Attempted to add {added} additional partition(s), but only "
+            f"{len(topic.assignments)} assignment(s) were specified.",
+        )
+    replicas = [a.broker_ids or [] for a in topic.assignments]
+    await _check_brokers(context, replicas)
+    for brokers in replicas:
+        if len(brokers) != config.replication_factor:
+            raise _Invalid(
+                errors.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes a partition with {len(brokers)} "
+                "replica(s), but this is not consistent with previous partitions, which have "
+                f"{config.replication_factor} replica(s).",
+            )

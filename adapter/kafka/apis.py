@@ -10,6 +10,7 @@ from typing import Any
 from adapter.kafka import (
     admin,
     api_versions,
+    configs,
     consumer_groups,
     coordinator,
     fetch,
@@ -23,6 +24,7 @@ from adapter.kafka import (
 )
 from adapter.kafka.sasl import SASL_APIS
 from adapter.kafka.versions import (
+    ALTER_CONFIGS,
     API_VERSIONS,
     CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,
@@ -62,10 +64,11 @@ HANDLERS: dict[int, Handler] = {
     API_VERSIONS.key: api_versions.handle,
     INIT_PRODUCER_ID.key: init_producer_id.handle,
     CREATE_TOPICS.key: admin.create_topics,
-    DESCRIBE_CONFIGS.key: admin.describe_configs,
+    DESCRIBE_CONFIGS.key: configs.describe_configs,
+    ALTER_CONFIGS.key: configs.alter_configs,
     DESCRIBE_CLUSTER.key: admin.describe_cluster,
     DELETE_RECORDS.key: admin.delete_records,
-    INCREMENTAL_ALTER_CONFIGS.key: admin.incremental_alter_configs,
+    INCREMENTAL_ALTER_CONFIGS.key: configs.incremental_alter_configs,
     DELETE_TOPICS.key: admin.delete_topics,
     CREATE_PARTITIONS.key: admin.create_partitions,
     FIND_COORDINATOR.key: coordinator.handle,

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -115,6 +117,7 @@ INCREMENTAL_ALTER_CONFIGS = Api(
     44, "IncrementalAlterConfigs", IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse, 0, 1,
 )  # fmt: skip
+ALTER_CONFIGS = Api(33, "AlterConfigs", AlterConfigsRequest, AlterConfigsResponse, 0, 2)
 DESCRIBE_CLUSTER = Api(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, 0, 1)
 DELETE_TOPICS = Api(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, 1, 6)
 CREATE_PARTITIONS = Api(
@@ -166,6 +169,7 @@ IMPLEMENTED: dict[int, Api] = {
         DESCRIBE_CLUSTER,
         DELETE_RECORDS,
         INCREMENTAL_ALTER_CONFIGS,
+        ALTER_CONFIGS,
         SASL_HANDSHAKE,
         SASL_AUTHENTICATE,
         DELETE_TOPICS,

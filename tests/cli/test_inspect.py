@@ -59,7 +59,8 @@ def test_inspect_topics_and_partitions(state: State, start_pod) -> None:
         f"partition=1 role=leader log_end={second.offset} hw={first.offset} isr=[0 1 2] "
         f"acked=[1:{second.offset} 2:{first.offset}] records=2 first_offset={first.offset}",
     ]
-    assert s.cli("topic", "describe", "orders") == described
+    # topic describe adds the Kafka configs set on the topic
+    assert s.cli("topic", "describe", "orders") == described + "configs=[retention.ms=86400000]\n"
     as_json = json.loads(s.cli("inspect", "topic", "audit", "--json"))
     assert as_json["partition_views"][0]["high_watermark"] == audit.offset
     assert as_json["retention"] == {"ms": -1, "bytes": -1, "ignore_groups": False}
