@@ -8,6 +8,7 @@ encodes a batch's records for kafka/produce.lua and decodes the entries a fetch 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -16,7 +17,7 @@ from mapping import codec, scripts
 from mapping.batcher import Pending, mark_retrieved
 from mapping.errors import Unavailable
 from mapping.kafka_errors import OUT_OF_ORDER_SEQUENCE_NUMBER
-from mapping.partition_scripts import PartitionHead, partition_status_call
+from mapping.partition_scripts import PartitionHead, compaction_keys, partition_status_call
 from mapping.partitions import Partitions
 from mapping.records import ProducedRecord, StoredRecord, append_args, entry_record
 from mapping.sequence_fence import SequenceFence
@@ -54,12 +55,14 @@ def kafka_produce_call(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+    compaction: Sequence[str] = (),
 ) -> tuple:
-    """kafka/produce.lua appending one RecordBatch (producer id -1: not idempotent)."""
+    """kafka/produce.lua appending one RecordBatch (producer id -1: not idempotent);
+    ``compaction``: the partition's compaction keys on a compacted topic (compaction_keys)."""
     k = head.keys
     batch = [producer_id, producer_epoch, base_sequence, len(records), producer_id_expiration_ms]
     return head.command(
-        KAFKA_PRODUCE, (k.producers, k.producer_times), batch + append_args(records)
+        KAFKA_PRODUCE, (k.producers, k.producer_times, *compaction), batch + append_args(records)
     )
 
 
@@ -95,6 +98,7 @@ class KafkaStore:
             producer_epoch,
             base_sequence,
             self.producer_id_expiration_ms,
+            compaction_keys(config, self.keys.partition(config.name, partition)),
         )
         future = self.partitions.batcher.submit(*call)
         # a caller that goes away (its connection closed) leaves the failure unread

@@ -119,3 +119,64 @@ def retention_fields(
     if ignore_groups is not None:
         fields[RETENTION_IGNORE_GROUPS] = int(ignore_groups)
     return fields
+
+
+# Compaction (docs/compaction.md): the topic hash's fields of Kafka's configs, and Kafka's
+# defaults for a topic that does not set them.
+CLEANUP_POLICY = "cleanup_policy"
+DELETE_RETENTION_MS = "delete_retention_ms"
+MIN_COMPACTION_LAG_MS = "min_compaction_lag_ms"
+MAX_COMPACTION_LAG_MS = "max_compaction_lag_ms"
+MIN_CLEANABLE_DIRTY_RATIO = "min_cleanable_dirty_ratio"
+COMPACTION_CONFIGS = frozenset(
+    {
+        CLEANUP_POLICY,
+        DELETE_RETENTION_MS,
+        MIN_COMPACTION_LAG_MS,
+        MAX_COMPACTION_LAG_MS,
+        MIN_CLEANABLE_DIRTY_RATIO,
+    }
+)
+DEFAULT_DELETE_RETENTION_MS = 86_400_000
+DEFAULT_MAX_COMPACTION_LAG_MS = 2**63 - 1  # Long.MAX_VALUE: no bound
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """A topic's cleanup settings, decoded (Kafka's names and defaults)."""
+
+    compact: bool = False  # cleanup.policy holds "compact"
+    delete: bool = True  # cleanup.policy holds "delete": time and size retention apply
+    delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = DEFAULT_MAX_COMPACTION_LAG_MS
+    min_cleanable_dirty_ratio: float = 0.5
+
+
+def compaction_of(config: TopicConfig) -> Compaction:
+    """The cleanup settings of ``config`` (a value that does not parse counts as unset: the
+    admin paths validate what they store)."""
+
+    def number(field: str, default: float, kind: type = int) -> float:
+        text = config.config(field)
+        try:
+            return kind(text) if text is not None else default
+        except ValueError:
+            return default
+
+    policy = config.config(CLEANUP_POLICY)
+    words = {w.strip().lower() for w in (policy or "delete").split(",")}
+    return Compaction(
+        compact="compact" in words,
+        delete="delete" in words,
+        delete_retention_ms=int(number(DELETE_RETENTION_MS, DEFAULT_DELETE_RETENTION_MS)),
+        min_compaction_lag_ms=int(number(MIN_COMPACTION_LAG_MS, 0)),
+        max_compaction_lag_ms=int(number(MAX_COMPACTION_LAG_MS, DEFAULT_MAX_COMPACTION_LAG_MS)),
+        min_cleanable_dirty_ratio=float(number(MIN_CLEANABLE_DIRTY_RATIO, 0.5, float)),
+    )
+
+
+def is_compacted(config: TopicConfig) -> bool:
+    """Whether appends to ``config``'s partitions keep the compaction index and refuse
+    records without a key."""
+    return compaction_of(config).compact

@@ -24,6 +24,7 @@ from mapping.keys import Keys
 from mapping.scripts import call_sync
 from mapping.topic_config import (
     ALTERABLE_CONFIGS,
+    COMPACTION_CONFIGS,
     DEFAULT_TOPIC_CACHE_SIZE,
     RETENTION_BYTES,
     RETENTION_MS,
@@ -41,17 +42,17 @@ TOPIC_DELETE = scripts.load("topic/delete")
 PARTITION_REVIVE = scripts.load("partition/revive")
 
 
-def _config_commands(keys: Keys, name: str, changes: Mapping[str, int | None]) -> list[tuple]:
+def _config_commands(keys: Keys, name: str, changes: Mapping[str, int | str | None]) -> list[tuple]:
     """The commands that apply ``changes`` (config field -> value; None: back to the
     default) to topic ``name``'s hash. A retention limit below -1 is stored as -1 (none)."""
-    unknown = set(changes) - ALTERABLE_CONFIGS
+    unknown = set(changes) - ALTERABLE_CONFIGS - COMPACTION_CONFIGS
     if unknown:
         raise ValueError(f"not an alterable topic config: {', '.join(sorted(unknown))}")
     key = keys.topic(name)
     stored: list[str | int] = []
     for field, value in changes.items():
         if value is not None:
-            limit = field in (RETENTION_MS, RETENTION_BYTES)
+            limit = field in (RETENTION_MS, RETENTION_BYTES) and isinstance(value, int)
             stored += (field, max(value, -1) if limit else value)
     removed = [field for field, value in changes.items() if value is None]
     return ([("HSET", key, *stored)] if stored else []) + (
@@ -155,7 +156,7 @@ def read_settings_sync(client: Any, keys: Keys, name: str) -> dict[str, str]:
 
 
 def alter_configs_sync(
-    client: Any, keys: Keys, name: str, changes: Mapping[str, int | None]
+    client: Any, keys: Keys, name: str, changes: Mapping[str, int | str | None]
 ) -> None:
     """``Topics.alter_configs`` on a synchronous client (the command line)."""
     for command in _config_commands(keys, name, changes):
@@ -380,7 +381,7 @@ class Topics:
         fields = await self.batcher.call("HGETALL", self.keys.topic(name))
         return {to_str(k): to_str(v) for k, v in fields.items()}
 
-    async def alter_configs(self, name: str, changes: Mapping[str, int | None]) -> None:
+    async def alter_configs(self, name: str, changes: Mapping[str, int | str | None]) -> None:
         """Set the configs of ``changes`` (``ALTERABLE_CONFIGS`` -> value; None: back to the
         default) in topic ``name``'s hash, and tell every pod to read them again; ValueError
         for any other field."""

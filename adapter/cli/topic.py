@@ -6,6 +6,7 @@
                       --retention-ignore-groups/...]
     topic describe NAME          (= inspect topic NAME)
     topic trim [NAME]            apply retention now (pods also do it periodically)
+    topic compact [NAME]         compact the compacted topics now (pods do it periodically)
     topic delete NAME            delete it: records, replicas, state, settings, its groups
     inspect topics               one line per topic
     inspect topic NAME           settings, then per partition role, log end, hw, ISR, ...
@@ -274,6 +275,23 @@ def trim(name: str | None, target: RedisTarget) -> None:
         click.echo(
             f"topic={r.topic} partition={r.partition} trimmed={r.trimmed} "
             f"first_offset={r.first_kept}"
+        )
+
+
+@topic.command()
+@click.argument("name", required=False, callback=lambda _c, _p, v: v and _name(v))
+@options.redis_target
+def compact(name: str | None, target: RedisTarget) -> None:
+    """Compact topic NAME now (default: every compacted topic); see docs/compaction.md."""
+    from mapping.compaction import compact_all, compact_topic
+
+    async def work(partitions: Partitions) -> list:
+        return await (compact_all(partitions) if name is None else compact_topic(partitions, name))
+
+    for r in run_on_redis(target, work):
+        click.echo(
+            f"topic={r.topic} partition={r.partition} removed={r.removed} "
+            f"tombstones_removed={r.tombstones_removed} dirty={r.dirty}"
         )
 
 

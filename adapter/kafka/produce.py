@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.exceptions import RedisError
 
@@ -21,26 +21,55 @@ from mapping.acks import AckOutcome
 from mapping.batcher import Pending
 from mapping.errors import BrokerError, OutcomeUnknown
 from mapping.kafka import AppendResult
-from mapping.topic_config import TopicConfig
+from mapping.topic_config import TopicConfig, is_compacted
 
 log = logging.getLogger(__name__)
 
 Response = PRODUCE.response
 TopicResponse = Response.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
+RecordError = PartitionResponse.BatchIndexAndErrorMessage
+
+
+class Refused(NamedTuple):
+    """A partition's batches refused as a whole before any append, with Kafka's messages:
+    per record (its index in the batch) and for the partition."""
+
+    code: int
+    record_errors: list[tuple[int, str]]
+    message: str
+
+
+def keyless_refusal(name: str, index: int, batches: list[Any]) -> Refused | None:
+    """INVALID_RECORD for records without a key on a compacted topic, as Kafka's LogValidator
+    answers them (each named by its index in its batch); None when every record has a key."""
+    message = (
+        f"Compacted topic cannot accept message without key in topic partition {name}-{index}."
+    )
+    keyless = [
+        (i, message) for batch in batches for i, r in enumerate(batch.records) if r[0] is None
+    ]
+    if not keyless:
+        return None
+    return Refused(errors.INVALID_RECORD, keyless, message)
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
     body = request.body
     acks = body.acks
-    jobs: list[tuple[str, int, asyncio.Future[tuple[int, int]] | int]] = []
+    jobs: list[tuple[str, int, asyncio.Future[tuple[int, int] | Refused] | int | Refused]] = []
     for topic in body.topic_data or ():  # an array sent as null: none
         for part in topic.partition_data or ():
             jobs.append((topic.name, part.index, _start(context, request, topic.name, part)))
     # The appends were all queued in this turn (one pipeline); now collect the answers.
     answers: dict[str, list[Any]] = {}
     for name, index, job in jobs:
-        code, base = await job if not isinstance(job, int) else (job, -1)
+        outcome = job if isinstance(job, int | Refused) else await job
+        refused = outcome if isinstance(outcome, Refused) else None
+        if refused is not None:
+            code, base = refused.code, -1
+        else:
+            code, base = (outcome, -1) if isinstance(outcome, int) else outcome
         answers.setdefault(name, []).append(
             PartitionResponse(
                 index=index,
@@ -48,8 +77,11 @@ async def handle(context: KafkaContext, request: Request) -> Any:
                 base_offset=base,
                 log_append_time_ms=-1,
                 log_start_offset=-1,
-                record_errors=[],
-                error_message=None,
+                record_errors=[
+                    RecordError(batch_index=i, batch_index_error_message=m)
+                    for i, m in (refused.record_errors if refused else ())
+                ],
+                error_message=refused.message if refused else None,
             )
         )
     if acks == 0:
@@ -86,6 +118,10 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
         return asyncio.ensure_future(_append(context, body, name, part.index, batches))
     if not 0 <= part.index < config.partitions:
         return errors.UNKNOWN_TOPIC_OR_PARTITION
+    if is_compacted(config):
+        refused = keyless_refusal(name, part.index, batches)
+        if refused is not None:
+            return refused
     # known topic: queued right now, so all of a request's appends share one pipeline
     pending = _queue(context, config, part.index, batches)
     return asyncio.ensure_future(_finish(context, body, config, part.index, pending))
@@ -109,13 +145,16 @@ def _queue(
 
 async def _append(
     context: KafkaContext, body: Any, name: str, index: int, batches: list[Any]
-) -> tuple[int, int]:
+) -> tuple[int, int] | Refused:
     try:
         config = await context.find_topic(name)
     except BrokerError as exc:
         return error_of(exc), -1
     if config is None or not 0 <= index < config.partitions:
         return errors.UNKNOWN_TOPIC_OR_PARTITION, -1
+    refused = keyless_refusal(name, index, batches) if is_compacted(config) else None
+    if refused is not None:
+        return refused
     return await _finish(context, body, config, index, _queue(context, config, index, batches))
 
 

@@ -10,9 +10,10 @@ from mapping.codec import MAX_OFFSET
 from mapping.errors import BadRequest
 from mapping.partition_scripts import ConsumeResult
 from mapping.partitioner import partition_for
-from mapping.topic_config import TopicConfig
+from mapping.topic_config import TopicConfig, is_compacted
 
 PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
+COMPACTED_KEY_REQUIRED = "compacted topic requires a non-empty key"
 CONSUME_USAGE = "CONSUME requires: <topic> <partition> <offset>"
 ROLE_USAGE = "SET_PARTITION_ROLE requires: <topic> <partition> <leader|follower>"
 ACKS = {"0", "1", "all"}
@@ -49,6 +50,10 @@ def _produce_args(argv: list[str]) -> tuple[str, bytes, bytes, str]:
 def _produce(
     context: Context, config: TopicConfig, key: bytes, value: bytes, acks: str
 ) -> Pending[str]:
+    if not key and is_compacted(config):
+        # V1 has no null key: an empty one is how a V1 client sends none, and a compacted
+        # topic keeps records by key (Kafka refuses keyless records there: INVALID_RECORD)
+        raise BadRequest(COMPACTED_KEY_REQUIRED)
     partition = partition_for(key, config.partitions)
     pending = context.pod.partitions.start_produce(config, partition, [(key, value)])
     if acks == "all":  # a task only when the append's reply does not already satisfy it
