@@ -204,10 +204,12 @@ def _print_topic(view: inspection.TopicView) -> None:
     )
     for p in view.partition_views:
         acked = " ".join(f"{r}:{o}" for r, o in p.acked.items())
+        # compaction's counts where it has been at work (docs/compaction.md)
+        compaction = f" dirty={p.dirty} compacted={p.compacted}" if p.dirty or p.compacted else ""
         click.echo(
             f"partition={p.partition} role={p.role} log_end={p.log_end} "
             f"hw={p.high_watermark} isr=[{' '.join(map(str, p.isr))}] acked=[{acked}] "
-            f"records={p.records} first_offset={p.first_offset}"
+            f"records={p.records} first_offset={p.first_offset}{compaction}"
         )
 
 
