@@ -90,11 +90,9 @@ class Pod:
         except Exception:  # Redis away: the reconnect reads them again
             log.warning("could not read the broker configs", exc_info=True)
             return
-        # the pod's own settings that are topic defaults, under the cluster-wide ones
-        static = {}
-        if self.settings.kafka_max_message_bytes != DEFAULT_MAX_MESSAGE_BYTES:
-            static["message.max.bytes"] = str(self.settings.kafka_max_message_bytes)
-        self.topics.set_broker_defaults(broker_default_fields({**static, **broker}))
+        self.topics.set_broker_defaults(
+            broker_default_fields({**static_broker_configs(self.settings), **broker})
+        )
 
     def _configs_changed(self, _data: bytes | None = None) -> None:
         """The broker configs changed (or notices may have been missed): read them again."""
@@ -123,6 +121,14 @@ class Pod:
         log.info("topic %s changed: its settings are read again", name)
 
 
+def static_broker_configs(settings: Settings) -> dict[str, str]:
+    """The pod's own settings that are topic defaults (under the cluster-wide ones)."""
+    static = {}
+    if settings.kafka_max_message_bytes != DEFAULT_MAX_MESSAGE_BYTES:
+        static["message.max.bytes"] = str(settings.kafka_max_message_bytes)
+    return static
+
+
 def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
     """A pod's parts on ``client``, with no Redis call yet; ``pod_id``: a fixed id (tests),
     else a new unique one. The command line and tests that need a pod's parts in process
@@ -139,6 +145,8 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
         max_topics=settings.max_topics,
         topic_cache_size=settings.topic_cache_size,
     )
+    # in force before the cluster-wide configs are read (Pod.load_configs)
+    topics.set_broker_defaults(broker_default_fields(static_broker_configs(settings)))
     # Deletions published while the connection was down are missed: forget every topic.
     subscriber.on_reconnect(topics.forget_all)
     partitions = Partitions(

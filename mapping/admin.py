@@ -138,6 +138,7 @@ def _delete_partitions(topics: Topics, name: str, topic_id: str, partitions: ran
     for p in partitions:
         pk = keys.partition(name, p)
         owned = [pk.log, pk.state, pk.producers, pk.producer_times, keys.sink_markers(name, p)]
+        owned += pk.compaction()
         owned += [pk.replica(r) for r in range(1, MAX_REPLICAS + 1)]
         calls.append(topics.batcher.call(*partition_delete_call(owned, TOMBSTONE_MS, topic_id)))
     return calls

@@ -75,6 +75,8 @@ class PartitionView:
     acked: dict[int, int]  # follower replica -> acked offset
     records: int  # entries in the log now (after retention)
     first_offset: int  # -1: empty
+    dirty: int = 0  # superseded records still in the log (compacted topics)
+    compacted: int = 0  # records compaction has removed
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +151,8 @@ def topic(client: SyncClient, keys: Keys, name: str) -> TopicView | None:
                 acked={r: int(state.get(f"replica.{r}.acked_offset", -1)) for r in range(1, rf)},
                 records=int(client.xlen(pk.log)),
                 first_offset=codec.offset_of(first[0][0], bits) if first else -1,
+                dirty=int(client.zcard(pk.compact_dirty)),
+                compacted=int(state.get("compacted", 0)),
             )
         )
     return TopicView(

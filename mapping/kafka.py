@@ -8,6 +8,7 @@ encodes a batch's records for kafka/produce.lua and decodes the entries a fetch 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -16,11 +17,12 @@ from mapping import codec, scripts
 from mapping.batcher import Pending, mark_retrieved
 from mapping.errors import Unavailable
 from mapping.kafka_errors import OUT_OF_ORDER_SEQUENCE_NUMBER
-from mapping.partition_scripts import PartitionHead, partition_status_call
+from mapping.partition_scripts import PartitionHead, compaction_keys, partition_status_call
 from mapping.partitions import Partitions
 from mapping.records import ProducedRecord, StoredRecord, append_args, entry_record
 from mapping.sequence_fence import SequenceFence
-from mapping.topic_config import TopicConfig, log_append_time
+from mapping.topic_config import TopicConfig
+from mapping.topic_rules import rules_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +62,18 @@ def kafka_produce_call(
     base_sequence: int = -1,
     producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
     create_time: bool = True,
+    compaction: Sequence[str] = (),
 ) -> tuple:
     """kafka/produce.lua appending one RecordBatch (producer id -1: not idempotent);
     ``create_time`` False (a LogAppendTime topic): the records keep no timestamp of their
-    own, so every reader sees their append time."""
+    own, so every reader sees their append time; ``compaction``: the partition's compaction
+    keys on a compacted topic (compaction_keys)."""
     k = head.keys
     batch = [producer_id, producer_epoch, base_sequence, len(records), producer_id_expiration_ms]
     return head.command(
-        KAFKA_PRODUCE, (k.producers, k.producer_times), batch + append_args(records, create_time)
+        KAFKA_PRODUCE,
+        (k.producers, k.producer_times, *compaction),
+        batch + append_args(records, create_time),
     )
 
 
@@ -104,7 +110,8 @@ class KafkaStore:
             producer_epoch,
             base_sequence,
             self.producer_id_expiration_ms,
-            create_time=not log_append_time(config),
+            create_time=not rules_of(config).log_append_time,
+            compaction=compaction_keys(config, self.keys.partition(config.name, partition)),
         )
         future = self.partitions.batcher.submit(*call)
         # a caller that goes away (its connection closed) leaves the failure unread

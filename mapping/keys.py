@@ -15,6 +15,12 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:part:{<topic>:<p>}:hw             channel high-watermark notifications
     <prefix>:part:{<topic>:<p>}:appended       channel new records, for idle followers
     <prefix>:part:{<topic>:<p>}:sink           hash    Spark sink task -> "<epoch> <n> <offset>"
+    <prefix>:part:{<topic>:<p>}:compact:keys   hash    record key -> entry id of its latest
+                                                       record (compacted topics)
+    <prefix>:part:{<topic>:<p>}:compact:dirty  zset    entry id of a superseded record -> the
+                                                       offset of the record superseding it
+    <prefix>:part:{<topic>:<p>}:compact:tombstones zset  entry id of a tombstone (null value)
+                                                       -> its own offset
     <prefix>:topics:created                    channel names of newly created topics
     <prefix>:topics:deleted                    channel names of deleted topics (pods forget them)
     <prefix>:topics:changed                    channel names of topics given more partitions
@@ -157,9 +163,17 @@ class PartitionKeys:
     replica_prefix: str
     producers: str
     producer_times: str
+    # Compacted topics (docs/compaction.md): kept by the appends, drained by compaction.
+    compact_index: str
+    compact_dirty: str
+    compact_tombstones: str
 
     def replica(self, replica_id: int) -> str:
         return f"{self.replica_prefix}{replica_id}"
+
+    def compaction(self) -> list[str]:
+        """The compaction keys, in the order the scripts take them: index, dirty, tombstones."""
+        return [self.compact_index, self.compact_dirty, self.compact_tombstones]
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +329,9 @@ class Keys:
             replica_prefix=f"{base}:replica:",
             producers=f"{base}:producers",
             producer_times=f"{base}:producer_times",
+            compact_index=f"{base}:compact:keys",
+            compact_dirty=f"{base}:compact:dirty",
+            compact_tombstones=f"{base}:compact:tombstones",
         )
 
     def sink_markers(self, topic: str, partition: int) -> str:

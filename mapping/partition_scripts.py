@@ -14,6 +14,7 @@ from mapping import scripts
 from mapping.keys import PartitionKeys
 from mapping.scripts import Script
 from mapping.topic_config import TopicConfig
+from mapping.topic_rules import is_compacted
 
 # Offsets past every log end (exact as a Lua double): "copy everything there is".
 LATEST_OFFSET = (1 << 53) - 1
@@ -56,9 +57,18 @@ def _durable_flag(durable_reads: bool) -> list[str]:
     return ["1"] if durable_reads else []
 
 
-def partition_produce_call(head: PartitionHead, items: list[Any]) -> tuple:
-    """partition/produce.lua: ``items`` are key1, value1, key2, value2, ..."""
-    return head.command(PARTITION_PRODUCE, (), items)
+def compaction_keys(config: TopicConfig, keys: PartitionKeys) -> list[str]:
+    """What an append script takes after its own keys: the compaction keys when the topic is
+    compacted (the append keeps them up to date, lib/append.lua), else nothing."""
+    return keys.compaction() if is_compacted(config) else []
+
+
+def partition_produce_call(
+    head: PartitionHead, items: list[Any], compaction: Sequence[str] = ()
+) -> tuple:
+    """partition/produce.lua: ``items`` are key1, value1, key2, value2, ...; ``compaction``:
+    see ``compaction_keys``."""
+    return head.command(PARTITION_PRODUCE, compaction, items)
 
 
 def partition_consume_call(

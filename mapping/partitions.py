@@ -26,6 +26,7 @@ from mapping.partition_scripts import (
     PartitionStatus,
     ProduceResult,
     ReplicaFetchResult,
+    compaction_keys,
     partition_consume_call,
     partition_produce_call,
     partition_replica_fetch_call,
@@ -154,7 +155,11 @@ class Partitions:
         if known is None or known[0] is not config:  # new, or a topic made anew
             known = self._produce_builders[group] = (
                 config,
-                partial(partition_produce_call, self.head(config, partition)),
+                partial(
+                    partition_produce_call,
+                    self.head(config, partition),
+                    compaction=compaction_keys(config, self.keys.partition(config.name, partition)),
+                ),
             )
         future, first = self.batcher.append(group, known[1], [p for r in records for p in r])
         if self.durable is not None:

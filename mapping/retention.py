@@ -1,4 +1,5 @@
 """Topic retention: trim old records by time and size, never past what groups still need.
+(The same task then compacts the compacted topics: mapping/compaction.py.)
 
 A topic's retention lives in its hash (``retention_ms``, ``retention_bytes``,
 ``retention_ignore_groups``; -1 / absent: unlimited), set with ``adapter topic create`` or
@@ -25,11 +26,13 @@ from redis.asyncio import Redis
 
 from mapping import resilient, scripts
 from mapping.admin import expire_groups
+from mapping.compaction import compact_all
 from mapping.inspection import Retention, retention_of
 from mapping.keys import parse_group_entry
 from mapping.partition_scripts import PartitionHead
 from mapping.partitions import Partitions
 from mapping.replicator import replicator_tick_call
+from mapping.topic_rules import compaction_of
 from mapping.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -91,6 +94,8 @@ async def enforce_topic(partitions: Partitions, topic: str) -> list[TrimResult]:
     config = await topics.lookup(topic)
     if config is None:  # deleted meanwhile
         return []
+    if not compaction_of(config).delete:  # cleanup.policy=compact: Kafka trims nothing
+        return []
     floors = {} if settings.ignore_groups else await group_floors(topics, topic, config.partitions)
     calls = []
     for p in range(config.partitions):
@@ -133,6 +138,7 @@ class RetentionTask:
         self.session_timeout_ms = session_timeout_ms
         self.owner = False
         self.runs = 0
+        self.compacted = 0  # records compaction removed while this pod held the lease
 
     async def run(self) -> None:
         if self.interval_ms <= 0:
@@ -158,10 +164,18 @@ class RetentionTask:
                 for group, topic in expired:
                     log.info("offsets retention: group %s of topic %s expired", group, topic)
             trimmed = [r for r in await enforce_all(self.partitions) if r.trimmed]
+            # compaction after retention (compact,delete: both), under the same lease
+            compacted = await compact_all(self.partitions)
             self.runs += 1
             for r in trimmed:
                 log.info("retention trimmed %d record(s) of %s/%d; first kept offset %d",
                          r.trimmed, r.topic, r.partition, r.first_kept)  # fmt: skip
+            for c in compacted:
+                self.compacted += c.removed + c.tombstones_removed
+                if c.removed or c.tombstones_removed:
+                    log.info("compaction removed %d superseded record(s) and %d tombstone(s) "
+                             "of %s/%d", c.removed, c.tombstones_removed, c.topic,
+                             c.partition)  # fmt: skip
 
     def _lease_call(self, release: bool) -> tuple:
         # The replicator's lease script with one shard: heartbeat, take it when free, renew.

@@ -104,90 +104,13 @@ class EnsuredTopic:
     id_assigned: bool
 
 
-# The topic hash's configs that change after creation (retention: the retention task reads
-# them on each run, mapping.inspection.retention_of decodes them; the configs enforced where
-# records are written and read: see the readers below); absent: the default.
+# The topic hash's retention fields (the retention task reads them on each run,
+# mapping.inspection.retention_of decodes them; the command line writes them as integers);
+# every other config is read through mapping/topic_configs.py. Absent: the default.
 RETENTION_MS = "retention_ms"
 RETENTION_BYTES = "retention_bytes"
 RETENTION_IGNORE_GROUPS = "retention_ignore_groups"
-MIN_INSYNC_REPLICAS = "min_insync_replicas"
-MAX_MESSAGE_BYTES = config_field("max.message.bytes")
-TIMESTAMP_TYPE = config_field("message.timestamp.type")
-TIMESTAMP_BEFORE_MAX_MS = config_field("message.timestamp.before.max.ms")
-TIMESTAMP_AFTER_MAX_MS = config_field("message.timestamp.after.max.ms")
-TIMESTAMP_DIFFERENCE_MAX_MS = config_field("message.timestamp.difference.max.ms")
-COMPRESSION_TYPE = config_field("compression.type")
-ENFORCED_CONFIGS = frozenset(
-    {
-        MIN_INSYNC_REPLICAS,
-        MAX_MESSAGE_BYTES,
-        TIMESTAMP_TYPE,
-        TIMESTAMP_BEFORE_MAX_MS,
-        TIMESTAMP_AFTER_MAX_MS,
-        TIMESTAMP_DIFFERENCE_MAX_MS,
-        COMPRESSION_TYPE,
-    }
-)
-ALTERABLE_CONFIGS = (
-    frozenset({RETENTION_MS, RETENTION_BYTES, RETENTION_IGNORE_GROUPS}) | ENFORCED_CONFIGS
-)
-
-# Kafka's defaults of the enforced configs (LogConfig, ServerLogConfigs). The readers below
-# are the one place that parses them: the configs catalogue's typed ``value_of`` (with the
-# cluster's broker defaults) replaces their bodies.
-DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12  # 1 MiB + Records.LOG_OVERHEAD
-NO_TIMESTAMP_LIMIT = 9_223_372_036_854_775_807  # Long.MAX_VALUE: no bound
-CREATE_TIME = "CreateTime"
-LOG_APPEND_TIME = "LogAppendTime"
-# compression.type's values (BrokerCompressionType): "producer" keeps the producer's codec,
-# "uncompressed" none; the codecs are aiokafka's codec numbers (RecordBatch attributes).
-COMPRESSION_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-DEFAULT_COMPRESSION_TYPE = "producer"
-
-
-def _integer(config: TopicConfig, field: str, default: int) -> int:
-    """Config ``field`` as an integer; its default when unset or not a number (the admin
-    APIs validate what they store: a bad value here was written around them)."""
-    text = config.config(field)
-    if text is None:
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        return default
-
-
-def max_message_bytes(config: TopicConfig, broker_default: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
-    """The largest RecordBatch topic ``config`` takes (max.message.bytes; unset: the broker's
-    message.max.bytes, ``broker_default``, the pod's ``--kafka-max-message-bytes``)."""
-    return _integer(config, MAX_MESSAGE_BYTES, broker_default)
-
-
-def log_append_time(config: TopicConfig) -> bool:
-    """Whether topic ``config`` stamps records with their append time (message.timestamp.type
-    LogAppendTime) rather than keeping the producer's (CreateTime, the default)."""
-    return config.config(TIMESTAMP_TYPE) == LOG_APPEND_TIME
-
-
-def timestamp_bounds(config: TopicConfig) -> tuple[int, int]:
-    """(before, after): how far a CreateTime record's timestamp may lie before / after the
-    broker's clock (message.timestamp.before.max.ms / after.max.ms; where one is unset, the
-    deprecated message.timestamp.difference.max.ms stands in, as LogConfig does)."""
-    difference = _integer(config, TIMESTAMP_DIFFERENCE_MAX_MS, NO_TIMESTAMP_LIMIT)
-    before = _integer(config, TIMESTAMP_BEFORE_MAX_MS, NO_TIMESTAMP_LIMIT)
-    after = _integer(config, TIMESTAMP_AFTER_MAX_MS, NO_TIMESTAMP_LIMIT)
-    return (
-        difference if before == NO_TIMESTAMP_LIMIT else before,
-        difference if after == NO_TIMESTAMP_LIMIT else after,
-    )
-
-
-def compression_codec(config: TopicConfig) -> int:
-    """The codec Fetch compresses topic ``config``'s batches with (0: none). "producer" (the
-    default) is none too: records are stored one stream entry each, decompressed, so the
-    producer's codec is not kept."""
-    text = config.config(COMPRESSION_TYPE) or DEFAULT_COMPRESSION_TYPE
-    return COMPRESSION_CODECS.get(text, 0)
+ALTERABLE_CONFIGS = frozenset({RETENTION_MS, RETENTION_BYTES, RETENTION_IGNORE_GROUPS})
 
 
 def retention_fields(

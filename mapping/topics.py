@@ -49,7 +49,12 @@ TOPIC_DELETE = scripts.load("topic/delete")
 PARTITION_REVIVE = scripts.load("partition/revive")
 
 
-def _config_commands(keys: Keys, name: str, changes: Mapping[str, str | int | None]) -> list[tuple]:
+# A config's new value: Kafka's text form, an integer (the command line's retention), or
+# None (back to the default).
+ConfigValue = str | int | None
+
+
+def _config_commands(keys: Keys, name: str, changes: Mapping[str, ConfigValue]) -> list[tuple]:
     """The commands that apply ``changes`` (config field -> value; None: back to the
     default) to topic ``name``'s hash: any config of the catalogue (mapping/topic_configs.py;
     validated by the caller), ``min_insync_replicas`` included. An int retention limit below
@@ -167,7 +172,7 @@ def read_settings_sync(client: Any, keys: Keys, name: str) -> dict[str, str]:
 
 
 def alter_configs_sync(
-    client: Any, keys: Keys, name: str, changes: Mapping[str, str | int | None]
+    client: Any, keys: Keys, name: str, changes: Mapping[str, ConfigValue]
 ) -> None:
     """``Topics.alter_configs`` on a synchronous client (the command line)."""
     for command in _config_commands(keys, name, changes):
@@ -415,7 +420,7 @@ class Topics:
         fields = await self.batcher.call("HGETALL", self.keys.topic(name))
         return {to_str(k): to_str(v) for k, v in fields.items()}
 
-    async def alter_configs(self, name: str, changes: Mapping[str, str | int | None]) -> None:
+    async def alter_configs(self, name: str, changes: Mapping[str, ConfigValue]) -> None:
         """Set the configs of ``changes`` (``ALTERABLE_FIELDS`` -> value, Kafka's text form;
         None: back to the default) in topic ``name``'s hash, and tell every pod to read them
         again; ValueError for any other field. The values are validated by the caller

@@ -12,16 +12,18 @@ the log, and skips them when a retried task or a replayed micro-batch sends them
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import redis
 
 from mapping import codec, scripts
 from mapping.keys import Keys, is_valid_name
-from mapping.partition_scripts import PARTITION_STATUS, PartitionHead
+from mapping.partition_scripts import PARTITION_STATUS, PartitionHead, compaction_keys
 from mapping.partitioner import partition_for
 from mapping.records import record_batch_bytes
-from mapping.topic_config import TopicConfig, TopicDefaults, is_internal_topic, max_message_bytes
+from mapping.topic_config import TopicConfig, TopicDefaults, is_internal_topic
+from mapping.topic_rules import is_compacted, rules_of
 from mapping.topics import ensure_topic_sync
 from spark_connector.acks import wait_for_acks
 from spark_connector.sink_options import SinkOptions, SinkWriteError
@@ -31,16 +33,23 @@ SPARK_SINK_APPEND = scripts.load("spark/sink_append")
 
 
 def spark_sink_append_call(
-    head: PartitionHead, markers: str, marker: str, epoch: int, first: int, records: list[Record]
+    head: PartitionHead,
+    markers: str,
+    marker: str,
+    epoch: int,
+    first: int,
+    records: list[Record],
+    compaction: Sequence[str] = (),
 ) -> tuple:
     """spark/sink_append.lua: ``records``, the task's records for this partition from index
     ``first`` on, skipping those ``marker`` (a field of the ``markers`` hash; "": none) says
-    are stored already for ``epoch``."""
+    are stored already for ``epoch``; ``compaction``: the partition's compaction keys on a
+    compacted topic (compaction_keys)."""
     args: list[object] = [marker, epoch, first]
     for record in records:
         lead, items = record_items(record)
         args += (len(items), lead, *items)
-    return head.command(SPARK_SINK_APPEND, (markers,), args)
+    return head.command(SPARK_SINK_APPEND, (markers, *compaction), args)
 
 
 def load_scripts(client: redis.Redis) -> None:
@@ -77,7 +86,7 @@ def _check_size(config: TopicConfig, record: Record) -> None:
     Kafka measures it (the RecordBatch a Kafka producer would send it in; unset: Kafka's
     default, the pods' --kafka-max-message-bytes is not known here)."""
     size = record_batch_bytes(record.key, record.value, record.headers)
-    limit = max_message_bytes(config)
+    limit = rules_of(config).max_message_bytes
     if size > limit:
         raise SinkWriteError(
             f"record too large for {config.name}: {size} bytes as a RecordBatch, "
@@ -146,6 +155,12 @@ class Appender:
 
     def add(self, record: Record) -> None:
         config = self._topic(record.topic if self.opts.topic is None else None)
+        if record.key is None and is_compacted(config):
+            # as Kafka refuses it (INVALID_RECORD): compaction keeps records by key
+            raise SinkWriteError(
+                f"topic {config.name!r} is compacted (cleanup.policy=compact): "
+                "every row needs a non-null key"
+            )
         if record.partition is not None:
             partition = int(record.partition)
             if not 0 <= partition < config.partitions:
@@ -194,8 +209,9 @@ class Appender:
             self.opts.replica_lag_max_ms,
         )
         markers = self.keys.sink_markers(name, partition)
+        compaction = compaction_keys(target.config, head.keys)
         return spark_sink_append_call(
-            head, markers, self.marker, self.epoch, target.sent, target.buffer
+            head, markers, self.marker, self.epoch, target.sent, target.buffer, compaction
         )
 
     def finish(self) -> list[PartitionWritten]:

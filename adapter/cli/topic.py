@@ -6,6 +6,7 @@
                       --retention-ignore-groups/...]
     topic describe NAME          (= inspect topic NAME)
     topic trim [NAME]            apply retention now (pods also do it periodically)
+    topic compact [NAME]         compact the compacted topics now (pods do it periodically)
     topic delete NAME            delete it: records, replicas, state, settings, its groups
     inspect topics               one line per topic
     inspect topic NAME           settings, then per partition role, log end, hw, ISR, ...
@@ -231,10 +232,12 @@ def _print_topic(view: inspection.TopicView) -> None:
     )
     for p in view.partition_views:
         acked = " ".join(f"{r}:{o}" for r, o in p.acked.items())
+        # compaction's counts where it has been at work (docs/compaction.md)
+        compaction = f" dirty={p.dirty} compacted={p.compacted}" if p.dirty or p.compacted else ""
         click.echo(
             f"partition={p.partition} role={p.role} log_end={p.log_end} "
             f"hw={p.high_watermark} isr=[{' '.join(map(str, p.isr))}] acked=[{acked}] "
-            f"records={p.records} first_offset={p.first_offset}"
+            f"records={p.records} first_offset={p.first_offset}{compaction}"
         )
 
 
@@ -306,6 +309,23 @@ def trim(name: str | None, target: RedisTarget) -> None:
         click.echo(
             f"topic={r.topic} partition={r.partition} trimmed={r.trimmed} "
             f"first_offset={r.first_kept}"
+        )
+
+
+@topic.command()
+@click.argument("name", required=False, callback=lambda _c, _p, v: v and _name(v))
+@options.redis_target
+def compact(name: str | None, target: RedisTarget) -> None:
+    """Compact topic NAME now (default: every compacted topic); see docs/compaction.md."""
+    from mapping.compaction import compact_all, compact_topic
+
+    async def work(partitions: Partitions) -> list:
+        return await (compact_all(partitions) if name is None else compact_topic(partitions, name))
+
+    for r in run_on_redis(target, work):
+        click.echo(
+            f"topic={r.topic} partition={r.partition} removed={r.removed} "
+            f"tombstones_removed={r.tombstones_removed} dirty={r.dirty}"
         )
 
 

@@ -31,7 +31,8 @@ from mapping import codec
 from mapping.errors import BrokerError
 from mapping.kafka import FetchRead
 from mapping.records import walk_entries
-from mapping.topic_config import TopicConfig, compression_codec, log_append_time
+from mapping.topic_config import TopicConfig
+from mapping.topic_rules import rules_of
 
 Response = FETCH.response
 TopicResponse = Response.FetchableTopicResponse
@@ -204,7 +205,8 @@ def _encode(
     ``entries`` at or below ``high_watermark`` (V1's) within ``budget`` bytes (the first
     entry whatever its size when ``take_first``), as topic ``config`` has its batches
     (compression.type, message.timestamp.type). Budgets count uncompressed bytes."""
-    codec, append_time = compression_codec(config), log_append_time(config)
+    rules = rules_of(config)
+    codec, append_time = rules.compression_codec, rules.log_append_time
     batches: list[bytes] = []
     used = 0
     start = 0

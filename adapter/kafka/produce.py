@@ -3,10 +3,9 @@ there, idempotent producers' sequences checked there); all of a request's calls 
 the pod's next pipeline. acks=0 gets no response at all, acks=1 answers after the append,
 acks=-1 when hw and the ISR allow it (as V1 acks=all).
 
-The topic's configs are enforced before anything is written (see ``_refusal``): a batch
-larger than max.message.bytes is MESSAGE_TOO_LARGE, a CreateTime record outside the
-message.timestamp bounds INVALID_TIMESTAMP; a LogAppendTime topic's answer carries the
-append time (docs/kafka.md, "Topic configs")."""
+The topic's configs are enforced before anything is written (produce_checks.py: batch size,
+keys on compacted topics, timestamp bounds); a LogAppendTime topic's answer carries the
+append time (docs/kafka.md, "Topic configs enforced")."""
 
 from __future__ import annotations
 
@@ -20,39 +19,41 @@ from redis.exceptions import RedisError
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
+from adapter.kafka.produce_checks import Refused, refusal
 from adapter.kafka.protocol import Request
-from adapter.kafka.records import CorruptBatch, ProducedBatch, UnsupportedMagic, decode_batches
+from adapter.kafka.records import CorruptBatch, UnsupportedMagic, decode_batches
 from adapter.kafka.versions import PRODUCE
 from mapping.acks import AckOutcome
 from mapping.batcher import Pending
 from mapping.errors import BrokerError, OutcomeUnknown
 from mapping.kafka import AppendResult
-from mapping.topic_config import (
-    NO_TIMESTAMP_LIMIT,
-    TopicConfig,
-    log_append_time,
-    max_message_bytes,
-    timestamp_bounds,
-)
+from mapping.topic_config import TopicConfig
+from mapping.topic_rules import rules_of
 
 log = logging.getLogger(__name__)
 
 Response = PRODUCE.response
 TopicResponse = Response.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
+RecordError = PartitionResponse.BatchIndexAndErrorMessage
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
     body = request.body
     acks = body.acks
-    jobs: list[tuple[str, int, asyncio.Future[Outcome] | int]] = []
+    jobs: list[tuple[str, int, asyncio.Future[Outcome | Refused] | int | Refused]] = []
     for topic in body.topic_data or ():  # an array sent as null: none
         for part in topic.partition_data or ():
             jobs.append((topic.name, part.index, _start(context, request, topic.name, part)))
     # The appends were all queued in this turn (one pipeline); now collect the answers.
     answers: dict[str, list[Any]] = {}
     for name, index, job in jobs:
-        code, base, append_time = await job if not isinstance(job, int) else (job, -1, -1)
+        outcome = job if isinstance(job, int | Refused) else await job
+        refused = outcome if isinstance(outcome, Refused) else None
+        if refused is not None:
+            code, base, append_time = refused.code, -1, -1
+        else:
+            code, base, append_time = (outcome, -1, -1) if isinstance(outcome, int) else outcome
         answers.setdefault(name, []).append(
             PartitionResponse(
                 index=index,
@@ -60,8 +61,11 @@ async def handle(context: KafkaContext, request: Request) -> Any:
                 base_offset=base,
                 log_append_time_ms=append_time,
                 log_start_offset=-1,
-                record_errors=[],
-                error_message=None,
+                record_errors=[
+                    RecordError(batch_index=i, batch_index_error_message=m)
+                    for i, m in (refused.record_errors if refused else ())
+                ],
+                error_message=refused.message if refused else None,
             )
         )
     if acks == 0:
@@ -100,36 +104,17 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
         return asyncio.ensure_future(_append(context, body, name, part.index, batches))
     if not 0 <= part.index < config.partitions:
         return errors.UNKNOWN_TOPIC_OR_PARTITION
-    refusal = _refusal(context, config, batches)
-    if refusal:
-        return refusal
+    refused = _refusal(config, name, part.index, batches)
+    if refused is not None:
+        return refused
     # known topic: queued right now, so all of a request's appends share one pipeline
     pending = _queue(context, config, part.index, batches)
     return asyncio.ensure_future(_finish(context, body, config, part.index, pending))
 
 
-def _refusal(context: KafkaContext, config: TopicConfig, batches: list[ProducedBatch]) -> int:
-    """The error the topic's configs give these batches before anything is written (0:
-    none), as Kafka's LogValidator: a batch larger than max.message.bytes (unset: the pod's
-    --kafka-max-message-bytes, Kafka's message.max.bytes) is MESSAGE_TOO_LARGE; on a
-    CreateTime topic, a record whose timestamp lies more than message.timestamp.before.max.ms
-    before or after.max.ms after the pod's clock is INVALID_TIMESTAMP (records without a
-    timestamp, -1, pass)."""
-    limit = max_message_bytes(config, context.pod.settings.kafka_max_message_bytes)
-    if any(batch.size > limit for batch in batches):
-        return errors.MESSAGE_TOO_LARGE
-    if log_append_time(config):
-        return errors.NONE
-    before, after = timestamp_bounds(config)
-    if before == after == NO_TIMESTAMP_LIMIT:
-        return errors.NONE
-    now = time.time_ns() // 1_000_000
-    for batch in batches:
-        for record in batch.records:
-            stamp = record[2]
-            if stamp >= 0 and (now - stamp > before or stamp - now > after):
-                return errors.INVALID_TIMESTAMP
-    return errors.NONE
+def _refusal(config: TopicConfig, name: str, index: int, batches: list[Any]) -> Refused | None:
+    """What the topic's configs refuse in these batches (adapter/kafka/produce_checks.py)."""
+    return refusal(rules_of(config), f"{name}-{index}", batches, time.time_ns() // 1_000_000)
 
 
 def _queue(
@@ -150,16 +135,16 @@ def _queue(
 
 async def _append(
     context: KafkaContext, body: Any, name: str, index: int, batches: list[Any]
-) -> Outcome:
+) -> Outcome | Refused:
     try:
         config = await context.find_topic(name)
     except BrokerError as exc:
         return error_of(exc), -1, -1
     if config is None or not 0 <= index < config.partitions:
         return errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-    refusal = _refusal(context, config, batches)
-    if refusal:
-        return refusal, -1, -1
+    refused = _refusal(config, name, index, batches)
+    if refused is not None:
+        return refused
     return await _finish(context, body, config, index, _queue(context, config, index, batches))
 
 
@@ -193,7 +178,7 @@ async def _finish(
         if code:
             return code, -1, -1
     # Kafka's log_append_time_ms: the append time on a LogAppendTime topic, else -1
-    append_time = first.append_time if log_append_time(config) else -1
+    append_time = first.append_time if rules_of(config).log_append_time else -1
     return errors.NONE, first.base_offset, append_time
 
 

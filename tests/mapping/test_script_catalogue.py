@@ -22,6 +22,7 @@ from mapping.admin import (
     partition_delete_call,
 )
 from mapping.brokers import kafka_brokers_call, kafka_register_call
+from mapping.compaction import partition_compact_call
 from mapping.durable import partition_durable_mark_call
 from mapping.groups import (
     GroupHead,
@@ -69,6 +70,7 @@ from mapping.partition_scripts import (
 from mapping.replicator import replicator_tick_call
 from mapping.retention import partition_retention_trim_call
 from mapping.script_constants import LUA_CONSTANTS
+from mapping.topic_rules import Compaction
 from mapping.topics import (
     partition_revive_call,
     topic_delete_call,
@@ -102,7 +104,13 @@ def _sync(recheck: bool, assignments: dict[str, bytes]) -> tuple:
 
 # Per script, calls its builder makes (several where the count of items varies).
 SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
-    "partition/produce": [lambda: partition_produce_call(PART, [b"k", b"v", b"k2", b"v2"])],
+    "partition/produce": [
+        lambda: partition_produce_call(PART, [b"k", b"v", b"k2", b"v2"]),
+        lambda: partition_produce_call(PART, [b"k", b"v"], PART.keys.compaction()),
+    ],
+    "partition/compact": [
+        lambda: partition_compact_call(PART, Compaction(compact=True), 100, False)
+    ],
     "partition/consume": [
         lambda: partition_consume_call(PART, "0-0", 10, 0, False),
         lambda: partition_consume_call(PART, "0-0", 10, 1000, True),
@@ -206,13 +214,17 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
         lambda: kafka_produce_call(
             PART, [RECORD], producer_id=3, producer_epoch=0, base_sequence=0
         ),
+        lambda: kafka_produce_call(PART, [RECORD], compaction=PART.keys.compaction()),
     ],
     "kafka/register": [lambda: kafka_register_call(KEYS.kafka_brokers, "pod", "h:9092", 10_000)],
     "kafka/brokers": [lambda: kafka_brokers_call(KEYS.kafka_brokers)],
     "spark/sink_append": [
         lambda: spark_sink_append_call(
             PART, KEYS.sink_markers("t", 0), "w:0", 1, 0, [Record(None, None, b"k", b"v")]
-        )
+        ),
+        lambda: spark_sink_append_call(
+            PART, KEYS.sink_markers("t", 0), "", 0, 0, [], PART.keys.compaction()
+        ),
     ],
     "spark/commit": [lambda: spark_commit_call(GROUP.keys, [(0, 42), (1, 7)])],
     "replicator/tick": [

@@ -11,9 +11,11 @@ from mapping.errors import BadRequest
 from mapping.partition_scripts import ConsumeResult
 from mapping.partitioner import partition_for
 from mapping.records import record_batch_bytes
-from mapping.topic_config import TopicConfig, max_message_bytes
+from mapping.topic_config import TopicConfig
+from mapping.topic_rules import TopicRules, rules_of
 
 PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
+COMPACTED_KEY_REQUIRED = "compacted topic requires a non-empty key"
 CONSUME_USAGE = "CONSUME requires: <topic> <partition> <offset>"
 ROLE_USAGE = "SET_PARTITION_ROLE requires: <topic> <partition> <leader|follower>"
 ACKS = {"0", "1", "all"}
@@ -50,7 +52,12 @@ def _produce_args(argv: list[str]) -> tuple[str, bytes, bytes, str]:
 def _produce(
     context: Context, config: TopicConfig, key: bytes, value: bytes, acks: str
 ) -> Pending[str]:
-    _check_record_size(context, config, key, value)
+    rules = rules_of(config)
+    if not key and rules.compaction.compact:
+        # V1 has no null key: an empty one is how a V1 client sends none, and a compacted
+        # topic keeps records by key (Kafka refuses keyless records there: INVALID_RECORD)
+        raise BadRequest(COMPACTED_KEY_REQUIRED)
+    _check_record_size(rules, config.name, key, value)
     partition = partition_for(key, config.partitions)
     pending = context.pod.partitions.start_produce(config, partition, [(key, value)])
     if acks == "all":  # a task only when the append's reply does not already satisfy it
@@ -69,18 +76,19 @@ produce, produce_now = on_topic(_produce_args, _produce)
 RECORD_BATCH_SLACK = 96
 
 
-def _check_record_size(context: Context, config: TopicConfig, key: bytes, value: bytes) -> None:
-    """BAD_REQUEST for a record larger than the topic's max.message.bytes (unset: the pod's
-    --kafka-max-message-bytes), measured as Kafka measures it: the RecordBatch a Kafka
-    producer would send it in, so a record fits in V1 exactly when it fits in Kafka."""
-    limit = max_message_bytes(config, context.pod.settings.kafka_max_message_bytes)
+def _check_record_size(rules: TopicRules, topic: str, key: bytes, value: bytes) -> None:
+    """BAD_REQUEST for a record larger than the topic's max.message.bytes (unset: the
+    cluster's message.max.bytes, the pod's --kafka-max-message-bytes), measured as Kafka
+    measures it: the RecordBatch a Kafka producer would send it in, so a record fits in V1
+    exactly when it fits in Kafka."""
+    limit = rules.max_message_bytes
     if len(key) + len(value) + RECORD_BATCH_SLACK <= limit:
         return  # far below it whatever the framing (the common case: nothing to measure)
     size = record_batch_bytes(key, value, [])
     if size > limit:
         raise BadRequest(
             f"record too large: {size} bytes as a RecordBatch, "
-            f"topic {config.name} takes at most {limit} (max.message.bytes)"
+            f"topic {topic} takes at most {limit} (max.message.bytes)"
         )
 
 

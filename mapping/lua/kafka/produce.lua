@@ -1,11 +1,13 @@
 --! include lib/append.lua
--- KEYS: log, state, hw_channel, appended, producers, producer_times
+-- KEYS: log, state, hw_channel, appended, producers, producer_times, [index], [dirty],
+--   [tombstones]
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, producer_id,
 --   producer_epoch, base_sequence, record_count, producer_id_expiration_ms, ...
 -- Append one Kafka RecordBatch to a partition's leader log through lib/append.lua, as every
 -- writer of a log does (offsets are consecutive within the call: base offset + delta is
 -- exact), with the idempotent producer's sequence checks.
--- KEYS = {log, state, hw_channel, appended, producers, producer_times}.
+-- KEYS = {log, state, hw_channel, appended, producers, producer_times}, then the compaction
+-- keys on a compacted topic (see lib/append.lua).
 -- ARGV[4] = producer id (-1: not idempotent), ARGV[5] = producer epoch, ARGV[6] = base
 -- sequence, ARGV[7] = record count, ARGV[8] = how long a producer's state outlives its last
 -- append (ms, Kafka's producer.id.expiration.ms); then per record: n (its field items), lead (items
@@ -72,6 +74,7 @@ if producer_id ~= '-1' then
 end
 
 local a = open_append(state, log, limit, rf, now)
+open_compaction(a, KEYS, 7)
 local base_offset, last_offset = -1, -1
 local i = 9
 local ts = a.now_text
@@ -93,6 +96,7 @@ for _ = 1, count do
     local id, number, offset = next_entry(a, #value)
     redis.call('XADD', log, id, 'key', ARGV[i + 1], 'value', value, 'ts', ts,
       'create_ts', ARGV[i + 3], 'n', number)
+    if a.compaction then index_key(a, ARGV[i + 1], id, offset, false) end
     last_offset = offset
     i = i + 4
   else

@@ -81,13 +81,48 @@ local function next_entry(a, value_bytes)
   return a.ms_text .. int_text(a.seq), int_text(a.numbered), offset
 end
 
+-- Compacted topics (docs/compaction.md): a writer whose caller passed the partition's
+-- compaction keys (keys[at..at+2]: index, dirty, tombstones; the pod passes them when the
+-- topic's cleanup.policy holds "compact") keeps them up to date here, so that compaction
+-- finds what to remove without reading the log:
+--   index       record key -> entry id of its latest record
+--   dirty       entry id of a record a later one of its key superseded -> the superseding
+--               record's offset (compaction removes it once that one is old enough)
+--   tombstones  entry id of a record with a null value -> its own offset
+--   open_compaction(a, KEYS, at)  -- after open_append
+--   index_key(a, key, id, offset, tombstone)  -- per keyed record (append_entry does it)
+local function open_compaction(a, keys, at)
+  if keys[at] then
+    a.compaction = {index = keys[at], dirty = keys[at + 1], tombstones = keys[at + 2]}
+  end
+end
+
+local function index_key(a, key, id, offset, tombstone)
+  local c = a.compaction
+  local score = int_text(offset)
+  local previous = redis.call('HGET', c.index, key)
+  redis.call('HSET', c.index, key, id)
+  if previous then redis.call('ZADD', c.dirty, score, previous) end
+  if tombstone then redis.call('ZADD', c.tombstones, score, id) end
+end
+
 -- Appends one record (its stream fields: field, value, ...; 'n' is added here) whose value
 -- has `value_bytes` bytes; returns its offset. (Field names: mapping/records.py owns them.)
+-- A keyed record of a compacted partition is indexed (a keyless one is not: the pod refuses
+-- those before the call).
 local function append_entry(a, log, fields, value_bytes)
   local id, number, offset = next_entry(a, value_bytes)
   fields[#fields + 1] = 'n'
   fields[#fields + 1] = number
   redis.call('XADD', log, id, unpack(fields))
+  if a.compaction then
+    local key, tombstone = nil, true
+    for j = 1, #fields - 1, 2 do
+      local name = fields[j]
+      if name == 'key' then key = fields[j + 1] elseif name == 'value' then tombstone = false end
+    end
+    if key then index_key(a, key, id, offset, tombstone) end
+  end
   return offset
 end
 

@@ -1,10 +1,11 @@
 --! include lib/append.lua
--- KEYS: log, state, hw_channel, appended
+-- KEYS: log, state, hw_channel, appended, [index], [dirty], [tombstones]
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, key1, value1, ...
 -- V1 PRODUCE: append records to a partition's leader log (see lib/append.lua for the ids, the
 -- numbering, the size marks and the followers' wake-up).
 -- ARGV[4..]: key1, value1, key2, value2, ...   Returns {hw, ISR size, offset1, offset2, ...}:
 -- acks=all is answered from the reply itself when hw and the ISR already allow it.
+-- KEYS[5..7]: the compaction keys, on a compacted topic (see lib/append.lua).
 local log, state, hw_channel, appended = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local limit = 2 ^ tonumber(ARGV[1])
 local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -13,12 +14,14 @@ if refusal then return refusal end
 
 local now = now_ms()
 local a = open_append(state, log, limit, rf, now)
+open_compaction(a, KEYS, 5)
 local offsets = {0, 0}
 for i = 4, #ARGV, 2 do
   local value = ARGV[i + 1]
   local id, number, offset = next_entry(a, #value)
   -- a record's fields (mapping/records.py owns the names)
   redis.call('XADD', log, id, 'key', ARGV[i], 'value', value, 'ts', a.now_text, 'n', number)
+  if a.compaction then index_key(a, ARGV[i], id, offset, false) end
   offsets[#offsets + 1] = offset
 end
 close_append(a, state, appended)

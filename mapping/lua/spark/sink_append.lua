@@ -1,11 +1,12 @@
 --! include lib/append.lua
--- KEYS: log, state, hw_channel, appended, sink_markers
+-- KEYS: log, state, hw_channel, appended, sink_markers, [index], [dirty], [tombstones]
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, marker_field, epoch,
 --   first_index, ...
 -- The Spark sink's append: one chunk of one writer task's records for one partition,
 -- skipping whatever an earlier attempt of the same task already stored, so a retried task or
 -- a replayed micro-batch stores nothing twice.
--- KEYS = {log, state, hw_channel, appended_channel, sink markers hash}.
+-- KEYS = {log, state, hw_channel, appended_channel, sink markers hash}, then the compaction
+-- keys on a compacted topic (see lib/append.lua).
 -- ARGV[1..3] as every partition script; ARGV[4] = the writer task's marker field ('' = no
 -- marker), ARGV[5] = epoch (the micro-batch id; 0 for a batch write), ARGV[6] = index of this
 -- chunk's first record among the task's records for this partition; then per record, as
@@ -49,6 +50,7 @@ local now = now_ms()
 local appended_now = 0
 if skip < count then
   local a = open_append(state, log, limit, rf, now)
+  open_compaction(a, KEYS, 6)
   for k = skip + 1, count do
     local fields, value_bytes = record_fields(ARGV, starts[k], a.now_text)
     last_offset = append_entry(a, log, fields, value_bytes)
