@@ -63,6 +63,12 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        assigned, revoking, instance id, ...)
     <prefix>:kgroup:{<group>}:consumer:target  hash    member id -> JSON target assignment
     <prefix>:kgroup:{<group>}:consumer:topics  hash    topic -> partition count (last seen)
+    <prefix>:kgroup:{<group>}:txn:offsets      hash    "<producer id> <topic> <partition>" ->
+                                                       "<producer epoch> <offset> <leader
+                                                       epoch> <metadata>": TxnOffsetCommit's
+                                                       pending offsets (until EndTxn)
+    <prefix>:kgroup:{<group>}:txn:producers    hash    producer id -> "<epoch> <last ms>":
+                                                       the newest epoch seen (fences zombies)
     <prefix>:users                             hash    client user -> password hash (AUTH)
     <prefix>:broker:{configs}                  hash    cluster-wide dynamic broker configs
                                                        (Kafka name -> text: log.retention.ms ...)
@@ -205,6 +211,10 @@ class KafkaGroupKeys:
     consumer_member: str
     consumer_target: str
     consumer_topics: str
+    # Transactions (TxnOffsetCommit; not in script_keys: only the txn_offset scripts take
+    # them, see mapping/kafka_groups/txn_offsets.py)
+    txn_offsets: str
+    txn_producers: str
 
     def script_keys(self) -> list[str]:
         return [
@@ -372,4 +382,6 @@ class Keys:
             consumer_member=f"{base}:consumer:member",
             consumer_target=f"{base}:consumer:target",
             consumer_topics=f"{base}:consumer:topics",
+            txn_offsets=f"{base}:txn:offsets",
+            txn_producers=f"{base}:txn:producers",
         )

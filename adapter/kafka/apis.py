@@ -21,6 +21,7 @@ from adapter.kafka import (
     metadata,
     offsets,
     produce,
+    txn_offsets,
 )
 from adapter.kafka.sasl import SASL_APIS
 from adapter.kafka.versions import (
@@ -52,6 +53,7 @@ from adapter.kafka.versions import (
     OFFSET_FETCH,
     PRODUCE,
     SYNC_GROUP,
+    TXN_OFFSET_COMMIT,
 )
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
@@ -84,5 +86,6 @@ HANDLERS: dict[int, Handler] = {
     DELETE_GROUPS.key: group_admin.delete_groups,
     CONSUMER_GROUP_HEARTBEAT.key: consumer_groups.consumer_group_heartbeat,
     CONSUMER_GROUP_DESCRIBE.key: consumer_groups.consumer_group_describe,
+    TXN_OFFSET_COMMIT.key: txn_offsets.txn_offset_commit,
 }
 assert set(HANDLERS) == set(IMPLEMENTED) - SASL_APIS

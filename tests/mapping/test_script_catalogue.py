@@ -58,6 +58,14 @@ from mapping.kafka_groups.offsets import (
     kafka_group_offset_delete_call,
     kafka_group_offset_fetch_call,
 )
+from mapping.kafka_groups.txn_offsets import (
+    PendingOffset,
+    TxnCommitter,
+    kafka_group_txn_offset_clear_call,
+    kafka_group_txn_offset_commit_call,
+    kafka_group_txn_offset_end_call,
+    kafka_group_txn_offset_write_call,
+)
 from mapping.keys import Keys
 from mapping.partition_scripts import (
     PartitionHead,
@@ -87,6 +95,7 @@ PART = PartitionHead(KEYS.partition("t", 0), 10, 3, 10_000)
 GROUP = GroupHead(KEYS.group("g", "t"), 10_000, 3)
 KGROUP = KEYS.kafka_group("g")
 RECORD = (b"k", b"v", 5, [("h", b"x")])
+PENDING = PendingOffset(b"7 t 0", b"0 42 -1 ", "t", 0, 42, -1, "")
 
 
 def _sync(recheck: bool, assignments: dict[str, bytes]) -> tuple:
@@ -209,6 +218,21 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
     ],
     "kafka_group/offset_fetch": [lambda: kafka_group_offset_fetch_call(GROUP.keys, "7", [0, 1])],
     "kafka_group/offset_delete": [lambda: kafka_group_offset_delete_call(GROUP.keys, [0])],
+    "kafka_group/txn_offset_commit": [
+        lambda: kafka_group_txn_offset_commit_call(
+            KGROUP, TxnCommitter(7, 0), {"t": {0: (42, None, -1), 1: (43, "m", 5)}}
+        ),
+        lambda: kafka_group_txn_offset_commit_call(KGROUP, TxnCommitter(7, 0, "c-1", 3), {}),
+    ],
+    "kafka_group/txn_offset_end": [
+        lambda: kafka_group_txn_offset_end_call(KGROUP, 7, 0, 604_800_000)
+    ],
+    "kafka_group/txn_offset_write": [
+        lambda: kafka_group_txn_offset_write_call(GROUP.keys, [PENDING]),
+    ],
+    "kafka_group/txn_offset_clear": [
+        lambda: kafka_group_txn_offset_clear_call(KGROUP, [PENDING]),
+    ],
     "kafka/produce": [
         lambda: kafka_produce_call(PART, [RECORD, (None, b"v", 5, [])]),
         lambda: kafka_produce_call(
