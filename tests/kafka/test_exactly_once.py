@@ -26,27 +26,14 @@ from aiokafka.structs import TopicPartition as AioPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from adapter.kafka import errors
-from adapter.kafka.versions import INIT_PRODUCER_ID
 from tests.support import ROOT
-from tests.support.kafka import RawKafka, fetch_offsets
+from tests.support.kafka import fetch_offsets, transactions_supported
 from tests.support.pods import RF1, Pod
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3
 PER_PARTITION = 40
 CLIENT = {"socket.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 1000}
-
-
-def transactions_supported(pod: Pod) -> bool:
-    """Whether ``pod`` answers InitProducerId with a transactional id (the runtime probe)."""
-    request = INIT_PRODUCER_ID.request[INIT_PRODUCER_ID.max_version]
-    body = request(transactional_id=f"probe-{uuid.uuid4().hex[:8]}", transaction_timeout_ms=10_000)
-    if INIT_PRODUCER_ID.max_version >= 3:
-        body.producer_id, body.producer_epoch = -1, -1
-    with RawKafka(pod.kafka_port) as raw:
-        reply = raw.call(INIT_PRODUCER_ID, INIT_PRODUCER_ID.max_version, body)
-    return reply.error_code == errors.NONE
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +53,7 @@ def txn_pods(redis_url: str) -> Iterator[list[Pod]]:
     for pod in pods:
         pod.start()
     try:
-        if not transactions_supported(pods[0]):
+        if not transactions_supported(pods[0].kafka_port):
             pytest.skip("the pods refuse transactional producers (no transaction coordinator)")
         yield pods
     finally:
