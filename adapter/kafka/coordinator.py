@@ -1,6 +1,9 @@
 """FindCoordinator: a live pod chosen by a stable hash of the group id (any pod can do a
 group's work, its state is in Redis: the hash only spreads the clients). v4+ batches keys.
-Transaction coordinators (key type 1) do not exist: the pod has no transactions.
+Transaction coordinators (key type 1) do not exist: the pod has no transactions, and says so
+with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId does: the one answer every
+client takes as final (librdkafka asks again every 500 ms after any other, so an
+exactly-once app hung at start without a word; aiokafka and Java fail at once either way).
 
 ``coordinator_call``: how every group and offset API answers when the group's state in
 Redis cannot be reached (COORDINATOR_NOT_AVAILABLE)."""
@@ -21,6 +24,7 @@ T = TypeVar("T")
 Response = FIND_COORDINATOR.response
 Coordinator = Response.Coordinator
 GROUP_KEY = 0
+TRANSACTION_KEY = 1
 NO_TRANSACTIONS = "transactions are not supported"
 
 
@@ -52,8 +56,11 @@ async def handle(context: KafkaContext, request: Request) -> Any:
 async def _one(
     context: KafkaContext, key: str | None, key_type: int
 ) -> tuple[int, str | None, tuple[int, str, int]]:
+    nowhere = (-1, "", -1)
+    if key_type == TRANSACTION_KEY:
+        return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS, nowhere
     if key_type != GROUP_KEY:
-        return errors.INVALID_REQUEST, NO_TRANSACTIONS, (-1, "", -1)
+        return errors.INVALID_REQUEST, f"coordinator key type {key_type} is not supported", nowhere
     return errors.NONE, None, await context.coordinator(key or "")
 
 

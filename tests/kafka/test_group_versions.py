@@ -61,7 +61,11 @@ def test_find_coordinator(kafka_pods: tuple[Pod, Pod], version: int) -> None:
 def test_find_coordinator_refuses_transactions(kafka_pods: tuple[Pod, Pod]) -> None:
     with RawKafka(kafka_pods[0].kafka_port) as raw:
         body = FIND_COORDINATOR.request[3](key="tx", key_type=1)
-        assert raw.call(FIND_COORDINATOR, 3, body).error_code == errors.INVALID_REQUEST
+        reply = raw.call(FIND_COORDINATOR, 3, body)
+        assert reply.error_code == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert reply.error_message == "transactions are not supported"
+        share = FIND_COORDINATOR.request[3](key="share", key_type=2)
+        assert raw.call(FIND_COORDINATOR, 3, share).error_code == errors.INVALID_REQUEST
 
 
 @pytest.mark.parametrize("version", _versions(JOIN_GROUP))
