@@ -183,3 +183,45 @@ def _batches(data: bytes) -> list[Any]:
     while memory.has_next():
         out.append(memory.next_batch())
     return out
+
+
+def _entry(ms: int, *fields: bytes) -> tuple[bytes, list[bytes]]:
+    return f"{ms}-0".encode(), list(fields)
+
+
+def test_fetch_batches_split_per_producer_with_markers_as_control_batches() -> None:
+    from adapter.kafka.fetch import _encode
+    from mapping.topic_config import TopicConfig
+
+    plain = TopicConfig("t", 1, 1, 1)
+    pid, epoch = b"77", b"2"
+    entries = [
+        _entry(1, b"key", b"k", b"value", b"a", b"ts", b"1", b"create_ts", b"5", b"n", b"1"),
+        _entry(2, b"key", b"k", b"value", b"t1", b"ts", b"2", b"create_ts", b"5",
+               b"pid", pid, b"pe", epoch, b"n", b"2"),
+        _entry(3, b"value", b"t2", b"ts", b"2", b"create_ts", b"5", b"null", b"key",
+               b"pid", pid, b"pe", epoch, b"n", b"3"),
+        _entry(4, b"key", b"k", b"value", b"o", b"ts", b"2", b"create_ts", b"5",
+               b"pid", b"78", b"pe", b"0", b"n", b"4"),
+        _entry(5, b"ctl", b"commit", b"pid", pid, b"pe", epoch, b"ts", b"6", b"n", b"5"),
+        _entry(6, b"key", b"k", b"value", b"b", b"ts", b"7", b"create_ts", b"5", b"n", b"6"),
+    ]  # fmt: skip
+    batches, taken, _, done, transactional = _encode(entries, 0, 1 << 40, 1 << 20, True, plain)
+    assert (taken, done, transactional) == (6, False, True)
+    found = _batches(b"".join(batches))
+    shape = [
+        (b.base_offset, b.is_transactional, b.is_control_batch, b.producer_id, b.producer_epoch)
+        for b in found
+    ]
+    assert shape == [
+        (1, False, False, -1, -1),
+        (2, True, False, 77, 2),
+        (4, True, False, 78, 0),
+        (5, True, True, 77, 2),
+        (6, False, False, -1, -1),
+    ]
+    assert all(b.validate_crc() for b in found)
+    assert [[r.value for r in b] for b in found[:3]] == [[b"a"], [b"t1", b"t2"], [b"o"]]
+    (marker,) = list(found[3])
+    # Kafka's ControlRecordType COMMIT (version 0, type 1) and EndTransactionMarker v0
+    assert (marker.key, marker.value, marker.timestamp) == (b"\0\0\0\1", b"\0" * 6, 6)
