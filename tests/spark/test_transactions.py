@@ -1,4 +1,4 @@
-"""The Spark source and transactions (docs/transactions.md): a task never returns a
+"""The Spark source and transactions (docs/transactions-partition.md): a task never returns a
 transaction marker nor a record of an aborted transaction, and the driver's end positions
 stop below the last stable offset (an open transaction's records are not read until it
 ends). The executor's read is called as Spark calls it, without a SparkSession."""
