@@ -1,6 +1,6 @@
-"""Transactions, the partition side (issue 23; docs/transactions-partition.md): which producers have a
-transaction open on a partition, its markers, its last stable offset (LSO) and the index of
-aborted transactions that read_committed readers filter with.
+"""Transactions, the partition side (issue 23; docs/transactions-partition.md): which
+producers have a transaction open on a partition, its markers, its last stable offset (LSO)
+and the index of aborted transactions that read_committed readers filter with.
 
 Per partition (mapping/keys.py, the partition's slot):
 

@@ -225,3 +225,22 @@ def test_fetch_batches_split_per_producer_with_markers_as_control_batches() -> N
     (marker,) = list(found[3])
     # Kafka's ControlRecordType COMMIT (version 0, type 1) and EndTransactionMarker v0
     assert (marker.key, marker.value, marker.timestamp) == (b"\0\0\0\1", b"\0" * 6, 6)
+
+
+def test_a_read_committed_long_poll_wakes_when_the_transaction_commits(
+    pod: Pod, writer: TopicWriter, topic: str
+) -> None:
+    writer.topic(topic)
+    pid = _pid()
+    assert writer.txn_add(topic, 0, pid, 0) == 0
+    with RawKafka(pod.kafka_port, timeout=30) as raw:
+        first = _produce_txn(raw, topic, [b"held"], pid, 0, 0)
+        body = fetch_body(topic, 0, first, max_wait_ms=20_000, isolation_level=1)
+        raw.send(FETCH, FETCH_VERSION, body)
+        time.sleep(0.5)  # (the poll is waiting by now; were it not, it still answers)
+        assert writer.txn_end(topic, 0, pid, 0, commit=True) is not None
+        part, records = fetched(raw.receive(FETCH, FETCH_VERSION))
+        # woken by the marker, not ended by max_wait_ms: the record is in the answer, and
+        # the marker's control record after it (clients skip it)
+        assert [r.value for r in records] == [b"held", b"\0" * 6]
+        assert part.last_stable_offset == part.high_watermark
