@@ -81,6 +81,14 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        last five batches (idempotence)
     <prefix>:part:{<topic>:<p>}:producer_times zset    Kafka producer id -> its last append
                                                        (ms): its state expires after a while
+    <prefix>:part:{<topic>:<p>}:txn:open       hash    producer id -> "<epoch> <first offset>"
+                                                       of its open transaction here (first
+                                                       offset -1: nothing appended yet); the
+                                                       state hash's txn_first is the smallest
+                                                       first offset (absent: none: LSO = hw)
+    <prefix>:part:{<topic>:<p>}:txn:aborted    zset    "<producer id> <first offset>" of an
+                                                       aborted transaction -> its abort
+                                                       marker's offset (read_committed)
     <prefix>:kafka:producer_ids                string  the last Kafka producer id (INCR)
     <prefix>:kafka:{brokers}:live              zset    pod id -> registration expiry (ms)
     <prefix>:kafka:{brokers}:pods              hash    pod id -> advertised HOST:PORT
@@ -173,6 +181,9 @@ class PartitionKeys:
     compact_index: str
     compact_dirty: str
     compact_tombstones: str
+    # Transactions (mapping/partition_txns.py): the open ones and the aborted index.
+    txn_open: str
+    txn_aborted: str
 
     def replica(self, replica_id: int) -> str:
         return f"{self.replica_prefix}{replica_id}"
@@ -342,6 +353,8 @@ class Keys:
             compact_index=f"{base}:compact:keys",
             compact_dirty=f"{base}:compact:dirty",
             compact_tombstones=f"{base}:compact:tombstones",
+            txn_open=f"{base}:txn:open",
+            txn_aborted=f"{base}:txn:aborted",
         )
 
     def sink_markers(self, topic: str, partition: int) -> str:

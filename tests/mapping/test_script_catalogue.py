@@ -75,6 +75,7 @@ from mapping.partition_scripts import (
     partition_set_role_call,
     partition_status_call,
 )
+from mapping.partition_txns import txn_add_call, txn_marker_call
 from mapping.replicator import replicator_tick_call
 from mapping.retention import partition_retention_trim_call
 from mapping.script_constants import LUA_CONSTANTS
@@ -239,6 +240,14 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
             PART, [RECORD], producer_id=3, producer_epoch=0, base_sequence=0
         ),
         lambda: kafka_produce_call(PART, [RECORD], compaction=PART.keys.compaction()),
+        lambda: kafka_produce_call(
+            PART, [RECORD], producer_id=3, producer_epoch=0, base_sequence=0, transactional=True
+        ),
+    ],
+    "txn/add": [lambda: txn_add_call(PART, 3, 0)],
+    "txn/marker": [
+        lambda: txn_marker_call(PART, 3, 0, commit=True),
+        lambda: txn_marker_call(PART, 3, 1, commit=False),
     ],
     "kafka/register": [lambda: kafka_register_call(KEYS.kafka_brokers, "pod", "h:9092", 10_000)],
     "kafka/brokers": [lambda: kafka_brokers_call(KEYS.kafka_brokers)],

@@ -50,10 +50,11 @@ def encode_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
-    """One batch as a producer sends it."""
+    """One batch as a producer sends it (``transactional``: with the transactional bit)."""
     builder = DefaultRecordBatchBuilder(
-        2, compression, 0, producer_id, producer_epoch, base_sequence, 1 << 31
+        2, compression, int(transactional), producer_id, producer_epoch, base_sequence, 1 << 31
     )
     for delta, r in enumerate(records):
         builder.append(delta, r.timestamp, r.key, r.value, r.headers)
@@ -134,6 +135,7 @@ def batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     compression: int = 0,
+    transactional: bool = False,
 ) -> bytes:
     return encode_batch(
         [Record(key, v, 1_700_000_000_000, []) for v in values],
@@ -141,6 +143,7 @@ def batch(
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
+        transactional=transactional,
     )
 
 
@@ -166,7 +169,13 @@ def partition_reply(response: Any) -> Any:
 
 
 def fetch_body(
-    topic: str, partition: int, offset: int, *, max_wait_ms: int = 0, version: int = 12
+    topic: str,
+    partition: int,
+    offset: int,
+    *,
+    max_wait_ms: int = 0,
+    version: int = 12,
+    isolation_level: int = 0,
 ) -> Any:
     request = FETCH.request
     return request[version](
@@ -174,7 +183,7 @@ def fetch_body(
         max_wait_ms=max_wait_ms,
         min_bytes=1,
         max_bytes=1 << 20,
-        isolation_level=0,
+        isolation_level=isolation_level,
         session_id=0,
         session_epoch=-1,
         topics=[
