@@ -23,6 +23,7 @@ from adapter.v1.handlers import Context, Handler, Starter
 from mapping import inspection
 from mapping.batcher import Pending
 from mapping.cluster import SyncClient, connect_sync
+from mapping.compaction import CompactionResult
 from mapping.errors import BrokerError
 from mapping.keys import Keys
 
@@ -67,6 +68,13 @@ class Metrics:
         self.kafka_requests = Counter(
             "adapter_kafka_requests", "Kafka requests answered, by API", ["api"], registry=r
         )
+        # compaction (docs/compaction.md), by the pod holding the retention lease
+        self.compacted = Counter(
+            "adapter_compaction_removed_records",
+            "Records compaction removed in this pod's runs, by topic and kind "
+            "(superseded, tombstone)",
+            ["topic", "kind"], registry=r,
+        )  # fmt: skip
         self.kafka_latency = Histogram(
             "adapter_kafka_request_seconds", "Time to answer a Kafka request, by API", ["api"],
             buckets=LATENCY_BUCKETS, registry=r,
@@ -143,6 +151,13 @@ class Metrics:
         self.round_trips.inc()
         self.batch_size.observe(calls)
 
+    def on_compacted(self, result: CompactionResult) -> None:
+        """The retention task's hook: one partition was compacted."""
+        if result.removed:
+            self.compacted.labels(result.topic, "superseded").inc(result.removed)
+        if result.tombstones_removed:
+            self.compacted.labels(result.topic, "tombstone").inc(result.tombstones_removed)
+
     def watch_lag(self, redis_url: str, keys: Keys, timeout_s: float = 5.0, **login: Any) -> None:
         """Report consumer lag, read with a client logged in like the pod's own (``login``:
         `Settings.redis_options`, the same user, password and TLS files)."""
@@ -162,7 +177,8 @@ class Metrics:
 
 
 class LagCollector(Collector):
-    """Consumer lag per (group, topic, partition), read from Redis on each scrape."""
+    """Consumer lag per (group, topic, partition) and compacted partitions' dirty records,
+    read from Redis on each scrape."""
 
     def __init__(
         self, redis_url: str, keys: Keys, timeout_s: float, login: dict[str, Any] | None = None
@@ -187,8 +203,15 @@ class LagCollector(Collector):
             "A group's committed offset (the next one to read)",
             labels=["group", "topic", "partition"],
         )
+        dirty = GaugeMetricFamily(
+            "adapter_compaction_dirty_records",
+            "Superseded records still in a compacted partition's log (compaction's backlog)",
+            labels=["topic", "partition"],
+        )
         try:
             client = self._connect()
+            for topic_name, partition, count in inspection.dirty_records(client, self.keys):
+                dirty.add_metric([topic_name, str(partition)], count)
             for group_name, topic_name in inspection.group_pairs(client, self.keys):
                 view = inspection.group(client, self.keys, group_name, topic_name)
                 if view is None:
@@ -203,6 +226,7 @@ class LagCollector(Collector):
             self._client = None
         yield lag
         yield committed
+        yield dirty
 
     def _connect(self) -> SyncClient:
         if self._client is None:

@@ -53,6 +53,7 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             table = metrics.instrument(table)
             context.starters = metrics.instrument_starters(build_starters())
             pod.batcher.on_flush = metrics.on_flush
+            pod.retention.on_compacted = metrics.on_compacted
             metrics.connections.set_function(lambda: len(draining.connections))
             metrics.watch_lag(
                 settings.redis_url,

@@ -22,7 +22,7 @@ import click
 from bench.stats import Histogram
 from mapping.batcher import RedisBatcher
 from mapping.client import connect
-from mapping.compaction import CompactionResult, compact_partition
+from mapping.compaction import MAX_REMOVE_PER_CALL, CompactionResult, compact_partition
 from mapping.embedded import RedisProcess
 from mapping.keys import Keys
 from mapping.partitions import Partitions
@@ -73,7 +73,9 @@ async def _produce_for(
     return latencies
 
 
-async def _measure(url: str, records: int, keys: int, duration: float) -> CompactionRow:
+async def _measure(
+    url: str, records: int, keys: int, duration: float, max_remove: int
+) -> CompactionRow:
     client = connect(url, 10.0)
     names = Keys("bench-compaction")
     await pin_sequence_bits(client, names, BITS)
@@ -95,7 +97,7 @@ async def _measure(url: str, records: int, keys: int, duration: float) -> Compac
         during_task = asyncio.create_task(_produce_for(partitions, stop, 3600))
         started = time.perf_counter()
         result: CompactionResult = await compact_partition(
-            partitions, config, 0, max_calls=1_000_000
+            partitions, config, 0, max_remove=max_remove, max_calls=1_000_000
         )
         seconds = time.perf_counter() - started
         stop.set()
@@ -113,19 +115,24 @@ async def _measure(url: str, records: int, keys: int, duration: float) -> Compac
     )
 
 
-def run(records: int, keys: int, duration: float) -> CompactionRow:
+def run(
+    records: int, keys: int, duration: float, max_remove: int = MAX_REMOVE_PER_CALL
+) -> CompactionRow:
     with tempfile.TemporaryDirectory() as folder:
         with RedisProcess(Path(folder), appendonly=False) as server:
-            return asyncio.run(_measure(server.url, records, keys, duration))
+            return asyncio.run(_measure(server.url, records, keys, duration, max_remove))
 
 
 @click.command(context_settings={"show_default": True})
 @click.option("--records", default=200_000, help="Records in the compacted partition.")
 @click.option("--keys", default=1_000, help="Distinct keys among them.")
 @click.option("--duration", default=3.0, help="Seconds of the producer's baseline.")
-def main(records: int, keys: int, duration: float) -> None:
+@click.option(
+    "--max-remove", default=MAX_REMOVE_PER_CALL, help="Records one compaction step removes."
+)
+def main(records: int, keys: int, duration: float, max_remove: int) -> None:
     """Compaction throughput and produce latency while it runs."""
-    click.echo(run(records, keys, duration).line())
+    click.echo(run(records, keys, duration, max_remove).line())
 
 
 if __name__ == "__main__":

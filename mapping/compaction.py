@@ -2,14 +2,21 @@
 
 The appends keep, per partition, each key's latest entry, the superseded entries and the
 tombstones (lib/append.lua); ``partition/compact.lua`` removes, in bounded steps, what
-Kafka's rules allow. The pod's retention task runs it (one pod at a time, under the
-retention lease: mapping/retention.py), after retention, on every partition of every
-compacted topic; ``adapter topic compact`` runs it once.
+Kafka's rules allow. Records the appends did not index (written before the topic became
+compacted, or by a pod with a stale config) are indexed first by a cursor
+(``partition/compact_index.lua``), and index entries of records retention or DeleteRecords
+trimmed are swept (``partition/compact_sweep.lua``), in bounded steps too. The pod's
+retention task runs it (one pod at a time, under the retention lease: mapping/retention.py),
+after retention, on every partition of every compacted topic; ``adapter topic compact``
+runs it once.
+
+Every step is one script call through the pod's pipeline (mapping/batcher.py), so appends go
+between the steps; a step is kept small because an append queued behind it waits for it
+(bench/compaction.py measures the trade: docs/compaction.md).
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from mapping import scripts
@@ -19,12 +26,19 @@ from mapping.topic_config import TopicConfig
 from mapping.topic_rules import Compaction, compaction_of
 
 PARTITION_COMPACT = scripts.load("partition/compact")
+PARTITION_COMPACT_INDEX = scripts.load("partition/compact_index")
+PARTITION_COMPACT_SWEEP = scripts.load("partition/compact_sweep")
 
-# Records one script call removes at most (one XDEL of this many ids): a call holds Redis
-# for about a millisecond per thousand.
-MAX_REMOVE_PER_CALL = 1000
-# Calls one partition gets per run at most; the next run goes on.
-MAX_CALLS_PER_RUN = 1000
+# Records one removal step removes at most (one XDEL of this many ids per stream). Measured
+# with bench/compaction.py on the 2-core VM: 1000 per step held an append up to ~5 ms
+# (p99), 100 holds it about 1 ms for half the throughput (docs/compaction.md).
+MAX_REMOVE_PER_CALL = 100
+# Log entries one index step reads, index fields one sweep step scans (each cheaper than a
+# removal: one XRANGE page or HSCAN page and a hash/zset write per record).
+MAX_INDEX_PER_CALL = 200
+MAX_SWEEP_PER_CALL = 200
+# Calls of each kind one partition gets per run at most; the next run goes on.
+MAX_CALLS_PER_RUN = 10_000
 
 
 def partition_compact_call(
@@ -42,6 +56,16 @@ def partition_compact_call(
     return head.command(PARTITION_COMPACT, [*head.keys.compaction(), *head.replicas()], args)
 
 
+def partition_compact_index_call(head: PartitionHead, max_entries: int) -> tuple:
+    """partition/compact_index.lua: index up to ``max_entries`` unindexed log entries."""
+    return head.command(PARTITION_COMPACT_INDEX, head.keys.compaction(), [max_entries])
+
+
+def partition_compact_sweep_call(head: PartitionHead, max_fields: int) -> tuple:
+    """partition/compact_sweep.lua: sweep up to ``max_fields`` index fields of trimmed records."""
+    return head.command(PARTITION_COMPACT_SWEEP, head.keys.compaction(), [max_fields])
+
+
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
     topic: str
@@ -50,6 +74,9 @@ class CompactionResult:
     tombstones_removed: int
     dirty: int  # superseded records still in the log (not old enough, or compaction not due)
     calls: int
+    indexed: int = 0  # records the cursor indexed (the appends had not)
+    swept: int = 0  # index entries of trimmed records removed
+    index_complete: bool = True  # False: the cursor has more to index (the next run goes on)
 
 
 async def compact_partition(
@@ -59,16 +86,33 @@ async def compact_partition(
     *,
     max_remove: int = MAX_REMOVE_PER_CALL,
     max_calls: int = MAX_CALLS_PER_RUN,
+    max_index: int = MAX_INDEX_PER_CALL,
+    max_sweep: int = MAX_SWEEP_PER_CALL,
 ) -> CompactionResult:
-    """Compact one partition: bounded script calls until nothing more may go now."""
+    """Compact one partition: index what the appends did not, sweep what retention trimmed,
+    then remove what may go now; each in bounded script calls."""
     settings = compaction_of(config)
     head = partitions.head(config, partition)
-    removed = tombstones = calls = dirty = 0
+    batcher = partitions.batcher
+    calls = indexed = swept = 0
+    index_complete = False
+    for _ in range(max_calls):
+        reply = await batcher.call(*partition_compact_index_call(head, max_index))
+        calls += 1
+        indexed += int(reply[2])
+        if int(reply[1]):
+            index_complete = True
+            break
+    for _ in range(max_calls):
+        reply = await batcher.call(*partition_compact_sweep_call(head, max_sweep))
+        calls += 1
+        swept += int(reply[0]) + int(reply[2])
+        if int(reply[1]):
+            break
+    removed = tombstones = dirty = 0
     triggered = False
-    while calls < max_calls:
-        reply = await partitions.batcher.call(
-            *partition_compact_call(head, settings, max_remove, triggered)
-        )
+    for _ in range(max_calls):
+        reply = await batcher.call(*partition_compact_call(head, settings, max_remove, triggered))
         calls += 1
         removed += int(reply[0])
         tombstones += int(reply[1])
@@ -76,7 +120,9 @@ async def compact_partition(
         triggered = bool(int(reply[4]))
         if not int(reply[2]):
             break
-    return CompactionResult(config.name, partition, removed, tombstones, dirty, calls)
+    return CompactionResult(
+        config.name, partition, removed, tombstones, dirty, calls, indexed, swept, index_complete
+    )
 
 
 async def compact_topic(partitions: Partitions, topic: str) -> list[CompactionResult]:
@@ -84,11 +130,9 @@ async def compact_topic(partitions: Partitions, topic: str) -> list[CompactionRe
     config = await partitions.topics.lookup(topic)
     if config is None or not compaction_of(config).compact:
         return []
-    return list(
-        await asyncio.gather(
-            *(compact_partition(partitions, config, p) for p in range(config.partitions))
-        )
-    )
+    # One partition after the other: an append waits behind at most one step, not one per
+    # partition in the same pipeline.
+    return [await compact_partition(partitions, config, p) for p in range(config.partitions)]
 
 
 async def compact_all(partitions: Partitions) -> list[CompactionResult]:

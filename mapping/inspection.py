@@ -77,6 +77,9 @@ class PartitionView:
     first_offset: int  # -1: empty
     dirty: int = 0  # superseded records still in the log (compacted topics)
     compacted: int = 0  # records compaction has removed
+    # the offset up to which compaction's index covers the log (-1: none of it, or the topic
+    # is not compacted); below log_end: the index cursor has records to index
+    indexed: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +156,7 @@ def topic(client: SyncClient, keys: Keys, name: str) -> TopicView | None:
                 first_offset=codec.offset_of(first[0][0], bits) if first else -1,
                 dirty=int(client.zcard(pk.compact_dirty)),
                 compacted=int(state.get("compacted", 0)),
+                indexed=int(state.get("compact.indexed", -1)),
             )
         )
     return TopicView(
@@ -163,6 +167,26 @@ def topic(client: SyncClient, keys: Keys, name: str) -> TopicView | None:
         retention=retention_of(settings),
         partition_views=views,
     )
+
+
+def dirty_records(client: SyncClient, keys: Keys) -> list[tuple[str, int, int]]:
+    """(topic, partition, superseded records still in the log) of every partition that has a
+    compaction index (its topic is compacted, or was)."""
+    found = []
+    for name in topic_names(client, keys):
+        settings = read_settings_sync(client, keys, name)
+        if not settings:
+            continue
+        partitions = [keys.partition(name, p) for p in range(int(settings["partitions"]))]
+        pipe = client.pipeline(transaction=False)
+        for pk in partitions:
+            pipe.exists(pk.compact_index)
+            pipe.zcard(pk.compact_dirty)
+        replies = pipe.execute()
+        for p in range(len(partitions)):
+            if replies[2 * p]:
+                found.append((name, p, int(replies[2 * p + 1])))
+    return found
 
 
 def group_pairs(client: SyncClient, keys: Keys) -> list[tuple[str, str]]:

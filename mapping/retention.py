@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
@@ -26,7 +27,7 @@ from redis.asyncio import Redis
 
 from mapping import resilient, scripts
 from mapping.admin import expire_groups
-from mapping.compaction import compact_all
+from mapping.compaction import CompactionResult, compact_all
 from mapping.inspection import Retention, retention_of
 from mapping.keys import parse_group_entry
 from mapping.partition_scripts import PartitionHead
@@ -139,6 +140,7 @@ class RetentionTask:
         self.owner = False
         self.runs = 0
         self.compacted = 0  # records compaction removed while this pod held the lease
+        self.on_compacted: Callable[[CompactionResult], None] | None = None  # metrics
 
     async def run(self) -> None:
         if self.interval_ms <= 0:
@@ -172,6 +174,8 @@ class RetentionTask:
                          r.trimmed, r.topic, r.partition, r.first_kept)  # fmt: skip
             for c in compacted:
                 self.compacted += c.removed + c.tombstones_removed
+                if self.on_compacted is not None:
+                    self.on_compacted(c)
                 if c.removed or c.tombstones_removed:
                     log.info("compaction removed %d superseded record(s) and %d tombstone(s) "
                              "of %s/%d", c.removed, c.tombstones_removed, c.topic,

@@ -12,17 +12,20 @@ the log, and skips them when a retried task or a replayed micro-batch sends them
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import redis
 
 from mapping import codec, scripts
+from mapping.codec import to_str
 from mapping.keys import Keys, is_valid_name
 from mapping.partition_scripts import PARTITION_STATUS, PartitionHead, compaction_keys
 from mapping.partitioner import partition_for
 from mapping.records import record_batch_bytes
 from mapping.topic_config import TopicConfig, TopicDefaults, is_internal_topic
+from mapping.topic_configs import broker_default_fields
 from mapping.topic_rules import is_compacted, rules_of
 from mapping.topics import ensure_topic_sync
 from spark_connector.acks import wait_for_acks
@@ -65,6 +68,14 @@ def sequence_bits(client: redis.Redis, keys: Keys) -> int:
     return codec.check_sequence_bits(int(client.hget(keys.meta, "sequence_bits")))
 
 
+def broker_defaults(client: redis.Redis, keys: Keys) -> tuple[tuple[str, str], ...]:
+    """The topic defaults the cluster-wide broker configs set (mapping/broker_configs.py:
+    the hash the pods read at start and on every change), as the pods' topics carry them.
+    (A pod's own static options, such as --kafka-max-message-bytes, are not known here.)"""
+    stored = client.hgetall(keys.broker_configs)
+    return broker_default_fields({to_str(k): to_str(v) for k, v in stored.items()})
+
+
 def ensure_topic(
     client: redis.Redis, keys: Keys, name: str, defaults: TopicDefaults
 ) -> TopicConfig:
@@ -83,8 +94,9 @@ def ensure_topic(
 
 def _check_size(config: TopicConfig, record: Record) -> None:
     """SinkWriteError for a record larger than the topic's max.message.bytes, measured as
-    Kafka measures it (the RecordBatch a Kafka producer would send it in; unset: Kafka's
-    default, the pods' --kafka-max-message-bytes is not known here)."""
+    Kafka measures it (the RecordBatch a Kafka producer would send it in; unset: the
+    cluster-wide message.max.bytes, else Kafka's default; the pods' --kafka-max-message-bytes
+    is not known here)."""
     size = record_batch_bytes(record.key, record.value, record.headers)
     limit = rules_of(config).max_message_bytes
     if size > limit:
@@ -138,6 +150,9 @@ class Appender:
         self._round_robin = task_partition  # null keys: spread, deterministically per task
         self._topics: dict[str, TopicConfig] = {}
         self._targets: dict[tuple[str, int], _Target] = {}
+        # the cluster-wide broker configs (message.max.bytes, log.cleanup.policy, ...), once
+        # per task: the topics' defaults here as in the pods
+        self._broker_defaults = broker_defaults(client, self.keys)
         load_scripts(client)
 
     def _topic(self, name: str | None) -> TopicConfig:
@@ -148,9 +163,10 @@ class Appender:
         if config is None:
             if not is_valid_name(name):
                 raise SinkWriteError(f"topic {name!r} is not 1-249 characters of [A-Za-z0-9._-]")
-            config = self._topics[name] = ensure_topic(
-                self.client, self.keys, name, self.opts.new_topics
-            )
+            config = ensure_topic(self.client, self.keys, name, self.opts.new_topics)
+            if self._broker_defaults:
+                config = dataclasses.replace(config, broker_defaults=self._broker_defaults)
+            self._topics[name] = config
         return config
 
     def add(self, record: Record) -> None:

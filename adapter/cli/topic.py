@@ -234,6 +234,8 @@ def _print_topic(view: inspection.TopicView) -> None:
         acked = " ".join(f"{r}:{o}" for r, o in p.acked.items())
         # compaction's counts where it has been at work (docs/compaction.md)
         compaction = f" dirty={p.dirty} compacted={p.compacted}" if p.dirty or p.compacted else ""
+        if 0 <= p.indexed < p.log_end:  # the index cursor has records to index
+            compaction += f" indexed_to={p.indexed}"
         click.echo(
             f"partition={p.partition} role={p.role} log_end={p.log_end} "
             f"hw={p.high_watermark} isr=[{' '.join(map(str, p.isr))}] acked=[{acked}] "

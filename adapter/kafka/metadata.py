@@ -5,7 +5,10 @@ an empty name beside the id): a non-zero id wins over the name, as in Kafka, and
 with the topic's name, or UNKNOWN_TOPIC_ID with the id echoed. Ids are the ones stored with
 the topics (random at each creation: a topic made again is another topic to the clients).
 Names Kafka reserves for its internal topics (``__consumer_offsets``, ...) are never
-auto-created: UNKNOWN_TOPIC_OR_PARTITION, flagged internal as Kafka does."""
+auto-created: UNKNOWN_TOPIC_OR_PARTITION, flagged internal as Kafka does. Asked for
+(v8+ ``include_topic_authorized_operations``: librdkafka's ``describe_topics(
+include_authorized_operations=True)``), each topic's authorized operations are every
+operation a topic supports (no ACLs: adapter/kafka/admin.py TOPIC_OPERATIONS)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import uuid
 from typing import Any
 
 from adapter.kafka import errors
+from adapter.kafka.admin import NOT_ASKED, TOPIC_OPERATIONS
 from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
@@ -43,12 +47,13 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     # Listing every topic creates none (a name left in the topics set by a creation that
     # raced a deletion is no topic, and is left out).
     create = allow_create and context.pod.settings.auto_create_topics and not every_topic
+    operations = TOPIC_OPERATIONS if _operations_asked(request) else NOT_ASKED
     topics = []
     for name, topic_id in asked:
         if topic_id is not None:
-            topics.append(await _topic_by_id(context, brokers, topic_id))
+            topics.append(await _topic_by_id(context, brokers, topic_id, operations))
             continue
-        topic = await _topic(context, brokers, name, create)
+        topic = await _topic(context, brokers, name, create, operations)
         if not (every_topic and topic.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION):
             topics.append(topic)
     return Response[request.version](
@@ -60,6 +65,11 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     )
 
 
+def _operations_asked(request: Request) -> bool:
+    body = request.body
+    return request.version >= 8 and bool(getattr(body, "include_topic_authorized_operations", 0))
+
+
 def _asked_id(topic: Any) -> uuid.UUID | None:
     """The topic id a request's entry names (v10+), None for none (the zero id)."""
     topic_id = getattr(topic, "topic_id", None)
@@ -67,7 +77,10 @@ def _asked_id(topic: Any) -> uuid.UUID | None:
 
 
 async def _topic_by_id(
-    context: KafkaContext, brokers: list[tuple[int, str, int]], topic_id: uuid.UUID
+    context: KafkaContext,
+    brokers: list[tuple[int, str, int]],
+    topic_id: uuid.UUID,
+    operations: frozenset[int],
 ) -> Any:
     try:
         name = await context.topic_name(topic_id)
@@ -77,12 +90,18 @@ async def _topic_by_id(
         return Topic(
             error_code=errors.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[]
         )
-    return await _topic(context, brokers, name, create=False)
+    return await _topic(context, brokers, name, False, operations)
 
 
 async def _topic(
-    context: KafkaContext, brokers: list[tuple[int, str, int]], name: str, create: bool
+    context: KafkaContext,
+    brokers: list[tuple[int, str, int]],
+    name: str,
+    create: bool,
+    operations: frozenset[int] = NOT_ASKED,
 ) -> Any:
+    """A found topic's entry carries ``operations`` (its authorized operations' bit
+    positions), an error entry Kafka's "not asked"."""
     if name is None or not is_valid_name(name):
         return Topic(error_code=errors.INVALID_TOPIC_EXCEPTION, name=name, partitions=[])
     internal = is_internal_topic(name)
@@ -122,4 +141,5 @@ async def _topic(
         topic_id=topic_id_of(config),
         is_internal=internal,
         partitions=partitions,
+        authorized_operations=set(operations),
     )

@@ -27,6 +27,10 @@ from mapping.script_constants import NEED_TARGET
 KAFKA_GROUP_CONSUMER_HEARTBEAT = scripts.load("kafka_group/consumer_heartbeat")
 KAFKA_GROUP_CONSUMER_TARGET = scripts.load("kafka_group/consumer_target")
 
+# The GROUP resource's configs the coordinator reads (mapping/broker_configs.py GROUP_CONFIGS).
+CONSUMER_SESSION_TIMEOUT = "consumer.session.timeout.ms"
+CONSUMER_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
+
 
 @dataclass(frozen=True, slots=True)
 class ConsumerHeartbeatResult:
@@ -125,6 +129,13 @@ def kafka_group_consumer_target_call(
     return KAFKA_GROUP_CONSUMER_TARGET.command(keys.script_keys(), args)
 
 
+def _int_or(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:  # never stored so (the catalogue checks), but never fatal either
+        return default
+
+
 def _partitions(value: Any) -> dict[str, list[int]]:
     # Lua's cjson writes an empty table as {}: a dict either way.
     return {t: sorted(int(p) for p in ps) for t, ps in dict(value or {}).items() if ps}
@@ -177,12 +188,15 @@ class ConsumerGroups(GroupsBase):
         # the group's topics as this pod last saw them: their counts go with the request
         known = self.consumer_topics.setdefault(group, set())
         topics = sorted(known | set(subscribed_topic_names or []))
+        # the group's own configs (IncrementalAlterConfigs GROUP), in the same pipeline
+        configs = self.batcher.submit("HGETALL", self.keys.group_configs(group))
         counts = await self.partition_counts(topics)
+        session_timeout_ms, heartbeat_interval_ms = self._member_timing(await configs)
         full = member_epoch == 0 or subscribed_topic_names is not None
         gk = self.keys.kafka_group(group)
         call = kafka_group_consumer_heartbeat_call(
             gk,
-            session_timeout_ms=self.settings.consumer_session_timeout_ms,
+            session_timeout_ms=session_timeout_ms,
             member_id=member_id,
             member_epoch=member_epoch,
             instance_id=instance_id,
@@ -210,7 +224,7 @@ class ConsumerGroups(GroupsBase):
             reply = await self.call_group_script(
                 kafka_group_consumer_target_call(
                     gk,
-                    session_timeout_ms=self.settings.consumer_session_timeout_ms,
+                    session_timeout_ms=session_timeout_ms,
                     group_epoch=epoch,
                     target=target,
                     assignor=name,
@@ -227,8 +241,22 @@ class ConsumerGroups(GroupsBase):
             errors.NONE,
             to_str(reply[1]),
             int(reply[2]),
-            self.settings.consumer_heartbeat_interval_ms if int(reply[2]) >= 0 else 0,
+            heartbeat_interval_ms if int(reply[2]) >= 0 else 0,
             assignment,
+        )
+
+    def _member_timing(self, configs: dict[Any, Any]) -> tuple[int, int]:
+        """The session timeout and heartbeat interval of a group's members: its GROUP
+        configs ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms`` where
+        set (validated and bounded when altered: adapter/kafka/configs.py), else the pod's
+        ``--kafka-group-consumer-*`` options."""
+        stored = {to_str(k): to_str(v) for k, v in configs.items()}
+        settings = self.settings
+        return (
+            _int_or(stored.get(CONSUMER_SESSION_TIMEOUT), settings.consumer_session_timeout_ms),
+            _int_or(
+                stored.get(CONSUMER_HEARTBEAT_INTERVAL), settings.consumer_heartbeat_interval_ms
+            ),
         )
 
     async def consumer_describe(self, group: str) -> ConsumerGroupDescription:

@@ -6,8 +6,14 @@ internal topics are never created."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import (
+    AclOperation,
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from adapter.client import Client
 from adapter.client.client import RequestFailed
@@ -188,3 +194,26 @@ def test_topic_create_command_refuses_kafka_internal_names(redis_url: str) -> No
     result = CliRunner().invoke(main, ["topic", "create", "__consumer_offsets"], env=env)
     assert result.exit_code != 0
     assert "internal topic __consumer_offsets" in result.output
+
+
+def test_confluent_describe_topics_reports_authorized_operations(
+    kafka_pods: tuple[Pod, Pod], topic: str
+) -> None:
+    """Metadata v8+ include_topic_authorized_operations: with no ACLs every operation a topic
+    supports (Kafka's bitfield); not asked: none reported."""
+    admin = AdminClient({"bootstrap.servers": kafka_pods[0].bootstrap, "socket.timeout.ms": 5000})
+    assert (
+        admin.create_topics([NewTopic(topic, 2, 1)], request_timeout=10)[topic].result(10) is None
+    )
+    asked = admin.describe_topics(
+        TopicCollection([topic]), include_authorized_operations=True, request_timeout=10
+    )
+    description = asked[topic].result(10)
+    assert len(description.partitions) == 2
+    assert set(description.authorized_operations) == {
+        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
+        AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    }  # fmt: skip
+    plain = admin.describe_topics(TopicCollection([topic]), request_timeout=10)
+    assert not plain[topic].result(10).authorized_operations

@@ -22,7 +22,11 @@ from mapping.admin import (
     partition_delete_call,
 )
 from mapping.brokers import kafka_brokers_call, kafka_register_call
-from mapping.compaction import partition_compact_call
+from mapping.compaction import (
+    partition_compact_call,
+    partition_compact_index_call,
+    partition_compact_sweep_call,
+)
 from mapping.durable import partition_durable_mark_call
 from mapping.groups import (
     GroupHead,
@@ -121,6 +125,8 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
     "partition/compact": [
         lambda: partition_compact_call(PART, Compaction(compact=True), 100, False)
     ],
+    "partition/compact_index": [lambda: partition_compact_index_call(PART, 200)],
+    "partition/compact_sweep": [lambda: partition_compact_sweep_call(PART, 200)],
     "partition/consume": [
         lambda: partition_consume_call(PART, "0-0", 10, 0, False),
         lambda: partition_consume_call(PART, "0-0", 10, 1000, True),

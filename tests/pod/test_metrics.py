@@ -8,6 +8,7 @@ import redis
 
 from mapping.embedded import free_port
 from mapping.keys import Keys
+from mapping.topics import alter_configs_sync
 from tests.support.pods import RF1, scrape_metrics
 from tests.support.waiting import wait_until
 
@@ -52,3 +53,37 @@ def test_json_logs(redis_url: str, start_pod) -> None:
     record = json.loads(line)
     assert record["level"] == "INFO" and record["logger"] == "adapter.server"
     assert "serving V1" in record["message"] and record["pod"]
+
+
+def test_compaction_metrics(redis_url: str, start_pod, topic: str) -> None:
+    """Records compaction removed (a counter of the lease holder's runs) and the dirty
+    records of each compacted partition (read on scrape)."""
+    port = free_port()
+    pod = start_pod(
+        redis_url, "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
+        "--retention-interval-ms", "100", *RF1,
+    )  # fmt: skip
+    with pod.client() as client:
+        client.produce_many(topic, [("user1", "first")])  # the topic appears
+        store = redis.Redis.from_url(redis_url)
+        try:
+            changes = {"cleanup_policy": "compact", "min_cleanable_dirty_ratio": "0.01"}
+            alter_configs_sync(store, Keys(), topic, changes)
+        finally:
+            store.close()
+        # the pod reads the change (pub/sub), then its appends index: 4 superseded of 5
+        wait_until(lambda: _indexing(client, topic), timeout=10)
+        client.produce_many(topic, [("user1", f"v{i}") for i in range(4)])
+        removed = ("adapter_compaction_removed_records_total",
+                   (("kind", "superseded"), ("topic", topic)))  # fmt: skip
+        wait_until(lambda: scrape_metrics(port).get(removed, 0) >= 4, timeout=10)
+        samples = scrape_metrics(port)
+    dirty = ("adapter_compaction_dirty_records", (("partition", "2"), ("topic", topic)))
+    assert samples[dirty] == 0
+    assert samples[removed] == 4  # "first" (indexed by the cursor) and v0..v2
+
+
+def _indexing(client, topic: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the pod refuses a keyless V1 record on the topic: it holds the new config."""
+    reply = client.request("PRODUCE", f"{topic} :value")
+    return not reply.ok

@@ -264,3 +264,27 @@ def test_sink_appends_keep_numbers_and_size_marks_as_produce_does(
     # 1000 bytes is more than 2^7, 2^8 and 2^9 bytes, not more than 2^10.
     assert [state.get(b"size.%d" % k) for k in (7, 8, 9, 10)] == [last, last, last, None]
     assert (state[b"appended"], state[b"size.from"]) == (b"2", b"0")
+
+
+def test_cluster_wide_broker_configs_apply_to_the_sink(
+    client: redis.Redis, spark_redis_url: str, spark_topic: str
+) -> None:
+    """The cluster-wide message.max.bytes and log.cleanup.policy (the broker configs hash
+    the pods read) are the sink's topic defaults too, read once per task."""
+    keys = Keys()
+    client.hset(
+        keys.broker_configs, mapping={"message.max.bytes": "300", "log.cleanup.policy": "compact"}
+    )
+    try:
+        opts = sink_options(spark_redis_url, spark_topic)
+        with pytest.raises(SinkWriteError, match="at most 300"):
+            write(client, opts, [Record(None, 0, b"k", b"x" * 400)], marker=None)
+        with pytest.raises(SinkWriteError, match="is compacted"):
+            write(client, opts, [Record(None, 0, None, b"small")], marker=None)
+        assert write(client, opts, [Record(None, 0, b"k", b"small")], marker=None) == 1
+        # compacted: the append indexed the key
+        assert client.hexists(keys.partition(spark_topic, 0).compact_index, "k")
+    finally:
+        client.delete(keys.broker_configs)
+    # without them, the same rows go in
+    assert write(client, opts, [Record(None, 0, None, b"x" * 400)], marker=None) == 1

@@ -91,9 +91,16 @@ end
 --   tombstones  entry id of a record with a null value -> its own offset
 --   open_compaction(a, KEYS, at)  -- after open_append
 --   index_key(a, key, id, offset, tombstone)  -- per keyed record (append_entry does it)
+-- The state hash's 'compact.indexed' (every record up to it is indexed) moves on with an
+-- append only from the log end; records appended without these keys (before the topic
+-- was compacted, or by a pod with a stale config) leave it behind, and
+-- partition/compact_index.lua indexes from there.
 local function open_compaction(a, keys, at)
   if keys[at] then
     a.compaction = {index = keys[at], dirty = keys[at + 1], tombstones = keys[at + 2]}
+    -- keys[2]: the state hash (every partition script's second key)
+    local indexed = tonumber(redis.call('HGET', keys[2], 'compact.indexed')) or -1
+    a.compaction.contiguous = indexed == a.log_end
   end
 end
 
@@ -151,6 +158,10 @@ local function close_append(a, state, appended)
   end
   local last = a.ms * a.limit + a.seq
   local written = {'log_end', fmt(last), 'appended', fmt(a.numbered)}
+  if a.compaction and a.compaction.contiguous then
+    written[#written + 1] = 'compact.indexed'
+    written[#written + 1] = fmt(last)
+  end
   if not a.marked then  -- a new log is marked from 0, an older one from this append
     written[#written + 1] = 'size.from'
     written[#written + 1] = a.log_end < 0 and '0' or fmt(a.first)

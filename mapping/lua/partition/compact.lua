@@ -20,7 +20,8 @@
 --   records, or the oldest superseding record is older than max.compaction.lag.ms;
 -- * a tombstone goes once it is committed and older than min.compaction.lag.ms +
 --   delete.retention.ms, and only after every record it superseded is gone (else an older
---   value of its key would come back); its key leaves the index if it still names it;
+--   value of its key would come back), and only when indexed (at most the state's
+--   'compact.indexed'); its key leaves the index if it still names it;
 -- * the latest record of a key is never removed (it is in no 'dirty' set; a tombstone is
 --   the latest record of its key, and it goes only by the rule above).
 -- Returns {superseded records removed, tombstones removed, more (1: call again), superseded
@@ -33,13 +34,19 @@ local ratio, delete_retention = tonumber(ARGV[6]), tonumber(ARGV[7])
 local max_remove, triggered = tonumber(ARGV[8]), ARGV[9] == '1'
 
 local now = now_ms()
-local hw = tonumber(redis.call('HGET', state, 'hw')) or -1
+local known = redis.call('HMGET', state, 'hw', 'compact.indexed')
+local hw = tonumber(known[1]) or -1
+-- Records above 'compact.indexed' may be unindexed (partition/compact_index.lua indexes
+-- them): an older record of a tombstone's key may be among them, so no tombstone above it
+-- goes yet (superseded records may: the index names them only once superseded).
+local indexed = tonumber(known[2]) or -1
 -- Offsets below `cut` are committed and older than the min lag; tombstones below
 -- `tombstone_cut` have also outlived delete.retention.ms.
 local cut = (now - min_lag + 1) * limit
 if cut > hw + 1 then cut = hw + 1 end
 local tombstone_cut = (now - min_lag - delete_retention + 1) * limit
 if tombstone_cut > cut then tombstone_cut = cut end
+if tombstone_cut > indexed + 1 then tombstone_cut = indexed + 1 end
 
 local function first_score(zset)
   local first = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')

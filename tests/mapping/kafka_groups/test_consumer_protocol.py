@@ -220,3 +220,43 @@ def test_member_that_does_not_revoke_is_fenced(redis_url: str) -> None:
             assert other.partitions() == {(topic, p) for p in range(3)}
 
     asyncio.run(body())
+
+
+def test_group_configs_set_the_session_timeout_and_heartbeat_interval(redis_url: str) -> None:
+    """The GROUP resource's consumer.session.timeout.ms / consumer.heartbeat.interval.ms
+    (IncrementalAlterConfigs, stored in the group's config hash) win over the pod's options
+    (60 s here); removed, the pod's options apply again."""
+
+    async def body() -> None:
+        async with pods(redis_url, 2, SETTINGS) as (a, b):
+            group, topic = _name("g"), _name("t")
+            await a.topics.topic(topic)
+            configs = a.groups.keys.group_configs(group)
+            await a.client.hset(
+                configs,
+                mapping={
+                    "consumer.session.timeout.ms": "300",
+                    "consumer.heartbeat.interval.ms": "1234",
+                },
+            )
+            live = Consumer(a.groups, group, [topic])
+            silent = Consumer(b.groups, group, [topic])
+            first = await a.groups.consumer_heartbeat(
+                group, "", 0, subscribed_topic_names=[topic], owned={}
+            )
+            assert (first.error, first.heartbeat_interval_ms) == (errors.NONE, 1234)
+            live.member_id, live.epoch = first.member_id, first.member_epoch
+            live.owned = first.assignment or {}
+            await _settle([live, silent])
+            assert silent.partitions()
+            # the group's 300 ms session, not the pod's 60 s: the silent member expires
+            while len(live.partitions()) < 3:
+                assert await live.heartbeat() == errors.NONE
+                await asyncio.sleep(0.05)
+            assert await silent.heartbeat() == errors.UNKNOWN_MEMBER_ID
+
+            await a.client.delete(configs)
+            again = await a.groups.consumer_heartbeat(group, live.member_id, live.epoch)
+            assert again.heartbeat_interval_ms == SETTINGS.consumer_heartbeat_interval_ms
+
+    asyncio.run(body())
