@@ -1,6 +1,8 @@
 """FindCoordinator: a live pod chosen by a stable hash of the group id (any pod can do a
 group's work, its state is in Redis: the hash only spreads the clients). v4+ batches keys.
-Transaction coordinators (key type 1) do not exist: the pod has no transactions.
+Transaction coordinators (key type 1) are chosen the same way by the transactional id (any
+pod coordinates any transaction: mapping/transactions.py); share groups (key type 2) do not
+exist here.
 
 ``coordinator_call``: how every group and offset API answers when the group's state in
 Redis cannot be reached (COORDINATOR_NOT_AVAILABLE)."""
@@ -21,7 +23,8 @@ T = TypeVar("T")
 Response = FIND_COORDINATOR.response
 Coordinator = Response.Coordinator
 GROUP_KEY = 0
-NO_TRANSACTIONS = "transactions are not supported"
+TRANSACTION_KEY = 1
+COORDINATOR_KEY_TYPES = (GROUP_KEY, TRANSACTION_KEY)
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
@@ -52,8 +55,10 @@ async def handle(context: KafkaContext, request: Request) -> Any:
 async def _one(
     context: KafkaContext, key: str | None, key_type: int
 ) -> tuple[int, str | None, tuple[int, str, int]]:
-    if key_type != GROUP_KEY:
-        return errors.INVALID_REQUEST, NO_TRANSACTIONS, (-1, "", -1)
+    if key_type not in COORDINATOR_KEY_TYPES:
+        return errors.INVALID_REQUEST, f"unknown coordinator key type {key_type}", (-1, "", -1)
+    if key_type == TRANSACTION_KEY and not key:
+        return errors.INVALID_REQUEST, "a transactional id is not empty", (-1, "", -1)
     return errors.NONE, None, await context.coordinator(key or "")
 
 
