@@ -9,7 +9,6 @@ Fetch) and, for ``send_offsets_to_transaction``, the group side (TxnOffsetCommit
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,11 +27,12 @@ from adapter.kafka.versions import (
     LIST_TRANSACTIONS,
 )
 from mapping.kafka_groups import KafkaGroups
+from tests.support import ROOT
 from tests.support.kafka import RawKafka
 from tests.support.pods import Pod
 
 needs_partition_side = pytest.mark.skipif(
-    importlib.util.find_spec("mapping.partition_txns") is None,
+    not (ROOT / "mapping" / "partition_txns.py").exists(),
     reason="the partition side of transactions (mapping/partition_txns.py) is not merged",
 )
 needs_group_side = pytest.mark.skipif(
