@@ -239,7 +239,7 @@ class KafkaGroupKeys:
 @dataclass(frozen=True, slots=True)
 class TxnKeys:
     """A Kafka transactional id's coordinator state, under one hash tag, in the order the
-    ``txn/*`` scripts take them."""
+    ``txn_coord/*`` scripts take them."""
 
     state: str
     partitions: str

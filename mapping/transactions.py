@@ -1,5 +1,5 @@
 """The Kafka transaction coordinator: a transactional id's state in Redis, changed only by the
-``txn/*`` scripts, as Kafka's TransactionCoordinator and TransactionMetadata (transactions
+``txn_coord/*`` scripts, as Kafka's TransactionCoordinator and TransactionMetadata (transactions
 V1: one epoch per producer session, bumped by InitProducerId and by fencing).
 
 Any pod coordinates any transaction. EndTxn first persists PrepareCommit / PrepareAbort, then
@@ -12,7 +12,7 @@ writes one only while the producer's transaction is open there), so a second fin
 nothing.
 
 Every transactional id is in one index (``Keys.txn_index``) by when the completer looks at it
-next: requests move that look earlier before they change the state (``txn/index_touch.lua``,
+next: requests move that look earlier before they change the state (``txn_coord/index_touch.lua``,
 in the same pipeline as the change), so a transaction whose producer vanished, or whose pod
 died, is always looked at; the completer sets the next look from the state it finds.
 """
@@ -59,52 +59,56 @@ DEFAULT_EXPIRATION_MS = 604_800_000  # Kafka's transactional.id.expiration.ms (7
 # A Prepare* not finished this long after it was written: its pod is taken for dead.
 DEFAULT_GRACE_MS = 5_000
 
-TXN_INIT = scripts.load("txn/init")
-TXN_ADD = scripts.load("txn/add")
-TXN_END = scripts.load("txn/end")
-TXN_COMPLETE = scripts.load("txn/complete")
-TXN_DESCRIBE = scripts.load("txn/describe")
-TXN_INDEX_TOUCH = scripts.load("txn/index_touch")
+TXN_COORD_INIT = scripts.load("txn_coord/init")
+TXN_COORD_ADD = scripts.load("txn_coord/add")
+TXN_COORD_END = scripts.load("txn_coord/end")
+TXN_COORD_COMPLETE = scripts.load("txn_coord/complete")
+TXN_COORD_DESCRIBE = scripts.load("txn_coord/describe")
+TXN_COORD_INDEX_TOUCH = scripts.load("txn_coord/index_touch")
 
 ADD_PARTITIONS = "partitions"
 ADD_GROUPS = "groups"
 VERIFY = "verify"
 
 
-def txn_init_call(
+def txn_coord_init_call(
     keys: TxnKeys, transactional_id: str, timeout_ms: int, new_producer_id: int,
     expected_producer_id: int, expected_epoch: int, grace_ms: int,
 ) -> tuple:  # fmt: skip
     args = [transactional_id, timeout_ms, new_producer_id, expected_producer_id, expected_epoch,
             grace_ms]  # fmt: skip
-    return TXN_INIT.command(keys.script_keys(), args)
+    return TXN_COORD_INIT.command(keys.script_keys(), args)
 
 
-def txn_add_call(
+def txn_coord_add_call(
     keys: TxnKeys, producer_id: int, epoch: int, kind: str, members: Iterable[str]
 ) -> tuple:
-    """txn/add.lua: ``kind`` ADD_PARTITIONS / ADD_GROUPS / VERIFY."""
-    return TXN_ADD.command(keys.script_keys(), [producer_id, epoch, kind, *members])
+    """txn_coord/add.lua: ``kind`` ADD_PARTITIONS / ADD_GROUPS / VERIFY."""
+    return TXN_COORD_ADD.command(keys.script_keys(), [producer_id, epoch, kind, *members])
 
 
-def txn_end_call(keys: TxnKeys, producer_id: int, epoch: int, commit: bool, grace_ms: int) -> tuple:
-    return TXN_END.command(
+def txn_coord_end_call(
+    keys: TxnKeys, producer_id: int, epoch: int, commit: bool, grace_ms: int
+) -> tuple:
+    return TXN_COORD_END.command(
         keys.script_keys(), [producer_id, epoch, "1" if commit else "0", grace_ms]
     )
 
 
-def txn_complete_call(keys: TxnKeys, producer_id: int, epoch: int, prepared: str) -> tuple:
-    return TXN_COMPLETE.command(keys.script_keys(), [producer_id, epoch, prepared])
+def txn_coord_complete_call(keys: TxnKeys, producer_id: int, epoch: int, prepared: str) -> tuple:
+    return TXN_COORD_COMPLETE.command(keys.script_keys(), [producer_id, epoch, prepared])
 
 
-def txn_describe_call(keys: TxnKeys) -> tuple:
-    return TXN_DESCRIBE.command(keys.script_keys(), [])
+def txn_coord_describe_call(keys: TxnKeys) -> tuple:
+    return TXN_COORD_DESCRIBE.command(keys.script_keys(), [])
 
 
-def txn_index_touch_call(
+def txn_coord_index_touch_call(
     index: str, transactional_id: str, due_in_ms: int, revisit_ms: int
 ) -> tuple:
-    return TXN_INDEX_TOUCH.command([index], [group_part(transactional_id), due_in_ms, revisit_ms])
+    return TXN_COORD_INDEX_TOUCH.command(
+        [index], [group_part(transactional_id), due_in_ms, revisit_ms]
+    )
 
 
 def partition_member(topic: str, partition: int) -> str:
@@ -180,7 +184,7 @@ class TxnState:
 
 
 def parse_state(transactional_id: str, reply: list) -> TxnState | None:
-    """txn/describe.lua's reply; None for an unknown id."""
+    """txn_coord/describe.lua's reply; None for an unknown id."""
     flat, partitions, groups = reply
     if not flat:
         return None
@@ -224,7 +228,7 @@ class Transactions:
         """The completer looks at the id within grace_ms (queued: sent with the change)."""
         grace = self.settings.grace_ms
         return self.batcher.submit(
-            *txn_index_touch_call(self.keys.txn_index, transactional_id, grace, grace)
+            *txn_coord_index_touch_call(self.keys.txn_index, transactional_id, grace, grace)
         )
 
     async def _changed(self, transactional_id: str, call: tuple) -> list:
@@ -242,7 +246,7 @@ class Transactions:
             return InitResult(INVALID_TRANSACTION_TIMEOUT)
         # a new id is taken always (64 bits: plenty); used only for a new or rotated session
         new_id = await self.new_producer_id()
-        call = txn_init_call(
+        call = txn_coord_init_call(
             self.keys.txn(transactional_id), transactional_id, timeout_ms, new_id,
             expected_producer_id, expected_epoch, self.settings.grace_ms,
         )  # fmt: skip
@@ -269,7 +273,7 @@ class Transactions:
         members = [partition_member(t, p) for t, p in partitions]
         keys = self.keys.txn(transactional_id)
         reply = await self._changed(
-            transactional_id, txn_add_call(keys, producer_id, epoch, ADD_PARTITIONS, members)
+            transactional_id, txn_coord_add_call(keys, producer_id, epoch, ADD_PARTITIONS, members)
         )
         code = int(reply[0])
         if code != NONE:
@@ -293,7 +297,9 @@ class Transactions:
         between the script and the partitions' registration: a registration made after its
         abort marker would hold the partition's LSO forever, so it is aborted here."""
         members = [partition_member(t, p) for t, p in configs]
-        reply = await self.batcher.call(*txn_add_call(keys, producer_id, epoch, VERIFY, members))
+        reply = await self.batcher.call(
+            *txn_coord_add_call(keys, producer_id, epoch, VERIFY, members)
+        )
         code = int(reply[0])
         if code == NONE:
             late = [tp for tp, c in zip(configs, reply[3:], strict=True) if int(c) != NONE]
@@ -314,7 +320,9 @@ class Transactions:
         """KIP-890's verify-only AddPartitionsToTxn: NONE for a partition in the ongoing
         transaction, else TRANSACTION_ABORTABLE (or the transaction's error)."""
         members = [partition_member(t, p) for t, p in partitions]
-        call = txn_add_call(self.keys.txn(transactional_id), producer_id, epoch, VERIFY, members)
+        call = txn_coord_add_call(
+            self.keys.txn(transactional_id), producer_id, epoch, VERIFY, members
+        )
         reply = await self.batcher.call(*call)
         code = int(reply[0])
         if code != NONE:
@@ -326,7 +334,7 @@ class Transactions:
     ) -> int:
         """AddOffsetsToTxn: the group's offsets committed with TxnOffsetCommit end with the
         transaction."""
-        call = txn_add_call(
+        call = txn_coord_add_call(
             self.keys.txn(transactional_id), producer_id, epoch, ADD_GROUPS, [group_part(group)]
         )
         reply = await self._changed(transactional_id, call)
@@ -339,14 +347,14 @@ class Transactions:
         markers are written before the answer, and when that fails the completer writes
         them."""
         keys = self.keys.txn(transactional_id)
-        call = txn_end_call(keys, producer_id, epoch, commit, self.settings.grace_ms)
+        call = txn_coord_end_call(keys, producer_id, epoch, commit, self.settings.grace_ms)
         code, action = await self._changed(transactional_id, call)
         if to_str(action) == "finish":
             await self._finish_quietly(transactional_id)
         return int(code)
 
     async def describe(self, transactional_id: str) -> TxnState | None:
-        reply = await self.batcher.call(*txn_describe_call(self.keys.txn(transactional_id)))
+        reply = await self.batcher.call(*txn_coord_describe_call(self.keys.txn(transactional_id)))
         return parse_state(transactional_id, reply)
 
     async def transactional_ids(self) -> list[str]:
@@ -379,7 +387,7 @@ class Transactions:
                 )
             )
         await asyncio.gather(*writes)
-        call = txn_complete_call(
+        call = txn_coord_complete_call(
             self.keys.txn(transactional_id), state.producer_id, state.epoch, state.state
         )
         completed = bool(int(await self.batcher.call(*call)))

@@ -1,6 +1,6 @@
 """The transaction completer: whichever pod holds its lease (taken and renewed with the
 replicator's lease script, as retention's) looks, every ``interval_ms``, at the transactional
-ids whose time came in the index (``Keys.txn_index``) and runs ``txn/tick.lua`` on each:
+ids whose time came in the index (``Keys.txn_index``) and runs ``txn_coord/tick.lua`` on each:
 
 - an Ongoing transaction past its transaction.timeout.ms (its producer vanished) is fenced
   (epoch bumped, as Kafka's abortTimedOutTransactions) and aborted;
@@ -8,7 +8,7 @@ ids whose time came in the index (``Keys.txn_index``) and runs ``txn/tick.lua`` 
   markers, group offsets, Complete*;
 - an id unused for transactional.id.expiration.ms is deleted.
 
-Then it sets the id's next look (``txn/index_settle.lua``), unless a request moved it
+Then it sets the id's next look (``txn_coord/index_settle.lua``), unless a request moved it
 meanwhile. No pod keeps a timer in memory that matters: a new owner finds everything due in
 the index.
 """
@@ -33,17 +33,17 @@ log = logging.getLogger(__name__)
 # Due ids one run looks at at most (the rest at the next run, at once when this was full).
 MAX_DUE_PER_RUN = 500
 
-TXN_TICK = scripts.load("txn/tick")
-TXN_INDEX_SETTLE = scripts.load("txn/index_settle")
+TXN_COORD_TICK = scripts.load("txn_coord/tick")
+TXN_COORD_INDEX_SETTLE = scripts.load("txn_coord/index_settle")
 
 
-def txn_tick_call(keys: TxnKeys, grace_ms: int, expiration_ms: int) -> tuple:
-    return TXN_TICK.command(keys.script_keys(), [grace_ms, expiration_ms])
+def txn_coord_tick_call(keys: TxnKeys, grace_ms: int, expiration_ms: int) -> tuple:
+    return TXN_COORD_TICK.command(keys.script_keys(), [grace_ms, expiration_ms])
 
 
-def txn_index_settle_call(index: str, member: str, seen_score: float, next_ms: int) -> tuple:
+def txn_coord_index_settle_call(index: str, member: str, seen_score: float, next_ms: int) -> tuple:
     """``next_ms`` -1: the id is gone."""
-    return TXN_INDEX_SETTLE.command([index], [member, repr(seen_score), next_ms])
+    return TXN_COORD_INDEX_SETTLE.command([index], [member, repr(seen_score), next_ms])
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +65,16 @@ async def complete_due(transactions: Transactions, now_ms: int | None = None) ->
     for raw_member, score in _pairs(due):
         member = to_str(raw_member)
         transactional_id = group_name(member)
-        call = txn_tick_call(keys.txn(transactional_id), settings.grace_ms, settings.expiration_ms)
+        call = txn_coord_tick_call(
+            keys.txn(transactional_id), settings.grace_ms, settings.expiration_ms
+        )
         action, next_ms = await batcher.call(*call)
         action = to_str(action)
         finished = False
         if action == "finish":
             finished = await transactions.finish(transactional_id)
         await batcher.call(
-            *txn_index_settle_call(keys.txn_index, member, float(score), int(next_ms))
+            *txn_coord_index_settle_call(keys.txn_index, member, float(score), int(next_ms))
         )
         looks.append(Look(transactional_id, action, finished))
     return looks

@@ -80,14 +80,14 @@ from mapping.topics import (
 from mapping.transactions import (
     ADD_PARTITIONS,
     VERIFY,
-    txn_add_call,
-    txn_complete_call,
-    txn_describe_call,
-    txn_end_call,
-    txn_index_touch_call,
-    txn_init_call,
+    txn_coord_add_call,
+    txn_coord_complete_call,
+    txn_coord_describe_call,
+    txn_coord_end_call,
+    txn_coord_index_touch_call,
+    txn_coord_init_call,
 )
-from mapping.txn_completer import txn_index_settle_call, txn_tick_call
+from mapping.txn_completer import txn_coord_index_settle_call, txn_coord_tick_call
 from spark_connector.appender import spark_sink_append_call
 from spark_connector.group_commit import spark_commit_call
 from spark_connector.sink_records import Record
@@ -239,17 +239,17 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
         ),
     ],
     "spark/commit": [lambda: spark_commit_call(GROUP.keys, [(0, 42), (1, 7)])],
-    "txn/init": [lambda: txn_init_call(TXN, "tx", 60_000, 7, -1, -1, 5000)],
-    "txn/add": [
-        lambda: txn_add_call(TXN, 7, 0, ADD_PARTITIONS, ["t\t0", "t\t1"]),
-        lambda: txn_add_call(TXN, 7, 0, VERIFY, []),
+    "txn_coord/init": [lambda: txn_coord_init_call(TXN, "tx", 60_000, 7, -1, -1, 5000)],
+    "txn_coord/add": [
+        lambda: txn_coord_add_call(TXN, 7, 0, ADD_PARTITIONS, ["t\t0", "t\t1"]),
+        lambda: txn_coord_add_call(TXN, 7, 0, VERIFY, []),
     ],
-    "txn/end": [lambda: txn_end_call(TXN, 7, 0, True, 5000)],
-    "txn/complete": [lambda: txn_complete_call(TXN, 7, 0, "PrepareCommit")],
-    "txn/describe": [lambda: txn_describe_call(TXN)],
-    "txn/tick": [lambda: txn_tick_call(TXN, 5000, 604_800_000)],
-    "txn/index_touch": [lambda: txn_index_touch_call(KEYS.txn_index, "tx", 5000, 5000)],
-    "txn/index_settle": [lambda: txn_index_settle_call(KEYS.txn_index, "tx", 12.0, -1)],
+    "txn_coord/end": [lambda: txn_coord_end_call(TXN, 7, 0, True, 5000)],
+    "txn_coord/complete": [lambda: txn_coord_complete_call(TXN, 7, 0, "PrepareCommit")],
+    "txn_coord/describe": [lambda: txn_coord_describe_call(TXN)],
+    "txn_coord/tick": [lambda: txn_coord_tick_call(TXN, 5000, 604_800_000)],
+    "txn_coord/index_touch": [lambda: txn_coord_index_touch_call(KEYS.txn_index, "tx", 5000, 5000)],
+    "txn_coord/index_settle": [lambda: txn_coord_index_settle_call(KEYS.txn_index, "tx", 12.0, -1)],
     "replicator/tick": [
         lambda: replicator_tick_call(KEYS.replicator_leases(16), "pod", 10_000, release=False),
         lambda: replicator_tick_call(KEYS.retention_lease, "pod", 10_000, release=True),

@@ -1,4 +1,4 @@
-"""The transaction coordinator's state machine (mapping/transactions.py, the txn/* scripts,
+"""The transaction coordinator's state machine (mapping/transactions.py, the txn_coord/* scripts,
 mapping/txn_completer.py) on a real Redis, as Kafka's TransactionCoordinator behaves: init
 and fencing, adding partitions and groups, ending with commit or abort, timeouts, expiry, and
 a transaction a dead pod left half-ended, finished by another pod. The partition and group

@@ -1,4 +1,4 @@
---! include lib/txn.lua
+--! include lib/txn_coord.lua
 -- KEYS: state, partitions, groups
 -- ARGV: transactional_id, timeout_ms, new_producer_id, expected_producer_id, expected_epoch,
 --   grace_ms

@@ -1,4 +1,4 @@
---! include lib/txn.lua
+--! include lib/txn_coord.lua
 -- KEYS: state, partitions, groups
 -- ARGV: grace_ms, expiration_ms
 -- The completer's look at one transactional id whose time came (mapping/txn_completer.py):

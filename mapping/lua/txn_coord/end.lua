@@ -1,4 +1,4 @@
---! include lib/txn.lua
+--! include lib/txn_coord.lua
 -- KEYS: state, partitions, groups
 -- ARGV: producer_id, epoch, commit, grace_ms
 -- EndTxn from the client, as Kafka's TransactionCoordinator.endTransaction (transactions V1:

@@ -1,4 +1,4 @@
---! include lib/txn.lua
+--! include lib/txn_coord.lua
 -- KEYS: state, partitions, groups
 -- ARGV: producer_id, epoch, kind, ...
 -- AddPartitionsToTxn (kind 'partitions', members "<topic>\t<partition>"), AddOffsetsToTxn

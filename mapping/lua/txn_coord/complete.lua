@@ -1,4 +1,4 @@
---! include lib/txn.lua
+--! include lib/txn_coord.lua
 -- KEYS: state, partitions, groups
 -- ARGV: producer_id, epoch, prepared_state
 -- Every marker and group offset of the prepared transaction is written: PrepareCommit ->
