@@ -31,6 +31,7 @@ from mapping.groups import Groups
 from mapping.kafka import KafkaStore
 from mapping.kafka_groups import KafkaGroups
 from mapping.keys import Keys
+from mapping.partition_txns import PartitionTxns
 from mapping.partitions import Partitions
 from mapping.pubsub import Subscriber
 from mapping.replication import Replication, new_pod_id
@@ -61,6 +62,7 @@ class Pod:
     replication: Replication  # acks=all, --redis-wait-replicas, the replicator
     kafka: KafkaStore
     kafka_groups: KafkaGroups
+    partition_txns: PartitionTxns  # transactions, the partition side (markers, LSO)
     hw_waits: Waits[str, Channel]  # Kafka Fetch long-polls, on partitions' hw channels
     retention: RetentionTask
     configs: ConfigStore  # the cluster-wide broker configs, the groups' configs
@@ -191,6 +193,7 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
             settings.kafka_groups,
             v1_session_timeout_ms=settings.session_timeout_ms,
         ),
+        partition_txns=PartitionTxns(partitions),
         hw_waits=Waits(subscriber, Channel),
         retention=RetentionTask(
             partitions,

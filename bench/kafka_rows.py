@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import fairness, kafka
+from bench import fairness, kafka, transactions
 from bench.report import Row, ratio
 
 
@@ -13,7 +13,8 @@ def measure(redis_url: str, records: int, latency_s: float, adapter_args: list[s
     """bench/kafka.py's rows as table rows: confluent-kafka produce against a raw script
     client (and V1 pipelined PRODUCE in the note), a confluent consumer and plain Fetch
     requests against raw XRANGE paging, produce -> long-poll fetch latency at half the max
-    rate. Throughput rows count records (requests are the clients' batches)."""
+    rate, and bench/transactions.py's rows. Throughput rows count records (requests are the
+    clients' batches)."""
     k = kafka.measure(redis_url, records, latency_s)
 
     def rate(name: str, system: str, value: float, base: Row | None = None, **kw: Any) -> Row:
@@ -44,6 +45,9 @@ def measure(redis_url: str, records: int, latency_s: float, adapter_args: list[s
         plain,
         latency,
         fairness_row(redis_url, latency_s, adapter_args),
+        # transactional vs idempotent produce, read_committed vs read_uncommitted (none
+        # while the pods refuse transactional producers)
+        *transactions.rows(redis_url, min(records, 20_000), adapter_args),
     ]
 
 

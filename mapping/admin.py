@@ -139,6 +139,7 @@ def _delete_partitions(topics: Topics, name: str, topic_id: str, partitions: ran
         pk = keys.partition(name, p)
         owned = [pk.log, pk.state, pk.producers, pk.producer_times, keys.sink_markers(name, p)]
         owned += pk.compaction()
+        owned += [pk.txn_open, pk.txn_aborted]
         owned += [pk.replica(r) for r in range(1, MAX_REPLICAS + 1)]
         calls.append(topics.batcher.call(*partition_delete_call(owned, TOMBSTONE_MS, topic_id)))
     return calls
@@ -276,6 +277,9 @@ async def delete_groups(
     ]
     if any(r.outcome == NON_EMPTY for r in results):
         return results
+    # pending transactional offsets (TxnOffsetCommit) go with the committed ones, as Kafka's
+    # tombstones remove both; the producers' epochs stay (they fence zombies)
+    await store.batcher.call("DEL", store.keys.kafka_group(group).txn_offsets)
     kafka = await delete_kafka_state(store, group)
     return results + ([kafka] if kafka.outcome != NOT_FOUND else [])
 
@@ -306,7 +310,15 @@ async def expire_groups(
     pairs = await group_pairs(store)
     names = sorted({g for g, _ in pairs})
     live = await asyncio.gather(*(kafka_members_live(store.batcher, store.keys, g) for g in names))
-    kafka_live = dict(zip(names, live, strict=True))
+    # a group with pending transactional offsets keeps its offsets, as Kafka's expiry skips
+    # partitions with pending transactional offsets (and keeps a group with open ones)
+    pending = await asyncio.gather(
+        *(store.batcher.call("EXISTS", store.keys.kafka_group(g).txn_offsets) for g in names)
+    )
+    kafka_live = {
+        g: bool(is_live) or int(has_pending) > 0
+        for g, is_live, has_pending in zip(names, live, pending, strict=True)
+    }
     replies = await asyncio.gather(
         *(
             store.batcher.call(

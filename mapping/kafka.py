@@ -17,7 +17,12 @@ from mapping import codec, scripts
 from mapping.batcher import Pending, mark_retrieved
 from mapping.errors import Unavailable
 from mapping.kafka_errors import OUT_OF_ORDER_SEQUENCE_NUMBER
-from mapping.partition_scripts import PartitionHead, compaction_keys, partition_status_call
+from mapping.partition_scripts import (
+    PartitionHead,
+    compaction_keys,
+    last_stable_offset,
+    partition_status_call,
+)
 from mapping.partitions import Partitions
 from mapping.records import ProducedRecord, StoredRecord, append_args, entry_record
 from mapping.sequence_fence import SequenceFence
@@ -45,6 +50,12 @@ class FetchRead:
     log_start: int  # offsets below it were removed (-1: nothing ever was)
     entries: list[Any]  # raw XRANGE entries at or after the position (may pass the hw)
     page_full: bool  # the XRANGE returned its COUNT: more may follow
+    txn_first: int = -1  # the oldest open transaction's first offset (-1: none open)
+
+    @property
+    def stable_bound(self) -> int:
+        """The last offset read_committed may read (V1's, inclusive): below the LSO."""
+        return last_stable_offset(self.high_watermark, self.txn_first) - 1
 
 
 # Kafka's producer.id.expiration.ms
@@ -63,17 +74,26 @@ def kafka_produce_call(
     producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
     create_time: bool = True,
     compaction: Sequence[str] = (),
+    transactional: bool = False,
 ) -> tuple:
     """kafka/produce.lua appending one RecordBatch (producer id -1: not idempotent);
     ``create_time`` False (a LogAppendTime topic): the records keep no timestamp of their
     own, so every reader sees their append time; ``compaction``: the partition's compaction
-    keys on a compacted topic (compaction_keys)."""
+    keys on a compacted topic (compaction_keys); ``transactional``: a transactional batch
+    (appended only within the producer's registered transaction, mapping/partition_txns.py)."""
     k = head.keys
-    batch = [producer_id, producer_epoch, base_sequence, len(records), producer_id_expiration_ms]
+    batch = [
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+        producer_id_expiration_ms,
+        int(transactional),
+    ]
     return head.command(
         KAFKA_PRODUCE,
-        (k.producers, k.producer_times, *compaction),
-        batch + append_args(records, create_time),
+        (k.producers, k.producer_times, k.txn_open, *compaction),
+        batch + append_args(records, create_time, short=not transactional),
     )
 
 
@@ -100,6 +120,7 @@ class KafkaStore:
         producer_id: int = -1,
         producer_epoch: int = -1,
         base_sequence: int = -1,
+        transactional: bool = False,
     ) -> Pending[AppendResult]:
         """One script call appending one RecordBatch (stamped with its append time when the
         topic says LogAppendTime)."""
@@ -112,6 +133,7 @@ class KafkaStore:
             self.producer_id_expiration_ms,
             create_time=not rules_of(config).log_append_time,
             compaction=compaction_keys(config, self.keys.partition(config.name, partition)),
+            transactional=transactional,
         )
         future = self.partitions.batcher.submit(*call)
         # a caller that goes away (its connection closed) leaves the failure unread
@@ -159,17 +181,22 @@ class KafkaStore:
 
         def finish(reply: list[Any]) -> FetchRead:
             start_value = log_start.result()
+            state = status.result()
             return FetchRead(
-                int(status.result()[0]),
+                int(state[0]),
                 int(start_value) if start_value is not None else -1,
                 reply,
                 len(reply) >= count,
+                int(state[6]),
             )
 
         return Pending(entries, finish)
 
-    async def first_offset(self, config: TopicConfig, partition: int) -> tuple[int, int]:
-        """(Kafka's log start offset, Kafka's high watermark = V1 hw + 1)."""
+    async def first_offset(
+        self, config: TopicConfig, partition: int, committed: bool = False
+    ) -> tuple[int, int]:
+        """(Kafka's log start offset, Kafka's high watermark = V1 hw + 1); ``committed``
+        (read_committed): the last stable offset in the high watermark's place."""
         pk = self.keys.partition(config.name, partition)
         status, first, log_start = await _gather(
             self._status(config, partition),
@@ -177,6 +204,8 @@ class KafkaStore:
             self.partitions.batcher.submit("HGET", pk.state, "log_start"),
         )
         end = int(status[0]) + 1
+        if committed:
+            end = last_stable_offset(int(status[0]), int(status[6]))
         if first:
             start = codec.entry_offset(first[0][0], self.bits)
         elif log_start is not None:

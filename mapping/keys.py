@@ -63,6 +63,12 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        assigned, revoking, instance id, ...)
     <prefix>:kgroup:{<group>}:consumer:target  hash    member id -> JSON target assignment
     <prefix>:kgroup:{<group>}:consumer:topics  hash    topic -> partition count (last seen)
+    <prefix>:kgroup:{<group>}:txn:offsets      hash    "<producer id> <topic> <partition>" ->
+                                                       "<producer epoch> <offset> <leader
+                                                       epoch> <metadata>": TxnOffsetCommit's
+                                                       pending offsets (until EndTxn)
+    <prefix>:kgroup:{<group>}:txn:producers    hash    producer id -> "<epoch> <last ms>":
+                                                       the newest epoch seen (fences zombies)
     <prefix>:users                             hash    client user -> password hash (AUTH)
     <prefix>:broker:{configs}                  hash    cluster-wide dynamic broker configs
                                                        (Kafka name -> text: log.retention.ms ...)
@@ -75,6 +81,14 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        last five batches (idempotence)
     <prefix>:part:{<topic>:<p>}:producer_times zset    Kafka producer id -> its last append
                                                        (ms): its state expires after a while
+    <prefix>:part:{<topic>:<p>}:txn:open       hash    producer id -> "<epoch> <first offset>"
+                                                       of its open transaction here (first
+                                                       offset -1: nothing appended yet); the
+                                                       state hash's txn_first is the smallest
+                                                       first offset (absent: none: LSO = hw)
+    <prefix>:part:{<topic>:<p>}:txn:aborted    zset    "<producer id> <first offset>" of an
+                                                       aborted transaction -> its abort
+                                                       marker's offset (read_committed)
     <prefix>:kafka:producer_ids                string  the last Kafka producer id (INCR)
     <prefix>:kafka:{brokers}:live              zset    pod id -> registration expiry (ms)
     <prefix>:kafka:{brokers}:pods              hash    pod id -> advertised HOST:PORT
@@ -177,6 +191,9 @@ class PartitionKeys:
     compact_index: str
     compact_dirty: str
     compact_tombstones: str
+    # Transactions (mapping/partition_txns.py): the open ones and the aborted index.
+    txn_open: str
+    txn_aborted: str
 
     def replica(self, replica_id: int) -> str:
         return f"{self.replica_prefix}{replica_id}"
@@ -215,6 +232,10 @@ class KafkaGroupKeys:
     consumer_member: str
     consumer_target: str
     consumer_topics: str
+    # Transactions (TxnOffsetCommit; not in script_keys: only the txn_offset scripts take
+    # them, see mapping/kafka_groups/txn_offsets.py)
+    txn_offsets: str
+    txn_producers: str
 
     def script_keys(self) -> list[str]:
         return [
@@ -355,6 +376,8 @@ class Keys:
             compact_index=f"{base}:compact:keys",
             compact_dirty=f"{base}:compact:dirty",
             compact_tombstones=f"{base}:compact:tombstones",
+            txn_open=f"{base}:txn:open",
+            txn_aborted=f"{base}:txn:aborted",
         )
 
     def sink_markers(self, topic: str, partition: int) -> str:
@@ -395,6 +418,8 @@ class Keys:
             consumer_member=f"{base}:consumer:member",
             consumer_target=f"{base}:consumer:target",
             consumer_topics=f"{base}:consumer:topics",
+            txn_offsets=f"{base}:txn:offsets",
+            txn_producers=f"{base}:txn:producers",
         )
 
     def txn(self, transactional_id: str) -> TxnKeys:

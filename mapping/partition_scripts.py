@@ -7,7 +7,7 @@ retention, the benchmarks and the tests build the same calls here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mapping import scripts
@@ -106,6 +106,9 @@ class ProduceResult:
 class ConsumeResult:
     records: list[tuple[int, bytes]]
     high_watermark: int
+    # markers left out and transactional records read: (offset, producer id; -1 a marker),
+    # for mapping/partition_txns.py to leave aborted records out (empty: none read)
+    transactional: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,3 +131,17 @@ class PartitionStatus:
     log_end: int
     isr: list[int]
     role: str
+    txn_first: int = -1  # the oldest open transaction's first offset (-1: none open)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO (exclusive, like its high watermark): below every open transaction."""
+        return last_stable_offset(self.high_watermark, self.txn_first)
+
+
+def last_stable_offset(high_watermark: int, txn_first: int) -> int:
+    """Kafka's last stable offset from V1's hw and the state's txn_first (-1: none open): the
+    first offset of the oldest open transaction, at most Kafka's high watermark (hw + 1)."""
+    if 0 <= txn_first <= high_watermark:
+        return txn_first
+    return high_watermark + 1

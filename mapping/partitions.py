@@ -81,7 +81,7 @@ def _joined(page: ConsumeResult, rest: ConsumeResult, max_bytes: int) -> Consume
         if used > max_bytes:
             break
         records.append((offset, value))
-    return ConsumeResult(records, rest.high_watermark)
+    return ConsumeResult(records, rest.high_watermark, [*page.transactional, *rest.transactional])
 
 
 class Partitions:
@@ -223,9 +223,10 @@ class Partitions:
 
         def finish(reply: list[Any]) -> ConsumeResult:
             high_watermark = int(reply[0])
-            records = entry_values(reply, 2, high_watermark, bits)
+            transactional: list[tuple[int, int]] = []
+            records = entry_values(reply, 2, high_watermark, bits, transactional)
             self._learn_sizes(key, reply[1], records)
-            return ConsumeResult(records, high_watermark)
+            return ConsumeResult(records, high_watermark, transactional)
 
         return finish
 
@@ -286,9 +287,10 @@ class Partitions:
         def finish(reply: list[Any]) -> ConsumeResult:
             hw_and_marks = status.result()
             high_watermark = int(hw_and_marks[0])
-            records = entry_values(reply, 0, high_watermark, bits)
+            transactional: list[tuple[int, int]] = []
+            records = entry_values(reply, 0, high_watermark, bits, transactional)
             self._learn_sizes(key, hw_and_marks[1], records)
-            return ConsumeResult(records, high_watermark)
+            return ConsumeResult(records, high_watermark, transactional)
 
         return Pending(entries, finish)
 
@@ -315,9 +317,10 @@ class Partitions:
                 entries = self.batcher.submit("XRANGE", log, start, end, "COUNT", count)
 
                 def finish(entries: list[Any]) -> ConsumeResult:
-                    records = entry_values(entries, 0, high_watermark, bits)
+                    transactional: list[tuple[int, int]] = []
+                    records = entry_values(entries, 0, high_watermark, bits, transactional)
                     self._learn_sizes(key, reply[1], records)
-                    return ConsumeResult(records, high_watermark)
+                    return ConsumeResult(records, high_watermark, transactional)
 
                 _then(entries, consumed, finish)
                 return
@@ -401,4 +404,5 @@ class Partitions:
             log_end=int(reply[3]),
             isr=[int(r) for r in reply[4].split()],
             role=reply[5].decode() if isinstance(reply[5], bytes) else str(reply[5]),
+            txn_first=int(reply[6]),
         )

@@ -9,7 +9,12 @@ Every record, V1's, Kafka's or the Spark sink's, is one stream entry with readab
     create_ts  the record's own timestamp (CreateTime) as the producer set it
     null       "key", "value" or "key value": which of them the producer sent as null
     h:<name>   one header, in order (a null header value: field "hn:<name>", empty value)
+    pid, pe    a transactional record's producer id and epoch (decimal text), before n
     n          the entry's number (records ever appended to the log), always last
+
+A transaction's commit or abort marker (Kafka's control record) is an entry of its own at an
+offset like any record: ``ctl`` ("commit" or "abort"), ``pid``, ``pe``, ``ts``, ``n`` (no key,
+no value). Kafka Fetch renders it as a control batch; V1 CONSUME and Spark skip it.
 
 So ``redis-cli XRANGE`` shows everything, V1 and Spark read key/value/ts as before, and a
 Kafka consumer reading a V1 record sees its key, its value, its append time, no headers.
@@ -36,7 +41,15 @@ NULLS = "null"
 NUMBER = "n"
 HEADER_PREFIX = "h:"
 NULL_HEADER_PREFIX = "hn:"
-FIELD_NAMES = frozenset({KEY, VALUE, APPEND_TIME, CREATE_TIME, NULLS, NUMBER})
+PRODUCER_ID = "pid"
+PRODUCER_EPOCH = "pe"
+CONTROL = "ctl"
+FIELD_NAMES = frozenset(
+    {KEY, VALUE, APPEND_TIME, CREATE_TIME, NULLS, NUMBER, PRODUCER_ID, PRODUCER_EPOCH, CONTROL}
+)
+# A control entry's ``ctl`` values (Kafka's ControlRecordType ABORT 0, COMMIT 1).
+CONTROL_COMMIT = "commit"
+CONTROL_ABORT = "abort"
 
 # The same names as XRANGE replies carry them: what the readers compare.
 KEY_BYTES = KEY.encode()
@@ -47,6 +60,11 @@ NULLS_BYTES = NULLS.encode()
 NUMBER_BYTES = NUMBER.encode()
 HEADER_PREFIX_BYTES = HEADER_PREFIX.encode()
 NULL_HEADER_PREFIX_BYTES = NULL_HEADER_PREFIX.encode()
+PRODUCER_ID_BYTES = PRODUCER_ID.encode()
+PRODUCER_EPOCH_BYTES = PRODUCER_EPOCH.encode()
+CONTROL_BYTES = CONTROL.encode()
+CONTROL_COMMIT_BYTES = CONTROL_COMMIT.encode()
+CONTROL_BYTES_ABORT = CONTROL_ABORT.encode()
 
 # kafka/produce.lua's short forms of the common records (see ``append_args``): the first
 # argument of a record given as (-1, value, create time) or (-2, key, value, create time).
@@ -95,19 +113,22 @@ def record_items(
     return lead, items
 
 
-def append_args(records: list[ProducedRecord], create_time: bool = True) -> list[bytes | str | int]:
+def append_args(
+    records: list[ProducedRecord], create_time: bool = True, short: bool = True
+) -> list[bytes | str | int]:
     """The per-record arguments of kafka/produce.lua: ``len(items), lead, *items`` of
     ``record_items``, or for the common records (no headers, a key and a value or a null
     key) a short form the script expands to the same fields (-1, value, create time or
     -2, key, value, create time): Produce's hot loop, and 3-4 arguments a record instead of
     8 for hiredis to pack and Redis to parse. ``create_time`` False: the records keep no
-    ``create_ts`` (a LogAppendTime topic: their timestamp is the append time)."""
+    ``create_ts`` (a LogAppendTime topic: their timestamp is the append time). ``short``
+    False: the long form only (a transactional batch: the script adds fields to each)."""
     args: list[bytes | str | int] = []
     for key, value, timestamp, headers in records:
         if not create_time:
             lead, items = record_items(key, value, None, headers)
             args += (len(items), lead, *items)
-        elif headers or value is None:
+        elif headers or value is None or not short:
             lead, items = record_items(key, value, timestamp, headers)
             args += (len(items), lead, *items)
         elif key is None:
@@ -175,23 +196,46 @@ def entry_record(entry_id: bytes, fields: list[bytes], bits: int) -> StoredRecor
 
 
 def entry_values(
-    reply: list[Any], first: int, high_watermark: int, bits: int
+    reply: list[Any],
+    first: int,
+    high_watermark: int,
+    bits: int,
+    transactional: list[tuple[int, int]] | None = None,
 ) -> list[tuple[int, bytes]]:
     """(offset, value) of the XRANGE entries ``reply[first:]`` up to the high watermark: what
     V1 CONSUME returns (a null value reads as empty). Entries are raw ``[id, [field, value,
-    ...]]`` (see mapping.client.connect) or redis-py's ``(id, {field: value})``."""
+    ...]]`` (see mapping.client.connect) or redis-py's ``(id, {field: value})``.
+    Transaction markers are left out; they and the transactional records are noted in
+    ``transactional`` as (offset, producer id; -1 for a marker) for the caller to filter
+    aborted ones (mapping/partition_txns.py)."""
     values: list[tuple[int, bytes]] = []
     for entry_id, fields in islice(reply, first, None):
         offset = codec.entry_offset(entry_id, bits)
         if offset > high_watermark:
             break
         if isinstance(fields, dict):  # redis-py's shape, where its callback applies
+            if CONTROL_BYTES in fields:
+                if transactional is not None:
+                    transactional.append((offset, -1))
+                continue
+            producer = fields.get(PRODUCER_ID_BYTES)
+            if producer is not None and transactional is not None:
+                transactional.append((offset, int(producer)))
             value = fields.get(VALUE_BYTES, b"")
-        elif len(fields) > 3 and fields[2] == VALUE_BYTES:  # as partition/produce.lua writes them
-            value = fields[3]
         else:
-            named = dict(zip(fields[::2], fields[1::2], strict=False))
-            value = named.get(VALUE_BYTES, b"")
+            size = len(fields)
+            if size >= 6 and fields[size - 6] == PRODUCER_ID_BYTES:  # pid P pe E n N
+                if transactional is not None:
+                    transactional.append((offset, int(fields[size - 5])))
+            elif fields and fields[0] == CONTROL_BYTES:
+                if transactional is not None:
+                    transactional.append((offset, -1))
+                continue
+            if size > 3 and fields[2] == VALUE_BYTES:  # as partition/produce.lua writes them
+                value = fields[3]
+            else:
+                named = dict(zip(fields[::2], fields[1::2], strict=False))
+                value = named.get(VALUE_BYTES, b"")
         values.append((offset, value))
     return values
 
@@ -245,6 +289,20 @@ class Walked(NamedTuple):
     used: int  # bytes taken (RECORD_OVERHEAD included)
     base: int  # the first taken entry's offset (-1: none taken)
     done: bool  # stopped at the high watermark or the budget (False: a new batch must start)
+    producer_id: int = -1  # a transactional batch's producer (-1: plain records)
+    producer_epoch: int = -1
+    control: int = -1  # a marker's batch: 0 abort, 1 commit (Kafka's ControlRecordType)
+
+
+# A control record's key and value (Kafka's ControlRecordType and EndTransactionMarker, both
+# version 0): key = version, type (0 abort, 1 commit); value = version, coordinator epoch.
+_CONTROL_KEY = {CONTROL_BYTES_ABORT: b"\x00\x00\x00\x00", CONTROL_COMMIT_BYTES: b"\x00\x00\x00\x01"}
+CONTROL_VALUE = b"\x00\x00\x00\x00\x00\x00"
+
+
+def is_control(fields: list[bytes]) -> bool:
+    """Whether a raw entry's fields are a transaction marker's."""
+    return bool(fields) and fields[0] == CONTROL_BYTES
 
 
 def walk_entries(
@@ -263,7 +321,10 @@ def walk_entries(
     without a record object each: the fetch's hot loop. The deltas are from the first taken
     entry's offset and stay within one RecordBatch's range (past it: ``done`` False).
     ``append_time`` (a LogAppendTime topic): every record's timestamp is its append time,
-    and one batch holds one append time (another: ``done`` False, a new batch starts)."""
+    and one batch holds one append time (another: ``done`` False, a new batch starts).
+    Transactions: one batch holds one producer's transactional records, or plain records
+    only (another: ``done`` False); a marker is a batch of its own (``control``), its record
+    Kafka's control key and value."""
     batch_stamp = b""
     batch_time = 0
     used = 0
@@ -273,6 +334,8 @@ def walk_entries(
     ms_delta = 0
     last_stamp = b""
     timestamp = 0
+    batch_producer: bytes | None = None
+    producer_id = producer_epoch = -1
     for i in range(start, len(entries)):
         entry_id, fields = entries[i]
         ms, _, seq = entry_id.partition(b"-")
@@ -285,11 +348,47 @@ def walk_entries(
             ms_delta = ms_value - base
         delta = ms_delta + int(seq)
         if delta > limit:
-            return Walked(i, used, base, delta + base > high_watermark)
+            return Walked(i, used, base, delta + base > high_watermark, producer_id, producer_epoch)
         # the common layouts at fixed places (see entry_record), anything else field by field
         size = len(fields)
         if size >= 2 and fields[size - 2] == NUMBER_BYTES:
             size -= 2
+        first = fields[0] if size else b""
+        if first == CONTROL_BYTES:  # ctl, kind, pid, P, pe, E, ts, T: a batch of its own
+            if i > start:
+                return Walked(i, used, base, False, producer_id, producer_epoch)
+            length = RECORD_OVERHEAD + 10
+            if length > budget and not take_first:
+                return Walked(i, used, base, True)
+            named = dict(zip(fields[:size:2], fields[1:size:2], strict=False))
+            kind = named.get(CONTROL_BYTES, b"")
+            stamp = named.get(APPEND_TIME_BYTES)
+            append(
+                delta,
+                int(stamp) if stamp is not None else int(ms),
+                _CONTROL_KEY.get(kind, _CONTROL_KEY[CONTROL_BYTES_ABORT]),
+                CONTROL_VALUE,
+                _NO_HEADERS,
+            )
+            return Walked(
+                i + 1,
+                length,
+                base,
+                False,
+                int(named.get(PRODUCER_ID_BYTES, -1)),
+                int(named.get(PRODUCER_EPOCH_BYTES, -1)),
+                1 if kind == CONTROL_COMMIT_BYTES else 0,
+            )
+        producer = None
+        if size >= 4 and fields[size - 4] == PRODUCER_ID_BYTES:  # a transactional record
+            producer = fields[size - 3]
+            if i == start:
+                producer_id, producer_epoch = int(producer), int(fields[size - 1])
+            size -= 4
+        if i == start:
+            batch_producer = producer
+        elif producer != batch_producer:
+            return Walked(i, used, base, False, producer_id, producer_epoch)
         headers = _NO_HEADERS
         first = fields[0] if size else b""
         one_null = size == 8 and fields[4] == CREATE_TIME_BYTES and fields[6] == NULLS_BYTES
@@ -333,11 +432,11 @@ def walk_entries(
             if i == start:
                 batch_stamp, batch_time = appended, int(appended)
             elif appended != batch_stamp:
-                return Walked(i, used, base, False)
+                return Walked(i, used, base, False, producer_id, producer_epoch)
             timestamp = batch_time
         length += RECORD_OVERHEAD
         if used + length > budget and (i > start or not take_first):
-            return Walked(i, used, base, True)
+            return Walked(i, used, base, True, producer_id, producer_epoch)
         used += length
         append(delta, timestamp, key, value, headers)
-    return Walked(len(entries), used, base, False)
+    return Walked(len(entries), used, base, False, producer_id, producer_epoch)

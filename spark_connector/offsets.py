@@ -105,17 +105,21 @@ def describe_topic(client: redis.Redis, keys: Keys, topic: str) -> TopicInfo:
 def end_positions(
     client: redis.Redis, keys: Keys, topic: str, partitions: int, durable: bool = False
 ) -> Positions:
-    """``hw + 1`` per partition from the stored hw, which never exceeds the true hw.
-    ``durable`` (option durableReads): at most ``durable_hw + 1``, what the Redis replicas
-    have (mapping/durable.py)."""
+    """``hw + 1`` per partition from the stored hw, which never exceeds the true hw, and
+    at most the last stable offset (the first offset of the oldest open transaction: the
+    state's ``txn_first``, mapping/partition_txns.py), so a read never passes a record whose
+    transaction may still abort. ``durable`` (option durableReads): at most
+    ``durable_hw + 1``, what the Redis replicas have (mapping/durable.py)."""
     pipe = client.pipeline(transaction=False)
     for p in range(partitions):
-        pipe.hmget(keys.partition(topic, p).state, "hw", "durable_hw")
+        pipe.hmget(keys.partition(topic, p).state, "hw", "durable_hw", "txn_first")
     ends: Positions = {}
-    for p, (hw, mark) in enumerate(pipe.execute()):
+    for p, (hw, mark, txn_first) in enumerate(pipe.execute()):
         end = max(int(hw), -1) + 1 if hw is not None else 0
         if durable:
             end = min(end, max(int(mark), -1) + 1 if mark is not None else 0)
+        if txn_first is not None:
+            end = min(end, int(txn_first))
         ends[p] = end
     return ends
 

@@ -3,6 +3,10 @@
 Runs inside a Spark Python worker. It opens its own Redis connection from the serialized
 options, reads ``[start, end)`` of one partition's log in pages of ``fetchSize`` entries and
 yields one ``pyarrow.RecordBatch`` per page, so a task never holds its whole range in memory.
+Committed records only (docs/transactions-partition.md): transaction markers are never
+shown, nor the records of aborted transactions (the partition's aborted index is read only
+for a page that holds transactional records); the driver's end positions stop below the last
+stable offset.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import logging
 from collections.abc import Iterator
 
 import pyarrow as pa
+import redis
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -23,7 +28,14 @@ from pyspark.sql.types import (
 
 from mapping import codec
 from mapping.keys import Keys
-from mapping.records import APPEND_TIME_BYTES, KEY_BYTES, VALUE_BYTES
+from mapping.partition_txns import AbortedRanges
+from mapping.records import (
+    APPEND_TIME_BYTES,
+    CONTROL_BYTES,
+    KEY_BYTES,
+    PRODUCER_ID_BYTES,
+    VALUE_BYTES,
+)
 from spark_connector.offsets import RangePartition, client_for, data_loss_message
 from spark_connector.options import DataLoss, SourceOptions
 
@@ -109,6 +121,27 @@ def _check_page(
     log.warning("%s; going on from offset %d (failOnDataLoss=false)", message, log_start)
 
 
+def _committed(
+    client: redis.Redis,
+    aborted_key: str,
+    entries: list[tuple[bytes, dict[bytes, bytes]]],
+    bits: int,
+) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    """The page without transaction markers and without aborted transactions' records."""
+    kept = [entry for entry in entries if CONTROL_BYTES not in entry[1]]
+    transactional = [entry for entry in kept if PRODUCER_ID_BYTES in entry[1]]
+    if not transactional:
+        return kept
+    first = codec.offset_of(transactional[0][0], bits)
+    aborted = AbortedRanges(client.zrangebyscore(aborted_key, first, "+inf", withscores=True))
+    return [
+        entry
+        for entry in kept
+        if PRODUCER_ID_BYTES not in entry[1]
+        or not aborted.aborted(int(entry[1][PRODUCER_ID_BYTES]), codec.offset_of(entry[0], bits))
+    ]
+
+
 def read_partition(
     opts: SourceOptions, schema: StructType, partition: RangePartition
 ) -> Iterator[pa.RecordBatch]:
@@ -134,7 +167,11 @@ def read_partition(
             _check_page(opts, partition.partition, position, entries, int(log_start or 0), bits)
             if not entries:
                 return
-            yield to_batch(entries, opts.topic, partition.partition, bits, opts.binary, target)
+            committed = _committed(client, partition_keys.txn_aborted, entries, bits)
+            if committed:
+                yield to_batch(
+                    committed, opts.topic, partition.partition, bits, opts.binary, target
+                )
             if len(entries) < opts.fetch_size:
                 return
             position = codec.offset_of(entries[-1][0], bits) + 1

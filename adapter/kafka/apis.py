@@ -22,6 +22,7 @@ from adapter.kafka import (
     offsets,
     produce,
     transactions,
+    txn_offsets,
 )
 from adapter.kafka.sasl import SASL_APIS
 from adapter.kafka.versions import (
@@ -58,6 +59,7 @@ from adapter.kafka.versions import (
     OFFSET_FETCH,
     PRODUCE,
     SYNC_GROUP,
+    TXN_OFFSET_COMMIT,
 )
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
@@ -95,5 +97,6 @@ HANDLERS: dict[int, Handler] = {
     END_TXN.key: transactions.end_txn,
     DESCRIBE_TRANSACTIONS.key: transactions.describe_transactions,
     LIST_TRANSACTIONS.key: transactions.list_transactions,
+    TXN_OFFSET_COMMIT.key: txn_offsets.txn_offset_commit,
 }
 assert set(HANDLERS) == set(IMPLEMENTED) - SASL_APIS

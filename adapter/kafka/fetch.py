@@ -13,6 +13,11 @@ within the request's byte limits, long-polling on ``max_wait_ms`` / ``min_bytes`
   ``max_wait_ms``: no polling.
 - Topic configs: batches are compressed with the topic's compression.type, and a
   LogAppendTime topic's batches carry the timestamp-type bit and one append time each.
+- Transactions (mapping/partition_txns.py): every answer carries the last stable offset;
+  read_committed (isolation_level 1) reads only below it and, when the records answered
+  hold transactional batches, lists the aborted transactions among them (one more Redis
+  read then only), which the client filters out. Transactional records come in batches of
+  one producer with the transactional bit, markers as control batches (records.py).
 """
 
 from __future__ import annotations
@@ -30,13 +35,14 @@ from adapter.kafka.versions import FETCH
 from mapping import codec
 from mapping.errors import BrokerError
 from mapping.kafka import FetchRead
-from mapping.records import walk_entries
+from mapping.records import is_control, walk_entries
 from mapping.topic_config import TopicConfig
 from mapping.topic_rules import rules_of
 
 Response = FETCH.response
 TopicResponse = Response.FetchableTopicResponse
 PartitionData = TopicResponse.PartitionData
+Aborted = PartitionData.AbortedTransaction
 
 FIRST_PAGE = 16  # entries, while a partition's entry size is unknown
 MAX_PAGE = 10_000  # entries one XRANGE returns at most (a bound on one call's time)
@@ -60,12 +66,17 @@ class _Answer:
     high_watermark: int = -1
     log_start: int = -1
     records: bytes | None = None
+    last_stable: int = -1  # Kafka's LSO (exclusive)
+    bound: int = -1  # the last offset readable (V1's, inclusive: hw, or below the LSO)
+    transactional: bool = False  # the records hold a transactional batch
+    aborted: list[tuple[int, int]] | None = None  # (producer id, first offset): read_committed
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
     body = request.body
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(body.max_wait_ms, 0) / 1000
+    committed = body.isolation_level == 1
     wanted: list[_Wanted] = []
     for topic in body.topics or ():  # an array sent as null: none
         for p in topic.partitions or ():
@@ -82,7 +93,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     watch = None
     try:
         while True:
-            answers = await _read_all(context, wanted, body.max_bytes)
+            answers = await _read_all(context, wanted, body.max_bytes, committed)
             size = sum(len(a.records or b"") for a in answers)
             failed = any(a.error for a in answers)
             remaining = deadline - loop.time()
@@ -105,6 +116,8 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     finally:
         if watch is not None:
             watch.close()
+    if committed:
+        await _list_aborted(context, wanted, answers)
     by_topic: dict[str, list[Any]] = {}
     for w, a in zip(wanted, answers, strict=True):
         by_topic.setdefault(w.topic, []).append(
@@ -112,9 +125,11 @@ async def handle(context: KafkaContext, request: Request) -> Any:
                 partition_index=w.partition,
                 error_code=a.error,
                 high_watermark=a.high_watermark,
-                last_stable_offset=a.high_watermark,
+                last_stable_offset=a.last_stable,
                 log_start_offset=a.log_start,
-                aborted_transactions=None,
+                aborted_transactions=None
+                if a.aborted is None
+                else [Aborted(producer_id=p, first_offset=f) for p, f in a.aborted],
                 preferred_read_replica=-1,
                 records=a.records or b"",  # librdkafka refuses a null record set
             )
@@ -127,6 +142,33 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     )
 
 
+async def _list_aborted(
+    context: KafkaContext, wanted: list[_Wanted], answers: list[_Answer]
+) -> None:
+    """read_committed: each answer holding transactional batches gets the aborted
+    transactions with records in the offsets it answers (Kafka's collectAbortedTransactions),
+    read concurrently (one pipeline)."""
+    txns = context.pod.partition_txns
+    chosen = [
+        (w, a)
+        for w, a in zip(wanted, answers, strict=True)
+        if a.transactional and w.config is not None
+    ]
+    if not chosen:
+        return
+    found = await asyncio.gather(
+        *(txns.aborted_ranges(w.config, w.partition, w.offset) for w, _ in chosen if w.config),
+        return_exceptions=True,
+    )
+    for (w, answer), ranges in zip(chosen, found, strict=True):
+        if isinstance(ranges, BrokerError):
+            answer.error, answer.records = error_of(ranges), None
+        elif isinstance(ranges, BaseException):
+            raise ranges
+        else:
+            answer.aborted = ranges.listed(w.offset, answer.bound)
+
+
 @dataclass(slots=True)
 class _Taken:
     """One partition's records: its batches, their bytes (as budgets count them) and the
@@ -135,9 +177,12 @@ class _Taken:
     batches: list[bytes]
     used: int
     pages: list[list[Any]]
+    transactional: bool = False
 
 
-async def _read_all(context: KafkaContext, wanted: list[_Wanted], max_bytes: int) -> list[_Answer]:
+async def _read_all(
+    context: KafkaContext, wanted: list[_Wanted], max_bytes: int, committed: bool
+) -> list[_Answer]:
     """One read of every partition: their first pages share one pipeline, their next pages
     are read concurrently; then the response's ``max_bytes`` is applied in request order
     (the first record of the response always comes, KIP-74)."""
@@ -158,7 +203,7 @@ async def _read_all(context: KafkaContext, wanted: list[_Wanted], max_bytes: int
             return _Answer(errors.OFFSET_OUT_OF_RANGE), None
         try:
             # no partition reads more than the whole response may carry
-            return await _partition(context, w, await first, min(w.max_bytes, limit))
+            return await _partition(context, w, await first, min(w.max_bytes, limit), committed)
         except BrokerError as exc:
             return _Answer(error_of(exc)), None
 
@@ -173,13 +218,14 @@ async def _read_all(context: KafkaContext, wanted: list[_Wanted], max_bytes: int
             batches = taken.batches
             if taken.used > budget:  # the response's limit cuts this partition: re-encode
                 entries = [entry for page in taken.pages for entry in page]
-                batches, _, used, _ = _encode(
-                    entries, bits, answer.high_watermark - 1, budget, not any_records, w.config
+                batches, _, used, _, transactional = _encode(
+                    entries, bits, answer.bound, budget, not any_records, w.config
                 )
             else:
-                used = taken.used
+                used, transactional = taken.used, taken.transactional
             if batches:
                 answer.records = b"".join(batches)
+                answer.transactional = transactional
                 any_records = True
                 budget -= used
         answers.append(answer)
@@ -200,8 +246,9 @@ def _encode(
     budget: int,
     take_first: bool,
     config: TopicConfig,
-) -> tuple[list[bytes], int, int, bool]:
-    """(batches, entries taken, their bytes, stopped at the hw or the budget) of raw XRANGE
+) -> tuple[list[bytes], int, int, bool, bool]:
+    """(batches, entries taken, their bytes, stopped at the hw or the budget, a transactional
+    batch among them) of raw XRANGE
     ``entries`` at or below ``high_watermark`` (V1's) within ``budget`` bytes (the first
     entry whatever its size when ``take_first``), as topic ``config`` has its batches
     (compression.type, message.timestamp.type). Budgets count uncompressed bytes."""
@@ -210,30 +257,45 @@ def _encode(
     batches: list[bytes] = []
     used = 0
     start = 0
+    transactional = False
     while start < len(entries):
-        builder = batch_builder(codec)
+        # a marker's control batch is never compressed, as Kafka writes them
+        builder = batch_builder(0 if is_control(entries[start][1]) else codec)
         walked = walk_entries(
             entries, start, bits, high_watermark, budget - used, take_first and start == 0,
             builder.append, append_time,
         )  # fmt: skip
         if walked.end > start:
-            batches.append(finish_batch(builder, walked.base, append_time))
+            control = walked.control >= 0
+            batches.append(
+                finish_batch(
+                    builder,
+                    walked.base,
+                    append_time and not control,
+                    walked.producer_id,
+                    walked.producer_epoch,
+                    control,
+                )
+            )
             used += walked.used
+            transactional = transactional or walked.producer_id >= 0
         start = walked.end
         if walked.done:
-            return batches, start, used, True
-    return batches, start, used, False
+            return batches, start, used, True, transactional
+    return batches, start, used, False, transactional
 
 
 async def _partition(
-    context: KafkaContext, w: _Wanted, read: FetchRead, budget: int
+    context: KafkaContext, w: _Wanted, read: FetchRead, budget: int, committed: bool
 ) -> tuple[_Answer, _Taken | None]:
     """The partition's answer and its records within ``budget`` bytes (its first record
-    whatever its size), never above the high watermark the answer reports."""
+    whatever its size), never above the high watermark the answer reports (read_committed:
+    never at or above its last stable offset)."""
     assert w.config is not None
     high_watermark = read.high_watermark  # V1's, of the first read: later pages keep it
     log_start = read.log_start if read.log_start >= 0 else 0
-    answer = _Answer(errors.NONE, high_watermark + 1, log_start)
+    bound = read.stable_bound if committed else high_watermark
+    answer = _Answer(errors.NONE, high_watermark + 1, log_start, None, read.stable_bound + 1, bound)
     if w.offset > high_watermark + 1 or (read.log_start >= 0 and w.offset < read.log_start):
         answer.error = errors.OFFSET_OUT_OF_RANGE
         return answer, None
@@ -242,12 +304,13 @@ async def _partition(
     key = (w.topic, w.partition)
     while True:
         entries = read.entries
-        batches, end, used, done = _encode(
-            entries, bits, high_watermark, budget - taken.used, not taken.batches, w.config
+        batches, end, used, done, transactional = _encode(
+            entries, bits, bound, budget - taken.used, not taken.batches, w.config
         )
         if end:
             taken.batches += batches
             taken.used += used
+            taken.transactional = taken.transactional or transactional
             taken.pages.append(entries if end == len(entries) else entries[:end])
             seen = used / end
             old = context.entry_sizes.get(key)

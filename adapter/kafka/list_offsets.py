@@ -4,7 +4,8 @@ By timestamp means by append time: the first committed record whose stream id (t
 append's millisecond, Redis' clock) is at or after the time asked for; the answer carries
 that append time. A record's own CreateTime (``create_ts``) is not indexed: producers'
 clocks may disagree and go backwards, append times never do. Max timestamp (-3) answers
-the newest committed record with its own timestamp.
+the newest committed record with its own timestamp. Under read_committed (isolation_level 1)
+latest is the last stable offset (mapping/partition_txns.py), as in Kafka.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 async def handle(context: KafkaContext, request: Request) -> Any:
     topics = []
+    # read_committed (isolation_level 1, v2+): latest is the last stable offset
+    committed = getattr(request.body, "isolation_level", 0) == 1
     for topic in request.body.topics or ():  # an array sent as null: none
         parts = []
         for p in topic.partitions or ():
             code, timestamp, offset = await _one(
-                context, topic.name, p.partition_index, p.timestamp
+                context, topic.name, p.partition_index, p.timestamp, committed
             )
             parts.append(
                 PartitionResponse(
@@ -45,14 +48,16 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     return Response[request.version](throttle_time_ms=0, topics=topics)
 
 
-async def _one(context: KafkaContext, name: str, index: int, spec: int) -> tuple[int, int, int]:
+async def _one(
+    context: KafkaContext, name: str, index: int, spec: int, committed: bool = False
+) -> tuple[int, int, int]:
     try:
         config = await context.find_topic(name)
         if config is None or not 0 <= index < config.partitions:
             return errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
         kafka = context.pod.kafka
         if spec in (LATEST, EARLIEST):
-            start, end = await kafka.first_offset(config, index)
+            start, end = await kafka.first_offset(config, index, committed)
             return errors.NONE, -1, end if spec == LATEST else start
         if spec == MAX_TIMESTAMP:
             newest = await kafka.last_committed(config, index)

@@ -79,12 +79,17 @@ async def offset_commit(context: KafkaContext, request: Request) -> Any:
 
 
 async def _fetch_one(
-    context: KafkaContext, group: str, topics: dict[str, list[int]] | None
+    context: KafkaContext,
+    group: str,
+    topics: dict[str, list[int]] | None,
+    require_stable: bool,
 ) -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
-    """(group error, topic -> partition -> committed offset) of one group."""
+    """(group error, topic -> partition -> committed offset) of one group; ``require_stable``
+    (v7+): UNSTABLE_OFFSET_COMMIT where a transaction's offsets are pending."""
 
     async def fetch() -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
-        return errors.NONE, await context.pod.kafka_groups.fetch_offsets(group, topics)
+        groups = context.pod.kafka_groups
+        return errors.NONE, await groups.fetch_offsets(group, topics, require_stable)
 
     return await coordinator_call(fetch(), lambda code: (code, {}))
 
@@ -97,10 +102,13 @@ def _asked(topics: Any) -> dict[str, list[int]] | None:
 
 async def offset_fetch(context: KafkaContext, request: Request) -> Any:
     body = request.body
+    require_stable = bool(body.require_stable) if request.version >= 7 else False
     if request.version >= 8:
         groups = []
         for asked in body.groups or ():
-            code, found = await _fetch_one(context, asked.group_id or "", _asked(asked.topics))
+            code, found = await _fetch_one(
+                context, asked.group_id or "", _asked(asked.topics), require_stable
+            )
             groups.append(
                 FetchGroup(
                     group_id=asked.group_id,
@@ -117,7 +125,7 @@ async def offset_fetch(context: KafkaContext, request: Request) -> Any:
     topics = body.topics
     if request.version < 2 and not topics:
         topics = None  # v1 has no null array: an empty one cannot ask for every topic
-    code, found = await _fetch_one(context, body.group_id or "", _asked(topics))
+    code, found = await _fetch_one(context, body.group_id or "", _asked(topics), require_stable)
     if request.version < 2 and code != errors.NONE:
         # v0-1 have no group error: it goes on every partition asked for
         failed = CommittedOffset(NO_OFFSET, None, code)

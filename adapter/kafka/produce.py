@@ -87,8 +87,6 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
     body = request.body
     if body.acks not in (0, 1, -1):
         return errors.INVALID_REQUIRED_ACKS
-    if body.transactional_id is not None:
-        return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # transactions: not supported
     data = part.records or b""
     try:
         batches = decode_batches(data)
@@ -98,6 +96,10 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
         log.info("corrupt batch for %s/%s: %s", name, part.index, exc)
         return errors.CORRUPT_MESSAGE
     if not batches or any(not b.records for b in batches):
+        return errors.INVALID_RECORD
+    # Kafka's LogValidator: clients never write control batches, and a transactional batch
+    # names its producer
+    if any(b.is_control or (b.is_transactional and b.producer_id < 0) for b in batches):
         return errors.INVALID_RECORD
     config = context.pod.topics.known(name)
     if config is None:  # first use on this pod: look it up first
@@ -128,6 +130,7 @@ def _queue(
             batch.producer_id,
             batch.producer_epoch,
             batch.base_sequence,
+            batch.is_transactional,
         )
         for batch in batches
     ]
@@ -171,8 +174,8 @@ async def _finish(
     for result in results:
         if result.status == errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
             return errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, -1
-        if result.status == errors.INVALID_PRODUCER_EPOCH:
-            return errors.INVALID_PRODUCER_EPOCH, -1, -1
+        if result.status in (errors.INVALID_PRODUCER_EPOCH, errors.INVALID_TXN_STATE):
+            return result.status, -1, -1
     if body.acks == -1:
         code = await _acks_all(context, config, index, results[-1], body.timeout_ms)
         if code:

@@ -82,6 +82,8 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -156,6 +158,10 @@ DESCRIBE_GROUPS = Api(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroup
 LIST_GROUPS = Api(16, "ListGroups", ListGroupsRequest, ListGroupsResponse, 0, 5)
 DELETE_GROUPS = Api(42, "DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse, 0, 2)
 OFFSET_DELETE = Api(47, "OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse, 0, 0)
+# Transactions' group half (adapter/kafka/txn_offsets.py); v5 is transactions V2 (KIP-890)
+TXN_OFFSET_COMMIT = Api(
+    28, "TxnOffsetCommit", TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4
+)  # fmt: skip
 # KIP-848 (adapter/kafka/consumer_groups.py); schemas from adapter/kafka/schemas/
 CONSUMER_GROUP_HEARTBEAT = Api(
     68, "ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest,
@@ -213,6 +219,7 @@ IMPLEMENTED: dict[int, Api] = {
         LIST_GROUPS,
         DELETE_GROUPS,
         OFFSET_DELETE,
+        TXN_OFFSET_COMMIT,
         CONSUMER_GROUP_HEARTBEAT,
         CONSUMER_GROUP_DESCRIBE,
         ADD_PARTITIONS_TO_TXN,

@@ -1,7 +1,8 @@
 """Kafka consumer groups (classic protocol) with all state in Redis: the API the Kafka wire
 handlers call (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-OffsetDelete, ListGroups, DescribeGroups, DeleteGroups) and the KIP-848 consumer protocol
-(ConsumerGroupHeartbeat, ConsumerGroupDescribe). Plain values in and out: bytes for
+OffsetDelete, TxnOffsetCommit and EndTxn's offsets, ListGroups, DescribeGroups,
+DeleteGroups) and the KIP-848 consumer protocol (ConsumerGroupHeartbeat,
+ConsumerGroupDescribe). Plain values in and out: bytes for
 protocol metadata and assignments, Kafka's numeric error codes (``mapping.kafka_errors``),
 no wire encoding. Any pod may serve any request of any group: see docs/kafka-groups-design.md
 and ``mapping/lua/lib/kgroup.lua`` for the state machine.
@@ -30,9 +31,10 @@ from mapping.kafka_groups.offsets import (
     GroupOffsets,
     OffsetToCommit,
 )
+from mapping.kafka_groups.txn_offsets import TxnCommitter, TxnOffset, TxnOffsets
 
 
-class KafkaGroups(ClassicGroups, ConsumerGroups, GroupOffsets, GroupAdmin):
+class KafkaGroups(ClassicGroups, ConsumerGroups, GroupOffsets, TxnOffsets, GroupAdmin):
     """One pod's door to every Kafka group: ``KafkaGroups(batcher, Waits(subscriber, Channel),
     keys, settings, v1_session_timeout_ms=...)``; several pods (instances on their own
     connections) share the groups."""
@@ -54,4 +56,6 @@ __all__ = [
     "MemberDescription",
     "OffsetToCommit",
     "SyncResult",
+    "TxnCommitter",
+    "TxnOffset",
 ]

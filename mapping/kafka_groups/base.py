@@ -48,6 +48,9 @@ class KafkaGroupSettings:
     # KIP-848 (group.consumer.session.timeout.ms / heartbeat.interval.ms; Kafka: 45000 / 5000)
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5000
+    # Kafka's transactional.id.expiration.ms (7 days): a producer's newest epoch seen by a
+    # group (what fences its zombies' TxnOffsetCommits) is forgotten after this long idle.
+    transactional_id_expiration_ms: int = 604_800_000
 
 
 def raw(value: bytes | str) -> bytes:

@@ -40,6 +40,7 @@ from mapping.kafka_groups.base import (
     kafka_group_v1_live_call,
 )
 from mapping.kafka_groups.consumer_protocol import subscribed_topics
+from mapping.kafka_groups.txn_offsets import pending_field_parts
 from mapping.keys import GroupKeys, KafkaGroupKeys, group_entry, is_valid_name
 
 NO_OFFSET = -1  # Kafka's "nothing committed": the consumer applies auto.offset.reset
@@ -203,10 +204,32 @@ class GroupOffsets(GroupsBase):
         return refused
 
     async def fetch_offsets(
-        self, group: str, topics: dict[str, list[int]] | None = None
+        self,
+        group: str,
+        topics: dict[str, list[int]] | None = None,
+        require_stable: bool = False,
     ) -> dict[str, dict[int, CommittedOffset]]:
         """OffsetFetch: the committed offset of each named partition (NO_OFFSET when none);
-        ``topics`` None: every partition committed on every topic of the group."""
+        ``topics`` None: every partition committed on every topic of the group.
+        ``require_stable`` (OffsetFetch v7+): a partition with pending transactional offsets
+        (TxnOffsetCommit, mapping/kafka_groups/txn_offsets.py) answers UNSTABLE_OFFSET_COMMIT
+        instead, as Kafka does; without it, the committed offset."""
+        if not require_stable:
+            return await self._fetch_committed(group, topics)
+        found, pending = await asyncio.gather(
+            self._fetch_committed(group, topics),
+            self.batcher.call("HKEYS", self.keys.kafka_group(group).txn_offsets),
+        )
+        unstable = CommittedOffset(NO_OFFSET, None, errors.UNSTABLE_OFFSET_COMMIT)
+        for field in pending:
+            parts = pending_field_parts(field)
+            if parts is not None and parts[2] in found.get(parts[1], {}):
+                found[parts[1]][parts[2]] = unstable
+        return found
+
+    async def _fetch_committed(
+        self, group: str, topics: dict[str, list[int]] | None
+    ) -> dict[str, dict[int, CommittedOffset]]:
         if topics is None:
             names = await self.topics_of(group)
             stored = await asyncio.gather(*(self._stored(group, t) for t in names))
@@ -246,6 +269,20 @@ class GroupOffsets(GroupsBase):
             int(p): _committed(o, found.get(to_str(p)), found.get(epoch_field(to_str(p))))
             for p, o in sorted(offsets.items(), key=lambda item: int(item[0]))
         }
+
+    async def _forget_pending(self, group: str, topic: str, partitions: list[int]) -> None:
+        """OffsetDelete removes the partitions' pending transactional offsets too (Kafka's
+        tombstone removes both)."""
+        key = self.keys.kafka_group(group).txn_offsets
+        doomed = [
+            field
+            for field in await self.batcher.call("HKEYS", key)
+            if (parts := pending_field_parts(field)) is not None
+            and parts[1] == topic
+            and parts[2] in partitions
+        ]
+        if doomed:
+            await self.batcher.call("HDEL", key, *doomed)
 
     async def subscribed(self, group: str) -> set[str]:
         """Topics the group's live members consume: Kafka consumers' subscriptions, and the
@@ -287,6 +324,7 @@ class GroupOffsets(GroupsBase):
                     self.keys.group(group, topic), list(partitions)
                 )
                 await self.batcher.call(*call)
+                await self._forget_pending(group, topic, list(partitions))
         return errors.NONE, answer
 
 

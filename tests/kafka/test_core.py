@@ -265,7 +265,7 @@ def test_fetch_encodes_every_entry_layout_as_entry_record_reads_it() -> None:
     from adapter.kafka.fetch import _encode
     from mapping.records import entry_record
 
-    batches, taken, _, done = _encode(LAYOUTS, BITS, 1 << 40, 1 << 20, True, PLAIN)
+    batches, taken, _, done, _ = _encode(LAYOUTS, BITS, 1 << 40, 1 << 20, True, PLAIN)
     assert (taken, done) == (len(LAYOUTS), False)
     assert len(batches) == 2  # the last offset is past one batch's delta range
     expected = [tuple(entry_record(i, f, BITS)) for i, f in LAYOUTS]
@@ -278,11 +278,11 @@ def test_fetch_stops_at_the_high_watermark_and_the_byte_budget() -> None:
     from adapter.kafka.fetch import _encode
     from mapping.records import RECORD_OVERHEAD
 
-    batches, taken, _, done = _encode(LAYOUTS, BITS, 9000, 1 << 20, True, PLAIN)
+    batches, taken, _, done, _ = _encode(LAYOUTS, BITS, 9000, 1 << 20, True, PLAIN)
     assert (taken, done) == (4, True)
     assert [r[0] for r in _fetched(batches)] == [5000, 5001, 5002, 9000]
     first_two = 2 + 1 + 2 + 2 * RECORD_OVERHEAD  # k + v1, v2
-    batches, taken, used, done = _encode(LAYOUTS, BITS, 1 << 40, first_two + 1, True, PLAIN)
+    batches, taken, used, done, _ = _encode(LAYOUTS, BITS, 1 << 40, first_two + 1, True, PLAIN)
     assert (taken, used, done) == (2, first_two, True)
     # the first entry comes whatever its size only when asked to
     assert _encode(LAYOUTS, BITS, 1 << 40, 1, True, PLAIN)[1:3] == (1, 3 + RECORD_OVERHEAD)

@@ -21,6 +21,7 @@ SPELLING = (
     "kafka/produce.lua",
     "partition/consume.lua",
     "partition/lag.lua",
+    "txn/marker.lua",
 )
 
 

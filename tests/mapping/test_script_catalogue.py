@@ -58,6 +58,14 @@ from mapping.kafka_groups.offsets import (
     kafka_group_offset_delete_call,
     kafka_group_offset_fetch_call,
 )
+from mapping.kafka_groups.txn_offsets import (
+    PendingOffset,
+    TxnCommitter,
+    kafka_group_txn_offset_clear_call,
+    kafka_group_txn_offset_commit_call,
+    kafka_group_txn_offset_end_call,
+    kafka_group_txn_offset_write_call,
+)
 from mapping.keys import Keys
 from mapping.partition_scripts import (
     PartitionHead,
@@ -67,6 +75,7 @@ from mapping.partition_scripts import (
     partition_set_role_call,
     partition_status_call,
 )
+from mapping.partition_txns import txn_add_call, txn_marker_call
 from mapping.replicator import replicator_tick_call
 from mapping.retention import partition_retention_trim_call
 from mapping.script_constants import LUA_CONSTANTS
@@ -99,6 +108,7 @@ GROUP = GroupHead(KEYS.group("g", "t"), 10_000, 3)
 KGROUP = KEYS.kafka_group("g")
 TXN = KEYS.txn("tx")
 RECORD = (b"k", b"v", 5, [("h", b"x")])
+PENDING = PendingOffset(b"7 t 0", b"0 42 -1 ", "t", 0, 42, -1, "")
 
 
 def _sync(recheck: bool, assignments: dict[str, bytes]) -> tuple:
@@ -221,12 +231,35 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
     ],
     "kafka_group/offset_fetch": [lambda: kafka_group_offset_fetch_call(GROUP.keys, "7", [0, 1])],
     "kafka_group/offset_delete": [lambda: kafka_group_offset_delete_call(GROUP.keys, [0])],
+    "kafka_group/txn_offset_commit": [
+        lambda: kafka_group_txn_offset_commit_call(
+            KGROUP, TxnCommitter(7, 0), {"t": {0: (42, None, -1), 1: (43, "m", 5)}}
+        ),
+        lambda: kafka_group_txn_offset_commit_call(KGROUP, TxnCommitter(7, 0, "c-1", 3), {}),
+    ],
+    "kafka_group/txn_offset_end": [
+        lambda: kafka_group_txn_offset_end_call(KGROUP, 7, 0, 604_800_000)
+    ],
+    "kafka_group/txn_offset_write": [
+        lambda: kafka_group_txn_offset_write_call(GROUP.keys, [PENDING]),
+    ],
+    "kafka_group/txn_offset_clear": [
+        lambda: kafka_group_txn_offset_clear_call(KGROUP, [PENDING]),
+    ],
     "kafka/produce": [
         lambda: kafka_produce_call(PART, [RECORD, (None, b"v", 5, [])]),
         lambda: kafka_produce_call(
             PART, [RECORD], producer_id=3, producer_epoch=0, base_sequence=0
         ),
         lambda: kafka_produce_call(PART, [RECORD], compaction=PART.keys.compaction()),
+        lambda: kafka_produce_call(
+            PART, [RECORD], producer_id=3, producer_epoch=0, base_sequence=0, transactional=True
+        ),
+    ],
+    "txn/add": [lambda: txn_add_call(PART, 3, 0)],
+    "txn/marker": [
+        lambda: txn_marker_call(PART, 3, 0, commit=True),
+        lambda: txn_marker_call(PART, 3, 1, commit=False),
     ],
     "kafka/register": [lambda: kafka_register_call(KEYS.kafka_brokers, "pod", "h:9092", 10_000)],
     "kafka/brokers": [lambda: kafka_brokers_call(KEYS.kafka_brokers)],

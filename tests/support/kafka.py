@@ -15,7 +15,14 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from adapter.kafka import errors, protocol
 from adapter.kafka.records import NO_PRODUCER_ID
-from adapter.kafka.versions import FETCH, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE, Api
+from adapter.kafka.versions import (
+    FETCH,
+    INIT_PRODUCER_ID,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    PRODUCE,
+    Api,
+)
 from mapping.records import MAX_OFFSET_DELTA, Header, StoredRecord
 
 if TYPE_CHECKING:
@@ -43,10 +50,11 @@ def encode_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
-    """One batch as a producer sends it."""
+    """One batch as a producer sends it (``transactional``: with the transactional bit)."""
     builder = DefaultRecordBatchBuilder(
-        2, compression, 0, producer_id, producer_epoch, base_sequence, 1 << 31
+        2, compression, int(transactional), producer_id, producer_epoch, base_sequence, 1 << 31
     )
     for delta, r in enumerate(records):
         builder.append(delta, r.timestamp, r.key, r.value, r.headers)
@@ -127,6 +135,7 @@ def batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     compression: int = 0,
+    transactional: bool = False,
 ) -> bytes:
     return encode_batch(
         [Record(key, v, 1_700_000_000_000, []) for v in values],
@@ -134,6 +143,7 @@ def batch(
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
+        transactional=transactional,
     )
 
 
@@ -159,7 +169,13 @@ def partition_reply(response: Any) -> Any:
 
 
 def fetch_body(
-    topic: str, partition: int, offset: int, *, max_wait_ms: int = 0, version: int = 12
+    topic: str,
+    partition: int,
+    offset: int,
+    *,
+    max_wait_ms: int = 0,
+    version: int = 12,
+    isolation_level: int = 0,
 ) -> Any:
     request = FETCH.request
     return request[version](
@@ -167,7 +183,7 @@ def fetch_body(
         max_wait_ms=max_wait_ms,
         min_bytes=1,
         max_bytes=1 << 20,
-        isolation_level=0,
+        isolation_level=isolation_level,
         session_id=0,
         session_epoch=-1,
         topics=[
@@ -254,6 +270,21 @@ def fetch_offsets(
         topics = [request.OffsetFetchRequestTopic(name=topic, partition_indexes=partitions)]
         reply = raw.call(OFFSET_FETCH, version, request(group_id=group, topics=topics))
     return [p for t in reply.topics for p in t.partitions]
+
+
+def transactions_supported(kafka_port: int) -> bool:
+    """Whether the pod on ``kafka_port`` hands out a producer id for a transactional id (a
+    pod without a transaction coordinator answers InitProducerId with an error): the
+    runtime probe of the transaction tests and bench."""
+    version = INIT_PRODUCER_ID.max_version
+    body = INIT_PRODUCER_ID.request[version](
+        transactional_id=f"probe-{os.urandom(4).hex()}", transaction_timeout_ms=10_000
+    )
+    if version >= 3:
+        body.producer_id, body.producer_epoch = -1, -1
+    with RawKafka(kafka_port) as raw:
+        reply = raw.call(INIT_PRODUCER_ID, version, body)
+    return reply.error_code == errors.NONE
 
 
 def kafka_read_for(bootstrap: str, topic: str, partitions: int, seconds: float) -> set[bytes]:

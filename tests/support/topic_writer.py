@@ -42,6 +42,7 @@ class TopicWriter:
         )
         pod = build_pod(settings, self._client)  # its parts; only the batcher runs
         self._batcher, self.partitions = pod.batcher, pod.partitions
+        self._kafka, self._txns = pod.kafka, pod.partition_txns
         self._flusher = self._call(self._start_flusher())
 
     async def _start_flusher(self) -> asyncio.Task[None]:
@@ -56,6 +57,43 @@ class TopicWriter:
     def produce(self, topic: str, partition: int, records: list[tuple[bytes, bytes]]) -> list[int]:
         config = self.topic(topic)
         return self._call(self.partitions.produce(config, partition, records)).offsets
+
+    def txn_add(self, topic: str, partition: int, producer_id: int, epoch: int) -> int:
+        """Register a transaction on the partition (what AddPartitionsToTxn does)."""
+        return self._call(self._txns.add(self.topic(topic), partition, producer_id, epoch))
+
+    def txn_append(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        epoch: int,
+        base_sequence: int,
+        records: list[tuple[bytes, bytes]],
+    ) -> tuple[int, int, int]:
+        """A transactional batch through kafka/produce.lua: (status, first, last offset)."""
+        batch = [(k, v, 0, []) for k, v in records]
+
+        async def append() -> tuple[int, int, int]:
+            result = await self._kafka.append_batch(
+                await self.partitions.topics.topic(topic),
+                partition,
+                batch,
+                producer_id,
+                epoch,
+                base_sequence,
+                transactional=True,
+            )
+            return result.status, result.base_offset, result.last_offset
+
+        return self._call(append())
+
+    def txn_end(
+        self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool
+    ) -> int | None:
+        """The transaction's commit or abort marker on the partition (its offset)."""
+        config = self.topic(topic)
+        return self._call(self._txns.write_marker(config, partition, producer_id, epoch, commit))
 
     def consume_all(self, topic: str, partition: int) -> list[tuple[int, bytes]]:
         """Every visible record via the consume script (which also refreshes the stored hw)."""

@@ -110,7 +110,8 @@ def _consume_payload(result: ConsumeResult) -> str:
 def _consume(context: Context, config: TopicConfig, partition: int, offset: int) -> Pending[str]:
     if not 0 <= partition < config.partitions:
         raise BadRequest("invalid partition")
-    pending = context.pod.partitions.start_consume(
+    # committed records only: below the last stable offset, no markers, no aborted records
+    pending = context.pod.partition_txns.start_consume(
         config,
         partition,
         offset,

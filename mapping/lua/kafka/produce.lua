@@ -1,23 +1,33 @@
 --! include lib/append.lua
--- KEYS: log, state, hw_channel, appended, producers, producer_times, [index], [dirty],
---   [tombstones]
+-- KEYS: log, state, hw_channel, appended, producers, producer_times, txn_open, [index],
+--   [dirty], [tombstones]
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, producer_id,
---   producer_epoch, base_sequence, record_count, producer_id_expiration_ms, ...
+--   producer_epoch, base_sequence, record_count, producer_id_expiration_ms, transactional,
+--   ...
 -- Append one Kafka RecordBatch to a partition's leader log through lib/append.lua, as every
 -- writer of a log does (offsets are consecutive within the call: base offset + delta is
 -- exact), with the idempotent producer's sequence checks.
--- KEYS = {log, state, hw_channel, appended, producers, producer_times}, then the compaction
--- keys on a compacted topic (see lib/append.lua).
+-- KEYS = {log, state, hw_channel, appended, producers, producer_times, txn_open}, then the
+-- compaction keys on a compacted topic (see lib/append.lua).
 -- ARGV[4] = producer id (-1: not idempotent), ARGV[5] = producer epoch, ARGV[6] = base
 -- sequence, ARGV[7] = record count, ARGV[8] = how long a producer's state outlives its last
--- append (ms, Kafka's producer.id.expiration.ms); then per record: n (its field items), lead (items
+-- append (ms, Kafka's producer.id.expiration.ms), ARGV[9] = '1' for a transactional batch
+-- (its records in the long form only); then per record: n (its field items), lead (items
 -- before `ts`: key and value, when not null), then n items (field, value, ...); or, for the
 -- common records without headers (the fields record_items would give, in its order):
 -- -1, value, create_ts (a null key) or -2, key, value, create_ts.
 -- Returns {status, hw, ISR size, base offset, last offset[, append time]}: status 0
 -- (appended, with the records' append time 'ts': a LogAppendTime topic's Produce answer
 -- carries it), 1 (a retry of a batch already stored: its original offsets),
--- 45 OUT_OF_ORDER_SEQUENCE_NUMBER, 47 INVALID_PRODUCER_EPOCH.  The producers hash keeps per producer id
+-- 45 OUT_OF_ORDER_SEQUENCE_NUMBER, 47 INVALID_PRODUCER_EPOCH, 48 INVALID_TXN_STATE.
+-- Transactions (Kafka's ProducerAppendInfo and its AddPartitionsToTxn verification): a
+-- transactional batch is appended only when its producer is registered on the partition
+-- (txn_open, txn/add.lua) with the batch's epoch (an older one: INVALID_PRODUCER_EPOCH; not
+-- registered, or a newer one registered: INVALID_TXN_STATE); its records carry 'pid' and
+-- 'pe' (mapping/records.py), are not indexed for compaction (an abort must not let them
+-- supersede committed records), and the transaction's first append sets its first offset
+-- (and the state's txn_first, the last stable offset, when no other is open). An idempotent
+-- producer's plain batch while its transaction is open here: INVALID_TXN_STATE.  The producers hash keeps per producer id
 -- "epoch first_seq last_seq base_offset last_offset ..." for its last five batches, and
 -- producer_times its last append's time: an idempotent append first drops (a few of) the
 -- producers idle for longer than the expiration, so the hash is bounded by the producers
@@ -29,6 +39,7 @@ local limit = 2 ^ tonumber(ARGV[1])
 local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 local producer_id, epoch, base_seq = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local count, expiration_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
+local txn_open, transactional = KEYS[7], ARGV[9] == '1'
 local EXPIRED_PER_CALL = 8
 local SEQ_LIMIT = 2147483648
 local KEPT_BATCHES = 5
@@ -38,7 +49,19 @@ if refusal then return refusal end
 
 local now = now_ms()
 local batches = {}
+local txn_first = nil  -- the transaction's first offset here (-1: this is its first append)
 if producer_id ~= '-1' then
+  local open = redis.call('HGET', txn_open, producer_id)
+  if transactional then
+    if not open then return {K.INVALID_TXN_STATE, -1, 0, -1, -1} end
+    local space = string.find(open, ' ', 1, true)
+    local open_epoch = tonumber(string.sub(open, 1, space - 1))
+    if epoch < open_epoch then return {K.INVALID_PRODUCER_EPOCH, -1, 0, -1, -1} end
+    if epoch > open_epoch then return {K.INVALID_TXN_STATE, -1, 0, -1, -1} end
+    txn_first = tonumber(string.sub(open, space + 1))
+  elseif open then
+    return {K.INVALID_TXN_STATE, -1, 0, -1, -1}
+  end
   local expired = redis.call('ZRANGEBYSCORE', producer_times, '-inf', int_text(now - expiration_ms),
     'LIMIT', 0, EXPIRED_PER_CALL)
   if #expired > 0 then
@@ -74,9 +97,9 @@ if producer_id ~= '-1' then
 end
 
 local a = open_append(state, log, limit, rf, now)
-open_compaction(a, KEYS, 7)
+if not transactional then open_compaction(a, KEYS, 8) end
 local base_offset, last_offset = -1, -1
-local i = 9
+local i = 10
 local ts = a.now_text
 -- locals, not K's fields: read once per record
 local SHORT_NULL_KEY, SHORT_KEY_VALUE = K.SHORT_NULL_KEY, K.SHORT_KEY_VALUE
@@ -102,11 +125,23 @@ for _ = 1, count do
   else
     local fields, value_bytes
     fields, value_bytes, i = record_fields(ARGV, i, ts)
+    if transactional then
+      fields[#fields + 1] = 'pid'
+      fields[#fields + 1] = producer_id
+      fields[#fields + 1] = 'pe'
+      fields[#fields + 1] = ARGV[5]
+    end
     last_offset = append_entry(a, log, fields, value_bytes)
   end
   if base_offset < 0 then base_offset = last_offset end
 end
 close_append(a, state, appended)
+if txn_first == -1 then
+  redis.call('HSET', txn_open, producer_id, fmt(epoch) .. ' ' .. fmt(base_offset))
+  -- offsets grow: an earlier open transaction's first offset is smaller, so only a partition
+  -- with none open gets a new last stable offset
+  redis.call('HSETNX', state, 'txn_first', fmt(base_offset))
+end
 if producer_id ~= '-1' then
   batches[#batches + 1] = {base_seq, (base_seq + count - 1) % SEQ_LIMIT, base_offset, last_offset}
   local first = math.max(1, #batches - KEPT_BATCHES + 1)

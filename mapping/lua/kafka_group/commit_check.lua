@@ -12,29 +12,6 @@
 -- the member's session is refreshed).
 local member_id, instance_id, gen = ARGV[1], ARGV[2], tonumber(ARGV[3])
 settle()
-local function proceed()
-  return {K.NONE, fmt(commit_token())}
-end
--- a member of the group under the KIP-848 protocol: the generation is its member epoch
-local consumer = redis.call('HGET', cmember, member_id)
-if consumer then
-  if now > tonumber(redis.call('HGET', cmembers, member_id) or '0') then
-    return {K.UNKNOWN_MEMBER_ID}
-  end
-  if cjson.decode(consumer).epoch ~= gen then return {K.STALE_MEMBER_EPOCH} end
-  return proceed()
-end
-if redis.call('EXISTS', meta) == 0 then
-  if gen < 0 then return proceed() end
-  -- a KIP-848 group that does not know the member (gone, or expired): Kafka's answer
-  if redis.call('EXISTS', cmeta) == 1 then return {K.UNKNOWN_MEMBER_ID} end
-  return {K.ILLEGAL_GENERATION}
-end
-local current = state()
-if gen < 0 and current == 'Empty' then return proceed() end
-if current == 'CompletingRebalance' then return {K.REBALANCE_IN_PROGRESS} end
-if fenced(member_id, instance_id) then return {K.FENCED_INSTANCE_ID} end
-if redis.call('HEXISTS', members, member_id) == 0 then return {K.UNKNOWN_MEMBER_ID} end
-if gen ~= generation() then return {K.ILLEGAL_GENERATION} end
-touch(member_id)
-return proceed()
+local refusal = commit_refusal(member_id, instance_id, gen, false)
+if refusal then return {refusal} end
+return {K.NONE, fmt(commit_token())}

@@ -315,3 +315,42 @@ local function join_answer(id, skip_assignment)
   end
   return reply
 end
+
+-- Kafka's validateOffsetCommit (ClassicGroup's / ConsumerGroup's): nil when the member may
+-- commit offsets now, else the error code; a member that may commit gets a fresh session.
+-- `transactional` (TxnOffsetCommit) relaxes two rules as Kafka does: a request without
+-- member id, instance id and generation (older producers send none) is allowed whatever the
+-- group's state, and a classic group completing its rebalance does not refuse it; a KIP-848
+-- member's stale epoch is ILLEGAL_GENERATION there (Kafka maps STALE_MEMBER_EPOCH so).
+-- Call settle() first.
+local function commit_refusal(member_id, instance_id, gen, transactional)
+  -- a member of the group under the KIP-848 protocol: the generation is its member epoch
+  local consumer = redis.call('HGET', cmember, member_id)
+  if consumer then
+    if now > tonumber(redis.call('HGET', cmembers, member_id) or '0') then
+      return K.UNKNOWN_MEMBER_ID
+    end
+    if cjson.decode(consumer).epoch ~= gen then
+      if transactional then return K.ILLEGAL_GENERATION end
+      return K.STALE_MEMBER_EPOCH
+    end
+    return nil
+  end
+  if redis.call('EXISTS', meta) == 0 then
+    if gen < 0 then return nil end
+    -- a KIP-848 group that does not know the member (gone, or expired): Kafka's answer
+    if redis.call('EXISTS', cmeta) == 1 then return K.UNKNOWN_MEMBER_ID end
+    return K.ILLEGAL_GENERATION
+  end
+  local current = state()
+  if gen < 0 and current == 'Empty' then return nil end
+  if transactional and gen < 0 and member_id == '' and instance_id == '' then return nil end
+  if current == 'CompletingRebalance' and not transactional then
+    return K.REBALANCE_IN_PROGRESS
+  end
+  if fenced(member_id, instance_id) then return K.FENCED_INSTANCE_ID end
+  if redis.call('HEXISTS', members, member_id) == 0 then return K.UNKNOWN_MEMBER_ID end
+  if gen ~= generation() then return K.ILLEGAL_GENERATION end
+  touch(member_id)
+  return nil
+end

@@ -1,0 +1,64 @@
+"""A Quix Streams application, run as a child process by tests/apps/test_quix.py in its own
+interpreter (``.venv-quix``: Quix Streams pins confluent-kafka below the project's, see
+tests/apps/README.md): a stateful per-key running total over an input topic, its state in
+RocksDB with a changelog topic (Quix's defaults), each new state sent to an output topic.
+
+Usage: python tests/apps/quix_app.py BOOTSTRAP GROUP INPUT OUTPUT STATE_DIR
+
+Input records: key = a word, value = JSON ``{"seq": n, "amount": a}`` where ``seq`` counts
+that key's records from 0 in production order. The state per key is ``{"seq": last seq
+applied, "count": records applied, "total": sum of amounts}``.
+
+Why the result is exact under at-least-once: after a crash Quix re-reads the records after
+the last committed offset, and its state may or may not already hold their effect (the
+changelog is flushed before the offsets are committed). A key's records are in one
+partition, in order, so a record whose ``seq`` is not above the state's ``seq`` has been
+applied already and is skipped: every record is applied exactly once.
+
+Each record processed prints ``processed <key> <seq> <applied|skipped>`` on stdout, so a
+test sees which records a run read.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from quixstreams import Application, State
+
+
+def main(bootstrap: str, group: str, input_name: str, output_name: str, state_dir: str) -> None:
+    app = Application(
+        broker_address=bootstrap,
+        consumer_group=group,
+        auto_offset_reset="earliest",
+        state_dir=state_dir,
+        commit_interval=0.5,  # checkpoints often: the test kills it between two
+        processing_guarantee="at-least-once",
+        use_changelog_topics=True,
+        # a SIGKILLed member holds its partitions until its session expires: a short one
+        # lets the restarted app in quickly (Kafka's floor is 6 s)
+        consumer_extra_config={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+    )
+    input_topic = app.topic(input_name, key_deserializer="str", value_deserializer="json")
+    output_topic = app.topic(output_name, key_serializer="str", value_serializer="json")
+
+    def add(value: dict[str, Any], key: str, _timestamp: int, _headers: Any, state: State) -> dict:
+        current = state.get("total", {"seq": -1, "count": 0, "total": 0})
+        applied = value["seq"] > current["seq"]
+        if applied:
+            current = {
+                "seq": value["seq"],
+                "count": current["count"] + 1,
+                "total": current["total"] + value["amount"],
+            }
+            state.set("total", current)
+        print(f"processed {key} {value['seq']} {'applied' if applied else 'skipped'}", flush=True)
+        return {"key": key, **current}
+
+    app.dataframe(input_topic).apply(add, stateful=True, metadata=True).to_topic(output_topic)
+    app.run()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:6])
