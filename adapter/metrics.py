@@ -26,6 +26,7 @@ from mapping.cluster import SyncClient, connect_sync
 from mapping.compaction import CompactionResult
 from mapping.errors import BrokerError
 from mapping.keys import Keys
+from mapping.txn_inspection import open_counts, transaction_states
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,12 @@ class Metrics:
             "Records compaction removed in this pod's runs, by topic and kind "
             "(superseded, tombstone)",
             ["topic", "kind"], registry=r,
+        )  # fmt: skip
+        self.transactions_ended = Counter(
+            "adapter_kafka_transactions_ended",
+            "Kafka transactions this pod ended, by outcome (commit, abort) and by whom "
+            "(client: EndTxn; fenced: a new session of the id; timeout: the completer)",
+            ["outcome", "reason"], registry=r,
         )  # fmt: skip
         self.kafka_latency = Histogram(
             "adapter_kafka_request_seconds", "Time to answer a Kafka request, by API", ["api"],
@@ -145,6 +152,16 @@ class Metrics:
         """A Kafka connection answered a request of ``api`` (Fetch: long-polls included)."""
         self.kafka_requests.labels(api).inc()
         self.kafka_latency.labels(api).observe(seconds)
+
+    def on_transaction_end(self, committed: bool, reason: str) -> None:
+        """The transaction coordinator's hook (``Transactions.on_end``)."""
+        self.transactions_ended.labels("commit" if committed else "abort", reason).inc()
+
+    def watch_transactions(
+        self, redis_url: str, keys: Keys, timeout_s: float = 5.0, **login: Any
+    ) -> None:
+        """Report the open transactions (the whole deployment's) on each scrape."""
+        self.registry.register(TransactionCollector(redis_url, keys, timeout_s, login))
 
     def on_flush(self, calls: int) -> None:
         """The batcher's hook: one pipeline of ``calls`` Redis calls was sent."""
@@ -235,3 +252,23 @@ class LagCollector(Collector):
                 socket_connect_timeout=self.timeout_s, **self.login,
             )  # fmt: skip
         return self._client
+
+
+class TransactionCollector(LagCollector):
+    """Open Kafka transactions by state, read from Redis on each scrape (every pod reports
+    the same deployment-wide numbers: take one, not their sum)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        gauge = GaugeMetricFamily(
+            "adapter_kafka_open_transactions",
+            "Open Kafka transactions of the deployment, by state",
+            labels=["state"],
+        )
+        try:
+            counts = open_counts(transaction_states(self._connect(), self.keys))
+            for state, count in counts.items():
+                gauge.add_metric([state], count)
+        except Exception as exc:  # a scrape never fails for Redis trouble
+            log.warning("cannot read the open transactions: %s", exc)
+            self._client = None
+        yield gauge

@@ -39,6 +39,8 @@ from mapping.retention import RetentionTask
 from mapping.startup import check_redis
 from mapping.topic_configs import DEFAULT_MAX_MESSAGE_BYTES, broker_default_fields
 from mapping.topics import Topics
+from mapping.transactions import Transactions
+from mapping.txn_completer import TransactionCompleter
 from mapping.waits import Channel, Waits
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,8 @@ class Pod:
     hw_waits: Waits[str, Channel]  # Kafka Fetch long-polls, on partitions' hw channels
     retention: RetentionTask
     configs: ConfigStore  # the cluster-wide broker configs, the groups' configs
+    transactions: Transactions  # the Kafka transaction coordinator (its participants: this)
+    txn_completer: TransactionCompleter  # timeouts, half-ended transactions, expiry
     _reloads: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def run(self) -> None:
@@ -84,6 +88,7 @@ class Pod:
             )
             tasks.create_task(self.replication.run())
             tasks.create_task(self.retention.run())
+            tasks.create_task(self.txn_completer.run())
 
     async def load_configs(self) -> None:
         """Read the cluster-wide broker configs; the topics get them as their defaults."""
@@ -158,7 +163,9 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
         sequence_bits=settings.sequence_bits,
         replica_lag_max_ms=settings.replica_lag_max_ms,
     )
-    return Pod(
+    kafka = KafkaStore(partitions, settings.kafka_producer_id_expiration_ms)
+    transactions = Transactions(batcher, keys, topics, kafka.new_producer_id, settings.transactions)
+    pod = Pod(
         settings=settings,
         client=client,
         keys=keys,
@@ -178,7 +185,7 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
             run_replicator=settings.replicator,
             redis_wait_replicas=settings.redis_wait_replicas,
         ),
-        kafka=KafkaStore(partitions, settings.kafka_producer_id_expiration_ms),
+        kafka=kafka,
         kafka_groups=KafkaGroups(
             batcher,
             Waits(subscriber, Channel),
@@ -197,7 +204,14 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
             session_timeout_ms=settings.session_timeout_ms,
         ),
         configs=ConfigStore(batcher, keys),
+        transactions=transactions,
+        txn_completer=TransactionCompleter(
+            transactions, client, pod_id=pod_id, interval_ms=settings.transaction_check_interval_ms
+        ),
     )
+    # markers go to the partitions (pod.partition_txns), offsets to the groups (kafka_groups)
+    transactions.participants = pod
+    return pod
 
 
 @asynccontextmanager

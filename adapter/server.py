@@ -61,6 +61,13 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                 settings.redis_timeout_ms / 1000,
                 **settings.redis_options(),
             )
+            metrics.watch_transactions(
+                settings.redis_url,
+                pod.keys,
+                settings.redis_timeout_ms / 1000,
+                **settings.redis_options(),
+            )
+            pod.transactions.on_end = metrics.on_transaction_end
             stack.callback(metrics.serve(settings.metrics_port, settings.metrics_host))
         # Startup's objects (modules, scripts, settings) are never scanned again.
         gc.freeze()

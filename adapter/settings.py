@@ -17,6 +17,7 @@ from mapping.kafka_groups import KafkaGroupSettings
 from mapping.keys import DEFAULT_PREFIX
 from mapping.sentinel import sentinel_url
 from mapping.topic_config import DEFAULT_TOPIC_CACHE_SIZE, TopicDefaults
+from mapping.transactions import DEFAULT_EXPIRATION_MS, DEFAULT_MAX_TIMEOUT_MS, TxnSettings
 
 _file = click.Path(exists=True, dir_okay=False, path_type=Path)
 _port = click.IntRange(0, 65535)
@@ -142,6 +143,26 @@ class Settings:
         "An idempotent producer's sequence state in a partition is dropped after this long "
         "without an append there (Kafka's producer.id.expiration.ms).",
         click.IntRange(1),
+    )
+    # Kafka transactions (mapping/transactions.py, mapping/txn_completer.py)
+    transaction_max_timeout_ms: int = option(
+        DEFAULT_MAX_TIMEOUT_MS,
+        "Longest transaction.timeout.ms a transactional producer may ask for; longer gets "
+        "INVALID_TRANSACTION_TIMEOUT (Kafka's transaction.max.timeout.ms).",
+        click.IntRange(1),
+    )
+    transactional_id_expiration_ms: int = option(
+        DEFAULT_EXPIRATION_MS,
+        "A transactional id with no open transaction, unused for this long, is forgotten "
+        "(Kafka's transactional.id.expiration.ms).",
+        click.IntRange(1),
+    )
+    transaction_check_interval_ms: int = option(
+        1000,
+        "How often the pod holding the transaction completer's lease aborts timed-out "
+        "transactions, finishes those a dead pod left half-ended and forgets expired "
+        "transactional ids (0: this pod never does; one pod at a time does it).",
+        click.IntRange(0),
     )
     # Kafka consumer groups (mapping/kafka_groups/; the defaults and why are there)
     kafka_groups: KafkaGroupSettings = option_group(
@@ -342,6 +363,13 @@ class Settings:
         if self.redis_url not in (None, url):  # replace() passes the URL made here back in
             raise ValueError("redis_url and redis_sentinel name two deployments: give one")
         object.__setattr__(self, "redis_url", url)  # frozen: set once, here
+
+    @property
+    def transactions(self) -> TxnSettings:
+        return TxnSettings(
+            max_timeout_ms=self.transaction_max_timeout_ms,
+            expiration_ms=self.transactional_id_expiration_ms,
+        )
 
     @property
     def offsets_retention_ms(self) -> int:

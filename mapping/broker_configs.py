@@ -70,6 +70,12 @@ _STATIC_BROKER_CONFIGS = [
     ConfigDef("group.consumer.heartbeat.interval.ms", T.INT, "5000", "KIP-848 heartbeats."),
     ConfigDef("producer.id.expiration.ms", T.INT, "86400000",
               "Idle idempotent producers' state expires after this."),
+    ConfigDef("transaction.max.timeout.ms", T.INT, "900000",
+              "Longest transaction.timeout.ms a producer may ask for."),
+    ConfigDef("transactional.id.expiration.ms", T.INT, "604800000",
+              "A transactional id unused for this long is forgotten."),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", T.INT, "10000",
+              "How often timed-out transactions are aborted."),
 ]  # fmt: skip
 BROKER_CONFIGS: dict[str, ConfigDef] = catalogue(
     [*_dynamic_broker_configs(), *_STATIC_BROKER_CONFIGS]

@@ -94,6 +94,16 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:kafka:{brokers}:pods              hash    pod id -> advertised HOST:PORT
     <prefix>:kafka:{brokers}:ids               hash    advertised HOST:PORT -> node id
     <prefix>:kafka:{brokers}:next_id           string  the last node id (INCR)
+    <prefix>:txn:{<txn id>}                    hash    a Kafka transactional id's coordinator
+                                                       state: producer_id, epoch, state,
+                                                       timeout_ms, txn_start_ms, ...
+                                                       (mapping/transactions.py)
+    <prefix>:txn:{<txn id>}:partitions         set     "<topic>\t<partition>" in the transaction
+    <prefix>:txn:{<txn id>}:groups             set     groups whose offsets it commits (their
+                                                       group_part)
+    <prefix>:txns:{index}                      zset    transactional id part -> when the
+                                                       completer looks at it next (ms)
+    <prefix>:txns:{lease}:pods|:owner          the transaction completer's lease
 
 Topic, V1 group and consumer names are validated before they get here (``[A-Za-z0-9._-]``,
 1-249 characters), so a name can never contain ``{``, ``}``, ``:`` or a space and every key
@@ -248,6 +258,19 @@ class KafkaGroupKeys:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnKeys:
+    """A Kafka transactional id's coordinator state, under one hash tag, in the order the
+    ``txn_coord/*`` scripts take them."""
+
+    state: str
+    partitions: str
+    groups: str
+
+    def script_keys(self) -> list[str]:
+        return [self.state, self.partitions, self.groups]
+
+
+@dataclass(frozen=True, slots=True)
 class Keys:
     prefix: str = DEFAULT_PREFIX
 
@@ -398,3 +421,19 @@ class Keys:
             txn_offsets=f"{base}:txn:offsets",
             txn_producers=f"{base}:txn:producers",
         )
+
+    def txn(self, transactional_id: str) -> TxnKeys:
+        """Transactional id ``transactional_id``'s coordinator state (its ``group_part``)."""
+        base = f"{self.prefix}:txn:{{{group_part(transactional_id)}}}"
+        return TxnKeys(state=base, partitions=f"{base}:partitions", groups=f"{base}:groups")
+
+    @property
+    def txn_index(self) -> str:
+        """Every transactional id (its part) by when the completer looks at it next."""
+        return f"{self.prefix}:txns:{{index}}"
+
+    @property
+    def txn_lease(self) -> list[str]:
+        """The pods set and the one lease key of the transaction completer (one hash tag)."""
+        base = f"{self.prefix}:txns:{{lease}}"
+        return [f"{base}:pods", f"{base}:owner"]

@@ -4,6 +4,7 @@ serve     run one pod                       (adapter.cli.serve)
 topic     create, alter, describe, trim, delete (adapter.cli.topic)
 group     delete                            (adapter.cli.group)
 inspect   topics, groups, lag               (adapter.cli.topic)
+          transactions, open-transactions   (adapter.cli.transactions)
 user      the users AUTH checks             (adapter.cli.user)
 ping      health check of a pod             (adapter.cli.health)
 """
@@ -17,6 +18,7 @@ from adapter.cli.health import ping
 from adapter.cli.request import request
 from adapter.cli.serve import serve
 from adapter.cli.topic import inspect_group, topic
+from adapter.cli.transactions import inspect_transactions
 from adapter.cli.user import user
 
 
@@ -25,5 +27,6 @@ def main() -> None:
     """A Kafka-like broker on Redis Streams: pods, topics, groups, users."""
 
 
+assert inspect_transactions.name in inspect_group.commands  # registered on import
 for command in (serve, request, topic, group, inspect_group, user, ping):
     main.add_command(command)

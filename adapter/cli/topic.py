@@ -42,7 +42,7 @@ from adapter.cli.topic_configs import (
     parse_configs,
     stored_fields,
 )
-from adapter.pod import build_pod
+from adapter.pod import Pod, build_pod
 from adapter.settings import Settings
 from mapping import inspection
 from mapping.client import connect
@@ -278,6 +278,11 @@ def run_on_redis(target: RedisTarget, work: Callable[[Partitions], Awaitable[T]]
     """Run ``work`` with the deployment's `Partitions` and their `Topics` (the batcher
     running meanwhile): the operations that share their code with the pods
     (mapping.retention, mapping.admin)."""
+    return run_on_pod(target, lambda pod: work(pod.partitions))
+
+
+def run_on_pod(target: RedisTarget, work: Callable[[Pod], Awaitable[T]]) -> T:
+    """Run ``work`` with a pod's parts on the deployment (only its batcher running)."""
 
     async def run() -> T:
         client = connect(target.url, **target.login)
@@ -288,7 +293,7 @@ def run_on_redis(target: RedisTarget, work: Callable[[Partitions], Awaitable[T]]
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(pod.batcher.run)
                 try:
-                    return await work(pod.partitions)
+                    return await work(pod)
                 finally:
                     tasks.cancel_scope.cancel()
         finally:

@@ -21,10 +21,13 @@ from adapter.kafka import (
     metadata,
     offsets,
     produce,
+    transactions,
     txn_offsets,
 )
 from adapter.kafka.sasl import SASL_APIS
 from adapter.kafka.versions import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
     ALTER_CONFIGS,
     API_VERSIONS,
     CONSUMER_GROUP_DESCRIBE,
@@ -37,6 +40,8 @@ from adapter.kafka.versions import (
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
     FETCH,
     FIND_COORDINATOR,
     HEARTBEAT,
@@ -47,6 +52,7 @@ from adapter.kafka.versions import (
     LEAVE_GROUP,
     LIST_GROUPS,
     LIST_OFFSETS,
+    LIST_TRANSACTIONS,
     METADATA,
     OFFSET_COMMIT,
     OFFSET_DELETE,
@@ -86,6 +92,11 @@ HANDLERS: dict[int, Handler] = {
     DELETE_GROUPS.key: group_admin.delete_groups,
     CONSUMER_GROUP_HEARTBEAT.key: consumer_groups.consumer_group_heartbeat,
     CONSUMER_GROUP_DESCRIBE.key: consumer_groups.consumer_group_describe,
+    ADD_PARTITIONS_TO_TXN.key: transactions.add_partitions_to_txn,
+    ADD_OFFSETS_TO_TXN.key: transactions.add_offsets_to_txn,
+    END_TXN.key: transactions.end_txn,
+    DESCRIBE_TRANSACTIONS.key: transactions.describe_transactions,
+    LIST_TRANSACTIONS.key: transactions.list_transactions,
     TXN_OFFSET_COMMIT.key: txn_offsets.txn_offset_commit,
 }
 assert set(HANDLERS) == set(IMPLEMENTED) - SASL_APIS

@@ -48,6 +48,11 @@ def static_broker_configs(settings: Settings, node_id: int, host: str, port: int
         "group.consumer.session.timeout.ms": str(groups.consumer_session_timeout_ms),
         "group.consumer.heartbeat.interval.ms": str(groups.consumer_heartbeat_interval_ms),
         "producer.id.expiration.ms": str(settings.kafka_producer_id_expiration_ms),
+        "transaction.max.timeout.ms": str(settings.transaction_max_timeout_ms),
+        "transactional.id.expiration.ms": str(settings.transactional_id_expiration_ms),
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(
+            settings.transaction_check_interval_ms
+        ),
     }
     return {n: v for n, v in values.items() if v != BROKER_CONFIGS[n].default}
 

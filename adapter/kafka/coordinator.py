@@ -1,9 +1,8 @@
 """FindCoordinator: a live pod chosen by a stable hash of the group id (any pod can do a
 group's work, its state is in Redis: the hash only spreads the clients). v4+ batches keys.
-Transaction coordinators (key type 1) do not exist: the pod has no transactions, and says so
-with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId does: the one answer every
-client takes as final (librdkafka asks again every 500 ms after any other, so an
-exactly-once app hung at start without a word; aiokafka and Java fail at once either way).
+Transaction coordinators (key type 1) are chosen the same way by the transactional id (any
+pod coordinates any transaction: mapping/transactions.py); share groups (key type 2) do not
+exist here.
 
 ``coordinator_call``: how every group and offset API answers when the group's state in
 Redis cannot be reached (COORDINATOR_NOT_AVAILABLE)."""
@@ -25,7 +24,7 @@ Response = FIND_COORDINATOR.response
 Coordinator = Response.Coordinator
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
-NO_TRANSACTIONS = "transactions are not supported"
+COORDINATOR_KEY_TYPES = (GROUP_KEY, TRANSACTION_KEY)
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
@@ -56,11 +55,10 @@ async def handle(context: KafkaContext, request: Request) -> Any:
 async def _one(
     context: KafkaContext, key: str | None, key_type: int
 ) -> tuple[int, str | None, tuple[int, str, int]]:
-    nowhere = (-1, "", -1)
-    if key_type == TRANSACTION_KEY:
-        return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS, nowhere
-    if key_type != GROUP_KEY:
-        return errors.INVALID_REQUEST, f"coordinator key type {key_type} is not supported", nowhere
+    if key_type not in COORDINATOR_KEY_TYPES:
+        return errors.INVALID_REQUEST, f"unknown coordinator key type {key_type}", (-1, "", -1)
+    if key_type == TRANSACTION_KEY and not key:
+        return errors.INVALID_REQUEST, "a transactional id is not empty", (-1, "", -1)
     return errors.NONE, None, await context.coordinator(key or "")
 
 

@@ -5,8 +5,9 @@ The schemas are kafka-python's (``kafka.protocol``, generated from Kafka's own J
 definitions, flexible versions and tagged fields included). The floors follow KIP-896
 (Kafka 4.x: Produce >= 3, Fetch >= 4, ListOffsets >= 1); the ceilings stop before versions
 whose meaning the pod does not implement (Produce 12+/Fetch 13+ name topics by id,
-ListOffsets 8+ asks for tiered-storage offsets, InitProducerId 5+ is KIP-890's). ApiVersions
-answers exactly this table.
+ListOffsets 8+ asks for tiered-storage offsets, InitProducerId 6+ is KIP-939's two-phase
+commit, EndTxn 5+ KIP-890's epoch bump per transaction). ApiVersions answers exactly this
+table.
 """
 
 from __future__ import annotations
@@ -33,10 +34,14 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -67,6 +72,12 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
@@ -111,7 +122,7 @@ FETCH = Api(1, "Fetch", FetchRequest, FetchResponse, 4, 12)
 LIST_OFFSETS = Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7)
 METADATA = Api(3, "Metadata", MetadataRequest, MetadataResponse, 0, 12)
 API_VERSIONS = Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 4)
-INIT_PRODUCER_ID = Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 4)
+INIT_PRODUCER_ID = Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 5)
 CREATE_TOPICS = Api(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, 2, 7)
 DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, 1, 4)
 DELETE_RECORDS = Api(21, "DeleteRecords", DeleteRecordsRequest, DeleteRecordsResponse, 0, 2)
@@ -161,6 +172,23 @@ CONSUMER_GROUP_DESCRIBE = Api(
     ConsumerGroupDescribeResponse, 0, 1,
 )  # fmt: skip
 
+# Transactions (adapter/kafka/transactions.py): Kafka 3.9's versions. AddPartitionsToTxn 4+
+# (batched, verify-only) is what brokers send each other for KIP-890's verification; clients
+# send 0-3. EndTxn 5 would mean a new epoch per transaction (KIP-890 part 2, not offered).
+ADD_PARTITIONS_TO_TXN = Api(
+    24, "AddPartitionsToTxn", AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5
+)
+ADD_OFFSETS_TO_TXN = Api(
+    25, "AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4
+)
+END_TXN = Api(26, "EndTxn", EndTxnRequest, EndTxnResponse, 0, 4)
+DESCRIBE_TRANSACTIONS = Api(
+    65, "DescribeTransactions", DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0
+)
+LIST_TRANSACTIONS = Api(
+    66, "ListTransactions", ListTransactionsRequest, ListTransactionsResponse, 0, 1
+)
+
 IMPLEMENTED: dict[int, Api] = {
     api.key: api
     for api in (
@@ -194,6 +222,11 @@ IMPLEMENTED: dict[int, Api] = {
         TXN_OFFSET_COMMIT,
         CONSUMER_GROUP_HEARTBEAT,
         CONSUMER_GROUP_DESCRIBE,
+        ADD_PARTITIONS_TO_TXN,
+        ADD_OFFSETS_TO_TXN,
+        END_TXN,
+        DESCRIBE_TRANSACTIONS,
+        LIST_TRANSACTIONS,
     )
 }
 

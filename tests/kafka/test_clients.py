@@ -7,7 +7,7 @@ import asyncio
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from adapter.client import Client
 from tests.support.pods import Pod
@@ -79,19 +79,6 @@ def test_confluent_idempotent_producer_and_consumer_on_two_pods(
     assert by_key[None].value() == b"no key"
     assert by_key[b"gone"].value() is None
     assert by_key[b"empty"].value() == b""
-
-
-def test_a_transactional_producer_is_refused_at_once(kafka_pods: tuple[Pod, Pod]) -> None:
-    """Pods have no transactions: librdkafka's init_transactions fails with a fatal error
-    that says so (it used to look for a transaction coordinator forever: an exactly-once
-    Quix Streams app hung at start), and the producer's other calls fail the same way."""
-    producer = Producer({"bootstrap.servers": kafka_pods[0].bootstrap,
-                         "transactional.id": "an-exactly-once-app", **BOUNDED})  # fmt: skip
-    with pytest.raises(KafkaException) as refused:
-        producer.init_transactions(30)
-    error = refused.value.args[0]
-    assert error.fatal()
-    assert "transactions are not supported" in error.str()
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])

@@ -58,13 +58,15 @@ def test_find_coordinator(kafka_pods: tuple[Pod, Pod], version: int) -> None:
     assert all(code == errors.NONE and port in ports for code, port in found)
 
 
-def test_find_coordinator_refuses_transactions(kafka_pods: tuple[Pod, Pod]) -> None:
+def test_find_coordinator_of_transactions(kafka_pods: tuple[Pod, Pod]) -> None:
+    """Key type 1 (a transactional id) names a live pod; share groups (2) are refused."""
+    ports = {pod.kafka_port for pod in kafka_pods}
     with RawKafka(kafka_pods[0].kafka_port) as raw:
-        body = FIND_COORDINATOR.request[3](key="tx", key_type=1)
-        reply = raw.call(FIND_COORDINATOR, 3, body)
-        assert reply.error_code == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        assert reply.error_message == "transactions are not supported"
-        share = FIND_COORDINATOR.request[3](key="share", key_type=2)
+        reply = raw.call(FIND_COORDINATOR, 3, FIND_COORDINATOR.request[3](key="tx", key_type=1))
+        assert (reply.error_code, reply.port in ports) == (errors.NONE, True)
+        empty = FIND_COORDINATOR.request[3](key="", key_type=1)
+        assert raw.call(FIND_COORDINATOR, 3, empty).error_code == errors.INVALID_REQUEST
+        share = FIND_COORDINATOR.request[3](key="sg", key_type=2)
         assert raw.call(FIND_COORDINATOR, 3, share).error_code == errors.INVALID_REQUEST
 
 

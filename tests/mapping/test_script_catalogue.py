@@ -90,6 +90,17 @@ from mapping.topics import (
     topic_ensure_call,
     topic_grow_call,
 )
+from mapping.transactions import (
+    ADD_PARTITIONS,
+    VERIFY,
+    txn_coord_add_call,
+    txn_coord_complete_call,
+    txn_coord_describe_call,
+    txn_coord_end_call,
+    txn_coord_index_touch_call,
+    txn_coord_init_call,
+)
+from mapping.txn_completer import txn_coord_index_settle_call, txn_coord_tick_call
 from spark_connector.appender import spark_sink_append_call
 from spark_connector.group_commit import spark_commit_call
 from spark_connector.sink_records import Record
@@ -99,6 +110,7 @@ KEYS = Keys("catalogue")
 PART = PartitionHead(KEYS.partition("t", 0), 10, 3, 10_000)
 GROUP = GroupHead(KEYS.group("g", "t"), 10_000, 3)
 KGROUP = KEYS.kafka_group("g")
+TXN = KEYS.txn("tx")
 RECORD = (b"k", b"v", 5, [("h", b"x")])
 PENDING = PendingOffset(b"7 t 0", b"0 42 -1 ", "t", 0, 42, -1, "")
 
@@ -266,6 +278,17 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
         ),
     ],
     "spark/commit": [lambda: spark_commit_call(GROUP.keys, [(0, 42), (1, 7)])],
+    "txn_coord/init": [lambda: txn_coord_init_call(TXN, "tx", 60_000, 7, -1, -1, 5000)],
+    "txn_coord/add": [
+        lambda: txn_coord_add_call(TXN, 7, 0, ADD_PARTITIONS, ["t\t0", "t\t1"]),
+        lambda: txn_coord_add_call(TXN, 7, 0, VERIFY, []),
+    ],
+    "txn_coord/end": [lambda: txn_coord_end_call(TXN, 7, 0, True, 5000)],
+    "txn_coord/complete": [lambda: txn_coord_complete_call(TXN, 7, 0, "PrepareCommit")],
+    "txn_coord/describe": [lambda: txn_coord_describe_call(TXN)],
+    "txn_coord/tick": [lambda: txn_coord_tick_call(TXN, 5000, 604_800_000)],
+    "txn_coord/index_touch": [lambda: txn_coord_index_touch_call(KEYS.txn_index, "tx", 5000, 5000)],
+    "txn_coord/index_settle": [lambda: txn_coord_index_settle_call(KEYS.txn_index, "tx", 12.0, -1)],
     "replicator/tick": [
         lambda: replicator_tick_call(KEYS.replicator_leases(16), "pod", 10_000, release=False),
         lambda: replicator_tick_call(KEYS.retention_lease, "pod", 10_000, release=True),

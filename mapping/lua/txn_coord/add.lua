@@ -1,0 +1,43 @@
+--! include lib/txn_coord.lua
+-- KEYS: state, partitions, groups
+-- ARGV: producer_id, epoch, kind, ...
+-- AddPartitionsToTxn (kind 'partitions', members "<topic>\t<partition>"), AddOffsetsToTxn
+-- (kind 'groups', members group parts) and KIP-890's verification (kind 'verify', partition
+-- members: nothing changes), as Kafka's TransactionCoordinator.handleAddPartitionsToTransaction
+-- and handleVerifyPartitionsInTransaction. The first add after Empty/Complete* starts a
+-- transaction (Ongoing, txn_start_ms = now).
+-- Returns {error code, txn_start_ms, timeout_ms, per-member codes (verify only)...}.
+local key = KEYS[1]
+local pid, epoch, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local txn = txn_load(key)
+if not txn or txn.producer_id ~= pid then
+  return {K.INVALID_PRODUCER_ID_MAPPING, -1, -1}
+end
+if txn.epoch ~= epoch then
+  return {K.PRODUCER_FENCED, -1, -1}
+end
+if is_prepare(txn.state) then
+  return {K.CONCURRENT_TRANSACTIONS, -1, -1}
+end
+if kind == 'verify' then
+  local reply = {K.NONE, txn.txn_start_ms, txn.timeout_ms}
+  for i = 4, #ARGV do
+    local added = txn.state == 'Ongoing' and redis.call('SISMEMBER', KEYS[2], ARGV[i]) == 1
+    reply[#reply + 1] = added and K.NONE or K.TRANSACTION_ABORTABLE
+  end
+  return reply
+end
+local set = kind == 'groups' and KEYS[3] or KEYS[2]
+if txn.state ~= 'Ongoing' then
+  -- Empty, CompleteCommit, CompleteAbort: a new transaction
+  redis.call('DEL', KEYS[2], KEYS[3])
+  txn.state = 'Ongoing'
+  txn.txn_start_ms = now_ms()
+  redis.call('HDEL', key, 'end_reason')
+end
+for i = 4, #ARGV do
+  redis.call('SADD', set, ARGV[i])
+end
+txn.last_update_ms = now_ms()
+txn_save(key, txn)
+return {K.NONE, txn.txn_start_ms, txn.timeout_ms}
