@@ -15,9 +15,10 @@ import click
 
 from adapter.cli.group import group
 from adapter.cli.health import ping
+from adapter.cli.inspect import inspect_group
 from adapter.cli.request import request
 from adapter.cli.serve import serve
-from adapter.cli.topic import inspect_group, topic
+from adapter.cli.topic import topic
 from adapter.cli.transactions import inspect_transactions
 from adapter.cli.user import user
 

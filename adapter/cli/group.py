@@ -15,8 +15,8 @@ from __future__ import annotations
 import click
 
 from adapter.cli import options
+from adapter.cli.local_pod import run_on_redis
 from adapter.cli.options import RedisTarget
-from adapter.cli.topic import run_on_redis
 from adapter.settings import Settings
 from mapping.admin import DELETED, NON_EMPTY, GroupDeletion, delete_groups
 from mapping.keys import is_valid_name

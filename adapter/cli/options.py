@@ -15,7 +15,7 @@ import click
 from adapter.declare import declared_options
 from adapter.settings import Settings
 from mapping.cluster import SyncClient, connect_sync, credentials, is_tls_url
-from mapping.keys import DEFAULT_PREFIX, Keys
+from mapping.keys import DEFAULT_PREFIX, Keys, is_valid_name
 from mapping.sentinel import sentinel_url
 
 # The parts of `redis_target`; a command that reads or writes the deployment takes
@@ -161,3 +161,9 @@ def check_tls_options(options: dict[str, Any]) -> None:
         raise click.UsageError("--tls-key needs --tls-cert")
     if options.get("tls_client_ca") and not options.get("tls_cert"):
         raise click.UsageError("--tls-client-ca needs --tls-cert (client certificates need TLS)")
+
+
+def topic_name(value: str) -> str:
+    if not is_valid_name(value):
+        raise click.BadParameter("must be 1-249 characters of [A-Za-z0-9._-]")
+    return value

@@ -1,4 +1,4 @@
-"""Operations commands: ``python -m adapter topic ...`` and ``python -m adapter inspect ...``.
+"""Operations commands: ``python -m adapter topic ...``.
 
     topic create NAME [--partitions N --replication-factor N --min-insync-replicas N
                        --retention-ms MS --retention-bytes B --retention-ignore-groups]
@@ -8,10 +8,6 @@
     topic trim [NAME]            apply retention now (pods also do it periodically)
     topic compact [NAME]         compact the compacted topics now (pods do it periodically)
     topic delete NAME            delete it: records, replicas, state, settings, its groups
-    inspect topics               one line per topic
-    inspect topic NAME           settings, then per partition role, log end, hw, ISR, ...
-    inspect groups [--topic T]   one line per (group, topic)
-    inspect group GROUP TOPIC    generation, members, assignment, committed offsets, lag
 
 Topics are also created on first use with the pod's defaults; ``create`` sets partitions,
 replication factor and min ISR up front (replication never changes once created); ``alter``
@@ -19,21 +15,20 @@ changes retention at any time and grows the partition count (as Kafka's CreatePa
 every pod reads the new count at once, and key partitioning uses it from then on).
 Every command takes ``--redis-url`` (a ``redis+cluster://`` URL for a cluster), the Redis
 login options of ``serve`` (``--redis-username``, ``--redis-password``/
-``ADAPTER_REDIS_PASSWORD``, ``--redis-tls-*``) and ``--key-prefix``; ``inspect`` takes ``--json``.
+``ADAPTER_REDIS_PASSWORD``, ``--redis-tls-*``) and ``--key-prefix``; ``describe`` takes ``--json``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
-import anyio
 import click
 
 from adapter.cli import options
-from adapter.cli.options import RedisTarget
+from adapter.cli.inspect import describe_topic
+from adapter.cli.local_pod import run_on_redis
+from adapter.cli.options import RedisTarget, topic_name
 from adapter.cli.topic_configs import (
     config_option,
     delete_config_option,
@@ -42,12 +37,7 @@ from adapter.cli.topic_configs import (
     parse_configs,
     stored_fields,
 )
-from adapter.pod import Pod, build_pod
-from adapter.settings import Settings
 from mapping import inspection
-from mapping.client import connect
-from mapping.codec import DEFAULT_SEQUENCE_BITS
-from mapping.keys import Keys, is_valid_name
 from mapping.partitions import Partitions
 from mapping.topic_config import (
     MAX_PARTITIONS,
@@ -86,19 +76,13 @@ def _retention_options() -> Callable[[Callable], Callable]:
     return apply
 
 
-def _name(value: str) -> str:
-    if not is_valid_name(value):
-        raise click.BadParameter("must be 1-249 characters of [A-Za-z0-9._-]")
-    return value
-
-
 @click.group()
 def topic() -> None:
     """Create, change and inspect topics."""
 
 
 @topic.command()
-@click.argument("name", callback=lambda _c, _p, v: _name(v))
+@click.argument("name", callback=lambda _c, _p, v: topic_name(v))
 @click.option("--partitions", type=click.IntRange(1, MAX_PARTITIONS), default=3, show_default=True)
 @click.option(
     "--replication-factor",
@@ -161,7 +145,7 @@ def create(
 
 
 @topic.command()
-@click.argument("name", callback=lambda _c, _p, v: _name(v))
+@click.argument("name", callback=lambda _c, _p, v: topic_name(v))
 @click.option(
     "--partitions",
     type=click.IntRange(1),
@@ -224,86 +208,18 @@ def _grow(name: str, count: int, target: RedisTarget) -> None:
     click.echo(f"altered topic={name} partitions={growth.before}->{growth.after}")
 
 
-def _print_topic(view: inspection.TopicView) -> None:
-    click.echo(
-        f"topic={view.name} partitions={view.partitions} "
-        f"replication_factor={view.replication_factor} "
-        f"min_insync_replicas={view.min_insync_replicas} {view.retention.describe()}"
-    )
-    for p in view.partition_views:
-        acked = " ".join(f"{r}:{o}" for r, o in p.acked.items())
-        # compaction's counts where it has been at work (docs/compaction.md)
-        compaction = f" dirty={p.dirty} compacted={p.compacted}" if p.dirty or p.compacted else ""
-        if 0 <= p.indexed < p.log_end:  # the index cursor has records to index
-            compaction += f" indexed_to={p.indexed}"
-        click.echo(
-            f"partition={p.partition} role={p.role} log_end={p.log_end} "
-            f"hw={p.high_watermark} isr=[{' '.join(map(str, p.isr))}] acked=[{acked}] "
-            f"records={p.records} first_offset={p.first_offset}{compaction}"
-        )
-
-
-def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value))
-
-
-def _describe(name: str, target: RedisTarget, as_json: bool, configs: bool = False) -> None:
-    client = target.connect()
-    try:
-        view = inspection.topic(client, target.keys, name)
-        stored_settings = read_settings_sync(client, target.keys, name)
-    finally:
-        client.close()
-    if view is None:
-        raise click.ClickException(f"no topic {name}")
-    if as_json:
-        _echo_json(view)
-    else:
-        _print_topic(view)
-        if configs:  # (``topic describe``; ``inspect topic`` keeps its lines)
-            click.echo(describe_configs(stored_settings))
-
-
 @topic.command()
-@click.argument("name", callback=lambda _c, _p, v: _name(v))
+@click.argument("name", callback=lambda _c, _p, v: topic_name(v))
 @options.redis_target
 @options.as_json
 def describe(name: str, target: RedisTarget, as_json: bool) -> None:
     """Show topic NAME: settings, per partition role, log end, hw, ISR, replicas, then the
     Kafka configs set on it."""
-    _describe(name, target, as_json, configs=True)
-
-
-def run_on_redis(target: RedisTarget, work: Callable[[Partitions], Awaitable[T]]) -> T:
-    """Run ``work`` with the deployment's `Partitions` and their `Topics` (the batcher
-    running meanwhile): the operations that share their code with the pods
-    (mapping.retention, mapping.admin)."""
-    return run_on_pod(target, lambda pod: work(pod.partitions))
-
-
-def run_on_pod(target: RedisTarget, work: Callable[[Pod], Awaitable[T]]) -> T:
-    """Run ``work`` with a pod's parts on the deployment (only its batcher running)."""
-
-    async def run() -> T:
-        client = connect(target.url, **target.login)
-        bits = await _stored_bits(client, target.keys)
-        settings = Settings(key_prefix=target.keys.prefix, sequence_bits=bits)
-        pod = build_pod(settings, client)  # its parts; only the batcher runs
-        try:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(pod.batcher.run)
-                try:
-                    return await work(pod)
-                finally:
-                    tasks.cancel_scope.cancel()
-        finally:
-            await client.aclose()
-
-    return anyio.run(run)
+    describe_topic(name, target, as_json, configs=True)
 
 
 @topic.command()
-@click.argument("name", required=False, callback=lambda _c, _p, v: v and _name(v))
+@click.argument("name", required=False, callback=lambda _c, _p, v: v and topic_name(v))
 @options.redis_target
 def trim(name: str | None, target: RedisTarget) -> None:
     """Apply retention now to topic NAME (default: every topic)."""
@@ -320,7 +236,7 @@ def trim(name: str | None, target: RedisTarget) -> None:
 
 
 @topic.command()
-@click.argument("name", required=False, callback=lambda _c, _p, v: v and _name(v))
+@click.argument("name", required=False, callback=lambda _c, _p, v: v and topic_name(v))
 @options.redis_target
 def compact(name: str | None, target: RedisTarget) -> None:
     """Compact topic NAME now (default: every compacted topic); see docs/compaction.md."""
@@ -337,7 +253,7 @@ def compact(name: str | None, target: RedisTarget) -> None:
 
 
 @topic.command()
-@click.argument("name", callback=lambda _c, _p, v: _name(v))
+@click.argument("name", callback=lambda _c, _p, v: topic_name(v))
 @options.redis_target
 def delete(name: str, target: RedisTarget) -> None:
     """Delete topic NAME: its records, replicas, partition state, settings and groups.
@@ -353,111 +269,3 @@ def delete(name: str, target: RedisTarget) -> None:
         f"deleted topic={name} partitions={deletion.partitions} "
         f"groups=[{' '.join(deletion.groups)}]"
     )
-
-
-async def _stored_bits(client: Any, keys: Keys) -> int:
-    stored = await client.hget(keys.meta, "sequence_bits")
-    return int(stored) if stored is not None else DEFAULT_SEQUENCE_BITS
-
-
-@click.group(name="inspect")
-def inspect_group() -> None:
-    """Look at a deployment's topics and groups (read-only)."""
-
-
-@inspect_group.command(name="topics")
-@options.redis_target
-@options.as_json
-def inspect_topics(target: RedisTarget, as_json: bool) -> None:
-    """One line per topic: settings, records, and the partitions' hw."""
-    keys = target.keys
-    client = target.connect()
-    try:
-        views = [inspection.topic(client, keys, n) for n in inspection.topic_names(client, keys)]
-    finally:
-        client.close()
-    views = [v for v in views if v is not None]
-    if as_json:
-        _echo_json([dataclasses.asdict(v) for v in views])
-        return
-    for v in views:
-        under = sum(1 for p in v.partition_views if len(p.isr) < v.replication_factor)
-        click.echo(
-            f"topic={v.name} partitions={v.partitions} "
-            f"replication_factor={v.replication_factor} "
-            f"min_insync_replicas={v.min_insync_replicas} "
-            f"records={sum(p.records for p in v.partition_views)} "
-            f"under_replicated_partitions={under} {v.retention.describe()}"
-        )
-
-
-@inspect_group.command(name="topic")
-@click.argument("name", callback=lambda _c, _p, v: _name(v))
-@options.redis_target
-@options.as_json
-def inspect_topic(name: str, target: RedisTarget, as_json: bool) -> None:
-    """Topic NAME: settings, then per partition role, log end, hw, ISR, acked offsets."""
-    _describe(name, target, as_json)
-
-
-@inspect_group.command(name="groups")
-@click.option("--topic", "topic_name", default=None, help="Only groups of this topic.")
-@options.redis_target
-@options.as_json
-def inspect_groups(topic_name: str | None, target: RedisTarget, as_json: bool) -> None:
-    """One line per (group, topic): generation, members, total lag."""
-    keys = target.keys
-    client = target.connect()
-    try:
-        views = [
-            inspection.group(client, keys, g, t)
-            for g, t in inspection.group_pairs(client, keys)
-            if topic_name is None or t == topic_name
-        ]
-    finally:
-        client.close()
-    views = [v for v in views if v is not None]
-    if as_json:
-        _echo_json([dataclasses.asdict(v) for v in views])
-        return
-    for v in views:
-        click.echo(
-            f"group={v.group} topic={v.topic} generation={v.generation} "
-            f"assignor={v.assignor} members={len(v.members)} "
-            f"lag={sum(p.lag for p in v.partitions)}"
-        )
-
-
-@inspect_group.command(name="group")
-@click.argument("group_name", metavar="GROUP")  # any group id (Kafka: any characters)
-@click.argument("topic_name", metavar="TOPIC", callback=lambda _c, _p, v: _name(v))
-@options.redis_target
-@options.as_json
-def inspect_one_group(group_name: str, topic_name: str, target: RedisTarget, as_json: bool) -> None:
-    """GROUP on TOPIC: generation, members and their partitions, committed offsets, lag."""
-    client = target.connect()
-    try:
-        view = inspection.group(client, target.keys, group_name, topic_name)
-    finally:
-        client.close()
-    if view is None:
-        raise click.ClickException(f"no group {group_name} on topic {topic_name}")
-    if as_json:
-        _echo_json(view)
-        return
-    click.echo(
-        f"group={view.group} topic={view.topic} generation={view.generation} "
-        f"assignor={view.assignor} members={len(view.members)}"
-    )
-    for m in view.members:
-        click.echo(
-            f"member={m.consumer_id} partitions=[{' '.join(map(str, m.partitions))}] "
-            f"last_heartbeat_ms={m.last_heartbeat_ms}"
-        )
-    for p in view.partitions:
-        committed = "-" if p.committed is None else str(p.committed)
-        lag = str(p.lag) if p.lag_is_exact else f"{p.lag}+"
-        click.echo(
-            f"partition={p.partition} owner={p.owner or '-'} committed={committed} "
-            f"hw={p.high_watermark} lag={lag}"
-        )

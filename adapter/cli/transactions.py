@@ -17,8 +17,9 @@ import time
 import click
 
 from adapter.cli import options
-from adapter.cli.options import RedisTarget
-from adapter.cli.topic import _echo_json, _name, inspect_group, run_on_pod
+from adapter.cli.inspect import echo_json, inspect_group
+from adapter.cli.local_pod import run_on_pod
+from adapter.cli.options import RedisTarget, topic_name
 from adapter.pod import Pod
 from mapping.transactions import OPEN_STATES
 from mapping.txn_inspection import PartitionTxnView, partition_views, transaction_states
@@ -38,7 +39,7 @@ def inspect_transactions(only_open: bool, target: RedisTarget, as_json: bool) ->
     if only_open:
         states = [s for s in states if s.state in OPEN_STATES]
     if as_json:
-        _echo_json([dataclasses.asdict(s) for s in states])
+        echo_json([dataclasses.asdict(s) for s in states])
         return
     now = int(time.time() * 1000)
     for s in sorted(states, key=lambda s: s.transactional_id):
@@ -52,7 +53,7 @@ def inspect_transactions(only_open: bool, target: RedisTarget, as_json: bool) ->
 
 
 @inspect_group.command(name="open-transactions")
-@click.argument("topic_name", metavar="TOPIC", callback=lambda _c, _p, v: _name(v))
+@click.argument("topic_name", metavar="TOPIC", callback=lambda _c, _p, v: topic_name(v))
 @options.redis_target
 @options.as_json
 def inspect_open_transactions(topic_name: str, target: RedisTarget, as_json: bool) -> None:
@@ -63,7 +64,7 @@ def inspect_open_transactions(topic_name: str, target: RedisTarget, as_json: boo
 
     views = run_on_pod(target, work)
     if as_json:
-        _echo_json([dataclasses.asdict(v) for v in views])
+        echo_json([dataclasses.asdict(v) for v in views])
         return
     for v in views:
         opened = " ".join(

@@ -139,8 +139,8 @@ def test_spark_commits_count_as_activity(target: CliTarget, topic: str) -> None:
     assert now_ms - 5000 <= active <= now_ms
     # Pushed into the past, the group is idle for an hour: a 1-minute retention expires it.
     target.client.hset(meta, "active_ms", now_ms - 3_600_000)
+    from adapter.cli.local_pod import run_on_redis
     from adapter.cli.options import RedisTarget
-    from adapter.cli.topic import run_on_redis
     from mapping.admin import expire_groups
 
     expired = run_on_redis(

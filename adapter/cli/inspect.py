@@ -1,0 +1,167 @@
+"""Read-only commands: ``python -m adapter inspect ...`` (adapter/cli/transactions.py adds
+the transaction views).
+
+    inspect topics               one line per topic
+    inspect topic NAME           settings, then per partition role, log end, hw, ISR, ...
+    inspect groups [--topic T]   one line per (group, topic)
+    inspect group GROUP TOPIC    generation, members, assignment, committed offsets, lag
+
+Each takes the Redis target options of every command (adapter/cli/options.py) and ``--json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import click
+
+from adapter.cli import options
+from adapter.cli.options import RedisTarget, topic_name
+from adapter.cli.topic_configs import describe_configs
+from mapping import inspection
+from mapping.topics import read_settings_sync
+
+
+def print_topic(view: inspection.TopicView) -> None:
+    click.echo(
+        f"topic={view.name} partitions={view.partitions} "
+        f"replication_factor={view.replication_factor} "
+        f"min_insync_replicas={view.min_insync_replicas} {view.retention.describe()}"
+    )
+    for p in view.partition_views:
+        acked = " ".join(f"{r}:{o}" for r, o in p.acked.items())
+        # compaction's counts where it has been at work (docs/compaction.md)
+        compaction = f" dirty={p.dirty} compacted={p.compacted}" if p.dirty or p.compacted else ""
+        if 0 <= p.indexed < p.log_end:  # the index cursor has records to index
+            compaction += f" indexed_to={p.indexed}"
+        click.echo(
+            f"partition={p.partition} role={p.role} log_end={p.log_end} "
+            f"hw={p.high_watermark} isr=[{' '.join(map(str, p.isr))}] acked=[{acked}] "
+            f"records={p.records} first_offset={p.first_offset}{compaction}"
+        )
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value))
+
+
+def describe_topic(name: str, target: RedisTarget, as_json: bool, configs: bool = False) -> None:
+    client = target.connect()
+    try:
+        view = inspection.topic(client, target.keys, name)
+        stored_settings = read_settings_sync(client, target.keys, name)
+    finally:
+        client.close()
+    if view is None:
+        raise click.ClickException(f"no topic {name}")
+    if as_json:
+        echo_json(view)
+    else:
+        print_topic(view)
+        if configs:  # (``topic describe``; ``inspect topic`` keeps its lines)
+            click.echo(describe_configs(stored_settings))
+
+
+@click.group(name="inspect")
+def inspect_group() -> None:
+    """Look at a deployment's topics and groups (read-only)."""
+
+
+@inspect_group.command(name="topics")
+@options.redis_target
+@options.as_json
+def inspect_topics(target: RedisTarget, as_json: bool) -> None:
+    """One line per topic: settings, records, and the partitions' hw."""
+    keys = target.keys
+    client = target.connect()
+    try:
+        views = [inspection.topic(client, keys, n) for n in inspection.topic_names(client, keys)]
+    finally:
+        client.close()
+    views = [v for v in views if v is not None]
+    if as_json:
+        echo_json([dataclasses.asdict(v) for v in views])
+        return
+    for v in views:
+        under = sum(1 for p in v.partition_views if len(p.isr) < v.replication_factor)
+        click.echo(
+            f"topic={v.name} partitions={v.partitions} "
+            f"replication_factor={v.replication_factor} "
+            f"min_insync_replicas={v.min_insync_replicas} "
+            f"records={sum(p.records for p in v.partition_views)} "
+            f"under_replicated_partitions={under} {v.retention.describe()}"
+        )
+
+
+@inspect_group.command(name="topic")
+@click.argument("name", callback=lambda _c, _p, v: topic_name(v))
+@options.redis_target
+@options.as_json
+def inspect_topic(name: str, target: RedisTarget, as_json: bool) -> None:
+    """Topic NAME: settings, then per partition role, log end, hw, ISR, acked offsets."""
+    describe_topic(name, target, as_json)
+
+
+@inspect_group.command(name="groups")
+@click.option("--topic", "topic_name", default=None, help="Only groups of this topic.")
+@options.redis_target
+@options.as_json
+def inspect_groups(topic_name: str | None, target: RedisTarget, as_json: bool) -> None:
+    """One line per (group, topic): generation, members, total lag."""
+    keys = target.keys
+    client = target.connect()
+    try:
+        views = [
+            inspection.group(client, keys, g, t)
+            for g, t in inspection.group_pairs(client, keys)
+            if topic_name is None or t == topic_name
+        ]
+    finally:
+        client.close()
+    views = [v for v in views if v is not None]
+    if as_json:
+        echo_json([dataclasses.asdict(v) for v in views])
+        return
+    for v in views:
+        click.echo(
+            f"group={v.group} topic={v.topic} generation={v.generation} "
+            f"assignor={v.assignor} members={len(v.members)} "
+            f"lag={sum(p.lag for p in v.partitions)}"
+        )
+
+
+@inspect_group.command(name="group")
+@click.argument("group_name", metavar="GROUP")  # any group id (Kafka: any characters)
+@click.argument("topic_name", metavar="TOPIC", callback=lambda _c, _p, v: topic_name(v))
+@options.redis_target
+@options.as_json
+def inspect_one_group(group_name: str, topic_name: str, target: RedisTarget, as_json: bool) -> None:
+    """GROUP on TOPIC: generation, members and their partitions, committed offsets, lag."""
+    client = target.connect()
+    try:
+        view = inspection.group(client, target.keys, group_name, topic_name)
+    finally:
+        client.close()
+    if view is None:
+        raise click.ClickException(f"no group {group_name} on topic {topic_name}")
+    if as_json:
+        echo_json(view)
+        return
+    click.echo(
+        f"group={view.group} topic={view.topic} generation={view.generation} "
+        f"assignor={view.assignor} members={len(view.members)}"
+    )
+    for m in view.members:
+        click.echo(
+            f"member={m.consumer_id} partitions=[{' '.join(map(str, m.partitions))}] "
+            f"last_heartbeat_ms={m.last_heartbeat_ms}"
+        )
+    for p in view.partitions:
+        committed = "-" if p.committed is None else str(p.committed)
+        lag = str(p.lag) if p.lag_is_exact else f"{p.lag}+"
+        click.echo(
+            f"partition={p.partition} owner={p.owner or '-'} committed={committed} "
+            f"hw={p.high_watermark} lag={lag}"
+        )

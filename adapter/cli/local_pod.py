@@ -1,0 +1,53 @@
+"""A pod's parts in the command line's own process, on the deployment's Redis: the
+operations that share their code with the pods (retention, compaction, partition growth,
+transactions) run through them."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+
+from adapter.cli.options import RedisTarget
+from adapter.pod import Pod, build_pod
+from adapter.settings import Settings
+from mapping.client import connect
+from mapping.codec import DEFAULT_SEQUENCE_BITS
+from mapping.keys import Keys
+from mapping.partitions import Partitions
+
+T = TypeVar("T")
+
+
+def run_on_redis(target: RedisTarget, work: Callable[[Partitions], Awaitable[T]]) -> T:
+    """Run ``work`` with the deployment's `Partitions` and their `Topics` (the batcher
+    running meanwhile): the operations that share their code with the pods
+    (mapping.retention, mapping.admin)."""
+    return run_on_pod(target, lambda pod: work(pod.partitions))
+
+
+def run_on_pod(target: RedisTarget, work: Callable[[Pod], Awaitable[T]]) -> T:
+    """Run ``work`` with a pod's parts on the deployment (only its batcher running)."""
+
+    async def run() -> T:
+        client = connect(target.url, **target.login)
+        bits = await _stored_bits(client, target.keys)
+        settings = Settings(key_prefix=target.keys.prefix, sequence_bits=bits)
+        pod = build_pod(settings, client)  # its parts; only the batcher runs
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(pod.batcher.run)
+                try:
+                    return await work(pod)
+                finally:
+                    tasks.cancel_scope.cancel()
+        finally:
+            await client.aclose()
+
+    return anyio.run(run)
+
+
+async def _stored_bits(client: Any, keys: Keys) -> int:
+    stored = await client.hget(keys.meta, "sequence_bits")
+    return int(stored) if stored is not None else DEFAULT_SEQUENCE_BITS
