@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from bench.report import Row
 from bench.stats import Histogram
 from mapping.batcher import RedisBatcher
 from mapping.client import connect
@@ -121,6 +122,24 @@ def run(
     with tempfile.TemporaryDirectory() as folder:
         with RedisProcess(Path(folder), appendonly=False) as server:
             return asyncio.run(_measure(server.url, records, keys, duration, max_remove))
+
+
+def rows(records: int, keys: int, duration: float) -> list[Row]:
+    """The two rows of ``python -m bench``: produce p50/p99 on an idle Redis (the baseline)
+    and while a partition is compacted beside it, the ratio being p99 during / p99 idle; the
+    compaction's own rate (records removed per second) in the second row's records/s."""
+    result = run(records, keys, duration)
+    idle = Row("produce, compaction idle", "redis", 1, "one-at-a-time", 0.0, 0.0,
+               result.p50_alone_us, result.p99_alone_us, None,
+               note="one record at a time, another topic of the same Redis")  # fmt: skip
+    during = Row("produce during compaction", "adapter", 1, "one-at-a-time",
+                 result.removed_per_second, result.removed_per_second,
+                 result.p50_during_us, result.p99_during_us, None,
+                 ratio=result.p99_during_us / max(result.p99_alone_us, 1.0),
+                 ratio_to="p99 / idle p99",
+                 note=f"compaction removed {result.removed} records: rec/s = removed/s",
+                 extra={"removed": result.removed, "seconds": result.seconds})  # fmt: skip
+    return [idle, during]
 
 
 @click.command(context_settings={"show_default": True})

@@ -45,7 +45,7 @@ from typing import Any
 import click
 
 from adapter.client import Client
-from bench import baseline, loadgen
+from bench import baseline, compaction, loadgen
 from bench.kafka_rows import measure as measure_kafka_rows
 from bench.report import Row, format_row, format_table, make_row, plot, ratio, targets
 from mapping.embedded import RedisProcess
@@ -301,6 +301,14 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
                 log(format_row(row))
         else:
             notes.append("Kafka rows skipped (--no-kafka)")
+
+        # (5) compaction (bench/compaction.py: a Redis of its own), beside produce on idle Redis
+        compaction_rows = compaction.rows(
+            min(options.prefill * 4, 200_000), 1_000, options.duration_s
+        )
+        rows += compaction_rows
+        for row in compaction_rows:
+            log(format_row(row))
 
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
