@@ -1,4 +1,4 @@
-"""Transactions, the partition side (issue 23; docs/transactions-partition.md): which
+"""Transactions, the partition side (issue 23; docs/transactions.md): which
 producers have a transaction open on a partition, its markers, its last stable offset (LSO)
 and the index of aborted transactions that read_committed readers filter with.
 
