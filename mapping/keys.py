@@ -81,9 +81,11 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        last five batches (idempotence)
     <prefix>:part:{<topic>:<p>}:producer_times zset    Kafka producer id -> its last append
                                                        (ms): its state expires after a while
-    <prefix>:part:{<topic>:<p>}:txn:open       hash    producer id -> "<epoch> <first offset>"
-                                                       of its open transaction here (first
-                                                       offset -1: nothing appended yet); the
+    <prefix>:part:{<topic>:<p>}:txn:open       hash    producer id -> "<epoch> <first offset>
+                                                       <transaction>" of its open transaction
+                                                       here (first offset -1: nothing appended
+                                                       yet; transaction: the coordinator's
+                                                       txn_start_ms, -1 unknown); the
                                                        state hash's txn_first is the smallest
                                                        first offset (absent: none: LSO = hw)
     <prefix>:part:{<topic>:<p>}:txn:aborted    zset    "<producer id> <first offset>" of an
@@ -101,6 +103,11 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:txn:{<txn id>}:partitions         set     "<topic>\t<partition>" in the transaction
     <prefix>:txn:{<txn id>}:groups             set     groups whose offsets it commits (their
                                                        group_part)
+    <prefix>:txn:{<txn id>}:registering        zset    "<producer id> <epoch> <txn_start_ms>
+                                                       <topic>\t<partition>" -> when
+                                                       AddPartitionsToTxn began registering it
+                                                       (dropped once verified; the completer
+                                                       releases those a dead pod left)
     <prefix>:txns:{index}                      zset    transactional id part -> when the
                                                        completer looks at it next (ms)
     <prefix>:txns:{lease}:pods|:owner          the transaction completer's lease
@@ -265,6 +272,9 @@ class TxnKeys:
     state: str
     partitions: str
     groups: str
+    # partitions being registered by AddPartitionsToTxn (until the registering pod verified
+    # them): what the completer releases when that pod died (mapping/transactions.py)
+    registering: str
 
     def script_keys(self) -> list[str]:
         return [self.state, self.partitions, self.groups]
@@ -425,7 +435,12 @@ class Keys:
     def txn(self, transactional_id: str) -> TxnKeys:
         """Transactional id ``transactional_id``'s coordinator state (its ``group_part``)."""
         base = f"{self.prefix}:txn:{{{group_part(transactional_id)}}}"
-        return TxnKeys(state=base, partitions=f"{base}:partitions", groups=f"{base}:groups")
+        return TxnKeys(
+            state=base,
+            partitions=f"{base}:partitions",
+            groups=f"{base}:groups",
+            registering=f"{base}:registering",
+        )
 
     @property
     def txn_index(self) -> str:

@@ -1,12 +1,13 @@
-"""Transactions, the partition side (issue 23; docs/transactions-partition.md): which
+"""Transactions, the partition side (issue 23; docs/transactions.md): which
 producers have a transaction open on a partition, its markers, its last stable offset (LSO)
 and the index of aborted transactions that read_committed readers filter with.
 
 Per partition (mapping/keys.py, the partition's slot):
 
-- ``txn:open`` hash: producer id -> "<epoch> <first offset>" (-1 while registered by
-  AddPartitionsToTxn with nothing appended yet; kafka/produce.lua sets it at the first
-  transactional append);
+- ``txn:open`` hash: producer id -> "<epoch> <first offset> <transaction>" (first offset -1
+  while registered by AddPartitionsToTxn with nothing appended yet; kafka/produce.lua sets it
+  at the first transactional append; transaction: the coordinator's txn_start_ms, which of
+  the producer's transactions it is; lua/lib/txn_open.lua);
 - ``txn:aborted`` sorted set: "<producer id> <first offset>" -> the abort marker's offset;
 - the state hash's ``txn_first``: the smallest first offset among the open transactions,
   absent when none is. So LSO = txn_first when present (and at most Kafka's high watermark),
@@ -32,20 +33,36 @@ from mapping.topic_config import TopicConfig
 TXN_ADD = scripts.load("txn/add")
 TXN_MARKER = scripts.load("txn/marker")
 
+# A registration's or marker's transaction when the caller does not say which: the marker
+# ends whichever transaction of the producer is registered with that epoch.
+ANY_TRANSACTION = -1
+
 # Pages V1 CONSUME reads on at most when every record of a page was a marker or aborted, so
 # that a reader behind a long aborted transaction moves on (each page one round trip).
 MAX_SKIPPED_PAGES = 16
 
 
-def txn_add_call(head: PartitionHead, producer_id: int, epoch: int) -> tuple:
+def txn_add_call(
+    head: PartitionHead, producer_id: int, epoch: int, transaction: int = ANY_TRANSACTION
+) -> tuple:
     """txn/add.lua: register ``producer_id``'s transaction at ``epoch`` on the partition."""
-    return head.command(TXN_ADD, (head.keys.txn_open,), [producer_id, epoch])
+    return head.command(TXN_ADD, (head.keys.txn_open,), [producer_id, epoch, transaction])
 
 
-def txn_marker_call(head: PartitionHead, producer_id: int, epoch: int, commit: bool) -> tuple:
+def txn_marker_call(
+    head: PartitionHead,
+    producer_id: int,
+    epoch: int,
+    commit: bool,
+    transaction: int = ANY_TRANSACTION,
+) -> tuple:
     """txn/marker.lua: end ``producer_id``'s transaction with a commit or abort marker."""
     k = head.keys
-    return head.command(TXN_MARKER, (k.txn_open, k.txn_aborted), [producer_id, epoch, int(commit)])
+    return head.command(
+        TXN_MARKER,
+        (k.txn_open, k.txn_aborted, k.producers, k.producer_times),
+        [producer_id, epoch, int(commit), transaction],
+    )
 
 
 class AbortedRanges:
@@ -90,22 +107,39 @@ class PartitionTxns:
         self.partitions = partitions
         self.keys = partitions.keys
 
-    async def add(self, config: TopicConfig, partition: int, producer_id: int, epoch: int) -> int:
+    async def add(
+        self,
+        config: TopicConfig,
+        partition: int,
+        producer_id: int,
+        epoch: int,
+        transaction: int = ANY_TRANSACTION,
+    ) -> int:
         """Register the producer's transaction on the partition (AddPartitionsToTxn); a Kafka
         error code: 0, INVALID_PRODUCER_EPOCH (a newer epoch is registered) or
-        CONCURRENT_TRANSACTIONS (an older epoch's transaction still holds records here: its
-        marker comes first)."""
-        call = txn_add_call(self.partitions.head(config, partition), producer_id, epoch)
+        CONCURRENT_TRANSACTIONS (another transaction of the producer still holds records
+        here: its marker comes first). ``transaction`` names which of the producer's
+        transactions it is (the coordinator's txn_start_ms, unique per producer and epoch)."""
+        head = self.partitions.head(config, partition)
+        call = txn_add_call(head, producer_id, epoch, transaction)
         return int(await self.partitions.script_reply(config, call))
 
     async def write_marker(
-        self, config: TopicConfig, partition: int, producer_id: int, epoch: int, commit: bool
+        self,
+        config: TopicConfig,
+        partition: int,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        transaction: int = ANY_TRANSACTION,
     ) -> int | None:
         """End the producer's transaction on the partition: its marker's offset, or None when
-        nothing of it (at this epoch or an older one) was open: already done."""
+        nothing of it was open (already done). With ``transaction``, only that transaction
+        of the epoch ends (a late finisher's marker never ends the producer's next one); a
+        registration with an older epoch (a fenced session's) ends whatever it names."""
         head = self.partitions.head(config, partition)
         reply = await self.partitions.script_reply(
-            config, txn_marker_call(head, producer_id, epoch, commit)
+            config, txn_marker_call(head, producer_id, epoch, commit, transaction)
         )
         offset = int(reply[0])
         return offset if offset >= 0 else None
@@ -120,7 +154,7 @@ class PartitionTxns:
         pairs = reply.items() if isinstance(reply, dict) else _pairs(reply)
         found = []
         for producer, text in pairs:
-            epoch, _, first = codec.to_str(text).partition(" ")
+            epoch, first = codec.to_str(text).split()[:2]
             found.append((int(producer), int(epoch), int(first)))
         return sorted(found, key=lambda t: (t[2], t[0]))
 

@@ -84,7 +84,9 @@ def txn_coord_add_call(
     keys: TxnKeys, producer_id: int, epoch: int, kind: str, members: Iterable[str]
 ) -> tuple:
     """txn_coord/add.lua: ``kind`` ADD_PARTITIONS / ADD_GROUPS / VERIFY."""
-    return TXN_COORD_ADD.command(keys.script_keys(), [producer_id, epoch, kind, *members])
+    return TXN_COORD_ADD.command(
+        [*keys.script_keys(), keys.registering], [producer_id, epoch, kind, *members]
+    )
 
 
 def txn_coord_end_call(
@@ -121,17 +123,48 @@ def parse_partition_member(member: bytes | str) -> tuple[str, int] | None:
     return (topic, int(partition)) if partition.isdigit() else None
 
 
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """A partition AddPartitionsToTxn is registering for one transaction (the registering
+    set's entry, txn_coord/add.lua): released by the completer when its pod died."""
+
+    producer_id: int
+    epoch: int
+    txn_start_ms: int  # which transaction of the producer and epoch (txn/marker.lua)
+    topic: str
+    partition: int
+
+    @property
+    def entry(self) -> str:
+        member = partition_member(self.topic, self.partition)
+        return f"{self.producer_id} {self.epoch} {self.txn_start_ms} {member}"
+
+
+def parse_registration(entry: bytes | str) -> Registration | None:
+    words = to_str(entry).split(" ", 3)
+    tp = parse_partition_member(words[3]) if len(words) == 4 else None
+    if tp is None:
+        return None
+    return Registration(int(words[0]), int(words[1]), int(words[2]), *tp)
+
+
 class PartitionParticipant(Protocol):
     """The partition side (mapping/partition_txns.py ``PartitionTxns``)."""
 
-    async def add(self, config: TopicConfig, partition: int, producer_id: int, epoch: int) -> int:
-        """Register the producer's transaction on the partition: a Kafka error code."""
+    async def add(
+        self, config: TopicConfig, partition: int, producer_id: int, epoch: int,
+        transaction: int = -1,
+    ) -> int:  # fmt: skip
+        """Register the producer's transaction (``transaction``: its txn_start_ms) on the
+        partition: a Kafka error code."""
         ...
 
     async def write_marker(
-        self, config: TopicConfig, partition: int, producer_id: int, epoch: int, commit: bool
-    ) -> int | None:
-        """Append the commit/abort marker (idempotent): its offset, None when none was open."""
+        self, config: TopicConfig, partition: int, producer_id: int, epoch: int, commit: bool,
+        transaction: int = -1,
+    ) -> int | None:  # fmt: skip
+        """Append the commit/abort marker of that transaction (idempotent): its offset, None
+        when none was open."""
         ...
 
 
@@ -275,22 +308,25 @@ class Transactions:
         reply = await self._changed(
             transactional_id, txn_coord_add_call(keys, producer_id, epoch, ADD_PARTITIONS, members)
         )
-        code = int(reply[0])
+        code, start = int(reply[0]), int(reply[1])
         if code != NONE:
             return dict.fromkeys(partitions, code)
         # Every partition asked for, also one added before (a retry after a pod died between
         # the script and the registration): registering is idempotent.
         participants = self._participants()
         codes = await asyncio.gather(
-            *(participants.partition_txns.add(configs[tp], tp[1], producer_id, epoch)
+            *(participants.partition_txns.add(configs[tp], tp[1], producer_id, epoch, start)
               for tp in partitions)
         )  # fmt: skip
         result = {tp: int(c) for tp, c in zip(partitions, codes, strict=True)}
-        await self._undo_late_registrations(keys, producer_id, epoch, configs)
+        await self._undo_late_registrations(keys, producer_id, epoch, start, configs)
+        # verified: none of these is the completer's to release any more
+        entries = [Registration(producer_id, epoch, start, t, p).entry for t, p in partitions]
+        await self.batcher.call("ZREM", keys.registering, *entries)
         return result
 
     async def _undo_late_registrations(
-        self, keys: TxnKeys, producer_id: int, epoch: int,
+        self, keys: TxnKeys, producer_id: int, epoch: int, start: int,
         configs: dict[tuple[str, int], TopicConfig],
     ) -> None:  # fmt: skip
         """The transaction may have been fenced or timed out (and its markers written)
@@ -310,7 +346,7 @@ class Transactions:
         if late:
             markers = self._participants().partition_txns
             await asyncio.gather(
-                *(markers.write_marker(configs[tp], tp[1], producer_id, epoch, False)
+                *(markers.write_marker(configs[tp], tp[1], producer_id, epoch, False, start)
                   for tp in late)
             )  # fmt: skip
 
@@ -377,7 +413,7 @@ class Transactions:
                 continue  # the topic was deleted: nothing to mark
             writes.append(
                 participants.partition_txns.write_marker(
-                    config, p, state.producer_id, state.epoch, commit
+                    config, p, state.producer_id, state.epoch, commit, state.txn_start_ms
                 )
             )
         for group in state.groups:
@@ -397,6 +433,33 @@ class Transactions:
             if self.on_end is not None:
                 self.on_end(commit, state.end_reason or "client")
         return completed
+
+    async def release(self, transactional_id: str, entries: Iterable[bytes | str]) -> int:
+        """Release registrations a dead pod left (the completer's, txn_coord/tick.lua found
+        their transaction no longer open): an abort marker for exactly that transaction on
+        each partition (a no-op when the transaction's own marker ended it), then the entry
+        goes. The number of registrations released."""
+        keys = self.keys.txn(transactional_id)
+        markers = self._participants().partition_txns
+        released = 0
+        for raw in entries:
+            entry = to_str(raw)
+            registration = parse_registration(entry)
+            if registration is not None:
+                config = await self.topics.lookup(registration.topic)
+                if config is not None and registration.partition < config.partitions:
+                    offset = await markers.write_marker(
+                        config, registration.partition, registration.producer_id,
+                        registration.epoch, False, registration.txn_start_ms,
+                    )  # fmt: skip
+                    if offset is not None:
+                        released += 1
+                        log.info(
+                            "transaction %r: a dead pod's registration on %s-%d released",
+                            transactional_id, registration.topic, registration.partition,
+                        )  # fmt: skip
+            await self.batcher.call("ZREM", keys.registering, entry)
+        return released
 
     async def _finish_quietly(self, transactional_id: str) -> None:
         """Finish now; when Redis fails meanwhile the completer finishes it later (the

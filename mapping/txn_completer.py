@@ -6,7 +6,10 @@ ids whose time came in the index (``Keys.txn_index``) and runs ``txn_coord/tick.
   (epoch bumped, as Kafka's abortTimedOutTransactions) and aborted;
 - a PrepareCommit / PrepareAbort older than the grace (its pod died mid-EndTxn) is finished:
   markers, group offsets, Complete*;
-- an id unused for transactional.id.expiration.ms is deleted.
+- an id unused for transactional.id.expiration.ms is deleted;
+- partitions a pod that died inside AddPartitionsToTxn left registered (its registering
+  entries) are released once their transaction is no longer the open one: an abort marker
+  for exactly that transaction, so no stale registration holds a partition's LSO.
 
 Then it sets the id's next look (``txn_coord/index_settle.lua``), unless a request moved it
 meanwhile. No pod keeps a timer in memory that matters: a new owner finds everything due in
@@ -38,7 +41,9 @@ TXN_COORD_INDEX_SETTLE = scripts.load("txn_coord/index_settle")
 
 
 def txn_coord_tick_call(keys: TxnKeys, grace_ms: int, expiration_ms: int) -> tuple:
-    return TXN_COORD_TICK.command(keys.script_keys(), [grace_ms, expiration_ms])
+    return TXN_COORD_TICK.command(
+        [*keys.script_keys(), keys.registering], [grace_ms, expiration_ms]
+    )
 
 
 def txn_coord_index_settle_call(index: str, member: str, seen_score: float, next_ms: int) -> tuple:
@@ -51,6 +56,7 @@ class Look:
     transactional_id: str
     action: str  # '' (nothing due yet), 'finish' (aborted or finished), 'gone' (expired)
     finished: bool
+    released: int = 0  # registrations a dead pod left, released (abort markers written)
 
 
 async def complete_due(transactions: Transactions, now_ms: int | None = None) -> list[Look]:
@@ -68,15 +74,16 @@ async def complete_due(transactions: Transactions, now_ms: int | None = None) ->
         call = txn_coord_tick_call(
             keys.txn(transactional_id), settings.grace_ms, settings.expiration_ms
         )
-        action, next_ms = await batcher.call(*call)
+        action, next_ms, *releases = await batcher.call(*call)
         action = to_str(action)
         finished = False
         if action == "finish":
             finished = await transactions.finish(transactional_id)
+        released = await transactions.release(transactional_id, releases) if releases else 0
         await batcher.call(
             *txn_coord_index_settle_call(keys.txn_index, member, float(score), int(next_ms))
         )
-        looks.append(Look(transactional_id, action, finished))
+        looks.append(Look(transactional_id, action, finished, released))
     return looks
 
 

@@ -3,7 +3,7 @@
 Runs inside a Spark Python worker. It opens its own Redis connection from the serialized
 options, reads ``[start, end)`` of one partition's log in pages of ``fetchSize`` entries and
 yields one ``pyarrow.RecordBatch`` per page, so a task never holds its whole range in memory.
-Committed records only (docs/transactions-partition.md): transaction markers are never
+Committed records only (docs/transactions.md): transaction markers are never
 shown, nor the records of aborted transactions (the partition's aborted index is read only
 for a page that holds transactional records); the driver's end positions stop below the last
 stable offset.

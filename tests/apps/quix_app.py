@@ -3,7 +3,10 @@ interpreter (``.venv-quix``: Quix Streams pins confluent-kafka below the project
 tests/apps/README.md): a stateful per-key running total over an input topic, its state in
 RocksDB with a changelog topic (Quix's defaults), each new state sent to an output topic.
 
-Usage: python tests/apps/quix_app.py BOOTSTRAP GROUP INPUT OUTPUT STATE_DIR
+Usage: python tests/apps/quix_app.py BOOTSTRAP GROUP INPUT OUTPUT STATE_DIR [GUARANTEE]
+
+GUARANTEE: ``at-least-once`` (the default) or ``exactly-once`` (Quix's Kafka transactions:
+the output, the changelog and the consumed offsets commit together).
 
 Input records: key = a word, value = JSON ``{"seq": n, "amount": a}`` where ``seq`` counts
 that key's records from 0 in production order. The state per key is ``{"seq": last seq
@@ -14,6 +17,9 @@ the last committed offset, and its state may or may not already hold their effec
 changelog is flushed before the offsets are committed). A key's records are in one
 partition, in order, so a record whose ``seq`` is not above the state's ``seq`` has been
 applied already and is skipped: every record is applied exactly once.
+
+Under exactly-once the ``seq`` check is off: every record read is applied, so a record the
+state or the output saw twice would show as a wrong count, total or a repeated output.
 
 Each record processed prints ``processed <key> <seq> <applied|skipped>`` on stdout, so a
 test sees which records a run read.
@@ -27,14 +33,18 @@ from typing import Any
 from quixstreams import Application, State
 
 
-def main(bootstrap: str, group: str, input_name: str, output_name: str, state_dir: str) -> None:
+def main(
+    bootstrap: str, group: str, input_name: str, output_name: str, state_dir: str,
+    guarantee: str = "at-least-once",
+) -> None:  # fmt: skip
+    exactly_once = guarantee == "exactly-once"
     app = Application(
         broker_address=bootstrap,
         consumer_group=group,
         auto_offset_reset="earliest",
         state_dir=state_dir,
         commit_interval=0.5,  # checkpoints often: the test kills it between two
-        processing_guarantee="at-least-once",
+        processing_guarantee="exactly-once" if exactly_once else "at-least-once",
         use_changelog_topics=True,
         # a SIGKILLed member holds its partitions until its session expires: a short one
         # lets the restarted app in quickly (Kafka's floor is 6 s)
@@ -45,7 +55,7 @@ def main(bootstrap: str, group: str, input_name: str, output_name: str, state_di
 
     def add(value: dict[str, Any], key: str, _timestamp: int, _headers: Any, state: State) -> dict:
         current = state.get("total", {"seq": -1, "count": 0, "total": 0})
-        applied = value["seq"] > current["seq"]
+        applied = exactly_once or value["seq"] > current["seq"]
         if applied:
             current = {
                 "seq": value["seq"],
@@ -61,4 +71,4 @@ def main(bootstrap: str, group: str, input_name: str, output_name: str, state_di
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:7])

@@ -14,7 +14,7 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support import ROOT
+from tests.support.kafka import read_committed
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3
@@ -119,6 +120,19 @@ def committed_to_end(bootstrap: str, group: str, topic: str) -> bool:
         consumer.close()
 
 
+def committed_outputs(bootstrap: str, topic: str, expected: int) -> list[dict[str, Any]]:
+    """Every output record of ``topic`` read with read_committed (in order per partition;
+    a key's records are in one partition), once ``expected`` arrived or 5 s passed."""
+    found = read_committed(bootstrap, topic, PARTITIONS, expected, timeout=5.0)
+    return [json.loads(value) for values in found.values() for value in values]
+
+
+def committed_states(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
+    """The last committed output per key (read_committed): an exactly-once app's states."""
+    total = len(early_records()) + len(late_records())
+    return {state["key"]: state for state in committed_outputs(bootstrap, topic, total)}
+
+
 @dataclass
 class AppRun:
     """One run of an application as a child process, its output (stdout and stderr) in
@@ -176,10 +190,17 @@ class Outcome:
 
 
 def crash_and_recover(
-    bootstrap: str, group: str, source: str, sink: str, state_dir: Path, start_app: Any
+    bootstrap: str,
+    group: str,
+    source: str,
+    sink: str,
+    state_dir: Path,
+    start_app: Any,
+    read_states: Callable[[str, str], dict[str, dict[str, Any]]] = latest_states,
 ) -> Outcome:
     """The scenario both applications go through. ``start_app(run)`` starts run 1 or 2 of
-    the application (an `AppRun`).
+    the application (an `AppRun`); ``read_states(bootstrap, sink)`` reads the output's last
+    state per key (an exactly-once app's: with read_committed).
 
     1. the early records in, run 1 processes them and commits their offsets;
     2. half the late records in, and run 1 is SIGKILLed once it has started on them;
@@ -209,7 +230,7 @@ def crash_and_recover(
 
         def finished() -> bool:
             assert second.running(), f"the app exited: see {second.log_path}"
-            states.update(latest_states(bootstrap, sink))
+            states.update(read_states(bootstrap, sink))
             return all(states.get(key, {}).get("seq") == expected[key]["seq"] for key in KEYS)
 
         wait_until(finished, timeout=60, interval=1.0)

@@ -1,6 +1,8 @@
 """A Quix Streams application against two pods: a stateful per-key aggregation whose state
 (RocksDB + a compacted changelog topic) survives a SIGKILL and the loss of its local state
-directory (``quix_app.py``; the scenario is ``streams.crash_and_recover``)."""
+directory (``quix_app.py``; the scenario is ``streams.crash_and_recover``), at least once
+(exact through the app's own seq check) and exactly once (Kafka transactions: no check,
+the read_committed output holds each input record's result once, in order)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from tests.apps.streams import (
     EARLY,
     KEYS,
     AppRun,
+    committed_outputs,
+    committed_states,
     crash_and_recover,
     early_records,
     expected_states,
@@ -58,3 +62,30 @@ def test_stateful_app_recovers_its_state_from_the_changelog(
     assert min(seq for _, seq, _ in outcome.second.processed()) >= EARLY
     assert {key for key, _, _ in outcome.second.processed()} < set(KEYS)
     assert state_dir.exists()
+
+
+def test_exactly_once_app_sigkilled_gives_exact_output(
+    kafka_pods: tuple[Pod, Pod], quix_python: Path, tmp_path: Path
+) -> None:
+    bootstrap = ",".join(pod.bootstrap for pod in kafka_pods)
+    name = uuid.uuid4().hex[:8]
+    group, source, sink = f"quixeos-{name}", f"quixeos-in-{name}", f"quixeos-out-{name}"
+    state_dir = tmp_path / "state"
+
+    def start_app(run: int) -> AppRun:
+        command = [str(quix_python), str(ROOT / "tests/apps/quix_app.py"),
+                   bootstrap, group, source, sink, str(state_dir), "exactly-once"]  # fmt: skip
+        return AppRun(command, tmp_path / f"run-{run}.log").start()
+
+    records = [*early_records(), *late_records()]
+    outcome = crash_and_recover(
+        bootstrap, group, source, sink, state_dir, start_app, read_states=committed_states
+    )
+    assert outcome.states == expected_states(records)
+    # every input record's result exactly once, in order per key: nothing the killed run
+    # had sent in its open transaction shows, nothing is repeated
+    outputs = committed_outputs(bootstrap, sink, len(records))
+    per_key: dict[str, list[int]] = {}
+    for output in outputs:
+        per_key.setdefault(output["key"], []).append(output["seq"])
+    assert per_key == {key: [seq for k, seq, _ in records if k == key] for key in KEYS}

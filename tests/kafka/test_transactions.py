@@ -1,22 +1,26 @@
-"""Kafka transactions over the wire: the coordinator's APIs with real clients (confluent-kafka's
-transactional producer, aiokafka's, kafka-python's admin client) and a raw one.
-
-Tests marked ``needs_partition_side`` need the partition side of transactions
-(mapping/partition_txns.py: registration, transactional Produce, markers, read_committed
-Fetch) and, for ``send_offsets_to_transaction``, the group side (TxnOffsetCommit,
-``KafkaGroups.end_txn_offsets``); they skip until both are in."""
+"""Kafka transactions over the wire, on the shared pods: the coordinator's APIs with real
+clients (confluent-kafka's transactional producer, aiokafka's, kafka-python's admin client)
+and a raw one; commit and abort; send_offsets_to_transaction; a zombie fenced; a producer
+SIGKILLed inside its transaction aborted by the timeout; what V1 CONSUME shows of
+transactions. (Through SIGKILLs of clients and pods: test_exactly_once.py.)"""
 
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition as AioPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from kafka.admin import KafkaAdminClient
 
+from adapter.client import Client
 from adapter.kafka import errors
 from adapter.kafka.versions import (
     ADD_OFFSETS_TO_TXN,
@@ -26,19 +30,9 @@ from adapter.kafka.versions import (
     INIT_PRODUCER_ID,
     LIST_TRANSACTIONS,
 )
-from mapping.kafka_groups import KafkaGroups
-from tests.support import ROOT
-from tests.support.kafka import RawKafka
+from tests.support.kafka import RawKafka, read_committed
 from tests.support.pods import Pod
-
-needs_partition_side = pytest.mark.skipif(
-    not (ROOT / "mapping" / "partition_txns.py").exists(),
-    reason="the partition side of transactions (mapping/partition_txns.py) is not merged",
-)
-needs_group_side = pytest.mark.skipif(
-    not hasattr(KafkaGroups, "end_txn_offsets"),
-    reason="the group side of transactions (TxnOffsetCommit) is not merged",
-)
+from tests.support.v1 import consume_values
 
 
 @pytest.fixture
@@ -179,7 +173,14 @@ def test_add_partitions_of_unknown_topics(kafka_pods: tuple[Pod, Pod], txn_id: s
         assert codes == [errors.UNKNOWN_TOPIC_OR_PARTITION]
 
 
-# --- with the partition side (the lead runs these after the merge) -----------------------
+# --- transactions end to end ------------------------------------------------------------
+
+
+CLIENT = {"socket.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 1000}
+
+
+def _bootstrap(pods: tuple[Pod, Pod]) -> str:
+    return ",".join(pod.bootstrap for pod in pods)
 
 
 def _producer(pod: Pod, txn_id: str, timeout_ms: int = 30_000) -> Producer:
@@ -217,7 +218,6 @@ def _read_committed(pod: Pod, topic: str, expected: int, seconds: float = 20.0) 
     return values
 
 
-@needs_partition_side
 def test_commit_and_abort_with_confluent_kafka(
     kafka_pods: tuple[Pod, Pod], txn_id: str, topic: str, admin: KafkaAdminClient
 ) -> None:
@@ -239,72 +239,6 @@ def test_commit_and_abort_with_confluent_kafka(
     assert admin.describe_transactions([txn_id])[txn_id].state.value == "CompleteAbort"
 
 
-@needs_partition_side
-def test_a_zombie_producer_is_fenced(kafka_pods: tuple[Pod, Pod], txn_id: str, topic: str) -> None:
-    zombie = _producer(kafka_pods[0], txn_id)
-    zombie.init_transactions(20)
-    zombie.begin_transaction()
-    zombie.produce(topic, value=b"zombie")
-    zombie.flush(10)
-    successor = _producer(kafka_pods[1], txn_id)
-    successor.init_transactions(30)  # aborts the zombie's transaction first
-    successor.begin_transaction()
-    successor.produce(topic, value=b"successor")
-    successor.commit_transaction(20)
-    with pytest.raises(KafkaException) as failure:
-        zombie.commit_transaction(20)
-    assert failure.value.args[0].fatal() or failure.value.args[0].txn_requires_abort()
-    assert _read_committed(kafka_pods[0], topic, 1) == [b"successor"]
-
-
-@needs_partition_side
-def test_a_timeout_aborts_an_abandoned_transaction(
-    kafka_pods: tuple[Pod, Pod], txn_id: str, topic: str, admin: KafkaAdminClient
-) -> None:
-    abandoned = _producer(kafka_pods[0], txn_id, timeout_ms=1500)
-    abandoned.init_transactions(20)
-    abandoned.begin_transaction()
-    abandoned.produce(topic, value=b"never")
-    abandoned.flush(10)
-    deadline = time.monotonic() + 20
-    while admin.describe_transactions([txn_id])[txn_id].state.value != "CompleteAbort":
-        assert time.monotonic() < deadline, "the completer never aborted it"
-        time.sleep(0.2)
-    later = _producer(kafka_pods[1], f"{txn_id}-2")
-    later.init_transactions(20)
-    later.begin_transaction()
-    later.produce(topic, value=b"after")
-    later.commit_transaction(20)
-    assert _read_committed(kafka_pods[1], topic, 1) == [b"after"]
-
-
-@needs_partition_side
-def test_aiokafka_transactional_producer(
-    kafka_pods: tuple[Pod, Pod], txn_id: str, topic: str
-) -> None:
-    from aiokafka import AIOKafkaProducer
-
-    async def main() -> None:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=f"127.0.0.1:{kafka_pods[0].kafka_port}", transactional_id=txn_id
-        )
-        await producer.start()
-        try:
-            async with producer.transaction():
-                for n in range(3):
-                    await producer.send_and_wait(topic, b"a%d" % n)
-            await producer.begin_transaction()
-            await producer.send_and_wait(topic, b"aborted")
-            await producer.abort_transaction()
-        finally:
-            await producer.stop()
-
-    asyncio.run(main())
-    assert sorted(_read_committed(kafka_pods[1], topic, 3)) == [b"a0", b"a1", b"a2"]
-
-
-@needs_partition_side
-@needs_group_side
 def test_send_offsets_to_transaction(kafka_pods: tuple[Pod, Pod], txn_id: str, topic: str) -> None:
     """consume-transform-produce: the input's offsets are committed with the output."""
     source = f"{topic}-in"
@@ -341,3 +275,153 @@ def test_send_offsets_to_transaction(kafka_pods: tuple[Pod, Pod], txn_id: str, t
     assert copied == 4
     assert sum(tp.offset > 0 for tp in committed) >= 1
     assert sorted(_read_committed(kafka_pods[0], topic, 4)) == [b"out-%d" % n for n in range(4)]
+
+
+def test_zombie_is_fenced(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
+    """A second producer with the same transactional id fences the first: the first's open
+    transaction is aborted (its marker carries the bumped epoch), so the zombie's next batch
+    is refused as fenced (INVALID_PRODUCER_EPOCH, fatal for the client) and read_committed
+    sees the second's records only."""
+    bootstrap = _bootstrap(kafka_pods)
+    txn_id = f"zombie-{topic}"
+    config = {"bootstrap.servers": bootstrap, "transactional.id": txn_id, **CLIENT}
+    zombie = Producer(config)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, value=b"zombie", partition=0)
+    assert zombie.flush(15) == 0
+
+    fresh = Producer(config)
+    fresh.init_transactions(30)
+    fresh.begin_transaction()
+    fresh.produce(topic, value=b"fresh", partition=0)
+    fresh.commit_transaction(30)
+
+    with pytest.raises(KafkaException) as raised:
+        zombie.produce(topic, value=b"zombie-2", partition=0)
+        zombie.commit_transaction(30)
+    failure: KafkaError = raised.value.args[0]
+    assert failure.fatal() or failure.code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    ), failure
+    assert read_committed(bootstrap, topic, 1, 1)[0] == [b"fresh"]
+
+
+# librdkafka requires socket.timeout.ms <= transaction.timeout.ms + 100
+ABANDON = """
+import sys, time
+from confluent_kafka import Producer
+producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[3],
+                     "transaction.timeout.ms": 2000, "socket.timeout.ms": 2000})
+producer.init_transactions(30)
+producer.begin_transaction()
+producer.produce(sys.argv[2], value=b"abandoned", partition=0)
+assert producer.flush(15) == 0
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_abandoned_transaction_is_aborted_by_timeout(
+    kafka_pods: tuple[Pod, Pod], topic: str, admin: KafkaAdminClient
+) -> None:
+    """A producer SIGKILLed inside its transaction: once transaction.timeout.ms passed, a pod
+    aborts it (state CompleteAbort, reason timeout), so read_committed moves past it (a later
+    committed record shows) and never shows the abandoned record."""
+    bootstrap = _bootstrap(kafka_pods)
+    txn_id = f"abandon-{topic}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", ABANDON, bootstrap, topic, txn_id], stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    later = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"later-{topic}",
+                      **CLIENT})  # fmt: skip
+    later.init_transactions(30)
+    later.begin_transaction()
+    later.produce(topic, value=b"after", partition=0)
+    later.commit_transaction(30)
+    assert read_committed(bootstrap, topic, 1, 1, timeout=60)[0] == [b"after"]
+    assert admin.describe_transactions([txn_id])[txn_id].state.value == "CompleteAbort"
+
+
+def test_aiokafka_transactional_producer(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
+    """aiokafka's transactional producer: committed transactions are read by a read_committed
+    aiokafka consumer, an aborted one between them is not."""
+    bootstrap = _bootstrap(kafka_pods)
+
+    async def body() -> list[bytes]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, transactional_id=f"aio-{topic}", enable_idempotence=True
+        )
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"kept-1", partition=0)
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"dropped", partition=0)
+            await producer.abort_transaction()
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"kept-2", partition=0)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        try:
+            consumer.assign([AioPartition(topic, 0)])
+            got: list[bytes] = []
+            deadline = asyncio.get_running_loop().time() + 30
+            while len(got) < 2 and asyncio.get_running_loop().time() < deadline:
+                batches = await consumer.getmany(timeout_ms=500)
+                got += [m.value for ms in batches.values() for m in ms]
+            # a little longer: the aborted record must not follow
+            got += [m.value for ms in (await consumer.getmany(timeout_ms=1000)).values()
+                    for m in ms]  # fmt: skip
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(body()) == [b"kept-1", b"kept-2"]
+
+
+def test_v1_consume_skips_aborted_records_and_stops_at_the_lso(
+    kafka_pods: tuple[Pod, Pod], topic: str
+) -> None:
+    """V1 CONSUME (read committed, always): the records of an aborted transaction
+    (confluent-kafka's abort_transaction) never show, markers never show, and while a
+    transaction is open nothing at or after its first record is served (nor the records
+    written after it), until it commits."""
+    bootstrap = _bootstrap(kafka_pods)
+    plain = Producer({"bootstrap.servers": bootstrap, **CLIENT})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"v1-{topic}", **CLIENT}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for n in range(5):
+        producer.produce(topic, value=b"aborted-%d" % n, partition=0)
+    assert producer.flush(15) == 0
+    producer.abort_transaction(30)
+    plain.produce(topic, value=b"plain-1", partition=0)
+    assert plain.flush(15) == 0
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)
+    assert producer.flush(15) == 0
+    plain.produce(topic, value=b"plain-2", partition=0)  # behind the open transaction
+    assert plain.flush(15) == 0
+    with Client("127.0.0.1", kafka_pods[1].port, timeout=20) as client:
+        assert consume_values(client, topic, 1) == {b"plain-1"}
+        producer.commit_transaction(30)
+        assert consume_values(client, topic, 1) == {b"plain-1", b"open", b"plain-2"}
+    assert read_committed(bootstrap, topic, 1, 3)[0] == [b"plain-1", b"open", b"plain-2"]

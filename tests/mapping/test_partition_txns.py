@@ -193,3 +193,47 @@ def test_the_lso_is_the_oldest_open_transaction(redis_url: str) -> None:
         assert status.last_stable_offset == status.high_watermark + 1
 
     asyncio.run(_with_parts(redis_url, body))
+
+
+def test_a_fencing_marker_fences_the_old_epochs_batches(redis_url: str) -> None:
+    """The abort written on fencing carries the bumped epoch; the partition remembers it (the
+    producers hash, as Kafka's producer state), so the zombie's next batch is
+    INVALID_PRODUCER_EPOCH before any registration check (not INVALID_TXN_STATE)."""
+
+    async def body(p: Parts) -> None:
+        await p.txns.add(p.config, 0, PID, 0)
+        assert (await p.write([b"zombie"], pid=PID, epoch=0, seq=0, txn=True))[0] == 0
+        assert await p.txns.write_marker(p.config, 0, PID, 1, commit=False) is not None
+        fenced = await p.write([b"zombie-2"], pid=PID, epoch=0, seq=1, txn=True)
+        assert fenced[0] == INVALID_PRODUCER_EPOCH
+        plain = await p.write([b"zombie-3"], pid=PID, epoch=0, seq=1, txn=False)
+        assert plain[0] == INVALID_PRODUCER_EPOCH
+        # the new session (the coordinator bumps once more) starts its sequences afresh
+        await p.txns.add(p.config, 0, PID, 2)
+        assert (await p.write([b"fresh"], pid=PID, epoch=2, seq=0, txn=True))[0] == 0
+        await p.txns.write_marker(p.config, 0, PID, 2, commit=True)
+        assert (await p.consume())[0] == [b"fresh"]
+
+    asyncio.run(_with_parts(redis_url, body))
+
+
+def test_a_marker_ends_only_its_own_transaction(redis_url: str) -> None:
+    """Transactions of one producer epoch are told apart by the coordinator's txn_start_ms:
+    a late finisher's marker for the previous transaction ends nothing of the next one."""
+
+    async def body(p: Parts) -> None:
+        assert await p.txns.add(p.config, 0, PID, 0, transaction=100) == 0
+        await p.write([b"t1"], pid=PID, epoch=0, seq=0, txn=True)
+        assert await p.txns.write_marker(p.config, 0, PID, 0, True, transaction=100) is not None
+        assert await p.txns.add(p.config, 0, PID, 0, transaction=200) == 0
+        _, first, _ = await p.write([b"t2"], pid=PID, epoch=0, seq=1, txn=True)
+        # the first transaction's marker again, late (a slow pod after the completer)
+        assert await p.txns.write_marker(p.config, 0, PID, 0, True, transaction=100) is None
+        assert await p.txns.open_transactions(p.config, 0) == [(PID, 0, first)]
+        # a third transaction cannot register while the second holds records here
+        assert await p.txns.add(p.config, 0, PID, 0, transaction=300) == CONCURRENT_TRANSACTIONS
+        assert await p.txns.write_marker(p.config, 0, PID, 0, False, transaction=200) is not None
+        assert await p.txns.open_transactions(p.config, 0) == []
+        assert (await p.consume())[0] == [b"t1"]
+
+    asyncio.run(_with_parts(redis_url, body))

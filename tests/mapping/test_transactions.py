@@ -40,7 +40,10 @@ class Recorder:
     group_ends: list[tuple[str, int, int, bool]] = field(default_factory=list)
     broken: bool = False  # the pod "dies" while writing markers
 
-    async def add(self, config: TopicConfig, partition: int, producer_id: int, epoch: int) -> int:
+    async def add(
+        self, config: TopicConfig, partition: int, producer_id: int, epoch: int,
+        transaction: int = -1,
+    ) -> int:  # fmt: skip
         known = self.registered.get((config.name, partition))
         if known is not None and known[0] == producer_id and known[1] > epoch:
             return E.INVALID_PRODUCER_EPOCH
@@ -48,8 +51,9 @@ class Recorder:
         return E.NONE
 
     async def write_marker(
-        self, config: TopicConfig, partition: int, producer_id: int, epoch: int, commit: bool
-    ) -> int | None:
+        self, config: TopicConfig, partition: int, producer_id: int, epoch: int, commit: bool,
+        transaction: int = -1,
+    ) -> int | None:  # fmt: skip
         if self.broken:
             raise ConnectionError("the pod died")
         known = self.registered.get((config.name, partition))
@@ -326,10 +330,12 @@ def test_a_registration_after_the_fence_is_aborted(redis_url: str) -> None:
         s = await c.init_producer_id("race", 60_000)
         original = rec.add
 
-        async def fenced_meanwhile(config: TopicConfig, p: int, pid: int, epoch: int) -> int:
+        async def fenced_meanwhile(
+            config: TopicConfig, p: int, pid: int, epoch: int, transaction: int = -1
+        ) -> int:
             rec.add = original  # type: ignore[method-assign]
             assert (await c.init_producer_id("race", 60_000)).error == E.CONCURRENT_TRANSACTIONS
-            return await original(config, p, pid, epoch)
+            return await original(config, p, pid, epoch, transaction)
 
         rec.add = fenced_meanwhile  # type: ignore[method-assign]
         await c.add_partitions("race", s.producer_id, s.epoch, [(TOPIC, 0)])

@@ -1,16 +1,23 @@
-"""The Spark source and transactions (docs/transactions-partition.md): a task never returns a
+"""The Spark source and transactions (docs/transactions.md): a task never returns a
 transaction marker nor a record of an aborted transaction, and the driver's end positions
 stop below the last stable offset (an open transaction's records are not read until it
-ends). The executor's read is called as Spark calls it, without a SparkSession."""
+ends). The executor's read is called as Spark calls it, without a SparkSession; then once
+with one, on the records of a real Kafka client's transactions through a pod."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import pytest
 import redis
+from confluent_kafka import Producer
 
 from mapping.keys import Keys
 from spark_connector.offsets import RangePartition, end_positions
 from spark_connector.options import parse_options
 from spark_connector.records import read_partition, source_schema
+from tests.support.pods import RF1, Pod
 from tests.support.topic_writer import TopicWriter
 
 PID = 4242
@@ -55,3 +62,42 @@ def test_the_source_reads_committed_records_only(
     end = _end(spark_redis_url, spark_topic)
     assert end == last + 1
     assert _read(spark_redis_url, spark_topic, first, end) == ["a", "t1", "b", "c"]
+
+
+@pytest.mark.spark
+def test_spark_never_reads_aborted_records_nor_past_an_open_transaction(
+    spark: Any, spark_redis_url: str, start_pod: Callable[..., Pod], spark_topic: str
+) -> None:
+    """confluent-kafka's transactional producer through a pod: an aborted transaction's
+    records never show in a Spark batch read, and while a transaction is open the read stops
+    before its first record (the plain record behind it waits too), until it commits."""
+    pod = start_pod(spark_redis_url, *RF1)
+    client = {"bootstrap.servers": pod.bootstrap, "socket.timeout.ms": 5000}
+    plain = Producer(client)
+    producer = Producer({**client, "transactional.id": f"spark-{spark_topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for n in range(3):
+        producer.produce(spark_topic, value=b"aborted-%d" % n, partition=0)
+    assert producer.flush(15) == 0
+    producer.abort_transaction(30)
+    plain.produce(spark_topic, value=b"plain-1", partition=0)
+    assert plain.flush(15) == 0
+    producer.begin_transaction()
+    producer.produce(spark_topic, value=b"open", partition=0)
+    assert producer.flush(15) == 0
+    plain.produce(spark_topic, value=b"plain-2", partition=0)
+    assert plain.flush(15) == 0
+
+    def values() -> list[str]:
+        df = (
+            spark.read.format("redis-topics")
+            .option("redis.url", spark_redis_url)
+            .option("topic", spark_topic)
+            .load()
+        )
+        return [r.value for r in df.where("partition = 0").orderBy("offset").collect()]
+
+    assert values() == ["plain-1"]
+    producer.commit_transaction(30)
+    assert values() == ["plain-1", "open", "plain-2"]

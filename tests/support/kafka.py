@@ -1,6 +1,6 @@
 """Kafka clients in tests: a raw client, one request at a time over a socket, through the
 pod's own sans-I/O core (so error paths the real clients never take can be provoked), the
-requests it sends, and a confluent-kafka reader."""
+requests it sends, and confluent-kafka readers (read_committed among them)."""
 
 from __future__ import annotations
 
@@ -305,3 +305,33 @@ def kafka_read_for(bootstrap: str, topic: str, partitions: int, seconds: float) 
     finally:
         consumer.close()
     return seen
+
+
+def read_committed(
+    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0
+) -> dict[int, list[bytes]]:
+    """Every partition's values, read with confluent-kafka's isolation.level=read_committed
+    from the start until ``expected`` records arrived, then 2 s longer (so that a duplicate,
+    or a record that must never show, would)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"reader-{os.urandom(4).hex()}",
+        "isolation.level": "read_committed", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "socket.timeout.ms": 5000,
+        "topic.metadata.refresh.interval.ms": 1000,
+    })  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    found: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout
+    extra_until: float | None = None
+    try:
+        while time.monotonic() < (extra_until or deadline):
+            for message in consumer.consume(100, 0.5):
+                if message.error() is None:
+                    found[message.partition()].append(message.value())
+            if extra_until is None and sum(map(len, found.values())) >= expected:
+                extra_until = time.monotonic() + 2.0
+    finally:
+        consumer.close()
+    return found

@@ -1,4 +1,5 @@
 --! include lib/append.lua
+--! include lib/txn_open.lua
 -- KEYS: log, state, hw_channel, appended, producers, producer_times, txn_open, [index],
 --   [dirty], [tombstones]
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, producer_id,
@@ -23,7 +24,9 @@
 -- Transactions (Kafka's ProducerAppendInfo and its AddPartitionsToTxn verification): a
 -- transactional batch is appended only when its producer is registered on the partition
 -- (txn_open, txn/add.lua) with the batch's epoch (an older one: INVALID_PRODUCER_EPOCH; not
--- registered, or a newer one registered: INVALID_TXN_STATE); its records carry 'pid' and
+-- registered, or a newer one registered: INVALID_TXN_STATE), after the epoch check against
+-- the producers hash (a batch older than the epoch last seen here, e.g. a zombie's after its
+-- fencing abort marker: INVALID_PRODUCER_EPOCH); its records carry 'pid' and
 -- 'pe' (mapping/records.py), are not indexed for compaction (an abort must not let them
 -- supersede committed records), and the transaction's first append sets its first offset
 -- (and the state's txn_first, the last stable offset, when no other is open). An idempotent
@@ -50,23 +53,28 @@ if refusal then return refusal end
 local now = now_ms()
 local batches = {}
 local txn_first = nil  -- the transaction's first offset here (-1: this is its first append)
+local txn_transaction = -1  -- which transaction of the producer (lib/txn_open.lua)
 if producer_id ~= '-1' then
-  local open = redis.call('HGET', txn_open, producer_id)
-  if transactional then
-    if not open then return {K.INVALID_TXN_STATE, -1, 0, -1, -1} end
-    local space = string.find(open, ' ', 1, true)
-    local open_epoch = tonumber(string.sub(open, 1, space - 1))
-    if epoch < open_epoch then return {K.INVALID_PRODUCER_EPOCH, -1, 0, -1, -1} end
-    if epoch > open_epoch then return {K.INVALID_TXN_STATE, -1, 0, -1, -1} end
-    txn_first = tonumber(string.sub(open, space + 1))
-  elseif open then
-    return {K.INVALID_TXN_STATE, -1, 0, -1, -1}
-  end
   local expired = redis.call('ZRANGEBYSCORE', producer_times, '-inf', int_text(now - expiration_ms),
     'LIMIT', 0, EXPIRED_PER_CALL)
   if #expired > 0 then
     redis.call('HDEL', producers, unpack(expired))
     redis.call('ZREM', producer_times, unpack(expired))
+  end
+  -- the epoch first, as Kafka's ProducerAppendInfo.checkProducerEpoch: a fenced producer's
+  -- batch (a marker with a newer epoch was written here) is INVALID_PRODUCER_EPOCH
+  if epoch < producer_epoch(producers, producer_id) then
+    return {K.INVALID_PRODUCER_EPOCH, -1, 0, -1, -1}
+  end
+  local open = redis.call('HGET', txn_open, producer_id)
+  if transactional then
+    if not open then return {K.INVALID_TXN_STATE, -1, 0, -1, -1} end
+    local open_epoch, first, transaction = txn_open_parse(open)
+    if epoch < open_epoch then return {K.INVALID_PRODUCER_EPOCH, -1, 0, -1, -1} end
+    if epoch > open_epoch then return {K.INVALID_TXN_STATE, -1, 0, -1, -1} end
+    txn_first, txn_transaction = first, transaction
+  elseif open then
+    return {K.INVALID_TXN_STATE, -1, 0, -1, -1}
   end
   local entry = redis.call('HGET', producers, producer_id)
   local last_seq = (base_seq + count - 1) % SEQ_LIMIT
@@ -137,7 +145,7 @@ for _ = 1, count do
 end
 close_append(a, state, appended)
 if txn_first == -1 then
-  redis.call('HSET', txn_open, producer_id, fmt(epoch) .. ' ' .. fmt(base_offset))
+  redis.call('HSET', txn_open, producer_id, txn_open_text(epoch, base_offset, txn_transaction))
   -- offsets grow: an earlier open transaction's first offset is smaller, so only a partition
   -- with none open gets a new last stable offset
   redis.call('HSETNX', state, 'txn_first', fmt(base_offset))

@@ -1,11 +1,16 @@
 --! include lib/txn_coord.lua
--- KEYS: state, partitions, groups
+-- KEYS: state, partitions, groups, registering
 -- ARGV: producer_id, epoch, kind, ...
 -- AddPartitionsToTxn (kind 'partitions', members "<topic>\t<partition>"), AddOffsetsToTxn
 -- (kind 'groups', members group parts) and KIP-890's verification (kind 'verify', partition
 -- members: nothing changes), as Kafka's TransactionCoordinator.handleAddPartitionsToTransaction
 -- and handleVerifyPartitionsInTransaction. The first add after Empty/Complete* starts a
--- transaction (Ongoing, txn_start_ms = now).
+-- transaction (Ongoing, txn_start_ms = now, and always after the previous one's: the start
+-- names the transaction on its partitions, txn/add.lua and txn/marker.lua, so two transactions
+-- of one producer epoch never share it). Partitions added are also put in the registering set
+-- ("<pid> <epoch> <txn_start_ms> <member>" -> now) until the pod that registers them on their
+-- partitions has verified them (mapping/transactions.py): a pod that died in between leaves
+-- them there for the completer to release (txn_coord/tick.lua).
 -- Returns {error code, txn_start_ms, timeout_ms, per-member codes (verify only)...}.
 local key = KEYS[1]
 local pid, epoch, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
@@ -32,12 +37,17 @@ if txn.state ~= 'Ongoing' then
   -- Empty, CompleteCommit, CompleteAbort: a new transaction
   redis.call('DEL', KEYS[2], KEYS[3])
   txn.state = 'Ongoing'
-  txn.txn_start_ms = now_ms()
+  txn.txn_start_ms = math.max(now_ms(), txn.txn_start_ms + 1)
   redis.call('HDEL', key, 'end_reason')
 end
+local now = now_ms()
+local prefix = fmt(pid) .. ' ' .. int_text(epoch) .. ' ' .. int_text(txn.txn_start_ms) .. ' '
 for i = 4, #ARGV do
   redis.call('SADD', set, ARGV[i])
+  if kind == 'partitions' then
+    redis.call('ZADD', KEYS[4], int_text(now), prefix .. ARGV[i])
+  end
 end
-txn.last_update_ms = now_ms()
+txn.last_update_ms = now
 txn_save(key, txn)
 return {K.NONE, txn.txn_start_ms, txn.timeout_ms}
