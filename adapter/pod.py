@@ -10,6 +10,7 @@ line, the tests and the benchmarks that need a pod's parts in process.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
@@ -190,7 +191,11 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
             batcher,
             Waits(subscriber, Channel),
             keys,
-            settings.kafka_groups,
+            # one transactional.id expiration for the coordinator and the groups' fencing
+            dataclasses.replace(
+                settings.kafka_groups,
+                transactional_id_expiration_ms=settings.transactional_id_expiration_ms,
+            ),
             v1_session_timeout_ms=settings.session_timeout_ms,
         ),
         partition_txns=PartitionTxns(partitions),

@@ -45,6 +45,8 @@ class CompactionRow:
     p99_alone_us: float
     p50_during_us: float
     p99_during_us: float
+    produced_alone_per_s: float = 0.0  # the producer's records/s, alone and during
+    produced_during_per_s: float = 0.0
 
     @property
     def removed_per_second(self) -> float:
@@ -113,6 +115,8 @@ async def _measure(
         p99_alone_us=alone.percentile_us(0.99) or 0.0,
         p50_during_us=during.percentile_us(0.5) or 0.0,
         p99_during_us=during.percentile_us(0.99) or 0.0,
+        produced_alone_per_s=alone.total / duration,
+        produced_during_per_s=during.total / seconds if seconds else 0.0,
     )
 
 
@@ -127,18 +131,20 @@ def run(
 def rows(records: int, keys: int, duration: float) -> list[Row]:
     """The two rows of ``python -m bench``: produce p50/p99 on an idle Redis (the baseline)
     and while a partition is compacted beside it, the ratio being p99 during / p99 idle; the
-    compaction's own rate (records removed per second) in the second row's records/s."""
+    compaction's own rate (records removed per second) in the second row's note."""
     result = run(records, keys, duration)
-    idle = Row("produce, compaction idle", "redis", 1, "one-at-a-time", 0.0, 0.0,
+    alone, during_rate = result.produced_alone_per_s, result.produced_during_per_s
+    idle = Row("produce, compaction idle", "redis", 1, "one-at-a-time", alone, alone,
                result.p50_alone_us, result.p99_alone_us, None,
                note="one record at a time, another topic of the same Redis")  # fmt: skip
     during = Row("produce during compaction", "adapter", 1, "one-at-a-time",
-                 result.removed_per_second, result.removed_per_second,
+                 during_rate, during_rate,
                  result.p50_during_us, result.p99_during_us, None,
                  ratio=result.p99_during_us / max(result.p99_alone_us, 1.0),
                  ratio_to="p99 / idle p99",
-                 note=f"compaction removed {result.removed} records: rec/s = removed/s",
-                 extra={"removed": result.removed, "seconds": result.seconds})  # fmt: skip
+                 note=f"compaction removed {result.removed_per_second:,.0f} rec/s",
+                 extra={"removed": result.removed, "seconds": result.seconds,
+                        "removed_per_s": result.removed_per_second})  # fmt: skip
     return [idle, during]
 
 

@@ -50,6 +50,7 @@ class KafkaGroupSettings:
     consumer_heartbeat_interval_ms: int = 5000
     # Kafka's transactional.id.expiration.ms (7 days): a producer's newest epoch seen by a
     # group (what fences its zombies' TxnOffsetCommits) is forgotten after this long idle.
+    # Not an option of its own: the pod sets it from --transactional-id-expiration-ms.
     transactional_id_expiration_ms: int = 604_800_000
 
 

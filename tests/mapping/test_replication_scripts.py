@@ -58,7 +58,9 @@ class Partition:
         }
 
     def status(self) -> dict:
-        hw, isr_size, next_change, log_end, isr, role = self.run(partition_status_call(self.head()))
+        hw, _isr_size, next_change, _log_end, isr, _role, *_ = self.run(
+            partition_status_call(self.head())
+        )
         return {"hw": hw, "isr": [int(r) for r in isr.split()], "next_change": next_change}
 
     def consume(self, start: int = 0) -> list[int]:

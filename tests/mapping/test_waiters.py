@@ -54,6 +54,8 @@ async def run_with(
         redis_wait_replicas=redis_wait_replicas,
         replica_lag_max_ms=lag_ms,
         topic_defaults=defaults,
+        # the transaction completer's periodic lease renewal is not a waiter's polling
+        transaction_check_interval_ms=0,
     )
     client = connect(url)
     pod = build_pod(settings, client, pod_id="test-pod")

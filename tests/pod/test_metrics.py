@@ -59,16 +59,19 @@ def test_compaction_metrics(redis_url: str, start_pod, topic: str) -> None:
     """Records compaction removed (a counter of the lease holder's runs) and the dirty
     records of each compacted partition (read on scrape)."""
     port = free_port()
+    # a prefix of its own: the retention lease (which runs compaction) is then this pod's,
+    # not another test's pod's on the same Redis
+    prefix = f"compaction-metrics-{port}"
     pod = start_pod(
         redis_url, "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
-        "--retention-interval-ms", "100", *RF1,
+        "--retention-interval-ms", "100", "--key-prefix", prefix, *RF1,
     )  # fmt: skip
     with pod.client() as client:
         client.produce_many(topic, [("user1", "first")])  # the topic appears
         store = redis.Redis.from_url(redis_url)
         try:
             changes = {"cleanup_policy": "compact", "min_cleanable_dirty_ratio": "0.01"}
-            alter_configs_sync(store, Keys(), topic, changes)
+            alter_configs_sync(store, Keys(prefix), topic, changes)
         finally:
             store.close()
         # the pod reads the change (pub/sub), then its appends index: 4 superseded of 5

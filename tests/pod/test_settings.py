@@ -16,7 +16,12 @@ from adapter.declare import declared_options, from_options
 from adapter.settings import Settings
 
 # Fields the command line does not set (they keep their defaults)
-NOT_OPTIONS = {"topic_cache_size", "kafka_groups.max_metadata_bytes"}
+# (the groups' transactional id expiration is the pod's --transactional-id-expiration-ms)
+NOT_OPTIONS = {
+    "topic_cache_size",
+    "kafka_groups.max_metadata_bytes",
+    "kafka_groups.transactional_id_expiration_ms",
+}
 
 
 @pytest.fixture(autouse=True)
