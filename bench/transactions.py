@@ -11,8 +11,7 @@ read_uncommitted, then read_committed (aborted-transaction filtering and the LSO
 records/s each.
 
 One ``redis-server`` (a free port, AOF off) and one ``serve`` child process, as
-``bench.kafka``. When the pod refuses transactional producers (no transaction coordinator),
-the result says so (``{"skipped": ...}``) and nothing is measured.
+``bench.kafka``.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ import click
 from bench import kafka
 from bench.report import Row, ratio
 from mapping.embedded import RedisProcess
-from tests.support.kafka import transactions_supported
 
 VALUE = b"x" * 100
 TXN_SIZES = (1, 10, 100)  # batches per transaction
@@ -102,8 +100,6 @@ def measure(
     served = kafka.pod(redis_url, adapter_args)
     try:
         bootstrap = served.bootstrap
-        if not transactions_supported(served.kafka_port):
-            return {"skipped": "the pod refuses transactional producers"}
         tag = uuid.uuid4().hex[:8]
         row: dict[str, Any] = {"records": records, "batch_records": batch_records}
         row["idempotent_records_per_s"] = round(
@@ -125,10 +121,8 @@ def measure(
 
 
 def rows(redis_url: str, records: int, adapter_args: list[str]) -> list[Row]:
-    """The table rows of ``python -m bench`` (none when transactions are unavailable)."""
+    """The table rows of ``python -m bench``."""
     found = measure(redis_url, records, 100, adapter_args)
-    if "skipped" in found:
-        return []
 
     def rate(name: str, value: float, base: Row | None = None, note: str = "") -> Row:
         row = Row(name, "adapter", 1, "pipelined", value, value, None, None, None, note=note)

@@ -15,7 +15,6 @@ from adapter.kafka import errors
 from adapter.kafka.versions import ADD_OFFSETS_TO_TXN, INIT_PRODUCER_ID
 from mapping.embedded import free_port
 from mapping.keys import Keys
-from tests.support import ROOT
 from tests.support.cli import CliTarget
 from tests.support.kafka import RawKafka
 from tests.support.pods import scrape_metrics
@@ -61,10 +60,6 @@ def test_inspect_transactions_and_metrics(target: CliTarget, start_pod) -> None:
     assert samples[("adapter_kafka_open_transactions", (("state", "PrepareCommit"),))] == 0
 
 
-@pytest.mark.skipif(
-    not (ROOT / "mapping" / "partition_txns.py").exists(),
-    reason="the partition side of transactions (mapping/partition_txns.py) is not merged",
-)
 def test_inspect_open_transactions_per_partition(target: CliTarget, start_pod) -> None:
     from confluent_kafka import Producer
 

@@ -3,10 +3,7 @@ prefix (they are killed): a confluent-kafka consume-transform-produce loop
 (send_offsets_to_transaction) copying a topic while it and a pod are SIGKILLed gives exactly
 the input, in order per partition, to read_committed consumers; a pod SIGKILLed during EndTxn
 leaves the transaction all or nothing, completed by the other pod. (Zombies, timeouts and
-aiokafka's producer: test_transactions.py, on the shared pods.)
-
-The module skips while the pods refuse transactions: the probe is an InitProducerId with a
-transactional id, answered with an error by a pod without a transaction coordinator."""
+aiokafka's producer: test_transactions.py, on the shared pods.)"""
 
 from __future__ import annotations
 
@@ -22,7 +19,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support import ROOT
-from tests.support.kafka import fetch_offsets, read_committed, transactions_supported
+from tests.support.kafka import fetch_offsets, read_committed
 from tests.support.pods import RF1, Pod
 from tests.support.waiting import wait_until
 
@@ -48,8 +45,6 @@ def txn_pods(redis_url: str) -> Iterator[list[Pod]]:
     for pod in pods:
         pod.start()
     try:
-        if not transactions_supported(pods[0].kafka_port):
-            pytest.skip("the pods refuse transactional producers (no transaction coordinator)")
         yield pods
     finally:
         for pod in pods:

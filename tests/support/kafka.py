@@ -17,13 +17,13 @@ from adapter.kafka import errors, protocol
 from adapter.kafka.records import NO_PRODUCER_ID
 from adapter.kafka.versions import (
     FETCH,
-    INIT_PRODUCER_ID,
     OFFSET_COMMIT,
     OFFSET_FETCH,
     PRODUCE,
     Api,
 )
-from mapping.records import MAX_OFFSET_DELTA, Header, StoredRecord
+from mapping.record_walk import MAX_OFFSET_DELTA
+from mapping.records import Header, StoredRecord
 
 if TYPE_CHECKING:
     from tests.support.pods import Pod
@@ -270,21 +270,6 @@ def fetch_offsets(
         topics = [request.OffsetFetchRequestTopic(name=topic, partition_indexes=partitions)]
         reply = raw.call(OFFSET_FETCH, version, request(group_id=group, topics=topics))
     return [p for t in reply.topics for p in t.partitions]
-
-
-def transactions_supported(kafka_port: int) -> bool:
-    """Whether the pod on ``kafka_port`` hands out a producer id for a transactional id (a
-    pod without a transaction coordinator answers InitProducerId with an error): the
-    runtime probe of the transaction tests and bench."""
-    version = INIT_PRODUCER_ID.max_version
-    body = INIT_PRODUCER_ID.request[version](
-        transactional_id=f"probe-{os.urandom(4).hex()}", transaction_timeout_ms=10_000
-    )
-    if version >= 3:
-        body.producer_id, body.producer_epoch = -1, -1
-    with RawKafka(kafka_port) as raw:
-        reply = raw.call(INIT_PRODUCER_ID, version, body)
-    return reply.error_code == errors.NONE
 
 
 def kafka_read_for(bootstrap: str, topic: str, partitions: int, seconds: float) -> set[bytes]:
