@@ -115,7 +115,7 @@ class Pod:
         """A topic was deleted (mapping/admin.py): every cache of it goes, and its acks=all
         waiters get TOPIC_DELETED now rather than a timeout later."""
         name = data.decode(errors="replace")
-        self.topics.forget(name)
+        self.topics.cache.forget(name)
         self.replication.forget_topic(name)
         log.info("topic %s was deleted: forgotten", name)
 
@@ -124,7 +124,7 @@ class Pod:
         (Topics.alter_configs): its settings are read again (acks=all waits on its existing
         partitions go on)."""
         name = data.decode(errors="replace")
-        self.topics.forget(name)
+        self.topics.cache.forget(name)
         self.replication.reread_topic(name)
         log.info("topic %s changed: its settings are read again", name)
 
@@ -156,7 +156,7 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
     # in force before the cluster-wide configs are read (Pod.load_configs)
     topics.set_broker_defaults(broker_default_fields(static_broker_configs(settings)))
     # Deletions published while the connection was down are missed: forget every topic.
-    subscriber.on_reconnect(topics.forget_all)
+    subscriber.on_reconnect(topics.cache.forget_all)
     partitions = Partitions(
         batcher,
         keys,

@@ -17,7 +17,7 @@ from mapping.kafka_groups import KafkaGroupSettings
 from mapping.keys import DEFAULT_PREFIX
 from mapping.sentinel import sentinel_url
 from mapping.topic_config import DEFAULT_TOPIC_CACHE_SIZE, TopicDefaults
-from mapping.transactions import DEFAULT_EXPIRATION_MS, DEFAULT_MAX_TIMEOUT_MS, TxnSettings
+from mapping.txn_state import DEFAULT_EXPIRATION_MS, DEFAULT_MAX_TIMEOUT_MS, TxnSettings
 
 _file = click.Path(exists=True, dir_okay=False, path_type=Path)
 _port = click.IntRange(0, 65535)

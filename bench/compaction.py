@@ -89,7 +89,7 @@ async def _measure(
         partitions = Partitions(batcher, names, topics, sequence_bits=BITS)
         await topics.topic(COMPACTED)
         await topics.alter_configs(COMPACTED, {"cleanup_policy": "compact"})
-        topics.forget(COMPACTED)
+        topics.cache.forget(COMPACTED)
         config = await topics.topic(COMPACTED)
         for start in range(0, records, 1000):
             chunk = range(start, min(start + 1000, records))

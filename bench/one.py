@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from bench import loadgen
-from bench.run import PARTITIONS, _prefill, start_pod
+from bench.run import PARTITIONS, prefill_topic, start_pod
 from mapping.embedded import RedisProcess
 
 
@@ -62,7 +62,7 @@ def main(
             server.stop()
             raise
         try:
-            pages = _prefill(pod.port, "one-c", 30_000, 100) if kind == "consume" else []
+            pages = prefill_topic(pod.port, "one-c", 30_000, 100) if kind == "consume" else []
             load = loadgen.Load(
                 port=pod.port, kind=kind, connections=connections, window=window, rate=rate,
                 duration_s=duration, topic="one-c" if kind == "consume" else "one-p",

@@ -32,7 +32,6 @@ group scripts of the same mode, --workers 2 against one worker.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import platform
 import tempfile
@@ -47,10 +46,9 @@ import click
 from adapter.client import Client
 from bench import baseline, compaction, loadgen
 from bench.kafka_rows import measure as measure_kafka_rows
-from bench.report import Row, format_row, format_table, make_row, plot, ratio, targets
+from bench.report import Row, format_row, make_row, ratio, targets
 from mapping.embedded import RedisProcess
 from mapping.keys import DEFAULT_PREFIX, Keys
-from tests.support import ROOT
 from tests.support.pods import RF1, Pod
 from tests.support.procfs import rss_bytes
 
@@ -96,7 +94,7 @@ class Options:
     kafka_latency_s: float = 5.0
 
 
-def _prefill(port: int, topic: str, count: int, value_size: int) -> list[tuple[int, int]]:
+def prefill_topic(port: int, topic: str, count: int, value_size: int) -> list[tuple[int, int]]:
     """Write ``count`` records through the adapter; return full-page CONSUME starts."""
     offsets: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
     value = b"v" * value_size
@@ -153,7 +151,7 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
 
         pod = started_pod(1)
         consume_topic = f"bench-c-{run_id}"
-        pages = _prefill(pod.port, consume_topic, options.prefill, options.value_size)
+        pages = prefill_topic(pod.port, consume_topic, options.prefill, options.value_size)
         log(f"prefilled {options.prefill} records: {len(pages)} full CONSUME pages")
 
         # (1) the baseline, while nothing else runs
@@ -348,88 +346,3 @@ def _soak(pod: Pod, options: Options, topic: str, log: Any) -> list[dict[str, An
         log(f"soak {sample}")
         samples.append(sample)
     return samples
-
-
-@click.command(context_settings={"show_default": True})
-@click.option("--short", is_flag=True, help="A few seconds in all: proves the bench works.")
-@click.option("--duration", type=float, default=3.0, help="Measured seconds per row.")
-@click.option("--warmup", type=float, default=0.5, help="Unmeasured seconds before each row.")
-@click.option("--connections", default="1,16,256", help="Connection counts, comma-separated.")
-@click.option("--load-procs", type=int, default=1, help="Load generator processes.")
-@click.option("--value-size", type=int, default=100, help="Bytes per record value.")
-@click.option("--prefill", type=int, default=30_000, help="Records written for CONSUME.")
-@click.option("--workers", type=int, default=2, help="Also run PRODUCE on --workers N.")
-@click.option("--groups/--no-groups", default=True, help="Run the groups mix rows.")
-@click.option("--kafka/--no-kafka", default=True, help="Run the Kafka rows (bench/kafka.py).")
-@click.option("--kafka-records", type=int, default=200_000, help="Records per Kafka row.")
-@click.option(
-    "--soak",
-    type=float,
-    default=30.0,
-    help="Seconds of sustained PRODUCE watching the adapter's RSS (0: none).",
-)
-@click.option(
-    "--adapter-args",
-    default="",
-    help="Extra 'adapter serve' options for the pods, e.g. '--no-uvloop'.",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Where the JSON goes (default bench-results/bench-<time>.json).",
-)
-@click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
-              help="Also draw a PNG (needs the 'bench' extra: matplotlib).")  # fmt: skip
-def main(
-    short: bool,
-    duration: float,
-    warmup: float,
-    connections: str,
-    load_procs: int,
-    value_size: int,
-    prefill: int,
-    workers: int,
-    groups: bool,
-    kafka: bool,
-    kafka_records: int,
-    soak: float,
-    adapter_args: str,
-    json_path: Path | None,
-    plot_path: Path | None,
-) -> None:
-    """Benchmark the adapter against raw redis-py on one fresh redis-server."""
-    counts = [int(c) for c in connections.split(",") if c.strip()]
-    if short:
-        duration, warmup, prefill = min(duration, 0.3), min(warmup, 0.1), min(prefill, 3000)
-        counts = [c for c in counts if c <= 16] or [1]
-        soak = min(soak, 0.6)
-        kafka_records, kafka_latency = min(kafka_records, 5000), 0.5
-    else:
-        kafka_latency = 5.0
-    options = Options(
-        duration,
-        warmup,
-        counts,
-        load_procs,
-        value_size,
-        prefill,
-        workers,
-        groups,
-        soak,
-        adapter_args.split(),
-        kafka_records if kafka else 0,
-        kafka_latency,
-    )
-    results = run(options, log=lambda line: click.echo(line, err=True))
-    click.echo(format_table(results))
-    if json_path is None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        json_path = ROOT / "bench-results" / f"bench-{stamp}.json"
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(results, indent=2))
-    click.echo(f"JSON: {json_path}")
-    if plot_path is not None:
-        plot(results, plot_path)
-        click.echo(f"plot: {plot_path}")

@@ -165,7 +165,7 @@ async def delete_topic(topics: Topics, name: str, topic_id: str = "") -> TopicDe
         again = await topics.read(name)
         if again is not None:
             await topics.revive(name, again.topic_id, range(again.partitions))
-        topics.forget(name)
+        topics.cache.forget(name)
         return None
     if final > partitions:  # grown since it was read (CreatePartitions meanwhile)
         more = range(partitions, final)
@@ -173,7 +173,7 @@ async def delete_topic(topics: Topics, name: str, topic_id: str = "") -> TopicDe
         partitions = final
     await topics.unlist(name, deleted_id)
     await topics.announce_deleted(name)
-    topics.forget(name)
+    topics.cache.forget(name)
     groups = [g for g, t in await group_pairs(topics) if t == name]
     await asyncio.gather(
         *(delete_group(topics, g, name, force=True, session_timeout_ms=0) for g in groups)
@@ -221,7 +221,7 @@ async def add_partitions(
         return None
     _check_growth(name, before, count)  # grown meanwhile by someone else
     await topics.announce_changed(name)
-    topics.forget(name)
+    topics.cache.forget(name)
     return PartitionGrowth(name, before, count)
 
 

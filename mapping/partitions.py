@@ -107,7 +107,7 @@ class Partitions:
         ] = {}
         # (topic, partition) -> its size marks as the last CONSUME saw them.
         self._size_marks: dict[tuple[str, int], SizeMarks] = {}
-        topics.on_drop(self._drop_derived)
+        topics.cache.on_drop(self._drop_derived)
         # --redis-wait-replicas (mapping/durable.py, set by Replication): readers see hw only
         # up to what the Redis replicas have, and appends and reads ask for WAIT rounds.
         self.durable: DurableRounds | None = None
@@ -143,7 +143,7 @@ class Partitions:
             return await self.batcher.call(*call)
         except BrokerError as exc:
             if exc.code == UNKNOWN_TOPIC:
-                self.topics.forget_deleted(config)
+                self.topics.cache.forget_deleted(config)
             raise
 
     def start_produce(

@@ -21,12 +21,12 @@ Kafka consumer reading a V1 record sees its key, its value, its append time, no 
 
 The Lua scripts that write or read entries (lib/append.lua, partition/produce.lua,
 kafka/produce.lua, partition/consume.lua, partition/lag.lua) spell the same names;
-tests/mapping/test_record_layout.py checks that they agree with the constants here.
+tests/mapping/test_record_layout.py checks that they agree with the constants here. The Kafka
+Fetch's walk over raw entries is mapping/record_walk.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from itertools import islice
 from typing import Any, NamedTuple
 
@@ -207,36 +207,56 @@ def entry_values(
     ...]]`` (see mapping.client.connect) or redis-py's ``(id, {field: value})``.
     Transaction markers are left out; they and the transactional records are noted in
     ``transactional`` as (offset, producer id; -1 for a marker) for the caller to filter
-    aborted ones (mapping/partition_txns.py)."""
+    aborted ones (mapping/partition_txns.py). The CONSUME hot loop: entries of one
+    millisecond parse it once, the common layout is read at fixed places."""
     values: list[tuple[int, bytes]] = []
+    if len(reply) > first and isinstance(reply[first][1], dict):
+        return _dict_entry_values(reply, first, high_watermark, bits, transactional)
+    noted = transactional if transactional is not None else []
+    last_ms = b""
+    ms_value = 0
+    for entry_id, fields in islice(reply, first, None):
+        ms, _, seq = entry_id.partition(b"-")
+        if ms != last_ms:
+            last_ms, ms_value = ms, int(ms) << bits
+        offset = ms_value | int(seq)
+        if offset > high_watermark:
+            break
+        size = len(fields)
+        # names sit at even places, so these compare names only
+        if size >= 6 and fields[size - 6] == PRODUCER_ID_BYTES:  # ... pid P pe E n N
+            noted.append((offset, int(fields[size - 5])))
+        if size > 3 and fields[2] == VALUE_BYTES:  # key K value V ...: as the appends write
+            values.append((offset, fields[3]))
+        elif fields and fields[0] == CONTROL_BYTES:
+            noted.append((offset, -1))
+        else:
+            named = dict(zip(fields[::2], fields[1::2], strict=False))
+            values.append((offset, named.get(VALUE_BYTES, b"")))
+    return values
+
+
+def _dict_entry_values(
+    reply: list[Any],
+    first: int,
+    high_watermark: int,
+    bits: int,
+    transactional: list[tuple[int, int]] | None,
+) -> list[tuple[int, bytes]]:
+    """``entry_values`` of redis-py's ``(id, {field: value})`` entries."""
+    values: list[tuple[int, bytes]] = []
+    noted = transactional if transactional is not None else []
     for entry_id, fields in islice(reply, first, None):
         offset = codec.entry_offset(entry_id, bits)
         if offset > high_watermark:
             break
-        if isinstance(fields, dict):  # redis-py's shape, where its callback applies
-            if CONTROL_BYTES in fields:
-                if transactional is not None:
-                    transactional.append((offset, -1))
-                continue
-            producer = fields.get(PRODUCER_ID_BYTES)
-            if producer is not None and transactional is not None:
-                transactional.append((offset, int(producer)))
-            value = fields.get(VALUE_BYTES, b"")
-        else:
-            size = len(fields)
-            if size >= 6 and fields[size - 6] == PRODUCER_ID_BYTES:  # pid P pe E n N
-                if transactional is not None:
-                    transactional.append((offset, int(fields[size - 5])))
-            elif fields and fields[0] == CONTROL_BYTES:
-                if transactional is not None:
-                    transactional.append((offset, -1))
-                continue
-            if size > 3 and fields[2] == VALUE_BYTES:  # as partition/produce.lua writes them
-                value = fields[3]
-            else:
-                named = dict(zip(fields[::2], fields[1::2], strict=False))
-                value = named.get(VALUE_BYTES, b"")
-        values.append((offset, value))
+        if CONTROL_BYTES in fields:
+            noted.append((offset, -1))
+            continue
+        producer = fields.get(PRODUCER_ID_BYTES)
+        if producer is not None:
+            noted.append((offset, int(producer)))
+        values.append((offset, fields.get(VALUE_BYTES, b"")))
     return values
 
 
@@ -266,177 +286,3 @@ def record_batch_bytes(key: bytes | None, value: bytes | None, headers: list[Hea
     for name, header_value in headers:
         body += _field_bytes(name.encode()) + _field_bytes(header_value)
     return BATCH_HEADER_BYTES + _varint_bytes(body) + body
-
-
-# Bytes a record costs in a RecordBatch beyond its key and value (roughly): what a fetch's
-# byte budget counts per record.
-RECORD_OVERHEAD = 32
-MAX_OFFSET_DELTA = (1 << 31) - 1  # the most a RecordBatch's offset delta holds
-_NO_HEADERS: list[Header] = []  # shared, never changed: the common records have none
-
-
-def _append_stamp(fields: list[bytes]) -> bytes | None:
-    """An entry's append time (its ``ts`` field: after the key and the value, so among the
-    first three fields), None for an entry without one."""
-    for at in (0, 2, 4):
-        if at + 1 < len(fields) and fields[at] == APPEND_TIME_BYTES:
-            return fields[at + 1]
-    return None
-
-
-class Walked(NamedTuple):
-    end: int  # index of the first entry not taken
-    used: int  # bytes taken (RECORD_OVERHEAD included)
-    base: int  # the first taken entry's offset (-1: none taken)
-    done: bool  # stopped at the high watermark or the budget (False: a new batch must start)
-    producer_id: int = -1  # a transactional batch's producer (-1: plain records)
-    producer_epoch: int = -1
-    control: int = -1  # a marker's batch: 0 abort, 1 commit (Kafka's ControlRecordType)
-
-
-# A control record's key and value (Kafka's ControlRecordType and EndTransactionMarker, both
-# version 0): key = version, type (0 abort, 1 commit); value = version, coordinator epoch.
-_CONTROL_KEY = {CONTROL_BYTES_ABORT: b"\x00\x00\x00\x00", CONTROL_COMMIT_BYTES: b"\x00\x00\x00\x01"}
-CONTROL_VALUE = b"\x00\x00\x00\x00\x00\x00"
-
-
-def is_control(fields: list[bytes]) -> bool:
-    """Whether a raw entry's fields are a transaction marker's."""
-    return bool(fields) and fields[0] == CONTROL_BYTES
-
-
-def walk_entries(
-    entries: list[Any],
-    start: int,
-    bits: int,
-    high_watermark: int,
-    budget: int,
-    take_first: bool,
-    append: Callable[[int, int, bytes | None, bytes | None, list[Header]], Any],
-    append_time: bool = False,
-) -> Walked:
-    """Feeds ``append(offset delta, timestamp, key, value, headers)`` the raw XRANGE entries
-    from ``start`` on, in order, while their offsets are at or below ``high_watermark`` (V1's)
-    and their sizes fit in ``budget`` (the first one whatever its size when ``take_first``),
-    without a record object each: the fetch's hot loop. The deltas are from the first taken
-    entry's offset and stay within one RecordBatch's range (past it: ``done`` False).
-    ``append_time`` (a LogAppendTime topic): every record's timestamp is its append time,
-    and one batch holds one append time (another: ``done`` False, a new batch starts).
-    Transactions: one batch holds one producer's transactional records, or plain records
-    only (another: ``done`` False); a marker is a batch of its own (``control``), its record
-    Kafka's control key and value."""
-    batch_stamp = b""
-    batch_time = 0
-    used = 0
-    base = -1
-    limit = 0
-    last_ms = b""
-    ms_delta = 0
-    last_stamp = b""
-    timestamp = 0
-    batch_producer: bytes | None = None
-    producer_id = producer_epoch = -1
-    for i in range(start, len(entries)):
-        entry_id, fields = entries[i]
-        ms, _, seq = entry_id.partition(b"-")
-        if ms != last_ms:  # entries appended in the same millisecond share it: parse once
-            ms_value = int(ms) << bits
-            if base < 0:
-                base = ms_value + int(seq)
-                limit = min(high_watermark - base, MAX_OFFSET_DELTA)
-            last_ms = ms
-            ms_delta = ms_value - base
-        delta = ms_delta + int(seq)
-        if delta > limit:
-            return Walked(i, used, base, delta + base > high_watermark, producer_id, producer_epoch)
-        # the common layouts at fixed places (see entry_record), anything else field by field
-        size = len(fields)
-        if size >= 2 and fields[size - 2] == NUMBER_BYTES:
-            size -= 2
-        first = fields[0] if size else b""
-        if first == CONTROL_BYTES:  # ctl, kind, pid, P, pe, E, ts, T: a batch of its own
-            if i > start:
-                return Walked(i, used, base, False, producer_id, producer_epoch)
-            length = RECORD_OVERHEAD + 10
-            if length > budget and not take_first:
-                return Walked(i, used, base, True)
-            named = dict(zip(fields[:size:2], fields[1:size:2], strict=False))
-            kind = named.get(CONTROL_BYTES, b"")
-            stamp = named.get(APPEND_TIME_BYTES)
-            append(
-                delta,
-                int(stamp) if stamp is not None else int(ms),
-                _CONTROL_KEY.get(kind, _CONTROL_KEY[CONTROL_BYTES_ABORT]),
-                CONTROL_VALUE,
-                _NO_HEADERS,
-            )
-            return Walked(
-                i + 1,
-                length,
-                base,
-                False,
-                int(named.get(PRODUCER_ID_BYTES, -1)),
-                int(named.get(PRODUCER_EPOCH_BYTES, -1)),
-                1 if kind == CONTROL_COMMIT_BYTES else 0,
-            )
-        producer = None
-        if size >= 4 and fields[size - 4] == PRODUCER_ID_BYTES:  # a transactional record
-            producer = fields[size - 3]
-            if i == start:
-                producer_id, producer_epoch = int(producer), int(fields[size - 1])
-            size -= 4
-        if i == start:
-            batch_producer = producer
-        elif producer != batch_producer:
-            return Walked(i, used, base, False, producer_id, producer_epoch)
-        headers = _NO_HEADERS
-        first = fields[0] if size else b""
-        one_null = size == 8 and fields[4] == CREATE_TIME_BYTES and fields[6] == NULLS_BYTES
-        if one_null and first == VALUE_BYTES:
-            key, value, stamp = None, fields[1], fields[5]  # a null key
-            length = len(value)
-        elif one_null and first == KEY_BYTES:
-            key, value, stamp = fields[1], None, fields[5]  # a tombstone
-            length = len(key)
-        elif (
-            size == 8
-            and first == KEY_BYTES
-            and fields[2] == VALUE_BYTES
-            and fields[6] == CREATE_TIME_BYTES
-        ):
-            stamp = fields[7]
-            key, value = fields[1], fields[3]
-            length = len(key) + len(value)
-        elif (
-            size == 6
-            and first == KEY_BYTES
-            and fields[2] == VALUE_BYTES
-            and fields[4] == APPEND_TIME_BYTES
-        ):
-            stamp = fields[5]
-            key, value = fields[1], fields[3]
-            length = len(key) + len(value)
-        else:
-            record = entry_record(entry_id, fields, bits)
-            key, value, headers = record.key, record.value, record.headers
-            stamp = None
-            timestamp = record.timestamp
-            last_stamp = b""
-            length = len(key or b"") + len(value or b"")
-        if stamp is not None and stamp != last_stamp:
-            # a producer's batch shares its create time: parsed once
-            last_stamp = stamp
-            timestamp = int(stamp)
-        if append_time:
-            appended = _append_stamp(fields) or ms
-            if i == start:
-                batch_stamp, batch_time = appended, int(appended)
-            elif appended != batch_stamp:
-                return Walked(i, used, base, False, producer_id, producer_epoch)
-            timestamp = batch_time
-        length += RECORD_OVERHEAD
-        if used + length > budget and (i > start or not take_first):
-            return Walked(i, used, base, True, producer_id, producer_epoch)
-        used += length
-        append(delta, timestamp, key, value, headers)
-    return Walked(len(entries), used, base, False, producer_id, producer_epoch)

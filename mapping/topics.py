@@ -1,5 +1,5 @@
-"""Topics: their settings, the pod's cache of them, and every write to the topic hash and the
-topic index keys (the topics set, the id index).
+"""Topics: their settings, read through the pod's cache of them (mapping/topic_cache.py), and
+every write to the topic hash and the topic index keys (the topics set, the id index).
 
 Nothing else writes those keys (tests/test_layout.py checks it): the pods' first use,
 the command line and the Spark sink create topics here (the command line and Spark through
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -23,6 +22,7 @@ from mapping.codec import to_str
 from mapping.errors import TOPIC_LIMIT, UNKNOWN_TOPIC, BadRequest, BrokerError
 from mapping.keys import Keys
 from mapping.scripts import call_sync
+from mapping.topic_cache import TopicCache
 from mapping.topic_config import (
     ALTERABLE_CONFIGS,
     DEFAULT_TOPIC_CACHE_SIZE,
@@ -200,12 +200,7 @@ class Topics:
         self.topic_defaults = topic_defaults or TopicDefaults()
         self.auto_create_topics = auto_create_topics
         self.max_topics = max_topics
-        self.topic_cache_size = max(1, topic_cache_size)
-        # A topic's settings never change while it exists, so they are cached until the
-        # topic is deleted (every pod hears it on Keys.topics_deleted_channel) or evicted.
-        self._pending: dict[str, asyncio.Future[TopicConfig]] = {}  # lookups in flight
-        self._known: OrderedDict[str, TopicConfig] = OrderedDict()  # LRU: no await needed
-        self._dropped: list[Callable[[TopicConfig | None], None]] = []
+        self.cache = TopicCache(topic_cache_size)  # ``topics.cache.known(name)``: no await
         # The cluster-wide topic defaults (mapping/broker_configs.py), given to every
         # TopicConfig this pod reads (see TopicConfig.broker_defaults).
         self.broker_defaults: tuple[tuple[str, str], ...] = ()
@@ -215,7 +210,7 @@ class Topics:
         topic goes, so the next use reads it with them."""
         if fields != self.broker_defaults:
             self.broker_defaults = fields
-            self.forget_all()
+            self.cache.forget_all()
 
     def _with_defaults(self, config: TopicConfig) -> TopicConfig:
         if not self.broker_defaults:
@@ -230,32 +225,21 @@ class Topics:
                 return int(text)
         return self.topic_defaults.min_insync_replicas
 
-    def on_drop(self, callback: Callable[[TopicConfig | None], None]) -> None:
-        """Call ``callback`` with a topic's settings when the cache drops them (deleted,
-        evicted), with None when it drops every topic: what was derived from the settings
-        (Partitions' produce builders and size marks) goes with them."""
-        self._dropped.append(callback)
-
     async def topic(self, name: str) -> TopicConfig:
         """The topic's settings, creating it with the defaults on first use (when allowed)."""
-        known = self.known(name)
+        known = self.cache.known(name)
         if known is not None:
             return known
-        future = self._pending.get(name)
-        if future is None:
-            future = asyncio.ensure_future(self._ensure(name))
-            self._pending[name] = future
-            future.add_done_callback(partial(self._resolved, name))
-        return await asyncio.shield(future)
+        return await self.cache.shared(name, partial(self._ensure, name))
 
     async def lookup(self, name: str) -> TopicConfig | None:
         """The topic's settings, or None when it does not exist (never creates it)."""
-        known = self.known(name)
+        known = self.cache.known(name)
         if known is not None:
             return known
         config = await self._read(name, create=False)
-        if config is not None and name not in self._pending:
-            self._remember(config)
+        if config is not None:
+            self.cache.remember_read(config)
         return config
 
     async def partition_of(self, topic: str, partition: int) -> TopicConfig:
@@ -263,55 +247,6 @@ class Topics:
         if not 0 <= partition < config.partitions:
             raise BadRequest("invalid partition")
         return config
-
-    def known(self, name: str) -> TopicConfig | None:
-        """The topic's settings if this pod has them already (no Redis call needed)."""
-        config = self._known.get(name)
-        if config is not None:
-            self._known.move_to_end(name)
-        return config
-
-    def _resolved(self, name: str, future: asyncio.Future[TopicConfig]) -> None:
-        if self._pending.get(name) is not future:
-            return  # forgotten meanwhile (deleted): the answer may be stale, not cached
-        del self._pending[name]
-        if not future.cancelled() and future.exception() is None:
-            self._remember(future.result())
-
-    def _remember(self, config: TopicConfig) -> None:
-        self._known[config.name] = config
-        self._known.move_to_end(config.name)
-        while len(self._known) > self.topic_cache_size:
-            _, evicted = self._known.popitem(last=False)
-            self._drop(evicted)
-
-    def _drop(self, config: TopicConfig | None) -> None:
-        for callback in self._dropped:
-            callback(config)
-
-    def forget(self, name: str) -> None:
-        """Drop what this pod knows of topic ``name`` (it was deleted): the next command
-        naming it looks it up (or creates it) afresh."""
-        self._pending.pop(name, None)
-        config = self._known.pop(name, None)
-        if config is not None:
-            self._drop(config)
-
-    def forget_deleted(self, config: TopicConfig) -> None:
-        """A partition script refused topic ``config`` as deleted (the deletion notice not
-        heard yet): forget it, unless the pod caches other settings of that name by now."""
-        if self._known.get(config.name) is config:
-            self.forget(config.name)
-
-    def forget_all(self) -> None:
-        """Drop every cached topic (deletions may have been missed)."""
-        self._pending.clear()
-        self._known.clear()
-        self._drop(None)
-
-    def cached(self) -> list[str]:
-        """Names whose settings this pod holds, least recently used first."""
-        return list(self._known)
 
     async def read(self, name: str) -> TopicConfig | None:
         """The topic's settings as Redis has them now (never cached, never creates it;

@@ -14,7 +14,7 @@ from mapping.codec import decode
 from mapping.keys import Keys, group_name
 from mapping.partitions import Partitions
 from mapping.topic_config import TopicConfig
-from mapping.transactions import OPEN_STATES, TxnState, parse_state
+from mapping.txn_state import OPEN_STATES, TxnState, parse_state
 
 # Transactional ids one listing reads at most (a scrape, a CLI run).
 MAX_LISTED = 10_000

@@ -21,8 +21,8 @@ from adapter.cli.inspect import echo_json, inspect_group
 from adapter.cli.local_pod import run_on_pod
 from adapter.cli.options import RedisTarget, topic_name
 from adapter.pod import Pod
-from mapping.transactions import OPEN_STATES
 from mapping.txn_inspection import PartitionTxnView, partition_views, transaction_states
+from mapping.txn_state import OPEN_STATES
 
 
 @inspect_group.command(name="transactions")

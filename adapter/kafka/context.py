@@ -48,7 +48,7 @@ class KafkaContext:
         wanted = str(topic_id)
         name = self.topic_names_by_id.get(topic_id)
         if name is not None:
-            known = self.pod.topics.known(name)
+            known = self.pod.topics.cache.known(name)
             if known is not None and known.topic_id == wanted:
                 return name
         config = await self.pod.topics.by_id(wanted)

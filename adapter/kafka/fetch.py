@@ -35,7 +35,7 @@ from adapter.kafka.versions import FETCH
 from mapping import codec
 from mapping.errors import BrokerError
 from mapping.kafka import FetchRead
-from mapping.records import is_control, walk_entries
+from mapping.record_walk import is_control, walk_entries
 from mapping.topic_config import TopicConfig
 from mapping.topic_rules import rules_of
 

@@ -23,7 +23,7 @@ from adapter.kafka.protocol import Request
 from adapter.kafka.transactions import for_version
 from adapter.kafka.versions import INIT_PRODUCER_ID
 from mapping.errors import BrokerError
-from mapping.transactions import InitResult
+from mapping.txn_state import InitResult
 
 Response = INIT_PRODUCER_ID.response
 NO_PRODUCER_ID = -1

@@ -101,7 +101,7 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
     # names its producer
     if any(b.is_control or (b.is_transactional and b.producer_id < 0) for b in batches):
         return errors.INVALID_RECORD
-    config = context.pod.topics.known(name)
+    config = context.pod.topics.cache.known(name)
     if config is None:  # first use on this pod: look it up first
         return asyncio.ensure_future(_append(context, body, name, part.index, batches))
     if not 0 <= part.index < config.partitions:

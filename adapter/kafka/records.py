@@ -3,7 +3,7 @@
 Decode (Produce): CRC-32C checked, any of the four codecs (gzip, snappy, lz4, zstd through
 cramjam). Encode (Fetch): batches whose base offset is the first record's offset and whose
 offset deltas are the gaps between the pod's offsets (a batch never spans more than 2^31-1
-offsets: a longer run starts a new batch; mapping.records.walk_entries feeds them),
+offsets: a longer run starts a new batch; mapping.record_walk.walk_entries feeds them),
 compressed with the topic's compression.type, and on a LogAppendTime topic marked so (the
 timestamp-type attribute bit), one append time per batch; a transaction's records in batches
 of their own with the transactional bit and the producer's id and epoch, each commit or abort

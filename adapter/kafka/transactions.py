@@ -25,7 +25,8 @@ from adapter.kafka.versions import (
     END_TXN,
     LIST_TRANSACTIONS,
 )
-from mapping.transactions import STATES, Transactions
+from mapping.transactions import Transactions
+from mapping.txn_state import STATES
 
 AddPartitionsResponse = ADD_PARTITIONS_TO_TXN.response
 TopicResult = AddPartitionsResponse.AddPartitionsToTxnTopicResult

@@ -276,7 +276,7 @@ def test_fetch_encodes_every_entry_layout_as_entry_record_reads_it() -> None:
 
 def test_fetch_stops_at_the_high_watermark_and_the_byte_budget() -> None:
     from adapter.kafka.fetch import _encode
-    from mapping.records import RECORD_OVERHEAD
+    from mapping.record_walk import RECORD_OVERHEAD
 
     batches, taken, _, done, _ = _encode(LAYOUTS, BITS, 9000, 1 << 20, True, PLAIN)
     assert (taken, done) == (4, True)

@@ -42,7 +42,7 @@ async def configure(store: KafkaStore, changes: Mapping[str, int | str | None]) 
     topics = store.partitions.topics
     await topics.topic(TOPIC)
     await topics.alter_configs(TOPIC, changes)
-    topics.forget(TOPIC)
+    topics.cache.forget(TOPIC)
     return await topics.topic(TOPIC)
 
 

@@ -151,7 +151,7 @@ def test_a_follower_partition_keeps_compacting_and_goes_on_once_promoted(
         topics = store.partitions.topics
         await topics.create(TOPIC, 1, 2, 1)
         await topics.alter_configs(TOPIC, {"cleanup_policy": "compact"})
-        topics.forget(TOPIC)
+        topics.cache.forget(TOPIC)
         config = await topics.topic(TOPIC)
         assert config.replication_factor == 2
         head = store.partitions.head(config, 0)

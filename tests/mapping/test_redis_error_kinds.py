@@ -192,7 +192,7 @@ def test_a_failed_connect_is_told_apart_from_a_lost_reply() -> None:
 def _context(client: FakeCluster) -> SimpleNamespace:
     batcher, keys = ClusterBatcher(client, max_concurrency=4), Keys("kinds")
     topics = Topics(batcher, keys)  # type: ignore[arg-type]
-    topics._remember(CONFIG)  # a topic the pod knows: no lookup
+    topics.cache.remember(CONFIG)  # a topic the pod knows: no lookup
     partitions = Partitions(batcher, keys, topics)  # type: ignore[arg-type]
     pod = SimpleNamespace(
         settings=Settings(),

@@ -217,15 +217,15 @@ def test_the_topic_cache_is_bounded(redis_url: str) -> None:
             partitions = Partitions(batcher, keys, topics)
             for name in ("a", "b", "a", "c"):
                 await topics.topic(name)
-            assert topics.cached() == ["a", "c"]  # b was least recently used
-            assert topics.known("b") is None
+            assert topics.cache.cached() == ["a", "c"]  # b was least recently used
+            assert topics.cache.known("b") is None
             assert (await topics.topic("b")).partitions == 2  # read again from Redis
-            assert topics.cached() == ["c", "b"]
+            assert topics.cache.cached() == ["c", "b"]
             config = await topics.topic("c")
             await partitions.produce(config, 0, [(b"k", b"v")])  # the produce path caches too
             for name in ("d", "e", "f"):
                 await topics.topic(name)
-            assert topics.cached() == ["e", "f"]
+            assert topics.cache.cached() == ["e", "f"]
             assert len(partitions._produce_builders) == 0  # evicted with their topic
         finally:
             runner.cancel()
@@ -246,7 +246,7 @@ def test_auto_creation_off_in_the_topics_never_creates(redis_url: str) -> None:
             with pytest.raises(Exception, match="unknown topic x"):
                 await topics.topic("x")
             assert await client.exists(keys.topic("x")) == 0
-            assert topics.cached() == []
+            assert topics.cache.cached() == []
         finally:
             runner.cancel()
             await client.aclose()

@@ -18,15 +18,9 @@ from adapter.settings import Settings
 from mapping import kafka_errors as E
 from mapping.client import connect
 from mapping.topic_config import TopicConfig
-from mapping.transactions import (
-    COMPLETE_ABORT,
-    COMPLETE_COMMIT,
-    EMPTY,
-    ONGOING,
-    PREPARE_COMMIT,
-    Transactions,
-)
+from mapping.transactions import Transactions
 from mapping.txn_completer import complete_due
+from mapping.txn_state import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_COMMIT
 
 TOPIC = "orders"
 

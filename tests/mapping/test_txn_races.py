@@ -16,13 +16,9 @@ from adapter.settings import Settings
 from mapping import kafka_errors as E
 from mapping.client import connect
 from mapping.topic_config import TopicDefaults
-from mapping.transactions import (
-    ADD_PARTITIONS,
-    COMPLETE_ABORT,
-    partition_member,
-    txn_coord_add_call,
-)
+from mapping.transactions import ADD_PARTITIONS, txn_coord_add_call
 from mapping.txn_completer import complete_due
+from mapping.txn_state import COMPLETE_ABORT, partition_member
 
 TOPIC = "orders"
 GRACE_MS = 100

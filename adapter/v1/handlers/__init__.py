@@ -53,12 +53,12 @@ def on_topic(
             # Deleted under this pod's cache (the notice not heard yet): forget it. Not
             # retried here: an acks=all PRODUCE may have been appended before the deletion.
             if exc.code == UNKNOWN_TOPIC:
-                context.pod.topics.forget(topic)
+                context.pod.topics.cache.forget(topic)
             raise
 
     def starter(context: Context, argv: list[str]) -> Pending[str] | None:
         topic, *rest = parse(argv)
-        config = context.pod.topics.known(topic)
+        config = context.pod.topics.cache.known(topic)
         if config is None:
             return None
         pending = start(context, config, *rest)
@@ -87,5 +87,5 @@ class _ForgetsDeleted(Pending[str]):
             return self.finish(self.future.result())
         except BrokerError as exc:
             if exc.code == UNKNOWN_TOPIC:
-                self.topics.forget(self.topic)
+                self.topics.cache.forget(self.topic)
             raise
