@@ -6,17 +6,60 @@ one whose port refuses is skipped (a killed pod). Run as a child process by the 
 
 LOG_FILE gets the target port of every connection made, one a line. While a file
 LOG_FILE.pin holds a target port, new connections go to that target first (a test puts one
-client's connections on the pod it then kills).
+client's connections on the pod it then kills). ``Balancer`` starts and steers it from a test.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import subprocess
 import sys
 from pathlib import Path
 
+from mapping.embedded import free_port
+from tests.support import ROOT
 from tests.support.tls_proxy import pipe
+from tests.support.waiting import port_open, wait_until
+
+
+class Balancer:
+    """This balancer as a test's child process, on a free port (pods advertise ``address``)."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.port = free_port()
+        self.log = log_dir / "balancer.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, targets: list[int]) -> None:
+        self.log.write_text("")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.kafka.balancer", str(self.log), str(self.port),
+             *map(str, targets)],
+            cwd=ROOT,
+        )  # fmt: skip
+        wait_until(lambda: port_open(self.port))
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def pin(self, target: int | None) -> None:
+        """New connections go to port ``target`` first (None: round robin again)."""
+        pin = Path(f"{self.log}.pin")
+        if target is None:
+            pin.unlink(missing_ok=True)
+        else:
+            pin.write_text(str(target))
+
+    def connections(self, targets: list[int]) -> list[int]:
+        """The target (its index in ``targets``) each connection went to, in order."""
+        return [targets.index(int(line)) for line in self.log.read_text().split()]
 
 
 async def main(log_file: str, port: int, targets: list[int]) -> None:

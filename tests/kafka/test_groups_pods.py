@@ -6,8 +6,6 @@ in its prefix's broker registry until the registration's TTL runs out)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -21,10 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mapping.embedded import free_port
 from mapping.keys import KafkaGroupKeys, Keys
+from tests.kafka.balancer import Balancer
 from tests.kafka.group_helpers import CONFLUENT, owned, poll_until, produce
-from tests.support import ROOT
 from tests.support.pods import RF1, Pod
-from tests.support.waiting import port_open, wait_until
 
 MEMBERS = 20
 MANY_PARTITIONS = 24
@@ -49,39 +46,29 @@ class GroupPods:
     ) -> None:
         self.prefix = f"kgpods-{uuid.uuid4().hex[:8]}"
         args = _pod_args(self.prefix, initial_delay_ms)
-        self.balancer_port = free_port() if balanced else None
-        self.balancer_log = log_dir / "balancer.log"
-        self.balancer: subprocess.Popen[bytes] | None = None
-        if self.balancer_port is not None:
-            args = (*args, "--kafka-advertised-listener", f"127.0.0.1:{self.balancer_port}")
+        self.balancer = Balancer(log_dir) if balanced else None
+        if self.balancer is not None:
+            args = (*args, "--kafka-advertised-listener", self.balancer.address)
         self.pods = [Pod(redis_url, *args, "--metrics-port", str(free_port())) for _ in range(3)]
         self.redis = redis.Redis.from_url(redis_url, decode_responses=True)
 
     def start(self) -> None:
         for pod in self.pods:
             pod.start()
-        if self.balancer_port is not None:
-            self.balancer_log.write_text("")
-            ports = [str(pod.kafka_port) for pod in self.pods]
-            self.balancer = subprocess.Popen(
-                [sys.executable, "-m", "tests.kafka.balancer", str(self.balancer_log),
-                 str(self.balancer_port), *ports],
-                cwd=ROOT,
-            )  # fmt: skip
-            wait_until(lambda: port_open(self.balancer_port))
+        if self.balancer is not None:
+            self.balancer.start([pod.kafka_port for pod in self.pods])
 
     def stop(self) -> None:
         for pod in self.pods:
             pod.stop()
         if self.balancer is not None:
-            self.balancer.kill()
-            self.balancer.wait(timeout=10)
+            self.balancer.stop()
         self.redis.close()
 
     def balanced_connections(self) -> list[int]:
         """The pod (its index) each connection through the balancer went to, in order."""
-        ports = [pod.kafka_port for pod in self.pods]
-        return [ports.index(int(line)) for line in self.balancer_log.read_text().split()]
+        assert self.balancer is not None
+        return self.balancer.connections([pod.kafka_port for pod in self.pods])
 
     def answered(self, pod: int, api: str) -> float:
         """How many ``api`` requests ``pod`` answered (its Prometheus counter)."""
@@ -97,17 +84,14 @@ class GroupPods:
 
     def pin(self, pod: int | None) -> None:
         """New connections through the balancer go to ``pod`` (None: round robin again)."""
-        pin = Path(f"{self.balancer_log}.pin")
-        if pod is None:
-            pin.unlink(missing_ok=True)
-        else:
-            pin.write_text(str(self.pods[pod].kafka_port))
+        assert self.balancer is not None
+        self.balancer.pin(None if pod is None else self.pods[pod].kafka_port)
 
     def bootstrap(self, first: int) -> str:
         """Every pod, ``first``'s first: the client talks to it and fails over to the others
         (behind a balancer: the balancer)."""
-        if self.balancer_port is not None:
-            return f"127.0.0.1:{self.balancer_port}"
+        if self.balancer is not None:
+            return self.balancer.address
         order = self.pods[first:] + self.pods[:first]
         return ",".join(pod.bootstrap for pod in order)
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,11 +31,10 @@ from typing import Any
 import pytest
 import redis
 
-from mapping.embedded import RedisProcess, free_port
+from mapping.embedded import RedisProcess
 from mapping.keys import Keys
-from tests.support import ROOT
+from tests.kafka.balancer import Balancer
 from tests.support.pods import RF1, Pod
-from tests.support.waiting import port_open, wait_until
 
 RECORDS_PER_PRODUCER = 250_000
 VALUE_SIZE = 100
@@ -95,37 +92,23 @@ class BalancedPods:
 
     def __init__(self, redis_url: str, log_dir: Path) -> None:
         self.prefix = f"overload-{uuid.uuid4().hex[:8]}"
-        self.balancer_port = free_port()
-        self.balancer_log = log_dir / "balancer.log"
+        self.balancer = Balancer(log_dir)
         args = (*RF1, "--key-prefix", self.prefix, "--default-partitions", "1",
                 "--no-replicator", "--redis-timeout-ms", "500",
-                "--kafka-advertised-listener", f"127.0.0.1:{self.balancer_port}")  # fmt: skip
+                "--kafka-advertised-listener", self.balancer.address)  # fmt: skip
         self.pods = [Pod(redis_url, *args) for _ in range(2)]
-        self.balancer: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         for pod in self.pods:
             pod.start()
-        self.balancer_log.write_text("")
-        ports = [str(pod.kafka_port) for pod in self.pods]
-        self.balancer = subprocess.Popen(
-            [sys.executable, "-m", "tests.kafka.balancer", str(self.balancer_log),
-             str(self.balancer_port), *ports],
-            cwd=ROOT,
-        )  # fmt: skip
-        wait_until(lambda: port_open(self.balancer_port))
+        self.balancer.start([pod.kafka_port for pod in self.pods])
 
     def pin(self, pod: int | None) -> None:
         """New connections go to ``pod`` (None: round robin)."""
-        pin = Path(f"{self.balancer_log}.pin")
-        if pod is None:
-            pin.unlink(missing_ok=True)
-        else:
-            pin.write_text(str(self.pods[pod].kafka_port))
+        self.balancer.pin(None if pod is None else self.pods[pod].kafka_port)
 
     def connections(self) -> list[int]:
-        ports = [pod.kafka_port for pod in self.pods]
-        return [ports.index(int(line)) for line in self.balancer_log.read_text().split()]
+        return self.balancer.connections([pod.kafka_port for pod in self.pods])
 
     def complaints(self) -> list[str]:
         """The pods' log lines above INFO (what went wrong, when something did)."""
@@ -151,9 +134,7 @@ class BalancedPods:
     def stop(self) -> None:
         for pod in self.pods:
             pod.stop()
-        if self.balancer is not None:
-            self.balancer.kill()
-            self.balancer.wait(timeout=10)
+        self.balancer.stop()
 
 
 @pytest.fixture
@@ -196,7 +177,7 @@ def test_overload_through_two_pods_stores_every_record_once_in_order(
     for index, tag in enumerate(("p0", "p1")):
         pods.pin(index)  # each producer's connections (bootstrap and broker) on its own pod
         ready = context.Event()
-        bootstrap = f"127.0.0.1:{pods.balancer_port}"
+        bootstrap = pods.balancer.address
         process = context.Process(target=_produce, args=(bootstrap, topic, tag, ready, go, out))
         process.start()
         producers.append(process)
