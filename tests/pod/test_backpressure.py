@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -195,6 +196,24 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+def _held(answers: list[asyncio.Future[Any]]) -> Callable[..., Awaitable[Any]]:
+    """A PRODUCE handler (either door's) that waits until the test answers it: the append
+    "in Redis"."""
+
+    async def produce(_context: Any, _request: Any) -> Any:
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        answers.append(answer)
+        return await answer
+
+    return produce
+
+
+def _connected(connection: asyncio.Protocol) -> Transport:
+    transport = Transport()
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    return transport
+
+
 def _produce_frame(correlation_id: int, values: int) -> bytes:
     body = produce_body("t", 0, batch([b"v" * 100] * values), acks=0)
     return encode_request(PRODUCE, 9, body, correlation_id, "test")
@@ -202,21 +221,13 @@ def _produce_frame(correlation_id: int, values: int) -> bytes:
 
 def test_a_kafka_connection_over_its_bound_stops_reading_and_resumes() -> None:
     async def main() -> None:
-        answers: list[asyncio.Future[None]] = []
-
-        async def produce(_context: Any, _request: Any) -> None:
-            answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            answers.append(answer)
-            await answer  # the append "in Redis"
-            return None  # acks=0: no response
-
+        answers: list[asyncio.Future[None]] = []  # acks=0: answered None, no response
         frames = [_produce_frame(i, 20) for i in range(3)]
         budget = AppendBudget(pod_bytes=0, connection_bytes=2 * len(frames[0]))
         connection = KafkaConnection(
-            None, {PRODUCE.key: produce}, max_request_bytes=1 << 20, budget=budget
+            None, {PRODUCE.key: _held(answers)}, max_request_bytes=1 << 20, budget=budget
         )
-        transport = Transport()
-        connection.connection_made(transport)
+        transport = _connected(connection)
         connection.data_received(b"".join(frames))
         await settle()
         assert len(answers) == 2  # the third waits: two are at the connection's bound
@@ -235,23 +246,14 @@ def test_a_kafka_connection_over_its_bound_stops_reading_and_resumes() -> None:
 def test_a_kafka_connection_waits_its_turn_under_the_pod_bound() -> None:
     async def main() -> None:
         answers: list[asyncio.Future[None]] = []
-
-        async def produce(_context: Any, _request: Any) -> None:
-            answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            answers.append(answer)
-            await answer
-
         frame = _produce_frame(1, 20)
         budget = AppendBudget(pod_bytes=len(frame), connection_bytes=0)
-        connections, transports = [], []
-        for _ in range(2):
-            connection = KafkaConnection(
-                None, {PRODUCE.key: produce}, max_request_bytes=1 << 20, budget=budget
-            )
-            transport = Transport()
-            connection.connection_made(transport)
-            connections.append(connection)
-            transports.append(transport)
+        handlers = {PRODUCE.key: _held(answers)}
+        connections = [
+            KafkaConnection(None, handlers, max_request_bytes=1 << 20, budget=budget)
+            for _ in range(2)
+        ]
+        transports = [_connected(connection) for connection in connections]
         connections[0].data_received(frame)
         connections[1].data_received(frame)
         await settle()
@@ -271,22 +273,12 @@ def test_a_v1_connection_waits_its_turn_under_the_pod_bound() -> None:
 
     async def main() -> None:
         answers: list[asyncio.Future[str]] = []
-
-        async def produce(_context: Any, _argv: list[str]) -> str:
-            answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-            answers.append(answer)
-            return await answer
-
         context = Context(SimpleNamespace(settings=Settings()), starters={})  # type: ignore[arg-type]
         line = b"V1|1|PRODUCE|t k:" + b"v" * 100 + b"\n"
         budget = AppendBudget(pod_bytes=len(line), connection_bytes=0)
-        connections, transports = [], []
-        for _ in range(2):
-            connection = Connection(context, {"PRODUCE": produce}, budget=budget)
-            transport = Transport()
-            connection.connection_made(transport)
-            connections.append(connection)
-            transports.append(transport)
+        handlers = {"PRODUCE": _held(answers)}
+        connections = [Connection(context, handlers, budget=budget) for _ in range(2)]
+        transports = [_connected(connection) for connection in connections]
         connections[0].data_received(line)
         connections[1].data_received(line)
         await settle()
@@ -317,8 +309,7 @@ def test_a_v1_slice_stops_at_the_connection_bound() -> None:
         lines = [b"V1|%d|PRODUCE|t k:%s\n" % (i, b"v" * 100) for i in range(10)]
         budget = AppendBudget(pod_bytes=0, connection_bytes=3 * len(lines[0]))
         connection = Connection(context, {"PRODUCE": produce}, budget=budget)
-        transport = Transport()
-        connection.connection_made(transport)
+        transport = _connected(connection)
         connection.data_received(b"".join(lines))
         await settle()
         replies = b"".join(transport.written).count(b"|OK|")
