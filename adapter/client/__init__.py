@@ -1,27 +1,29 @@
 """The Python V1 client, the batching Producer and the GroupConsumer.
 
 Imports nothing of the pod (no anyio, uvloop, prometheus or click), so an application
-needs only this package and the protocol core (``adapter.v1``).
+needs only this package, the protocol core (``adapter.v1``) and the offset codec
+(``mapping.codec``, for records' timestamps).
 """
 
-from adapter.client.client import (
-    AsyncClient,
-    Client,
+from adapter.client.client import AsyncClient, Client, Endpoint
+from adapter.client.group_consumer import GroupConsumer
+from adapter.client.producer import Producer, ProducerClosed
+from adapter.client.wire import (
     ConsumeReply,
     GroupAssignment,
     ProduceReply,
+    Record,
     RequestFailed,
     consume_reply,
     produce_args,
     produce_reply,
 )
-from adapter.client.group_consumer import GroupConsumer, Record
-from adapter.client.producer import Producer, ProducerClosed
 
 __all__ = [
     "AsyncClient",
     "Client",
     "ConsumeReply",
+    "Endpoint",
     "GroupAssignment",
     "GroupConsumer",
     "ProduceReply",

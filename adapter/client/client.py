@@ -5,9 +5,10 @@
         replies = client.pipeline([("PRODUCE", "orders k:v"), ("PING", "")])
         client.consume("orders", 2, 0)                      # -> ConsumeReply
 
-Keys and values are bytes (str is UTF-8 encoded) and are percent-escaped on the wire, so
-any byte string round-trips. An ERR reply raises `RequestFailed` from the convenience
-methods; `request` and `pipeline` return raw `Response`s.
+TLS and AUTH are the options of `Endpoint`. Keys and values are bytes (str is UTF-8
+encoded), percent-escaped on the wire by `adapter.client.wire`. An ERR reply raises
+`RequestFailed` from the convenience methods; `request` and `pipeline` return raw
+`Response`s.
 """
 
 from __future__ import annotations
@@ -19,96 +20,106 @@ import socket
 import ssl
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from adapter.client.wire import (
+    ConsumeReply,
+    GroupAssignment,
+    ProduceReply,
+    RequestFailed,
+    assignment_reply,
+    auth_args,
+    consume_reply,
+    join_args,
+    ok,
+    produce_args,
+    produce_reply,
+)
 from adapter.v1 import protocol
-from adapter.v1.escaping import escape, unescape
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "ConsumeReply",
+    "Endpoint",
+    "GroupAssignment",
+    "ProduceReply",
+    "RequestFailed",
+    "consume_reply",
+    "produce_args",
+    "produce_reply",
+]
 
 # Pipelines up to this size are sent before reading; larger ones are sent while reading.
 _SEND_INLINE = 1 << 14
 
 
-class RequestFailed(Exception):
-    def __init__(self, response: protocol.Response) -> None:
-        super().__init__(f"{response.code}: {response.message}")
-        self.code = response.code
-        self.message = response.message
-        self.response = response
-
-
 @dataclass(frozen=True, slots=True)
-class ProduceReply:
-    partition: int
-    offset: int
-    high_watermark: int
+class Endpoint:
+    """A pod and how to reach it: the connection options `Client`, `AsyncClient`, `Producer`
+    and `GroupConsumer` share, and the one place their connections are opened.
 
+    - ``ssl_context``: TLS, for a pod serving TLS; `adapter.client.tls.client_context` makes
+      one from the CA that signed the pod's certificate, a client certificate and key (pods
+      with ``--tls-client-ca``), or ``insecure=True`` (tests only: no verification);
+    - ``server_hostname``: the name the pod's certificate must carry (default ``host``);
+    - ``user``, ``password``: AUTH before anything else on every connection (pods with
+      ``--auth-file``/``--auth-redis``); a wrong one raises `RequestFailed` ``AUTH_FAILED``.
+    """
 
-@dataclass(frozen=True, slots=True)
-class ConsumeReply:
-    records: list[tuple[int, bytes]]
-    high_watermark: int
+    host: str = "127.0.0.1"
+    port: int = 9092
+    timeout: float = 30.0
+    ssl_context: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+    user: str | None = None
+    password: bytes | str | None = field(default=None, repr=False)
 
-    @property
-    def next_offset(self) -> int | None:
-        """Where the next CONSUME starts (None when nothing was returned)."""
-        return self.records[-1][0] + 1 if self.records else None
+    def __post_init__(self) -> None:
+        if (self.user is None) != (self.password is None):
+            raise ValueError("user and password go together")
 
+    def open_socket(self) -> socket.socket:
+        """A connected socket (TLS done when ``ssl_context`` is set), not yet authenticated."""
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.ssl_context is None:
+            return sock
+        try:
+            return self.ssl_context.wrap_socket(
+                sock, server_hostname=self.server_hostname or self.host
+            )
+        except BaseException:
+            sock.close()
+            raise
 
-@dataclass(frozen=True, slots=True)
-class GroupAssignment:
-    """JOIN / SYNC: the group's generation and this member's partitions."""
+    async def open_streams(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """`open_socket` for asyncio (the blocking ``timeout`` does not apply)."""
+        return await asyncio.open_connection(
+            self.host,
+            self.port,
+            limit=1 << 24,
+            ssl=self.ssl_context,
+            server_hostname=(self.server_hostname or self.host) if self.ssl_context else None,
+        )
 
-    generation: int
-    assigned: list[int]
-
-
-def _bytes(data: bytes | str) -> bytes:
-    return data.encode() if isinstance(data, str) else data
-
-
-def produce_args(topic: str, key: bytes | str, value: bytes | str, acks: str = "1") -> str:
-    return f"{topic} {escape(_bytes(key), also=':')}:{escape(_bytes(value))} acks={acks}"
-
-
-def auth_args(user: str, password: bytes | str) -> str:
-    """The password is percent-escaped, so it may hold any byte, spaces included."""
-    return f"{user} {escape(_bytes(password))}"
-
-
-def ok(response: protocol.Response) -> dict[str, str]:
-    if not response.ok:
-        raise RequestFailed(response)
-    return response.fields()
-
-
-def produce_reply(response: protocol.Response) -> ProduceReply:
-    fields = ok(response)
-    return ProduceReply(int(fields["partition"]), int(fields["offset"]), int(fields["hw"]))
-
-
-def consume_reply(response: protocol.Response) -> ConsumeReply:
-    fields = ok(response)
-    records = []
-    for item in filter(None, fields["messages"].split(",")):
-        offset, _, value = item.partition(":")
-        records.append((int(offset), unescape(value)))
-    return ConsumeReply(records, int(fields["hw"]))
-
-
-def assignment_reply(response: protocol.Response) -> GroupAssignment:
-    fields = ok(response)
-    assigned = protocol.parse_list(fields["assigned"])
-    return GroupAssignment(int(fields["generation"]), assigned)
-
-
-def join_args(group: str, topic: str, consumer_id: str, assignor: str | None = None) -> str:
-    suffix = f" assignor={assignor}" if assignor else ""
-    return f"{group} {topic} {consumer_id}{suffix}"
+    def client(self) -> Client:
+        """A new `Client` connected (and authenticated) to this pod."""
+        return Client(
+            self.host,
+            self.port,
+            self.timeout,
+            ssl_context=self.ssl_context,
+            server_hostname=self.server_hostname,
+            user=self.user,
+            password=self.password,
+        )
 
 
 class Client:
-    """Blocking client over one TCP connection; ``ssl_context`` (see
-    `adapter.client.tls.client_context`) for a pod serving TLS."""
+    """Blocking client over one TCP connection. The keyword options (TLS, AUTH) are those
+    of `Endpoint`: with ``user`` the connection is authenticated before the constructor
+    returns."""
 
     def __init__(
         self,
@@ -118,18 +129,19 @@ class Client:
         *,
         ssl_context: ssl.SSLContext | None = None,
         server_hostname: str | None = None,
+        user: str | None = None,
+        password: bytes | str | None = None,
     ) -> None:
-        sock = socket.create_connection((host, port), timeout=timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if ssl_context is not None:
-            try:
-                sock = ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
-            except BaseException:
-                sock.close()
-                raise
-        self._sock = sock
+        endpoint = Endpoint(host, port, timeout, ssl_context, server_hostname, user, password)
+        self._sock = endpoint.open_socket()
         self._reader = self._sock.makefile("rb")
         self._ids = itertools.count(1)
+        if endpoint.user is not None and endpoint.password is not None:
+            try:
+                self.auth(endpoint.user, endpoint.password)
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         self._reader.close()
@@ -266,15 +278,26 @@ class AsyncClient:
         *,
         ssl_context: ssl.SSLContext | None = None,
         server_hostname: str | None = None,
+        user: str | None = None,
+        password: bytes | str | None = None,
     ) -> AsyncClient:
-        reader, writer = await asyncio.open_connection(
+        """Connect with the options of `Endpoint` (with ``user``: authenticated)."""
+        endpoint = Endpoint(
             host,
             port,
-            limit=1 << 24,
-            ssl=ssl_context,
-            server_hostname=(server_hostname or host) if ssl_context is not None else None,
+            ssl_context=ssl_context,
+            server_hostname=server_hostname,
+            user=user,
+            password=password,
         )
-        return cls(reader, writer)
+        client = cls(*await endpoint.open_streams())
+        if endpoint.user is not None and endpoint.password is not None:
+            try:
+                await client.auth(endpoint.user, endpoint.password)
+            except BaseException:
+                await client.close()
+                raise
+        return client
 
     async def close(self) -> None:
         self._read_task.cancel()

@@ -16,6 +16,11 @@ record to the callback, then COMMIT ``last offset + 1`` per partition, and LEAVE
 Delivery is at least once: a record is committed only after the callback returned, so after
 a rebalance or a crash the partition's next owner starts at the committed offset and may see
 records again that were handled but not yet committed.
+
+Records are `Record`s: V1 CONSUME gives offset and value, so ``key`` is None and
+``headers`` empty; ``timestamp`` is the append time read from the offset (``sequence_bits``
+must be the pods' ``--sequence-bits``). TLS and AUTH take the options of `Client`
+(`adapter.client.client.Endpoint`), for both of its connections.
 """
 
 from __future__ import annotations
@@ -25,27 +30,27 @@ import logging
 import os
 import re
 import socket
+import ssl
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from adapter.client.client import Client, GroupAssignment, RequestFailed, consume_reply
+from adapter.client.client import Client, Endpoint
+from adapter.client.wire import (
+    GroupAssignment,
+    Record,
+    RequestFailed,
+    consume_reply,
+    consumed_records,
+)
 from adapter.v1 import protocol
+from mapping.codec import DEFAULT_SEQUENCE_BITS, check_sequence_bits
 
 log = logging.getLogger(__name__)
 
 GENERATION_MISMATCH = "GENERATION_MISMATCH"
 UNAVAILABLE = "UNAVAILABLE"  # Redis behind the adapter is unreachable: retry later
 RETRY_WAIT_S = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    topic: str
-    partition: int
-    offset: int
-    value: bytes
 
 
 def default_consumer_id() -> str:
@@ -61,7 +66,10 @@ class GroupConsumer:
     (default 10 s; a third of it is a good choice). ``assignor`` is sent with the first JOIN
     only (None: the group's, round_robin for a new group), so members that disagree cannot
     make the group rebalance back and forth. ``on_assign`` is called after every JOIN with
-    the new generation and partitions.
+    the new generation and partitions. ``sequence_bits``: the pods' ``--sequence-bits``
+    (records' timestamps). ``ssl_context``, ``server_hostname``, ``user``, ``password``: as
+    for `Client`; a refused password raises `RequestFailed` ``AUTH_FAILED`` from ``join``,
+    ``poll`` and ``run``.
     """
 
     def __init__(
@@ -77,10 +85,19 @@ class GroupConsumer:
         heartbeat_interval_s: float = 3.0,
         idle_wait_s: float = 0.1,
         timeout_s: float = 30.0,
+        sequence_bits: int = DEFAULT_SEQUENCE_BITS,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        user: str | None = None,
+        password: bytes | str | None = None,
     ) -> None:
         self.group = group
         self.topic = topic
         self.consumer_id = consumer_id or default_consumer_id()
+        self.endpoint = Endpoint(
+            host, port, timeout_s, ssl_context, server_hostname, user, password
+        )
+        self.sequence_bits = check_sequence_bits(sequence_bits)
         self.address = (host, port)
         self.heartbeat_interval_s = heartbeat_interval_s
         self.idle_wait_s = idle_wait_s
@@ -146,7 +163,7 @@ class GroupConsumer:
         records: list[Record] = []
         for partition, response in zip(partitions, responses, strict=True):
             reply = consume_reply(response)
-            records += [Record(self.topic, partition, o, v) for o, v in reply.records]
+            records += consumed_records(self.topic, partition, reply, self.sequence_bits)
             if reply.next_offset is not None:
                 self._positions[partition] = reply.next_offset
         return records
@@ -239,7 +256,7 @@ class GroupConsumer:
 
     def _connection(self) -> Client:
         if self._client is None:
-            self._client = Client(*self.address, timeout=self.timeout_s)
+            self._client = self.endpoint.client()
         return self._client
 
     def _disconnect(self) -> None:
@@ -288,12 +305,14 @@ class GroupConsumer:
                 continue
             try:
                 if client is None:
-                    client = Client(*self.address, timeout=self.timeout_s)
+                    client = self.endpoint.client()
                 client.heartbeat(self.group, self.topic, self.consumer_id, generation)
             except RequestFailed as exc:
                 # A mismatch for the generation we hold now: the group changed, JOIN again.
                 if exc.code == GENERATION_MISMATCH and self.generation == generation:
                     self._rejoin.set()
+                elif exc.code != GENERATION_MISMATCH:  # AUTH_FAILED, UNAVAILABLE: say so
+                    log.warning("%s: heartbeat refused: %s", self.consumer_id, exc)
             except (OSError, protocol.ParseError) as exc:
                 log.warning("%s: heartbeat failed: %s", self.consumer_id, exc)
                 if client is not None:

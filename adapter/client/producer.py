@@ -13,16 +13,24 @@ A batch goes out when it holds ``max_batch`` records or its first record has wai
 ``linger_s`` (or on ``flush``/``close``). A record the adapter refuses fails its own future
 with ``RequestFailed``; a lost connection fails the batch in flight (records of a failed
 batch may or may not have been written) and the next batch reconnects.
+
+TLS and AUTH take the options of `Client` (`adapter.client.client.Endpoint`); the producer
+connects with its first batch, so a refused password (``RequestFailed`` ``AUTH_FAILED``) or
+certificate fails that batch's futures, and every later batch tries again. V1 records carry
+a key and a value only: no headers and no timestamp of the producer's own (the offset holds
+the append time).
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
 from concurrent.futures import Future
 
-from adapter.client.client import Client, ProduceReply, RequestFailed, produce_args, produce_reply
+from adapter.client.client import Client, Endpoint
+from adapter.client.wire import ProduceReply, RequestFailed, produce_args, produce_reply
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +51,18 @@ class Producer:
         linger_s: float = 0.005,
         max_batch: int = 1000,
         timeout_s: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        user: str | None = None,
+        password: bytes | str | None = None,
     ) -> None:
         if acks not in ("0", "1", "all"):
             raise ValueError("acks must be '0', '1' or 'all'")
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
+        self.endpoint = Endpoint(
+            host, port, timeout_s, ssl_context, server_hostname, user, password
+        )
         self.address = (host, port)
         self.acks = acks
         self.linger_s = linger_s
@@ -139,7 +154,7 @@ class Producer:
                 continue
             try:
                 if self._client is None:
-                    self._client = Client(*self.address, timeout=self.timeout_s)
+                    self._client = self.endpoint.client()
                 responses = self._client.pipeline(("PRODUCE", args) for args, _ in live)
             except Exception as exc:  # the sender must never die: every future gets an answer
                 log.warning("producer: batch of %d failed: %s", len(live), exc)
@@ -147,10 +162,20 @@ class Producer:
                     self._client.close()
                     self._client = None
                 for _, future in live:
-                    future.set_exception(ConnectionError(f"produce failed: {exc}"))
+                    future.set_exception(_batch_failure(exc))
                 continue
             for (_, future), response in zip(live, responses, strict=True):
                 try:
                     future.set_result(produce_reply(response))
                 except RequestFailed as exc:
                     future.set_exception(exc)
+
+
+def _batch_failure(exc: Exception) -> Exception:
+    """What a failed batch's futures raise: the pod's refusal of the connection (AUTH_FAILED)
+    as it is, so that it reads as what it is; anything else as a lost connection."""
+    if isinstance(exc, RequestFailed):
+        return exc
+    failure = ConnectionError(f"produce failed: {exc}")
+    failure.__cause__ = exc
+    return failure

@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.client import RequestFailed, consume_reply, produce_args, produce_reply
+from adapter.client import (
+    GroupConsumer,
+    RequestFailed,
+    consume_reply,
+    produce_args,
+    produce_reply,
+)
+from adapter.client.wire import consumed_records
 from adapter.v1.escaping import unescape
 from adapter.v1.protocol import parse_request, parse_response
 
@@ -37,3 +44,16 @@ def test_error_reply_raises() -> None:
     with pytest.raises(RequestFailed) as info:
         produce_reply(parse_response(b"V1|3|ERR|NOT_LEADER|partition is a follower\n"))
     assert info.value.code == "NOT_LEADER" and info.value.message == "partition is a follower"
+
+
+def test_consumed_records_carry_the_append_time_and_nothing_v1_lacks() -> None:
+    ms = 1_700_000_000_123
+    reply = consume_reply(parse_response(f"V1|1|OK|messages={ms << 10 | 3}:a hw=0\n".encode()))
+    (record,) = consumed_records("orders", 2, reply)
+    assert (record.topic, record.partition, record.value) == ("orders", 2, b"a")
+    assert (record.timestamp, record.key, record.headers) == (ms, None, ())
+    # a deployment with --sequence-bits 8: the consumer must be told
+    reply = consume_reply(parse_response(f"V1|1|OK|messages={ms << 8 | 255}:b hw=0\n".encode()))
+    assert consumed_records("orders", 0, reply, sequence_bits=8)[0].timestamp == ms
+    with pytest.raises(ValueError, match="sequence bits"):
+        GroupConsumer("g", "orders", sequence_bits=12)

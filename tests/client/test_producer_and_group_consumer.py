@@ -8,6 +8,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 
+import confluent_kafka
 import pytest
 import redis
 
@@ -229,3 +230,44 @@ def test_callback_failure_commits_nothing_past_it_and_retries(
         thread.join(timeout=30)
     finally:
         consumer.close()
+
+
+def test_records_carry_the_append_time_and_neither_key_nor_headers(
+    pod: Pod, topic: str, group: str, redis_url: str
+) -> None:
+    """V1 CONSUME gives offset:value: the key (sent by V1 PRODUCE, or by a Kafka producer
+    with headers and a CreateTime of its own) is not in the reply, and the timestamp is the
+    append time, the stream entry id's millisecond."""
+    with pod.client() as client:
+        produced = client.produce(topic, "user1", "from v1")
+    kafka = confluent_kafka.Producer({"bootstrap.servers": pod.bootstrap})
+    create_time = 1_000_000_000_000  # 2001: far from the append time
+    kafka.produce(
+        topic,
+        key=b"user1",
+        value=b"from kafka",
+        headers=[("src", b"web")],
+        partition=produced.partition,
+        timestamp=create_time,
+    )
+    assert kafka.flush(30) == 0
+    consumer = GroupConsumer(group, topic, "a", port=pod.port, heartbeat_interval_s=60)
+    records: list[Record] = []
+
+    def polled_both() -> bool:
+        records.extend(consumer.poll())
+        return len(records) >= 2
+
+    try:
+        wait_until(polled_both, timeout=30)
+    finally:
+        consumer.close()
+    with redis.Redis.from_url(redis_url) as r:
+        entries = r.xrange(KEYS.partition(topic, produced.partition).log)
+    assert [(r.partition, r.value, r.key, r.headers) for r in records] == [
+        (produced.partition, b"from v1", None, ()),
+        (produced.partition, b"from kafka", None, ()),
+    ]
+    assert records[0].offset == produced.offset
+    assert [r.timestamp for r in records] == [int(e.split(b"-")[0]) for e, _ in entries]
+    assert records[1].timestamp != create_time
