@@ -2,8 +2,11 @@
 
 Requests, errors and latency by command are counted by wrapping each handler of the command
 table once at start-up (with metrics off the table is untouched: no cost at all). Redis
-round trips and batch sizes come from the batcher's ``on_flush`` hook. Consumer lag is
-computed when Prometheus scrapes, with a synchronous Redis client in the scrape thread.
+round trips and batch sizes come from the batcher's ``on_flush`` hook. Consumer lag and the
+partitions' offsets (adapter/deployment_metrics.py) and open transactions are read when
+Prometheus scrapes, with a synchronous Redis client in the scrape thread. The process's own
+(``process_*``, ``python_gc_*``, ``python_info``) are prometheus-client's collectors. The HTTP
+endpoint, with the health probes, is adapter/metrics_http.py.
 """
 
 from __future__ import annotations
@@ -15,14 +18,25 @@ from collections.abc import Callable, Iterator
 from functools import wraps
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    make_wsgi_app,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from adapter import metrics_http
+from adapter.deployment_metrics import DeploymentCollector
+from adapter.metrics_http import Probes
 from adapter.v1.handlers import Context, Handler, Starter
-from mapping import inspection
 from mapping.batcher import Pending
-from mapping.cluster import SyncClient, connect_sync
+from mapping.cluster import LazySyncClient
 from mapping.compaction import CompactionResult
 from mapping.errors import BrokerError
 from mapping.keys import Keys
@@ -38,6 +52,10 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # the standard process_*, python_info and python_gc_* families
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         self.requests = Counter(
             "adapter_requests", "V1 requests answered, by command", ["command"], registry=r
         )
@@ -157,11 +175,9 @@ class Metrics:
         """The transaction coordinator's hook (``Transactions.on_end``)."""
         self.transactions_ended.labels("commit" if committed else "abort", reason).inc()
 
-    def watch_transactions(
-        self, redis_url: str, keys: Keys, timeout_s: float = 5.0, **login: Any
-    ) -> None:
+    def watch_transactions(self, client: LazySyncClient, keys: Keys) -> None:
         """Report the open transactions (the whole deployment's) on each scrape."""
-        self.registry.register(TransactionCollector(redis_url, keys, timeout_s, login))
+        self.registry.register(TransactionCollector(client, keys))
 
     def on_flush(self, calls: int) -> None:
         """The batcher's hook: one pipeline of ``calls`` Redis calls was sent."""
@@ -175,88 +191,32 @@ class Metrics:
         if result.tombstones_removed:
             self.compacted.labels(result.topic, "tombstone").inc(result.tombstones_removed)
 
-    def watch_lag(self, redis_url: str, keys: Keys, timeout_s: float = 5.0, **login: Any) -> None:
-        """Report consumer lag, read with a client logged in like the pod's own (``login``:
-        `Settings.redis_options`, the same user, password and TLS files)."""
-        self.registry.register(LagCollector(redis_url, keys, timeout_s, login))
+    def watch_deployment(
+        self, client: LazySyncClient, keys: Keys, v1_session_timeout_ms: int
+    ) -> None:
+        """Report consumer lag and the partitions' offsets (adapter/deployment_metrics.py),
+        read with ``client`` (logged in like the pod's own: `Settings.redis_options`)."""
+        self.registry.register(DeploymentCollector(client, keys, v1_session_timeout_ms))
 
-    def serve(self, port: int, host: str) -> Callable[[], None]:
-        """Start the HTTP endpoint (a daemon thread); returns its stop function."""
-        server, thread = start_http_server(port, host, registry=self.registry)
+    def serve(self, port: int, host: str, probes: Probes | None = None) -> Callable[[], None]:
+        """Start the HTTP endpoint (a daemon thread): /metrics, and /livez and /readyz
+        answered by ``probes``; returns its stop function."""
+        app = metrics_http.router(make_wsgi_app(self.registry), probes)
+        stop = metrics_http.serve(app, host, port)
         log.info("metrics on http://%s:%d/metrics", host, port)
-
-        def stop() -> None:
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
-
         return stop
 
 
-class LagCollector(Collector):
-    """Consumer lag per (group, topic, partition) and compacted partitions' dirty records,
-    read from Redis on each scrape."""
+class TransactionCollector(Collector):
+    """Open Kafka transactions by state, read from Redis on each scrape (every pod reports
+    the same deployment-wide numbers: take one, not their sum)."""
 
-    def __init__(
-        self, redis_url: str, keys: Keys, timeout_s: float, login: dict[str, Any] | None = None
-    ) -> None:
-        self.redis_url = redis_url
+    def __init__(self, client: LazySyncClient, keys: Keys) -> None:
+        self.client = client
         self.keys = keys
-        self.timeout_s = timeout_s
-        self.login = login or {}
-        self._client: SyncClient | None = None
 
     def describe(self) -> list:
         return []  # computed on scrape: nothing to check at registration
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        lag = GaugeMetricFamily(
-            "adapter_consumer_lag_records",
-            "Records from a group's committed offset to the high watermark",
-            labels=["group", "topic", "partition"],
-        )
-        committed = GaugeMetricFamily(
-            "adapter_consumer_committed_offset",
-            "A group's committed offset (the next one to read)",
-            labels=["group", "topic", "partition"],
-        )
-        dirty = GaugeMetricFamily(
-            "adapter_compaction_dirty_records",
-            "Superseded records still in a compacted partition's log (compaction's backlog)",
-            labels=["topic", "partition"],
-        )
-        try:
-            client = self._connect()
-            for topic_name, partition, count in inspection.dirty_records(client, self.keys):
-                dirty.add_metric([topic_name, str(partition)], count)
-            for group_name, topic_name in inspection.group_pairs(client, self.keys):
-                view = inspection.group(client, self.keys, group_name, topic_name)
-                if view is None:
-                    continue
-                for p in view.partitions:
-                    labels = [group_name, topic_name, str(p.partition)]
-                    lag.add_metric(labels, p.lag)
-                    if p.committed is not None:
-                        committed.add_metric(labels, p.committed)
-        except Exception as exc:  # a scrape never fails for Redis trouble: lag is left out
-            log.warning("cannot read consumer lag: %s", exc)
-            self._client = None
-        yield lag
-        yield committed
-        yield dirty
-
-    def _connect(self) -> SyncClient:
-        if self._client is None:
-            self._client = connect_sync(
-                self.redis_url, socket_timeout=self.timeout_s,
-                socket_connect_timeout=self.timeout_s, **self.login,
-            )  # fmt: skip
-        return self._client
-
-
-class TransactionCollector(LagCollector):
-    """Open Kafka transactions by state, read from Redis on each scrape (every pod reports
-    the same deployment-wide numbers: take one, not their sum)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         gauge = GaugeMetricFamily(
@@ -265,10 +225,10 @@ class TransactionCollector(LagCollector):
             labels=["state"],
         )
         try:
-            counts = open_counts(transaction_states(self._connect(), self.keys))
+            counts = open_counts(transaction_states(self.client.get(), self.keys))
             for state, count in counts.items():
                 gauge.add_metric([state], count)
         except Exception as exc:  # a scrape never fails for Redis trouble
             log.warning("cannot read the open transactions: %s", exc)
-            self._client = None
+            self.client.reset()
         yield gauge

@@ -26,7 +26,7 @@ from adapter.sockets import Draining, accept_all, serve_socket, stop_on_sigterm
 from adapter.v1.connection import Connection
 from adapter.v1.handlers import Context
 from adapter.v1.handlers.table import build_starters, build_table
-from mapping.cluster import redact
+from mapping.cluster import LazySyncClient, redact
 
 log = logging.getLogger(__name__)
 # The cyclic GC's collection thresholds while serving (CPython's default: 700, 10, 10).
@@ -45,9 +45,10 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         context = Context(pod)
         table = build_table()
         draining = Draining()
-        metrics = None
+        metrics = probes = None
         if settings.metrics_port:
             from adapter.metrics import Metrics
+            from adapter.metrics_http import READY_TIMEOUT_S, Probes
 
             metrics = Metrics()
             table = metrics.instrument(table)
@@ -55,20 +56,23 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             pod.batcher.on_flush = metrics.on_flush
             pod.retention.on_compacted = metrics.on_compacted
             metrics.connections.set_function(lambda: len(draining.connections))
-            metrics.watch_lag(
-                settings.redis_url,
+            # each reader its own client, logged in like the pod's own
+            timeout_s, login = settings.redis_timeout_ms / 1000, settings.redis_options()
+            metrics.watch_deployment(
+                LazySyncClient(settings.redis_url, timeout_s, **login),
                 pod.keys,
-                settings.redis_timeout_ms / 1000,
-                **settings.redis_options(),
+                settings.session_timeout_ms,
             )
             metrics.watch_transactions(
-                settings.redis_url,
-                pod.keys,
-                settings.redis_timeout_ms / 1000,
-                **settings.redis_options(),
+                LazySyncClient(settings.redis_url, timeout_s, **login), pod.keys
             )
             pod.transactions.on_end = metrics.on_transaction_end
-            stack.callback(metrics.serve(settings.metrics_port, settings.metrics_host))
+            probes = Probes(
+                asyncio.get_running_loop(),
+                LazySyncClient(settings.redis_url, READY_TIMEOUT_S, **login),
+            )
+            metrics_host = settings.metrics_host or settings.host
+            stack.callback(metrics.serve(settings.metrics_port, metrics_host, probes))
         # Startup's objects (modules, scripts, settings) are never scanned again.
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
@@ -116,7 +120,11 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                 with anyio.CancelScope() as accepting, stop_on_sigterm(accepting):
                     if ready is not None:
                         ready.set()
+                    if probes is not None:
+                        probes.serving = True
                     await accept_all(serving, connections)
+                if probes is not None:  # /readyz: 503 from now on
+                    probes.draining = True
                 # SIGTERM: stop accepting, answer what was read, then stop. Connections the
                 # kernel already completed (in the listen backlog) are taken and drained
                 # too: closing the listener would reset them with their requests unread.

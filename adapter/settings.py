@@ -328,9 +328,9 @@ class Settings:
         click.IntRange(0),
     )
     metrics_port: int = option(
-        0, "Serve Prometheus metrics on this port at /metrics (0: off).", _port
+        0, "Serve /metrics (Prometheus), /livez and /readyz on this port (0: off).", _port
     )
-    metrics_host: str = option("0.0.0.0", "Address of the metrics endpoint.")
+    metrics_host: str | None = option(None, "Address of the metrics endpoint (default: --host).")
     retention_interval_ms: int = option(
         30_000,
         "How often the pod enforces topic retention (0: never; one pod at a time does it).",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from mapping import resilient, scripts
+from mapping import partitioner, resilient, scripts
 from mapping.batcher import RedisBatcher
 from mapping.codec import to_str
 from mapping.keys import Keys
@@ -31,6 +31,23 @@ def kafka_register_call(registry: list[str], pod_id: str, address: str, ttl_ms: 
 def kafka_brokers_call(registry: list[str]) -> tuple:
     """kafka/brokers.lua: the live brokers."""
     return KAFKA_BROKERS.command(registry, [])
+
+
+def live_brokers(reply: list) -> list[tuple[int, str, int]]:
+    """(node id, host, port) of every live broker in kafka/brokers.lua's ``reply``, by node
+    id."""
+    brokers = []
+    for i in range(0, len(reply), 2):
+        host, _, port = to_str(reply[i + 1]).rpartition(":")
+        brokers.append((int(reply[i]), host, int(port)))
+    return sorted(brokers)
+
+
+def leader_index(broker_count: int, topic: str, partition: int) -> int:
+    """The index, among ``broker_count`` live brokers by node id, of the partition's leader
+    in Metadata: a stable spread (any pod still serves any partition: this only spreads the
+    clients' load)."""
+    return (partitioner.fnv1a_32(topic.encode()) + partition) % broker_count
 
 
 class BrokerRegistry:
@@ -75,9 +92,4 @@ class BrokerRegistry:
 
     async def live(self) -> list[tuple[int, str, int]]:
         """(node id, host, port) of every live broker, by node id."""
-        reply = await self.batcher.call(*kafka_brokers_call(self.keys))
-        brokers = []
-        for i in range(0, len(reply), 2):
-            host, _, port = to_str(reply[i + 1]).rpartition(":")
-            brokers.append((int(reply[i]), host, int(port)))
-        return sorted(brokers)
+        return live_brokers(await self.batcher.call(*kafka_brokers_call(self.keys)))

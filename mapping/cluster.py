@@ -141,6 +141,32 @@ def connect_sync(url: str, **options: Any) -> SyncClient:
     return redis.Redis.from_url(url, **options)
 
 
+class LazySyncClient:
+    """A synchronous client made on first use and made anew after a failure (``reset``):
+    what a metrics scrape thread or a health probe keeps between requests."""
+
+    def __init__(self, url: str, timeout_s: float, **options: Any) -> None:
+        self.url = url
+        self.options = {
+            "socket_timeout": timeout_s, "socket_connect_timeout": timeout_s, **options
+        }  # fmt: skip
+        self._client: SyncClient | None = None
+
+    def get(self) -> SyncClient:
+        if self._client is None:
+            self._client = connect_sync(self.url, **self.options)
+        return self._client
+
+    def reset(self) -> None:
+        """Drop the client (after a failure): the next ``get`` connects again."""
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # closing a broken client: nothing to keep from it
+                pass
+
+
 def _drop_sentinel_login(options: dict[str, Any]) -> None:
     """The sentinels' login means nothing to a plain Redis or a cluster (the command lines
     refuse it without sentinels)."""

@@ -169,26 +169,6 @@ def topic(client: SyncClient, keys: Keys, name: str) -> TopicView | None:
     )
 
 
-def dirty_records(client: SyncClient, keys: Keys) -> list[tuple[str, int, int]]:
-    """(topic, partition, superseded records still in the log) of every partition that has a
-    compaction index (its topic is compacted, or was)."""
-    found = []
-    for name in topic_names(client, keys):
-        settings = read_settings_sync(client, keys, name)
-        if not settings:
-            continue
-        partitions = [keys.partition(name, p) for p in range(int(settings["partitions"]))]
-        pipe = client.pipeline(transaction=False)
-        for pk in partitions:
-            pipe.exists(pk.compact_index)
-            pipe.zcard(pk.compact_dirty)
-        replies = pipe.execute()
-        for p in range(len(partitions)):
-            if replies[2 * p]:
-                found.append((name, p, int(replies[2 * p + 1])))
-    return found
-
-
 def group_pairs(client: SyncClient, keys: Keys) -> list[tuple[str, str]]:
     """Every (group, topic) the groups set knows, sorted."""
     pairs = []

@@ -102,6 +102,19 @@ def partition_delete_records_call(head: PartitionHead, cut: int) -> tuple:
     return head.command(PARTITION_DELETE_RECORDS, head.replicas(), [cut])
 
 
+def kafka_log_start(first: list[Any], log_start: Any, end: int, bits: int) -> int:
+    """Kafka's log start offset of a partition: its first entry (``first``: XRANGE's reply,
+    COUNT 1) when it has one, else the state hash's ``log_start`` (one past what retention
+    or DeleteRecords removed), else ``end`` (Kafka's high watermark); never above ``end``."""
+    if first:
+        start = codec.entry_offset(first[0][0], bits)
+    elif log_start is not None:
+        start = int(log_start)
+    else:
+        start = end
+    return min(start, end)
+
+
 class KafkaStore:
     def __init__(
         self, partitions: Partitions, producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
@@ -206,13 +219,7 @@ class KafkaStore:
         end = int(status[0]) + 1
         if committed:
             end = last_stable_offset(int(status[0]), int(status[6]))
-        if first:
-            start = codec.entry_offset(first[0][0], self.bits)
-        elif log_start is not None:
-            start = int(log_start)
-        else:
-            start = end
-        return min(start, end), end
+        return kafka_log_start(first, log_start, end, self.bits), end
 
     async def at_or_after_time(
         self, config: TopicConfig, partition: int, timestamp_ms: int

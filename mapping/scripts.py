@@ -31,6 +31,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from mapping.script_constants import LUA_CONSTANTS
@@ -209,3 +210,43 @@ def call_sync(client: Any, command: tuple) -> Any:
             raise
         client.script_load(script.source)
         return client.execute_command(*command)
+
+
+def load_sync(client: Any, shas: set[str]) -> None:
+    """SCRIPT LOAD the scripts of ``shas`` (on a cluster: on every primary)."""
+    for sha in sorted(shas):
+        script = by_sha(sha)
+        if script is not None:
+            client.script_load(script.source)
+
+
+def call_many_sync(client: Any, commands: list[tuple]) -> list[Any]:
+    """Run ``commands`` in one pipeline on a synchronous client; after a NOSCRIPT the scripts
+    they call are loaded and the whole pipeline is sent again, so only for commands that may
+    run twice (reads)."""
+    if isinstance(client, RedisCluster) and any(c[0] == "EVALSHA" for c in commands):
+        # redis-py queues no EVALSHA in a cluster pipeline: one call each
+        return [call_sync(client, command) for command in commands]
+    try:
+        return _pipeline_sync(client, commands)
+    except NoScriptError:
+        load_sync(client, {c[1] for c in commands if c[0] == "EVALSHA"})
+        return _pipeline_sync(client, commands)
+
+
+def _pipeline_sync(client: Any, commands: list[tuple]) -> list[Any]:
+    pipe = client.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
+    return pipe.execute()
+
+
+def ensure_loaded_sync(client: Any) -> int:
+    """Load every script this Redis lacks (SCRIPT EXISTS, then SCRIPT LOAD of the missing:
+    after a restart without its script cache); how many were missing."""
+    every = [load(name) for name in names()]
+    found = client.script_exists(*(script.sha for script in every))
+    missing = [script for script, there in zip(every, found, strict=True) if not there]
+    for script in missing:
+        client.script_load(script.source)
+    return len(missing)

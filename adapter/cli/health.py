@@ -1,6 +1,7 @@
-"""``python -m adapter ping``: exit 0 when a pod (or the load balancer) answers PING; the
-health check of the Docker image and the compose stack. Speaks V1 to the pod the way a client
-does: over TLS when the pod serves TLS, after AUTH when the pod requires it."""
+"""``python -m adapter ping``: exit 0 when a pod (or the load balancer) answers PING, checked
+end to end as a client sees it: over TLS when the pod serves TLS, after AUTH when the pod
+requires it. (Orchestrators' probes use the pod's /livez and /readyz on the metrics port,
+which start no Python process: docs/operations.md.)"""
 
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ the transaction views).
     inspect groups [--topic T]   one line per (group, topic)
     inspect group GROUP TOPIC    generation, members, assignment, committed offsets, lag
 
+Lag is in records (partition/lag.lua), unlike Kafka tools' log end minus committed offset,
+which counts time-encoded offset units (docs/operations.md).
+
 Each takes the Redis target options of every command (adapter/cli/options.py) and ``--json``.
 """
 
@@ -109,7 +112,13 @@ def inspect_topic(name: str, target: RedisTarget, as_json: bool) -> None:
 @options.redis_target
 @options.as_json
 def inspect_groups(topic_name: str | None, target: RedisTarget, as_json: bool) -> None:
-    """One line per (group, topic): generation, members, total lag."""
+    """One line per (group, topic): generation, members, total lag in records.
+
+    Offsets are time-encoded (offset = ms << B | seq, B = 10 by default): the lag Kafka tools
+    compute, log end minus committed (kafka-consumer-groups, kafka_exporter, Burrow), counts
+    offset units, about 2^B per millisecond, not records. This lag, and the pods' metrics
+    kafka_consumergroup_lag and adapter_consumer_lag_records, count records
+    (docs/operations.md)."""
     keys = target.keys
     client = target.connect()
     try:
@@ -138,7 +147,11 @@ def inspect_groups(topic_name: str | None, target: RedisTarget, as_json: bool) -
 @options.redis_target
 @options.as_json
 def inspect_one_group(group_name: str, topic_name: str, target: RedisTarget, as_json: bool) -> None:
-    """GROUP on TOPIC: generation, members and their partitions, committed offsets, lag."""
+    """GROUP on TOPIC: generation, members and their partitions, committed offsets, lag.
+
+    lag = records from the committed offset up to the high watermark ("N+": at least N).
+    Offsets are time-encoded: Kafka tools' LAG (log end minus committed) counts offset
+    units, about 2^B (1,024) per millisecond, not records (docs/operations.md)."""
     client = target.connect()
     try:
         view = inspection.group(client, target.keys, group_name, topic_name)

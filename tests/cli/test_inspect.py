@@ -121,3 +121,16 @@ def test_inspect_groups_made_by_group_commands(state: State, start_pod) -> None:
     line = out[2 + reply.partition]
     assert line.startswith(f"partition={reply.partition} owner=m1 committed={reply.offset + 1} ")
     assert line.endswith(" lag=1")
+
+
+def test_lag_commands_say_what_kafka_tools_lag_counts() -> None:
+    """Where users look: the --help of the commands that show lag."""
+    from click.testing import CliRunner
+
+    from adapter.cli import main
+
+    for command in ("groups", "group"):
+        result = CliRunner().invoke(main, ["inspect", command, "--help"])
+        assert result.exit_code == 0, result.output
+        text = " ".join(result.output.split())
+        assert "offset units" in text and "docs/operations.md" in text, text

@@ -4,15 +4,18 @@ pods, scripts on all three nodes, the built-in replicator, and pub/sub across no
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 import uuid
 
 import pytest
 
 from mapping.client import connect
 from mapping.cluster import connect_sync
+from mapping.embedded import free_port
 from mapping.errors import ConfigurationError
 from mapping.keys import Keys
 from mapping.startup import check_redis
+from tests.support.pods import scrape_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -87,8 +90,10 @@ def test_scripts_reload_after_script_flush(cluster_url: str, start_pod, topic: s
 
 
 def test_groups_on_the_cluster(cluster_url: str, start_pod, topic: str) -> None:
+    metrics_port = free_port()
     pod = start_pod(cluster_url, "--default-replication-factor", "1",
-                    "--default-min-insync-replicas", "1")  # fmt: skip
+                    "--default-min-insync-replicas", "1",
+                    "--metrics-port", str(metrics_port))  # fmt: skip
     with pod.client() as client:
         joined = client.request("JOIN", f"g1 {topic} m1")
         assert joined.ok, joined
@@ -100,6 +105,15 @@ def test_groups_on_the_cluster(cluster_url: str, start_pod, topic: str) -> None:
         assert committed.ok, committed
         offset = client.request("OFFSET", f"g1 {topic} {reply.partition}")
         assert offset.payload == f"offset={reply.offset + 1}"
+        client.produce_many(topic, [("user1", "later"), ("user1", "later")])
+    # the metrics read the cluster too (scripts one call each: no EVALSHA in a cluster pipeline)
+    samples = scrape_metrics(metrics_port)
+    where = {"topic": topic, "partition": str(reply.partition)}
+    lag = ("kafka_consumergroup_lag", tuple(sorted({"consumergroup": "g1", **where}.items())))
+    assert samples[lag] == 2
+    assert samples[("kafka_consumergroup_members", (("consumergroup", "g1"),))] == 1
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=10) as ready:
+        assert ready.status == 200
 
 
 def test_operations_cli_and_retention_on_the_cluster(cluster_url: str, start_pod) -> None:

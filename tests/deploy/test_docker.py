@@ -6,6 +6,7 @@ pods on loopback."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -113,22 +114,37 @@ def test_pod_runs_as_compose_configures_it(compose: dict, redis_url: str) -> Non
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        check = service["healthcheck"]["test"][1:]
-        # the image's python is the project's; here it is this virtualenv's
+        # GET /readyz on the metrics port: the compose file's check and the image's
         check = [
-            sys.executable if a == "python" else str(port) if a == "9092" else a for a in check
+            a.replace("127.0.0.1/9100", f"127.0.0.1/{metrics_port}")
+            for a in service["healthcheck"]["test"][1:]
         ]
-        wait_until(lambda: subprocess.run(check, cwd=ROOT, capture_output=True).returncode == 0,
-                   timeout=30, interval=0.2)  # fmt: skip
+        image_env = {**env, "ADAPTER_METRICS_PORT": str(metrics_port)}
+
+        def healthy(command: list[str], **options: object) -> bool:
+            return subprocess.run(command, cwd=ROOT, capture_output=True, **options).returncode == 0
+
+        wait_until(lambda: healthy(check), timeout=30, interval=0.2)
+        assert healthy(_dockerfile_healthcheck(), env=image_env)
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
             assert b"adapter_requests_total" in r.read()
         pod.send_signal(signal.SIGTERM)
         assert pod.wait(timeout=30) == 0
-        assert subprocess.run(check, cwd=ROOT, capture_output=True).returncode == 1
+        assert not healthy(check)
+        assert not healthy(_dockerfile_healthcheck(), env=image_env)
     finally:
         if pod.poll() is None:
             pod.kill()
             pod.wait()
+
+
+def _dockerfile_healthcheck() -> list[str]:
+    """The adapter image's HEALTHCHECK command (exec form)."""
+    text = (DOCKER / "Dockerfile").read_text()
+    adapter_stage = text[text.index("FROM runtime AS adapter") :]
+    match = re.search(r"^HEALTHCHECK [^\n]*\\\n\s+CMD (\[.*\])$", adapter_stage, re.M)
+    assert match is not None, "no HEALTHCHECK ... CMD [...] in the adapter stage"
+    return json.loads(match.group(1))
 
 
 def test_topic_init_and_spark_commands(compose: dict, redis_url: str) -> None:

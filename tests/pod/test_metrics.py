@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import redis
+from confluent_kafka import Consumer, TopicPartition
 
 from mapping.embedded import free_port
 from mapping.keys import Keys
-from mapping.topics import alter_configs_sync
+from mapping.topics import alter_configs_sync, ensure_topic_sync
 from tests.support.pods import RF1, scrape_metrics
 from tests.support.waiting import wait_until
 
@@ -45,6 +46,102 @@ def test_metrics_after_traffic(redis_url: str, start_pod, topic: str) -> None:
     lag = ("group", group), ("partition", "2"), ("topic", topic)
     assert samples[("adapter_consumer_lag_records", lag)] == 6
     assert samples[("adapter_consumer_committed_offset", lag)] == replies[4].offset
+    # the standard process metrics (prometheus-client's collectors)
+    assert samples[("process_resident_memory_bytes", ())] > 0
+    assert ("process_cpu_seconds_total", ()) in samples
+    assert ("process_open_fds", ()) in samples
+    assert [key for key in samples if key[0] == "python_info"]
+    assert ("python_gc_objects_collected_total", (("generation", "0"),)) in samples
+
+
+def _key(name: str, **labels: str) -> tuple[str, tuple]:
+    return name, tuple(sorted(labels.items()))
+
+
+def test_lag_in_records_under_kafka_exporters_names(redis_url: str, start_pod, topic: str) -> None:
+    """A V1 group 6 records behind and a Kafka group 3 behind show exactly that under the
+    adapter's name and kafka_exporter's; members of both protocols; partitions' offsets,
+    replicas and leaders; one broker (a key prefix of the test's own: only this pod)."""
+    port = free_port()
+    prefix = f"kafka-names-{port}"
+    pod = start_pod(
+        redis_url, "--metrics-port", str(port), "--key-prefix", prefix, *RF1,
+        "--no-replicator", "--replica-lag-max-ms", "0",
+    )  # fmt: skip
+    replicated = f"{topic}-rf3"
+    store = redis.Redis.from_url(redis_url)
+    ensure_topic_sync(store, Keys(prefix), replicated, 1, 3, 1)
+    kafka_group = f"k-{topic}"
+    consumer = Consumer({
+        "bootstrap.servers": pod.bootstrap, "group.id": kafka_group,
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+    })  # fmt: skip
+    with pod.client() as client:
+        replies = client.produce_many(topic, [("user1", f"v{i}") for i in range(10)])
+        assert {reply.partition for reply in replies} == {2}
+
+        def followers_left() -> bool:
+            """Followers that never fetch (no replicator) leave the ISR at the first append
+            in a later millisecond than the one they were last caught up in."""
+            client.produce(replicated, "k", "v")
+            return store.hget(Keys(prefix).partition(replicated, 0).state, "isr") == b"0"
+
+        try:
+            wait_until(followers_left)
+        finally:
+            store.close()
+        member = client.join("billing", topic, "c1")
+        client.commit("billing", topic, "c1", member.generation, 2, replies[4].offset)
+        try:
+            consumer.subscribe([topic])
+
+            def joined() -> bool:
+                consumer.poll(0.2)
+                return bool(consumer.assignment())
+
+            wait_until(joined, timeout=30)
+            consumer.commit(
+                offsets=[TopicPartition(topic, 2, replies[7].offset)], asynchronous=False
+            )
+            samples = scrape_metrics(port)
+        finally:
+            consumer.close()  # LeaveGroup
+        left = scrape_metrics(port)
+
+    p2, p0 = {"topic": topic, "partition": "2"}, {"topic": topic, "partition": "0"}
+    assert samples[_key("kafka_consumergroup_lag", consumergroup="billing", **p2)] == 6
+    assert samples[_key("adapter_consumer_lag_records", group="billing", **p2)] == 6
+    assert samples[_key("kafka_consumergroup_lag", consumergroup=kafka_group, **p2)] == 3
+    assert samples[_key("adapter_consumer_lag_records", group=kafka_group, **p2)] == 3
+    assert samples[_key("kafka_consumergroup_lag_sum", consumergroup="billing", topic=topic)] == 6
+    current = _key("kafka_consumergroup_current_offset", consumergroup="billing", **p2)
+    assert samples[current] == replies[4].offset
+    # partition 0: nothing committed there (kafka_exporter's -1)
+    assert samples[_key("kafka_consumergroup_lag", consumergroup="billing", **p0)] == -1
+    assert samples[_key("kafka_consumergroup_members", consumergroup="billing")] == 1
+    assert samples[_key("kafka_consumergroup_members", consumergroup=kafka_group)] == 1
+    assert left[_key("kafka_consumergroup_members", consumergroup=kafka_group)] == 0
+
+    assert samples[_key("kafka_topic_partitions", topic=topic)] == 3
+    assert samples[_key("kafka_topic_partition_current_offset", **p2)] == replies[-1].offset + 1
+    assert samples[_key("kafka_topic_partition_oldest_offset", **p2)] == replies[0].offset
+    assert samples[_key("kafka_topic_partition_current_offset", **p0)] == 0  # empty
+    assert samples[_key("kafka_topic_partition_oldest_offset", **p0)] == 0
+    assert samples[_key("kafka_topic_partition_replicas", **p2)] == 1
+    assert samples[_key("kafka_topic_partition_under_replicated_partition", **p2)] == 0
+    lagging = {"topic": replicated, "partition": "0"}
+    assert samples[_key("kafka_topic_partition_replicas", **lagging)] == 3
+    assert samples[_key("kafka_topic_partition_in_sync_replica", **lagging)] == 1
+    assert samples[_key("kafka_topic_partition_under_replicated_partition", **lagging)] == 1
+
+    assert samples[_key("kafka_brokers")] == 1
+    [(_, info)] = [key for key in samples if key[0] == "kafka_broker_info"]
+    node = dict(info)
+    assert node["address"] == pod.bootstrap
+    for p in ("0", "1", "2"):
+        assert samples[_key("kafka_topic_partition_leader", topic=topic, partition=p)] == int(
+            node["id"]
+        )
 
 
 def test_json_logs(redis_url: str, start_pod) -> None:
