@@ -2,6 +2,7 @@
 
 serve     run one pod                       (adapter.cli.serve)
 topic     create, alter, describe, trim, delete (adapter.cli.topic)
+          tail                              (adapter.cli.topic_tail)
 group     list, describe, delete            (adapter.cli.group)
           reset-offsets                     (adapter.cli.group_reset)
 inspect   topics, groups, lag               (adapter.cli.topic)
@@ -21,6 +22,7 @@ from adapter.cli.inspect import inspect_group
 from adapter.cli.request import request
 from adapter.cli.serve import serve
 from adapter.cli.topic import topic
+from adapter.cli.topic_tail import tail
 from adapter.cli.transactions import inspect_transactions
 from adapter.cli.user import user
 
@@ -33,5 +35,6 @@ def main() -> None:
 # registered on import
 assert inspect_transactions.name in inspect_group.commands
 assert reset_offsets.name in group.commands
+assert tail.name in topic.commands
 for command in (serve, request, topic, group, inspect_group, user, ping):
     main.add_command(command)
