@@ -237,16 +237,17 @@ class PartitionTxns:
     async def _without_aborted(
         self, config: TopicConfig, partition: int, result: ConsumeResult
     ) -> ConsumeResult:
+        # ``transactional`` stays: it says how far the page read (mapping/record_reader.py)
         producers = {offset: pid for offset, pid in result.transactional if pid >= 0}
         if not producers:
-            return ConsumeResult(result.records, result.high_watermark)
+            return ConsumeResult(result.records, result.high_watermark, result.transactional)
         aborted = await self.aborted_ranges(config, partition, min(producers))
         kept = [
             (offset, value)
             for offset, value in result.records
             if offset not in producers or not aborted.aborted(producers[offset], offset)
         ]
-        return ConsumeResult(kept, result.high_watermark)
+        return ConsumeResult(kept, result.high_watermark, result.transactional)
 
 
 def _copy(task: asyncio.Future[ConsumeResult], outcome: asyncio.Future[ConsumeResult]) -> None:

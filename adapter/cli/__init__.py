@@ -2,7 +2,9 @@
 
 serve     run one pod                       (adapter.cli.serve)
 topic     create, alter, describe, trim, delete (adapter.cli.topic)
-group     delete                            (adapter.cli.group)
+          tail                              (adapter.cli.topic_tail)
+group     list, describe, delete            (adapter.cli.group)
+          reset-offsets                     (adapter.cli.group_reset)
 inspect   topics, groups, lag               (adapter.cli.topic)
           transactions, open-transactions   (adapter.cli.transactions)
 user      the users AUTH checks             (adapter.cli.user)
@@ -14,11 +16,13 @@ from __future__ import annotations
 import click
 
 from adapter.cli.group import group
+from adapter.cli.group_reset import reset_offsets
 from adapter.cli.health import ping
 from adapter.cli.inspect import inspect_group
 from adapter.cli.request import request
 from adapter.cli.serve import serve
 from adapter.cli.topic import topic
+from adapter.cli.topic_tail import tail
 from adapter.cli.transactions import inspect_transactions
 from adapter.cli.user import user
 
@@ -28,6 +32,9 @@ def main() -> None:
     """A Kafka-like broker on Redis Streams: pods, topics, groups, users."""
 
 
-assert inspect_transactions.name in inspect_group.commands  # registered on import
+# registered on import
+assert inspect_transactions.name in inspect_group.commands
+assert reset_offsets.name in group.commands
+assert tail.name in topic.commands
 for command in (serve, request, topic, group, inspect_group, user, ping):
     main.add_command(command)

@@ -1,25 +1,50 @@
-"""``python -m adapter group ...``: consumer groups' lifecycle.
+"""``python -m adapter group ...``: consumer groups, as ``kafka-consumer-groups`` handles them.
 
+    group list [--json]                          every group: protocol, state, members
+    group describe GROUP [--json]                state, members, and per partition the
+                                                 committed offset, log end offset and lag
+    group reset-offsets GROUP --topic T ...      (adapter/cli/group_reset.py)
     group delete GROUP [--topic T] [--force]
 
-A group is keyed by (group, topic): without ``--topic`` GROUP is deleted for every topic
-it has. GROUP is any group id: a Kafka group's may hold any character (quote it for the
-shell), a V1 group's is ``[A-Za-z0-9._-]``. A group with live members (a member whose
-session has not run out) is refused, as Kafka's DeleteGroups answers NON_EMPTY_GROUP, unless
-``--force`` (its members then get "group not found" and JOIN again). Looking at groups is
-``adapter inspect groups``.
+A group name may be used by Kafka's classic protocol, KIP-848 and V1 (one at a time while
+members are live); all of them share each (group, topic)'s committed offsets
+(mapping/group_overview.py reads them together). GROUP is any group id: a Kafka group's may
+hold any character (quote it for the shell), a V1 group's is ``[A-Za-z0-9._-]``. Lag is in
+records: offsets are time-encoded, so log end minus committed offset is not a record count.
+
+A group is keyed by (group, topic) for deletion: without ``--topic`` GROUP is deleted for
+every topic it has. A group with live members (a member whose session has not run out) is
+refused, as Kafka's DeleteGroups answers NON_EMPTY_GROUP, unless ``--force`` (its members
+then get "group not found" and JOIN again).
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import json
+
 import click
 
 from adapter.cli import options
-from adapter.cli.local_pod import run_on_redis
+from adapter.cli.columns import cell, echo_columns
+from adapter.cli.failures import one_line_errors
+from adapter.cli.local_pod import run_on_pod, run_on_redis
 from adapter.cli.options import RedisTarget
+from adapter.pod import Pod
 from adapter.settings import Settings
 from mapping.admin import DELETED, NON_EMPTY, GroupDeletion, delete_groups
+from mapping.group_overview import GroupOverview, group_names, overview
 from mapping.keys import is_valid_name
+
+# V1 members are live while heard from within this long (the pods' --session-timeout-ms)
+session_timeout_option = click.option(
+    "--session-timeout-ms",
+    default=Settings().session_timeout_ms,
+    type=click.IntRange(1),
+    show_default=True,
+    help="A V1 member heard from within this long is live (the pods' --session-timeout-ms).",
+)
 
 
 def _name(value: str | None) -> str | None:
@@ -30,7 +55,7 @@ def _name(value: str | None) -> str | None:
 
 @click.group()
 def group() -> None:
-    """Delete consumer groups (see `inspect groups` to list them)."""
+    """List, describe, reset the offsets of, and delete consumer groups."""
 
 
 @group.command()
@@ -40,13 +65,7 @@ def group() -> None:
     help="Only GROUP's group of this topic (default: of every topic).",
 )  # fmt: skip
 @click.option("--force", is_flag=True, help="Delete even a group with live members.")
-@click.option(
-    "--session-timeout-ms",
-    default=Settings().session_timeout_ms,
-    type=click.IntRange(1),
-    show_default=True,
-    help="A member heard from within this long is live (the pods' --session-timeout-ms).",
-)
+@session_timeout_option
 @options.redis_target
 def delete(
     group_name: str,
@@ -81,3 +100,106 @@ def delete(
     if not deleted:
         where = f" on topic {topic_name}" if topic_name else ""
         raise click.ClickException(f"no group {group_name}{where}")
+
+
+def read_overview(target: RedisTarget, group_name: str, session_timeout_ms: int) -> GroupOverview:
+    """GROUP across its protocols; a one-line error when it does not exist."""
+
+    async def work(pod: Pod) -> GroupOverview | None:
+        return await overview(pod.kafka_groups, group_name, pod.partitions.sequence_bits)
+
+    found = run_on_pod(target, work, session_timeout_ms=session_timeout_ms)
+    if found is None:
+        raise click.ClickException(f"Consumer group '{group_name}' does not exist.")
+    return found
+
+
+@group.command(name="list")
+@session_timeout_option
+@options.redis_target
+@options.as_json
+@one_line_errors
+def list_groups(session_timeout_ms: int, target: RedisTarget, as_json: bool) -> None:
+    """Every group (Kafka classic, KIP-848 and V1, and groups that only have committed
+    offsets): protocol, state and live members."""
+
+    async def work(pod: Pod) -> list[GroupOverview]:
+        bits = pod.partitions.sequence_bits
+        names = await group_names(pod.kafka_groups)
+        found = await asyncio.gather(
+            *(overview(pod.kafka_groups, g, bits, offsets=False) for g in names)
+        )
+        return [o for o in found if o is not None]
+
+    found = run_on_pod(target, work, session_timeout_ms=session_timeout_ms)
+    if as_json:
+        click.echo(json.dumps([_summary_json(o) for o in found]))
+        return
+    rows = [[o.group, cell(o.protocol), o.state, str(len(o.members))] for o in found]
+    echo_columns(["GROUP", "PROTOCOL", "STATE", "#MEMBERS"], rows)
+
+
+def _summary_json(o: GroupOverview) -> dict:
+    return {"group": o.group, "protocol": o.protocol, "state": o.state, "members": len(o.members)}
+
+
+@group.command()
+@click.argument("group_name", metavar="GROUP")  # any group id (Kafka: any characters)
+@session_timeout_option
+@options.redis_target
+@options.as_json
+@one_line_errors
+def describe(group_name: str, session_timeout_ms: int, target: RedisTarget, as_json: bool) -> None:
+    """GROUP under every protocol (Kafka classic, KIP-848, V1): state, generation, members
+    (member id, client id, host, assigned partitions), and per partition of every topic it
+    commits on or is assigned: CURRENT-OFFSET (committed), LOG-END-OFFSET (Kafka's high
+    watermark) and LAG, in RECORDS from the committed offset to the high watermark
+    (offsets are time-encoded: LOG-END-OFFSET minus CURRENT-OFFSET is not a record count;
+    "N+": at least N). The columns are kafka-consumer-groups --describe's."""
+    found = read_overview(target, group_name, session_timeout_ms)
+    if as_json:
+        click.echo(json.dumps({**dataclasses.asdict(found), "lag_unit": "records"}))
+        return
+    g = found.group
+    echo_columns(
+        ["GROUP", "PROTOCOL", "TOPIC", "STATE", "GENERATION", "ASSIGNMENT-STRATEGY", "#MEMBERS"],
+        [
+            [g, s.protocol, cell(s.topic), s.state, str(s.generation),
+             cell(s.assignment_strategy), str(s.members)]
+            for s in found.states
+        ]
+        or [[g, cell(found.protocol), "-", found.state, "-", "-", "0"]],
+    )  # fmt: skip
+    click.echo()
+    if not found.members:
+        click.echo(f"Consumer group '{g}' has no active members.")
+    else:
+        echo_columns(
+            ["GROUP", "CONSUMER-ID", "PROTOCOL", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+            [
+                [g, m.member_id, m.protocol, cell(m.host), cell(m.client_id),
+                 str(sum(len(ps) for ps in m.assignment.values())), _assignment(m.assignment)]
+                for m in found.members
+            ],
+        )  # fmt: skip
+    click.echo()
+    by_id = {m.member_id: m for m in found.members}
+    rows = []
+    for p in found.partitions:
+        owner = by_id.get(p.member_id or "")
+        lag = "-" if p.lag is None else f"{p.lag}{'' if p.lag_exact else '+'}"
+        rows.append(
+            [g, p.topic, str(p.partition), cell(p.current_offset), str(p.log_end_offset), lag,
+             cell(p.member_id), cell(owner and owner.host), cell(owner and owner.client_id)]
+        )  # fmt: skip
+    echo_columns(
+        ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+         "HOST", "CLIENT-ID"],
+        rows,
+    )  # fmt: skip
+
+
+def _assignment(assignment: dict[str, list[int]]) -> str:
+    """kafka-consumer-groups --members --verbose's form: ``orders(0,1), audit(2)``."""
+    parts = [f"{t}({','.join(map(str, ps))})" for t, ps in sorted(assignment.items()) if ps]
+    return ", ".join(parts) or "-"

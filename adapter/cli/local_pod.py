@@ -27,17 +27,27 @@ def run_on_redis(target: RedisTarget, work: Callable[[Partitions], Awaitable[T]]
     return run_on_pod(target, lambda pod: work(pod.partitions))
 
 
-def run_on_pod(target: RedisTarget, work: Callable[[Pod], Awaitable[T]]) -> T:
-    """Run ``work`` with a pod's parts on the deployment (only its batcher running)."""
+def run_on_pod(
+    target: RedisTarget,
+    work: Callable[[Pod], Awaitable[T]],
+    *,
+    pubsub: bool = False,
+    **settings: Any,
+) -> T:
+    """Run ``work`` with a pod's parts on the deployment (only its batcher running, and its
+    pub/sub connection with ``pubsub``: ``work`` waits on notifications). ``settings``: more
+    `Settings` fields (the key prefix and sequence bits are the deployment's)."""
 
     async def run() -> T:
         client = connect(target.url, **target.login)
         bits = await _stored_bits(client, target.keys)
-        settings = Settings(key_prefix=target.keys.prefix, sequence_bits=bits)
-        pod = build_pod(settings, client)  # its parts; only the batcher runs
+        pod_settings = Settings(key_prefix=target.keys.prefix, sequence_bits=bits, **settings)
+        pod = build_pod(pod_settings, client)  # its parts; only what is asked for runs
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(pod.batcher.run)
+                if pubsub:
+                    tasks.start_soon(pod.subscriber.run)
                 try:
                     return await work(pod)
                 finally:

@@ -98,6 +98,7 @@ class KafkaConnection(ServedConnection):
         self._authenticating = False  # a SASL request is being decided: start nothing else
         self._auth_timeout_s = auth_timeout_s
         self._auth_timer: asyncio.TimerHandle | None = None
+        self.client_host = ""  # "/<peer address>", set once connected
 
     # --- asyncio callbacks ----------------------------------------------------------------
 
@@ -108,6 +109,9 @@ class KafkaConnection(ServedConnection):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        peer = transport.get_extra_info("peername")
+        # Kafka's form (InetAddress.toString): DescribeGroups and ConsumerGroupDescribe show it
+        self.client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
         if self._has_slot or self.slots is None:
             if self.gate.required and self._auth_timeout_s > 0:
                 self._auth_timer = self.loop.call_later(self._auth_timeout_s, self._on_auth_timeout)
@@ -157,6 +161,7 @@ class KafkaConnection(ServedConnection):
                 self._frames.popleft()
                 try:
                     request = protocol.parse_request(frame)
+                    request.client_host = self.client_host
                 except protocol.CloseConnection as exc:
                     log.info("closing a Kafka connection: %s", exc)
                     self._appended(size)

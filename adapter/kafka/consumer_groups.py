@@ -64,7 +64,7 @@ async def _heartbeat(context: KafkaContext, request: Request) -> Any:
         server_assignor=body.server_assignor,
         owned=owned,
         client_id=request.client_id or "",
-        client_host="",
+        client_host=request.client_host,
     )
     ids = await _topic_ids(context, result.assignment or {})
     assignment = None

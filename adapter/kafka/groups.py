@@ -44,7 +44,7 @@ async def join_group(context: KafkaContext, request: Request) -> Any:
             rebalance_timeout_ms=body.rebalance_timeout_ms if request.version >= 1 else None,
             group_instance_id=body.group_instance_id or None,
             client_id=request.client_id or "",
-            client_host="",
+            client_host=request.client_host,
             require_known_member_id=request.version >= 4,
         )
         if result.error == errors.NONE:

@@ -42,6 +42,7 @@ class Request:
     client_id: str | None
     body: Any  # the decoded request message; None when ``error`` is set
     error: int = errors.NONE  # UNSUPPORTED_VERSION or INVALID_REQUEST: answer with it
+    client_host: str = ""  # the peer's address as Kafka shows it ("/127.0.0.1"; the connection's)
 
 
 def parse_request(data: bytes) -> Request:

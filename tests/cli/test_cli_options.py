@@ -46,5 +46,7 @@ def test_every_redis_command_takes_the_login_options() -> None:
     expected = {"adapter serve", "adapter topic create", "adapter topic alter",
                 "adapter topic describe", "adapter topic trim", "adapter inspect topics",
                 "adapter inspect topic", "adapter inspect groups", "adapter inspect group",
-                "adapter user add", "adapter user remove", "adapter user list"}  # fmt: skip
+                "adapter user add", "adapter user remove", "adapter user list",
+                "adapter group list", "adapter group describe", "adapter group reset-offsets",
+                "adapter topic tail"}  # fmt: skip
     assert expected <= set(checked), expected - set(checked)

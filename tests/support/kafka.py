@@ -9,6 +9,7 @@ import socket
 import struct
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
@@ -320,3 +321,27 @@ def read_committed(
     finally:
         consumer.close()
     return found
+
+
+def produce_delivered(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+) -> list[Any]:
+    """Produce (partition, key, value, headers) records with confluent-kafka, in order;
+    their delivery reports (``Message``: partition, offset, timestamp) in the same order, all
+    delivered (reports of different partitions may come in another order)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+    delivered: dict[int, tuple[Any, Any]] = {}
+
+    def report(i: int, error: Any, message: Any) -> None:
+        delivered[i] = (error, message)
+
+    for i, (partition, key, value, headers) in enumerate(records):
+        producer.produce(topic, value=value, key=key, partition=partition, headers=headers,
+                         on_delivery=partial(report, i))  # fmt: skip
+    assert producer.flush(15) == 0
+    assert [delivered[i][0] for i in range(len(records))] == [None] * len(records)
+    return [delivered[i][1] for i in range(len(records))]

@@ -336,6 +336,13 @@ local function commit_refusal(member_id, instance_id, gen, transactional)
     end
     return nil
   end
+  -- outside group management (generation -1, an admin tool's reset): only while the group
+  -- has no member of either protocol, as Kafka's ConsumerGroup.validateOffsetCommit (a
+  -- TxnOffsetCommit naming no member is let through, as there)
+  if gen < 0 and consumer_members_live() > 0
+      and not (transactional and member_id == '' and instance_id == '') then
+    return K.UNKNOWN_MEMBER_ID
+  end
   if redis.call('EXISTS', meta) == 0 then
     if gen < 0 then return nil end
     -- a KIP-848 group that does not know the member (gone, or expired): Kafka's answer

@@ -162,8 +162,9 @@ def test_expired_member_partitions_move(redis_url: str) -> None:
 
 def test_protocols_exclude_each_other(redis_url: str) -> None:
     """While classic members are live a KIP-848 join gets INCONSISTENT_GROUP_PROTOCOL, and
-    the other way round; DeleteGroups refuses a group with live KIP-848 members;
-    ``kafka_members_live`` (V1 JOIN's future check) sees members of either protocol."""
+    the other way round; DeleteGroups and commits from outside group management (generation
+    -1) refuse a group with live KIP-848 members; ``kafka_members_live`` (V1 JOIN's future
+    check) sees members of either protocol."""
 
     async def body() -> None:
         async with pods(redis_url, 1, SETTINGS) as (pod,):
@@ -186,9 +187,15 @@ def test_protocols_exclude_each_other(redis_url: str) -> None:
             assert await pod.groups.delete_groups([consumer_group]) == {
                 consumer_group: errors.NON_EMPTY_GROUP
             }
+            # a commit from outside group management (an admin tool's reset) waits until
+            # the members are gone, as Kafka's ConsumerGroup.validateOffsetCommit
+            outside = await pod.groups.commit_offsets(consumer_group, "", -1, {topic: {0: (5, "")}})
+            assert outside == {topic: {0: errors.UNKNOWN_MEMBER_ID}}
             listed = {g.group_id: g for g in await pod.groups.list_groups()}
             assert listed[consumer_group].group_type == "consumer"
             await pod.groups.consumer_heartbeat(consumer_group, consumer.member_id, -1)
+            after = await pod.groups.commit_offsets(consumer_group, "", -1, {topic: {0: (5, "")}})
+            assert after == {topic: {0: errors.NONE}}
             assert await pod.groups.delete_groups([consumer_group]) == {consumer_group: errors.NONE}
             assert (await pod.groups.consumer_describe(consumer_group)).error == (
                 errors.GROUP_ID_NOT_FOUND

@@ -1,0 +1,201 @@
+"""``python -m adapter group reset-offsets``: kafka-consumer-groups --reset-offsets.
+
+    group reset-offsets GROUP --topic T [--partitions 0,1]
+        (--to-earliest | --to-latest | --to-datetime ISO8601 | --to-timestamp MS
+         | --to-offset N | --shift-by N) [--dry-run | --execute]
+
+Prints the plan (a dry run, the default as in Kafka's tool) or writes it (``--execute``)
+through the path of every Kafka commit (mapping/offset_reset.py: the commit check and its
+fence, never keys written by hand). Refused while the group has live members of any
+protocol, as Kafka's tool refuses a group that is not Empty or Dead. A group that does not
+exist yet gets the offsets (Kafka's tool allows it too: a way to place a new group).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import click
+
+from adapter.cli import options
+from adapter.cli.columns import cell, echo_columns
+from adapter.cli.failures import one_line_errors
+from adapter.cli.group import group, session_timeout_option
+from adapter.cli.local_pod import run_on_pod
+from adapter.cli.options import RedisTarget, topic_name
+from adapter.pod import Pod
+from mapping.group_overview import overview
+from mapping.offset_reset import (
+    EARLIEST,
+    LATEST,
+    OFFSET,
+    SHIFT,
+    TIMESTAMP,
+    CannotReset,
+    PlannedOffset,
+    ResetTarget,
+    execute_reset,
+    plan_reset,
+)
+
+
+def _partition_list(value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        found = sorted({int(part) for part in value.split(",") if part.strip()})
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of partitions, e.g. 0,1") from None
+    if not found or found[0] < 0:
+        raise click.BadParameter("a comma-separated list of partitions, e.g. 0,1")
+    return found
+
+
+def _datetime_ms(value: str | None) -> int | None:
+    """An ISO 8601 date and time as ms since the epoch; without a zone, local time (as
+    Kafka's tool reads --to-datetime)."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(
+            "an ISO 8601 date and time, e.g. 2026-11-24T09:30:00.000Z"
+        ) from None
+    return round(moment.astimezone().timestamp() * 1000)
+
+
+def _target(
+    to_earliest: bool,
+    to_latest: bool,
+    to_datetime: int | None,
+    to_timestamp: int | None,
+    to_offset: int | None,
+    shift_by: int | None,
+) -> ResetTarget:
+    given = [
+        ResetTarget(kind, value or 0)
+        for kind, value, present in (
+            (EARLIEST, None, to_earliest),
+            (LATEST, None, to_latest),
+            (TIMESTAMP, to_datetime, to_datetime is not None),
+            (TIMESTAMP, to_timestamp, to_timestamp is not None),
+            (OFFSET, to_offset, to_offset is not None),
+            (SHIFT, shift_by, shift_by is not None),
+        )
+        if present
+    ]
+    if len(given) != 1:
+        raise click.UsageError(
+            "give one of --to-earliest, --to-latest, --to-datetime, --to-timestamp, "
+            "--to-offset, --shift-by"
+        )
+    return given[0]
+
+
+@group.command(name="reset-offsets")
+@click.argument("group_name", metavar="GROUP")  # any group id (Kafka: any characters)
+@click.option(
+    "--topic", "topic", required=True, callback=lambda _c, _p, v: topic_name(v),
+    help="The topic whose offsets are reset.",
+)  # fmt: skip
+@click.option(
+    "--partitions", "partitions", default=None, callback=lambda _c, _p, v: _partition_list(v),
+    help="Only these partitions, e.g. 0,1 (default: every partition of --topic).",
+)  # fmt: skip
+@click.option("--to-earliest", is_flag=True, help="To the first record still in the log.")
+@click.option("--to-latest", is_flag=True, help="To the high watermark (past every record).")
+@click.option(
+    "--to-datetime", default=None, callback=lambda _c, _p, v: _datetime_ms(v),
+    help="To the first record appended at or after this ISO 8601 time (no zone: local time); "
+    "none: the high watermark.",
+)  # fmt: skip
+@click.option(
+    "--to-timestamp", type=click.IntRange(0), default=None,
+    help="As --to-datetime, in ms since the epoch.",
+)  # fmt: skip
+@click.option(
+    "--to-offset", type=click.IntRange(0), default=None,
+    help="To this offset (into the log's range: earliest..high watermark).",
+)  # fmt: skip
+@click.option(
+    "--shift-by", type=int, default=None,
+    help="Move the committed offset by N RECORDS (negative: back). Offsets are time-encoded, "
+    "so this counts records, not offset units.",
+)  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="Print the plan only (the default).")
+@click.option("--execute", is_flag=True, help="Write the plan.")
+@session_timeout_option
+@options.redis_target
+@one_line_errors
+def reset_offsets(
+    group_name: str,
+    topic: str,
+    partitions: list[int] | None,
+    to_earliest: bool,
+    to_latest: bool,
+    to_datetime: int | None,
+    to_timestamp: int | None,
+    to_offset: int | None,
+    shift_by: int | None,
+    dry_run: bool,
+    execute: bool,
+    session_timeout_ms: int,
+    target: RedisTarget,
+) -> None:
+    """Reset GROUP's committed offsets on --topic, as kafka-consumer-groups --reset-offsets:
+    prints GROUP TOPIC PARTITION CURRENT-OFFSET NEW-OFFSET NEW-LAG (the lag in RECORDS the
+    group will have there); writes only with --execute. Refused while the group has live
+    members (Kafka: "Assignments can only be reset if the group is inactive")."""
+    wanted = _target(to_earliest, to_latest, to_datetime, to_timestamp, to_offset, shift_by)
+    if dry_run and execute:
+        raise click.UsageError("give --dry-run or --execute, not both")
+
+    async def work(pod: Pod) -> list[PlannedOffset]:
+        config = await pod.topics.read(topic)
+        if config is None:
+            raise click.ClickException(f"no topic {topic}")
+        chosen = partitions if partitions is not None else list(range(config.partitions))
+        outside = [p for p in chosen if p >= config.partitions]
+        if outside:
+            raise click.ClickException(
+                f"topic {topic} has {config.partitions} partitions: no partition {outside[0]}"
+            )
+        bits = pod.partitions.sequence_bits
+        found = await overview(pod.kafka_groups, group_name, bits, offsets=False)
+        if found is not None and not found.inactive:
+            raise click.ClickException(
+                f"Assignments can only be reset if the group '{group_name}' is inactive, but "
+                f"the current state is {found.state} ({found.protocol}, "
+                f"{len(found.members)} live members)."
+            )
+        try:
+            plan = await plan_reset(pod.kafka, pod.kafka_groups, group_name, config, chosen, wanted)
+        except CannotReset as exc:
+            raise click.ClickException(str(exc)) from None
+        if execute:
+            refused = await execute_reset(pod.kafka_groups, group_name, plan)
+            if refused:
+                raise click.ClickException(
+                    f"group '{group_name}' refused the reset (it has members again?): "
+                    + "; ".join(refused)
+                )
+        return plan
+
+    plan = run_on_pod(target, work, session_timeout_ms=session_timeout_ms)
+    for p in plan:
+        if p.clamped:
+            click.echo(
+                f"WARN: the new offset of {p.topic}-{p.partition} is outside the log: set to "
+                f"its {p.clamped} offset {p.new}",
+                err=True,
+            )
+    echo_columns(
+        ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "NEW-LAG"],
+        [
+            [group_name, p.topic, str(p.partition), cell(p.current), str(p.new), str(p.lag)]
+            for p in plan
+        ],
+    )
+    if not execute:
+        click.echo("(dry run: nothing was written; --execute writes it)", err=True)
