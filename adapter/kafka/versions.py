@@ -145,8 +145,8 @@ CREATE_PARTITIONS = Api(
     37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, 0, 3
 )
 
-# SaslHandshake v0 (raw SASL tokens after it) is gone in Kafka 4.x (KIP-896): v1 only
-SASL_HANDSHAKE = Api(17, "SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse, 1, 1)
+# SaslHandshake v0: the SASL tokens follow as raw frames, without SaslAuthenticate (sasl.py)
+SASL_HANDSHAKE = Api(17, "SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse, 0, 1)
 SASL_AUTHENTICATE = Api(
     36, "SaslAuthenticate", SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2
 )

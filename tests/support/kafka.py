@@ -120,6 +120,12 @@ class RawKafka:
         assert reply.header.correlation_id == correlation_id
         return reply
 
+    def raw_exchange(self, payload: bytes) -> bytes:
+        """A bare frame out, one back: SaslHandshake v0's SASL tokens (no request header)."""
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        (size,) = struct.unpack(">i", self._read(4))
+        return self._read(size)
+
     def closed_by_peer(self) -> bool:
         """True when the pod closed the connection (EOF or reset)."""
         try:
