@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from spark_connector.options import (
+from spark_connector.errors import (
     ConnectorError,
     DataLoss,
+    NoOffsetForTimestamp,
     OptionError,
     RedisUnreachable,
     TopicNotFound,
@@ -29,6 +30,7 @@ __all__ = [
     "SOURCE_NAME",
     "ConnectorError",
     "DataLoss",
+    "NoOffsetForTimestamp",
     "OptionError",
     "RedisTopicsDataSource",
     "RedisUnreachable",

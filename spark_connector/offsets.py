@@ -1,16 +1,19 @@
-"""Positions in a topic's partitions, resolved against Redis on the driver.
+"""Positions in the subscribed topics' partitions, resolved against Redis on the driver.
 
 A *position* is the next offset to read (Kafka semantics); a range ``[start, end)`` of positions
 holds the records with ``start <= offset < end``. Offsets are ``(ms << B) | seq`` and have
-gaps, so records are always counted with ``XRANGE ... COUNT``, never by subtracting offsets.
-The end of what a consumer may see is ``hw + 1`` (hw inclusive, -1 when nothing is committed).
+gaps, so records are never counted by subtracting offsets (planning.py counts them). The end
+of what a consumer may see is ``hw + 1`` (hw inclusive, -1 when nothing is committed), and at
+most the last stable offset. Positions are keyed by (topic, partition); streaming offsets
+are Spark's Kafka source's JSON, ``{"<topic>": {"<partition>": <next offset>}}``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from pyspark.sql.datasource import InputPartition
@@ -18,22 +21,14 @@ from pyspark.sql.datasource import InputPartition
 from mapping import codec
 from mapping.cluster import connect_sync, credentials, redact
 from mapping.keys import Keys
-from spark_connector.options import (
-    KAFKA_EARLIEST,
-    KAFKA_LATEST,
-    DataLoss,
-    Earliest,
-    GroupOffsets,
-    Latest,
-    OffsetSpec,
-    OptionError,
-    PerPartition,
-    RedisUnreachable,
-    SourceOptions,
-    TopicNotFound,
-)
+from spark_connector.errors import DataLoss, RedisUnreachable, TopicNotFound
+from spark_connector.offset_specs import TopicPartition
+from spark_connector.options import SourceOptions
+from spark_connector.subscription import Subscription, TopicNames
 
-Positions = dict[int, int]
+# Per topic partition; PartitionPositions: one topic's, by partition.
+Positions = dict[TopicPartition, int]
+PartitionPositions = dict[int, int]
 log = logging.getLogger(__name__)
 
 
@@ -46,18 +41,25 @@ class TopicInfo:
 class RangePartition(InputPartition):
     """One Spark task: the records of one topic partition in ``[start, end)``.
 
-    Carries only numbers, so it pickles small; the executor opens its own Redis connection.
+    Carries only numbers and the topic's name, so it pickles small; the executor opens its own
+    Redis connection. ``topic`` None: the options' one topic.
     """
 
-    def __init__(self, partition: int, start: int, end: int, sequence_bits: int) -> None:
-        super().__init__((partition, start, end))
+    def __init__(
+        self, partition: int, start: int, end: int, sequence_bits: int, topic: str | None = None
+    ) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
         self.partition = partition
         self.start = start
         self.end = end
         self.sequence_bits = sequence_bits
 
     def __repr__(self) -> str:
-        return f"RangePartition(partition={self.partition}, start={self.start}, end={self.end})"
+        return (
+            f"RangePartition(topic={self.topic!r}, partition={self.partition}, "
+            f"start={self.start}, end={self.end})"
+        )
 
 
 def client_for(opts: SourceOptions) -> redis.Redis:
@@ -87,50 +89,110 @@ def connect(opts: SourceOptions) -> redis.Redis:
     return client
 
 
-def describe_topic(client: redis.Redis, keys: Keys, topic: str) -> TopicInfo:
-    pipe = client.pipeline(transaction=False)
-    pipe.hget(keys.topic(topic), "partitions")
-    pipe.hget(keys.meta, "sequence_bits")
-    partitions, bits = pipe.execute()
-    if partitions is None:
-        raise TopicNotFound(
-            f"topic {topic!r} does not exist (no hash {keys.topic(topic)} in Redis; "
-            f"check the topic name and the keyPrefix option, now {keys.prefix!r})"
-        )
+def _missing(keys: Keys, topic: str) -> TopicNotFound:
+    return TopicNotFound(
+        f"topic {topic!r} does not exist (no hash {keys.topic(topic)} in Redis; "
+        f"check the topic name and the keyPrefix option, now {keys.prefix!r})"
+    )
+
+
+def _sequence_bits(stored: bytes | None) -> int:
     # No pod has pinned the bits yet: the deployment default is what produce would use.
-    sequence_bits = int(bits) if bits is not None else codec.DEFAULT_SEQUENCE_BITS
-    return TopicInfo(int(partitions), codec.check_sequence_bits(sequence_bits))
+    return codec.check_sequence_bits(
+        int(stored) if stored is not None else codec.DEFAULT_SEQUENCE_BITS
+    )
+
+
+def sequence_bits(client: redis.Redis, keys: Keys) -> int:
+    """The deployment's sequence bits (one value for every topic)."""
+    return _sequence_bits(client.hget(keys.meta, "sequence_bits"))
+
+
+def describe_topics(
+    client: redis.Redis, keys: Keys, subscription: Subscription, *, require_all: bool = True
+) -> dict[str, TopicInfo]:
+    """The subscribed topics that exist, by name. ``require_all``: a named topic that does
+    not exist is ``TopicNotFound`` (else it is left out: deleted while a query runs)."""
+    if isinstance(subscription, TopicNames):
+        names = list(subscription.names)
+    else:
+        names = subscription.matching(codec.to_str(n) for n in client.smembers(keys.topics))
+    pipe = client.pipeline(transaction=False)
+    pipe.hget(keys.meta, "sequence_bits")
+    for name in names:
+        pipe.hget(keys.topic(name), "partitions")
+    bits, *counts = pipe.execute()
+    sequence_bits = _sequence_bits(bits)
+    found: dict[str, TopicInfo] = {}
+    for name, count in zip(names, counts, strict=True):
+        if count is not None:
+            found[name] = TopicInfo(int(count), sequence_bits)
+        elif require_all and isinstance(subscription, TopicNames):
+            raise _missing(keys, name)
+    return found
+
+
+def describe_topic(client: redis.Redis, keys: Keys, topic: str) -> TopicInfo:
+    return describe_topics(client, keys, TopicNames((topic,)))[topic]
+
+
+def topic_partitions(topics: Mapping[str, TopicInfo]) -> list[TopicPartition]:
+    return [(name, p) for name in sorted(topics) for p in range(topics[name].partitions)]
+
+
+def _end_of(hw: Any, mark: Any, txn_first: Any, durable: bool) -> int:
+    """``hw + 1`` from the stored hw, which never exceeds the true hw, and at most the last
+    stable offset (the first offset of the oldest open transaction: the state's
+    ``txn_first``, mapping/partition_txns.py), so a read never passes a record whose
+    transaction may still abort. ``durable`` (option durableReads): at most
+    ``durable_hw + 1``, what the Redis replicas have (mapping/durable.py)."""
+    end = max(int(hw), -1) + 1 if hw is not None else 0
+    if durable:
+        end = min(end, max(int(mark), -1) + 1 if mark is not None else 0)
+    if txn_first is not None:
+        end = min(end, int(txn_first))
+    return end
+
+
+def bounds(
+    client: redis.Redis, keys: Keys, partitions: Iterable[TopicPartition], durable: bool = False
+) -> tuple[Positions, Positions]:
+    """(ends, log starts) of ``partitions``: the end of what may be read (``_end_of``) and one
+    past the last record retention removed (0: none removed; see partition/retention_trim.lua):
+    a read starting below it lost records."""
+    wanted = list(partitions)
+    pipe = client.pipeline(transaction=False)
+    for topic, p in wanted:
+        pipe.hmget(keys.partition(topic, p).state, "hw", "durable_hw", "txn_first", "log_start")
+    ends: Positions = {}
+    firsts: Positions = {}
+    for tp, (hw, mark, txn_first, first) in zip(wanted, pipe.execute(), strict=True):
+        ends[tp] = _end_of(hw, mark, txn_first, durable)
+        firsts[tp] = int(first or 0)
+    return ends, firsts
 
 
 def end_positions(
     client: redis.Redis, keys: Keys, topic: str, partitions: int, durable: bool = False
-) -> Positions:
-    """``hw + 1`` per partition from the stored hw, which never exceeds the true hw, and
-    at most the last stable offset (the first offset of the oldest open transaction: the
-    state's ``txn_first``, mapping/partition_txns.py), so a read never passes a record whose
-    transaction may still abort. ``durable`` (option durableReads): at most
-    ``durable_hw + 1``, what the Redis replicas have (mapping/durable.py)."""
-    pipe = client.pipeline(transaction=False)
-    for p in range(partitions):
-        pipe.hmget(keys.partition(topic, p).state, "hw", "durable_hw", "txn_first")
-    ends: Positions = {}
-    for p, (hw, mark, txn_first) in enumerate(pipe.execute()):
-        end = max(int(hw), -1) + 1 if hw is not None else 0
-        if durable:
-            end = min(end, max(int(mark), -1) + 1 if mark is not None else 0)
-        if txn_first is not None:
-            end = min(end, int(txn_first))
-        ends[p] = end
-    return ends
+) -> PartitionPositions:
+    """One topic's ends by partition (see ``bounds``)."""
+    ends, _ = bounds(client, keys, ((topic, p) for p in range(partitions)), durable)
+    return {p: end for (_, p), end in ends.items()}
 
 
-def log_starts(client: redis.Redis, keys: Keys, topic: str, partitions: int) -> Positions:
-    """Per partition, one past the last record retention removed (0: none removed; see
-    partition/retention_trim.lua): a read starting below it lost records."""
-    pipe = client.pipeline(transaction=False)
-    for p in range(partitions):
-        pipe.hget(keys.partition(topic, p).state, "log_start")
-    return {p: int(first or 0) for p, first in enumerate(pipe.execute())}
+def log_starts(client: redis.Redis, keys: Keys, topic: str, partitions: int) -> PartitionPositions:
+    """One topic's log starts by partition (see ``bounds``)."""
+    _, firsts = bounds(client, keys, ((topic, p) for p in range(partitions)))
+    return {p: first for (_, p), first in firsts.items()}
+
+
+def group_positions(
+    client: redis.Redis, keys: Keys, group: str, topic: str, partitions: int
+) -> PartitionPositions:
+    """A group's committed offsets: the next offset to read, 0 (beginning) when absent."""
+    raw = client.hgetall(keys.group(group, topic).offsets)
+    committed = {int(field): max(int(value), 0) for field, value in raw.items()}
+    return {p: committed.get(p, 0) for p in range(partitions)}
 
 
 def data_loss_message(topic: str, partition: int, position: int, log_start: int) -> str:
@@ -142,163 +204,42 @@ def data_loss_message(topic: str, partition: int, position: int, log_start: int)
     )
 
 
+def report_data_loss(opts: SourceOptions, message: str, going_on: str) -> None:
+    """``DataLoss``, or with ``failOnDataLoss=false`` a warning (Spark's reportDataLoss)."""
+    if opts.fail_on_data_loss:
+        raise DataLoss(message)
+    log.warning("%s; %s (failOnDataLoss=false)", message, going_on)
+
+
 def check_data_loss(
     opts: SourceOptions, starts: Positions, ends: Positions, firsts: Positions
 ) -> Positions:
     """``starts``, where a range ``[start, end)`` with data to read begins below its log
     start: ``DataLoss``, or with ``failOnDataLoss=false`` the log start (a warning says so)."""
     checked = dict(starts)
-    for p, start in starts.items():
-        first = firsts.get(p, 0)
-        if start >= first or ends.get(p, 0) <= start:
+    for tp, start in starts.items():
+        first = firsts.get(tp, 0)
+        if start >= first or ends.get(tp, 0) <= start:
             continue
-        message = data_loss_message(opts.topic, p, start, first)
-        if opts.fail_on_data_loss:
-            raise DataLoss(message)
-        log.warning("%s; going on from offset %d (failOnDataLoss=false)", message, first)
-        checked[p] = first
+        message = data_loss_message(tp[0], tp[1], start, first)
+        report_data_loss(opts, message, f"going on from offset {first}")
+        checked[tp] = first
     return checked
 
 
-def group_positions(
-    client: redis.Redis, keys: Keys, group: str, topic: str, partitions: int
-) -> Positions:
-    """A group's committed offsets: the next offset to read, 0 (beginning) when absent."""
-    raw = client.hgetall(keys.group(group, topic).offsets)
-    committed = {int(field): max(int(value), 0) for field, value in raw.items()}
-    return {p: committed.get(p, 0) for p in range(partitions)}
+def to_json(positions: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Streaming offsets as Spark checkpoints them: ``{"<topic>": {"<partition>": <next>}}``
+    (the JSON of Spark's Kafka source)."""
+    nested: dict[str, dict[str, int]] = {}
+    for (topic, p), offset in sorted(positions.items()):
+        nested.setdefault(topic, {})[str(p)] = int(offset)
+    return nested
 
 
-def _check_partitions(spec: PerPartition, partitions: int, option: str) -> None:
-    outside = [p for p in spec.as_dict() if p >= partitions]
-    if outside:
-        raise OptionError(
-            f"option {option} names partition(s) {outside} but the topic has {partitions}"
-        )
-
-
-def resolve_start(
-    spec: OffsetSpec,
-    ends: Positions,
-    group_lookup: Callable[[str], Positions],
-    firsts: Positions | None = None,
-) -> Positions:
-    """Start positions; ``ends`` are the current ``hw + 1`` per partition, ``firsts`` the log
-    starts (`log_starts`; earliest means there, so retention is not data loss for it)."""
-    firsts = firsts or {}
-    if isinstance(spec, Earliest):
-        return {p: firsts.get(p, 0) for p in ends}
-    if isinstance(spec, Latest):
-        return dict(ends)
-    if isinstance(spec, GroupOffsets):
-        return group_lookup(spec.group)
-    _check_partitions(spec, len(ends), "startingOffsets")
-    given = spec.as_dict()
-    positions: Positions = {}
-    for p, end in ends.items():
-        offset = given.get(p, KAFKA_EARLIEST)
-        if offset == KAFKA_EARLIEST:
-            offset = firsts.get(p, 0)
-        positions[p] = end if offset == KAFKA_LATEST else offset
-    return positions
-
-
-def resolve_end(spec: OffsetSpec, ends: Positions) -> Positions:
-    """End positions for a batch query, never past ``hw + 1``."""
-    if isinstance(spec, Latest):
-        return dict(ends)
-    assert isinstance(spec, PerPartition)
-    _check_partitions(spec, len(ends), "endingOffsets")
-    given = spec.as_dict()
-    return {
-        p: end if given.get(p, KAFKA_LATEST) == KAFKA_LATEST else min(given[p], end)
-        for p, end in ends.items()
-    }
-
-
-def advance(
-    client: redis.Redis, log: str, start: int, end: int, count: int, bits: int, page: int
-) -> tuple[int, int]:
-    """The position after the ``count``-th record in ``[start, end)`` and how many were found.
-
-    When fewer than ``count`` records exist, the position is ``end``.
-    """
-    found = 0
-    position = start
-    while found < count and position < end:
-        entries = client.xrange(
-            log,
-            codec.entry_id(position, bits),
-            codec.entry_id(end - 1, bits),
-            count=min(page, count - found),
-        )
-        if not entries:
-            break
-        found += len(entries)
-        position = codec.offset_of(entries[-1][0], bits) + 1
-    return (position if found == count else end), found
-
-
-def split_range(
-    client: redis.Redis, log: str, start: int, end: int, max_records: int, bits: int, page: int
-) -> list[tuple[int, int]]:
-    """``[start, end)`` cut into runs of at most ``max_records`` records; empty when none.
-
-    A log no longer than ``max_records`` needs no counting at all (XLEN is O(1)).
-    """
-    if end <= start:
-        return []
-    if client.xlen(log) <= max_records:
-        return [(start, end)]
-    ranges: list[tuple[int, int]] = []
-    position = start
-    while position < end:
-        after, found = advance(client, log, position, end, max_records, bits, page)
-        if found == 0:
-            break
-        ranges.append((position, after))
-        position = after
-    return ranges
-
-
-def limit_ends(
-    client: redis.Redis,
-    keys: Keys,
-    topic: str,
-    starts: Positions,
-    ends: Positions,
-    budget: int,
-    bits: int,
-    page: int,
-) -> Positions:
-    """Ends that admit at most ``budget`` records in total, shared fairly by the partitions
-    that have data; a partition with fewer records than its share passes the rest on."""
-    limited = {p: starts[p] for p in ends}
-    active = sorted(p for p in ends if ends[p] > starts[p])
-    while budget > 0 and active:
-        share, extra = divmod(budget, len(active))
-        still_active: list[int] = []
-        for i, p in enumerate(active):
-            quota = share + (1 if i < extra else 0)
-            if quota == 0:
-                still_active.append(p)
-                continue
-            log = keys.partition(topic, p).log
-            after, found = advance(client, log, limited[p], ends[p], quota, bits, page)
-            limited[p] = after
-            budget -= found
-            if found == quota and after < ends[p]:
-                still_active.append(p)
-        # Each round spends budget or drops a partition that ran dry, so this terminates.
-        active = still_active
-    return limited
-
-
-def to_json(positions: Mapping[int, int]) -> dict[str, int]:
-    """Streaming offsets as Spark checkpoints them: ``{"<partition>": <next offset>}``."""
-    return {str(p): int(o) for p, o in sorted(positions.items())}
-
-
-def from_json(offsets: Mapping[str, int], partitions: int) -> Positions:
-    parsed = {int(p): int(o) for p, o in offsets.items()}
-    return {p: parsed.get(p, 0) for p in range(partitions)}
+def from_json(offsets: Mapping[str, Any], opts: SourceOptions) -> Positions:
+    """``to_json``'s positions; also this connector's first, one-topic form
+    ``{"<partition>": <next>}`` (checkpoints it wrote), which means the options' one topic."""
+    if offsets and all(not isinstance(value, Mapping) for value in offsets.values()):
+        topic = opts.topic
+        return {(topic, int(p)): int(o) for p, o in offsets.items()}
+    return {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}

@@ -2,20 +2,35 @@
 
 Spark hands options over case-insensitively (lower-cased keys), so every name is matched in
 lower case. Anything malformed raises ``OptionError`` naming the option and what it accepts.
+The names are those of Spark's Kafka source where it has the option (subscribe,
+subscribePattern, startingOffsets, startingTimestamp, maxOffsetsPerTrigger, minPartitions,
+includeHeaders, failOnDataLoss, ...); the topics are subscription.py's, the start and end
+positions offset_specs.py's.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mapping.keys import DEFAULT_PREFIX, is_valid_name
+from mapping.keys import DEFAULT_PREFIX
 from mapping.sentinel import sentinel_url
-
-# Kafka's special per-partition values in a JSON offsets spec.
-KAFKA_LATEST = -1
-KAFKA_EARLIEST = -2
+from spark_connector.errors import (
+    ConnectorError,
+    DataLoss,
+    NoOffsetForTimestamp,
+    OptionError,
+    RedisUnreachable,
+    TopicNotFound,
+)
+from spark_connector.offset_specs import (
+    OffsetSpec,
+    ending_spec,
+    starting_spec,
+    timestamp_strategy,
+)
+from spark_connector.subscription import Subscription, TopicNames, parse_subscription
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 100_000
 DEFAULT_FETCH_SIZE = 5_000
@@ -24,11 +39,21 @@ DEFAULT_TIMEOUT_S = 5.0
 KNOWN_OPTIONS = (
     "redis.url",
     "topic",
+    "subscribe",
+    "subscribepattern",
     "keyprefix",
     "startingoffsets",
+    "startingtimestamp",
+    "startingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
     "endingoffsets",
+    "endingtimestamp",
+    "endingoffsetsbytimestamp",
+    "maxoffsetspertrigger",
     "maxrecordspertrigger",
     "maxrecordsperpartition",
+    "minpartitions",
+    "includeheaders",
     "valueformat",
     "fetchsize",
     "redis.timeout",
@@ -41,67 +66,40 @@ KNOWN_OPTIONS = (
     "failondataloss",
     "durablereads",
 )
+# The options of a batch query only (Spark refuses them in streaming queries).
+BATCH_ONLY_OPTIONS = {
+    "endingoffsets": "endingOffsets",
+    "endingtimestamp": "endingTimestamp",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+}
+log = logging.getLogger(__name__)
 
-
-class ConnectorError(Exception):
-    """A problem the user can fix: raised on the driver before any task runs."""
-
-
-class OptionError(ConnectorError, ValueError):
-    """An option is missing or malformed."""
-
-
-class TopicNotFound(ConnectorError):
-    """The topic's hash does not exist in Redis."""
-
-
-class RedisUnreachable(ConnectorError):
-    """Redis did not answer."""
-
-
-class DataLoss(ConnectorError):
-    """Records the query must read were removed by retention before it read them."""
-
-
-@dataclass(frozen=True, slots=True)
-class Earliest:
-    """Every partition from its first record."""
-
-
-@dataclass(frozen=True, slots=True)
-class Latest:
-    """Every partition after its last committed record (hw + 1)."""
-
-
-@dataclass(frozen=True, slots=True)
-class GroupOffsets:
-    """A consumer group's committed offsets (absent = from the beginning)."""
-
-    group: str
-
-
-@dataclass(frozen=True, slots=True)
-class PerPartition:
-    """Explicit positions; -2 = earliest, -1 = latest, partitions not named use the default."""
-
-    offsets: tuple[tuple[int, int], ...]
-
-    def as_dict(self) -> dict[int, int]:
-        return dict(self.offsets)
-
-
-OffsetSpec = Earliest | Latest | GroupOffsets | PerPartition
+__all__ = [  # the errors, importable from here as before errors.py
+    "ConnectorError",
+    "DataLoss",
+    "NoOffsetForTimestamp",
+    "OptionError",
+    "RedisUnreachable",
+    "SourceOptions",
+    "TopicNotFound",
+    "parse_options",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     redis_url: str
-    topic: str
+    subscription: Subscription
     key_prefix: str = DEFAULT_PREFIX
     starting: OffsetSpec | None = None  # None: earliest for batch, latest for streaming
     ending: OffsetSpec | None = None  # batch only; None: latest
+    # startingOffsetsByTimestampStrategy: "error" or "latest" (a timestamp with no record after)
+    timestamp_strategy: str = "error"
+    # maxOffsetsPerTrigger (or this connector's first name for it, maxRecordsPerTrigger)
     max_records_per_trigger: int | None = None
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
+    min_partitions: int | None = None
+    include_headers: bool = False
     binary: bool = False
     fetch_size: int = DEFAULT_FETCH_SIZE
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -118,6 +116,16 @@ class SourceOptions:
     # The sentinels' own login (with redis.sentinel; redis_url is then redis+sentinel://)
     redis_sentinel_username: str | None = None
     redis_sentinel_password: str | None = None
+    # The batch-only options given (as the user spells them): a streaming query refuses them.
+    batch_only: tuple[str, ...] = ()
+
+    @property
+    def topic(self) -> str:
+        """The one topic of a query that names exactly one (option topic, or subscribe)."""
+        names = self.subscription.names if isinstance(self.subscription, TopicNames) else ()
+        if len(names) != 1:
+            raise OptionError(f"this query reads {self.subscription.describe()}, not one topic")
+        return names[0]
 
 
 def _redis_url(opts: dict[str, str]) -> str:
@@ -153,58 +161,26 @@ def _positive_int(name: str, text: str) -> int:
     return value
 
 
-def parse_offset_spec(name: str, text: str, *, ending: bool) -> OffsetSpec:
-    """``earliest``, ``latest``, ``group:<name>`` or JSON ``{"<partition>": <offset>}``."""
-    spec = text.strip()
-    lowered = spec.lower()
-    accepted = (
-        '\'latest\' or JSON like {"0": 123, "1": -1}'
-        if ending
-        else "'earliest', 'latest', 'group:<name>' or JSON like {\"0\": 123, \"1\": -2}"
-    )
-    if lowered == "latest":
-        return Latest()
-    if lowered == "earliest" and not ending:
-        return Earliest()
-    if lowered.startswith("group:") and not ending:
-        group = spec[len("group:") :]
-        if not is_valid_name(group):
-            raise OptionError(
-                f"option {name}: group name must be 1-249 characters of [A-Za-z0-9._-], "
-                f"got {group!r}"
-            )
-        return GroupOffsets(group)
-    if spec.startswith("{"):
-        return PerPartition(_parse_json_offsets(name, spec, ending=ending, accepted=accepted))
-    raise OptionError(f"option {name} must be {accepted}, got {text!r}")
+def _boolean(opts: Mapping[str, str], key: str, name: str, default: str) -> bool:
+    value = opts.get(key, default).strip().lower()
+    if value not in ("true", "false"):
+        raise OptionError(f"option {name} must be 'true' or 'false', got {opts[key]!r}")
+    return value == "true"
 
 
-def _parse_json_offsets(
-    name: str, spec: str, *, ending: bool, accepted: str
-) -> tuple[tuple[int, int], ...]:
-    try:
-        raw = json.loads(spec)
-    except json.JSONDecodeError as exc:
-        raise OptionError(f"option {name} is not valid JSON ({exc}); expected {accepted}") from None
-    if not isinstance(raw, dict):
-        raise OptionError(f"option {name} must be a JSON object, expected {accepted}")
-    lowest = KAFKA_LATEST if ending else KAFKA_EARLIEST
-    pairs: list[tuple[int, int]] = []
-    for key, value in raw.items():
-        try:
-            partition = int(key)
-        except ValueError:
-            raise OptionError(f"option {name}: {key!r} is not a partition number") from None
-        if partition < 0:
-            raise OptionError(f"option {name}: partition {key!r} is negative")
-        if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
-            what = "-1 (latest)" if ending else "-2 (earliest), -1 (latest)"
-            raise OptionError(
-                f"option {name}: offset for partition {partition} must be an integer >= 0 "
-                f"or {what}, got {value!r}"
-            )
-        pairs.append((partition, value))
-    return tuple(sorted(pairs))
+def _max_records_per_trigger(opts: Mapping[str, str]) -> int | None:
+    """maxOffsetsPerTrigger, Spark's name; maxRecordsPerTrigger, this connector's first."""
+    given = {
+        name: _positive_int(name, opts[name.lower()])
+        for name in ("maxOffsetsPerTrigger", "maxRecordsPerTrigger")
+        if name.lower() in opts
+    }
+    if len(set(given.values())) > 1:
+        raise OptionError(
+            "options maxOffsetsPerTrigger and maxRecordsPerTrigger are one setting (the "
+            f"second is its former name): give one, got {given}"
+        )
+    return next(iter(given.values()), None)
 
 
 def parse_options(options: Mapping[str, str]) -> SourceOptions:
@@ -227,11 +203,10 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
             f"option redis.url must be a redis://, rediss://, unix://, redis+cluster:// or "
             f"redis+sentinel:// URL: {url!r}"
         )
-    topic = opts.get("topic", "")
-    if not topic:
-        raise OptionError("option topic is required")
-    if not is_valid_name(topic):
-        raise OptionError(f"option topic must be 1-249 characters of [A-Za-z0-9._-], got {topic!r}")
+    subscription = parse_subscription(opts)
+    # the topic the one-topic JSON form {"<partition>": ...} means
+    named = subscription.names if isinstance(subscription, TopicNames) else ()
+    single = named[0] if len(named) == 1 else None
     prefix = opts.get("keyprefix", DEFAULT_PREFIX)
     if not prefix:
         raise OptionError("option keyPrefix must not be empty")
@@ -247,46 +222,32 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
             f"option redis.timeout must be a positive number of seconds, "
             f"got {opts['redis.timeout']!r}"
         )
-    fail_on_data_loss = opts.get("failondataloss", "true").strip().lower()
-    if fail_on_data_loss not in ("true", "false"):
-        raise OptionError(
-            f"option failOnDataLoss must be 'true' or 'false', got {opts['failondataloss']!r}"
-        )
-    durable_reads = opts.get("durablereads", "false").strip().lower()
-    if durable_reads not in ("true", "false"):
-        raise OptionError(
-            f"option durableReads must be 'true' or 'false', got {opts['durablereads']!r}"
-        )
     return SourceOptions(
         redis_url=url,
-        topic=topic,
+        subscription=subscription,
         key_prefix=prefix,
-        starting=(
-            parse_offset_spec("startingOffsets", opts["startingoffsets"], ending=False)
-            if "startingoffsets" in opts
-            else None
-        ),
-        ending=(
-            parse_offset_spec("endingOffsets", opts["endingoffsets"], ending=True)
-            if "endingoffsets" in opts
-            else None
-        ),
-        max_records_per_trigger=(
-            _positive_int("maxRecordsPerTrigger", opts["maxrecordspertrigger"])
-            if "maxrecordspertrigger" in opts
-            else None
-        ),
+        starting=starting_spec(opts, single),
+        ending=ending_spec(opts, single),
+        timestamp_strategy=timestamp_strategy(opts),
+        max_records_per_trigger=_max_records_per_trigger(opts),
         max_records_per_partition=_positive_int(
             "maxRecordsPerPartition",
             opts.get("maxrecordsperpartition", str(DEFAULT_MAX_RECORDS_PER_PARTITION)),
         ),
+        min_partitions=(
+            _positive_int("minPartitions", opts["minpartitions"])
+            if "minpartitions" in opts
+            else None
+        ),
+        include_headers=_boolean(opts, "includeheaders", "includeHeaders", "false"),
         binary=value_format == "binary",
         fetch_size=_positive_int("fetchSize", opts.get("fetchsize", str(DEFAULT_FETCH_SIZE))),
         timeout_s=timeout_s,
-        fail_on_data_loss=fail_on_data_loss == "true",
-        durable_reads=durable_reads == "true",
+        fail_on_data_loss=_boolean(opts, "failondataloss", "failOnDataLoss", "true"),
+        durable_reads=_boolean(opts, "durablereads", "durableReads", "false"),
         redis_username=opts.get("redis.username") or None,
         redis_password=opts.get("redis.password") or None,
         redis_sentinel_username=opts.get("redis.sentinelusername") or None,
         redis_sentinel_password=opts.get("redis.sentinelpassword") or None,
+        batch_only=tuple(name for key, name in BATCH_ONLY_OPTIONS.items() if key in opts),
     )

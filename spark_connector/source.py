@@ -1,4 +1,4 @@
-"""The "redis-topics" Python data source: batch and micro-batch streaming reads of a topic.
+"""The "redis-topics" Python data source: batch and micro-batch streaming reads of topics.
 
 Planning (topic lookup, high watermarks, start/end positions, splits) happens on the driver,
 so a missing topic, a bad option or an unreachable Redis fails before any task runs. Tasks
@@ -7,6 +7,7 @@ get only the options and a `RangePartition` and open their own Redis connection.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,71 +30,65 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from mapping.keys import Keys
-from spark_connector import offsets
-from spark_connector.offsets import Positions, RangePartition, TopicInfo
-from spark_connector.options import (
-    Earliest,
-    Latest,
-    OptionError,
-    SourceOptions,
-    parse_options,
-)
+from spark_connector import offsets, planning
+from spark_connector.errors import OptionError
+from spark_connector.offset_specs import Earliest, Latest
+from spark_connector.offsets import Positions, RangePartition
+from spark_connector.options import SourceOptions, parse_options
 from spark_connector.records import read_partition, source_schema
+from spark_connector.resolve import Snapshot, resolve_end, resolve_start, take_snapshot
 from spark_connector.sink import batch_writer, stream_writer
 
 SOURCE_NAME = "redis-topics"
+log = logging.getLogger(__name__)
 
 
 def _check_schema(opts: SourceOptions, schema: StructType) -> None:
-    expected = source_schema(opts.binary)
+    expected = source_schema(opts.binary, opts.include_headers)
     if schema != expected:
         raise OptionError(
             f"{SOURCE_NAME} has a fixed schema ({expected.simpleString()}); "
-            f"got {schema.simpleString()} (use valueFormat=binary for binary key/value)"
+            f"got {schema.simpleString()} (use valueFormat=binary for binary key/value, "
+            "includeHeaders=true for the headers column)"
         )
 
 
-def _plan_splits(
-    client: redis.Redis,
-    opts: SourceOptions,
-    info: TopicInfo,
-    starts: Positions,
-    ends: Positions,
+def _plan(
+    client: redis.Redis, opts: SourceOptions, starts: Positions, ends: Positions, bits: int
 ) -> list[InputPartition]:
-    """One task per partition with data, large ranges cut by maxRecordsPerPartition."""
-    keys = Keys(opts.key_prefix)
-    splits: list[InputPartition] = []
-    for p in range(info.partitions):
-        ranges = offsets.split_range(
+    """The tasks of ``[starts, ends)``: one per partition with data, more where
+    maxRecordsPerPartition or minPartitions ask (planning.py)."""
+    return list(
+        planning.plan_tasks(
             client,
-            keys.partition(opts.topic, p).log,
-            starts[p],
-            ends[p],
-            opts.max_records_per_partition,
-            info.sequence_bits,
+            Keys(opts.key_prefix),
+            starts,
+            ends,
+            bits,
             opts.fetch_size,
+            opts.max_records_per_partition,
+            opts.min_partitions,
         )
-        splits.extend(RangePartition(p, s, e, info.sequence_bits) for s, e in ranges)
-    return splits
+    )
 
 
 class RedisTopicsDataSource(DataSource):
     """``spark.read[Stream].format("redis-topics").option("redis.url", ...)
-    .option("topic", ...).load()``."""
+    .option("topic", ...).load()`` (or ``subscribe`` / ``subscribePattern``)."""
 
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        # load() calls this on the driver: check options, Redis and the topic right away.
+        # load() calls this on the driver: check options, Redis and named topics right away.
         opts = parse_options(self.options)
         client = offsets.connect(opts)
         try:
-            offsets.describe_topic(client, Keys(opts.key_prefix), opts.topic)
+            offsets.describe_topics(client, Keys(opts.key_prefix), opts.subscription)
         finally:
             client.close()
-        return source_schema(opts.binary)
+        return source_schema(opts.binary, opts.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return RedisTopicsBatchReader(parse_options(self.options), schema)
@@ -109,12 +104,14 @@ class RedisTopicsDataSource(DataSource):
 
 
 class RedisTopicsBatchReader(DataSourceReader):
-    """Reads ``[startingOffsets, endingOffsets)`` (default: earliest to hw) once."""
+    """Reads ``[starting, ending)`` (default: earliest to hw) once."""
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
-        # maxRecordsPerTrigger is ignored here, as Kafka's source does, so that batch and
-        # streaming jobs can share one set of options.
         _check_schema(opts, schema)
+        if opts.max_records_per_trigger is not None:
+            # ignored, as Spark's Kafka source does (so batch and streaming jobs can share
+            # one set of options), and said, as it does
+            log.warning("maxOffsetsPerTrigger option ignored in batch queries")
         self.opts = opts
         self.schema = schema
 
@@ -123,22 +120,11 @@ class RedisTopicsBatchReader(DataSourceReader):
         keys = Keys(opts.key_prefix)
         client = offsets.connect(opts)
         try:
-            info = offsets.describe_topic(client, keys, opts.topic)
-            hw_ends = offsets.end_positions(
-                client, keys, opts.topic, info.partitions, opts.durable_reads
-            )
-            firsts = offsets.log_starts(client, keys, opts.topic, info.partitions)
-            starts = offsets.resolve_start(
-                opts.starting or Earliest(),
-                hw_ends,
-                lambda group: offsets.group_positions(
-                    client, keys, group, opts.topic, info.partitions
-                ),
-                firsts,
-            )
-            ends = offsets.resolve_end(opts.ending or Latest(), hw_ends)
-            starts = offsets.check_data_loss(opts, starts, ends, firsts)
-            return _plan_splits(client, opts, info, starts, ends)
+            snap = take_snapshot(client, keys, opts)
+            starts = resolve_start(client, keys, opts, opts.starting or Earliest(), snap)
+            ends = resolve_end(client, keys, opts, opts.ending or Latest(), snap)
+            starts = offsets.check_data_loss(opts, starts, ends, snap.firsts)
+            return _plan(client, opts, starts, ends, snap.sequence_bits)
         finally:
             client.close()
 
@@ -149,23 +135,27 @@ class RedisTopicsBatchReader(DataSourceReader):
 
 
 class RedisTopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batches over ``{"<partition>": <next offset>}`` offsets.
+    """Micro-batches over Spark's Kafka offsets, ``{"<topic>": {"<partition>": <next>}}``.
 
     An instance lives in a long-running driver-side Python worker, so it keeps one Redis
-    client (created lazily, never pickled). Offsets are checkpointed by Spark; a restarted
-    query resumes from them, so ``commit`` has nothing to do.
+    client (created lazily, never pickled). The topics are looked up at every micro-batch: a
+    topic a pattern matches from now on, or partitions a topic gained, are read from their
+    first record; a topic deleted is data loss (failOnDataLoss), as in Spark. Offsets are
+    checkpointed by Spark; a restarted query resumes from them, so ``commit`` has nothing
+    to do.
     """
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         _check_schema(opts, schema)
-        if opts.ending is not None:
-            raise OptionError("option endingOffsets applies to batch queries only")
+        if opts.batch_only:
+            names = ", ".join(opts.batch_only)
+            raise OptionError(f"option {names} applies to batch queries only")
         self.opts = opts
         self.schema = schema
         self.keys = Keys(opts.key_prefix)
         self._client: redis.Redis | None = None
-        self._info: TopicInfo | None = None
         self._target: Positions | None = None  # Trigger.AvailableNow: where to stop
+        self._bits: int | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -178,32 +168,24 @@ class RedisTopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             self._client = offsets.connect(self.opts)
         return self._client
 
+    def _snapshot(self, *, initial: bool = False) -> Snapshot:
+        # A named topic must exist when the query starts; deleted later, it is left out.
+        snap = take_snapshot(self.client, self.keys, self.opts, require_all=initial)
+        if snap.topics:
+            self._bits = snap.sequence_bits
+        return snap
+
     @property
-    def info(self) -> TopicInfo:
-        if self._info is None:
-            # Partition counts never change, so one look-up serves the query's life.
-            self._info = offsets.describe_topic(self.client, self.keys, self.opts.topic)
-        return self._info
-
-    def _hw_ends(self) -> Positions:
-        return offsets.end_positions(
-            self.client, self.keys, self.opts.topic, self.info.partitions, self.opts.durable_reads
-        )
-
-    def _log_starts(self) -> Positions:
-        return offsets.log_starts(self.client, self.keys, self.opts.topic, self.info.partitions)
+    def bits(self) -> int:
+        if self._bits is None:
+            # The deployment's one value (mapping/keys.py meta), the same for every topic.
+            self._bits = offsets.sequence_bits(self.client, self.keys)
+        return self._bits
 
     def initialOffset(self) -> dict:
-        info = self.info
-        starts = offsets.resolve_start(
-            self.opts.starting or Latest(),
-            self._hw_ends(),
-            lambda group: offsets.group_positions(
-                self.client, self.keys, group, self.opts.topic, info.partitions
-            ),
-            self._log_starts(),
-        )
-        return offsets.to_json(starts)
+        snap = self._snapshot(initial=True)
+        spec = self.opts.starting or Latest()
+        return offsets.to_json(resolve_start(self.client, self.keys, self.opts, spec, snap))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_records_per_trigger is not None:
@@ -211,37 +193,46 @@ class RedisTopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._hw_ends()
+        self._target = self._snapshot().ends
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        info = self.info
-        starts = offsets.from_json(start, info.partitions)
-        available = self._target if self._target is not None else self._hw_ends()
-        # Never move a partition backwards (a start past hw stays where it is).
-        ends = {p: max(starts[p], available[p]) for p in starts}
+        starts = offsets.from_json(start, self.opts)
+        available = self._target if self._target is not None else self._snapshot().ends
+        # A partition new to the query starts at its first record (position 0); a position
+        # never moves backwards (a start past hw stays where it is).
+        begins = {tp: starts.get(tp, 0) for tp in available}
+        ends = {tp: max(begins[tp], end) for tp, end in available.items()}
         if isinstance(limit, ReadMaxRows):
-            ends = offsets.limit_ends(
+            ends = planning.limit_ends(
                 self.client,
                 self.keys,
-                self.opts.topic,
-                starts,
+                begins,
                 ends,
                 limit.max_rows,
-                info.sequence_bits,
+                self.bits,
                 self.opts.fetch_size,
             )
         return offsets.to_json(ends)
 
     def reportLatestOffset(self) -> dict | None:
-        return offsets.to_json(self._hw_ends())
+        return offsets.to_json(self._snapshot().ends)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        info = self.info
-        starts = offsets.from_json(start, info.partitions)
-        ends = offsets.from_json(end, info.partitions)
-        # Retention may have removed records of [start, end) since the last micro-batch.
-        starts = offsets.check_data_loss(self.opts, starts, ends, self._log_starts())
-        return _plan_splits(self.client, self.opts, info, starts, ends)
+        starts = offsets.from_json(start, self.opts)
+        ends = offsets.from_json(end, self.opts)
+        for topic, p in sorted(set(starts) - set(ends)):
+            offsets.report_data_loss(
+                self.opts,
+                f"topic {topic!r} partition {p} is gone (the topic was deleted) at offset "
+                f"{starts[(topic, p)]}: records it had may not have been read",
+                "going on without it",
+            )
+        begins = {tp: starts.get(tp, 0) for tp in ends}
+        # Retention may have removed records of [start, end) since the last micro-batch,
+        # or of a partition new to the query before it was seen.
+        _, firsts = offsets.bounds(self.client, self.keys, ends)
+        begins = offsets.check_data_loss(self.opts, begins, ends, firsts)
+        return _plan(self.client, self.opts, begins, ends, self.bits)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, RangePartition):
