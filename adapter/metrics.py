@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from adapter.sockets import ListenError
 from adapter.v1.handlers import Context, Handler, Starter
 from mapping import inspection
 from mapping.batcher import Pending
@@ -182,7 +183,10 @@ class Metrics:
 
     def serve(self, port: int, host: str) -> Callable[[], None]:
         """Start the HTTP endpoint (a daemon thread); returns its stop function."""
-        server, thread = start_http_server(port, host, registry=self.registry)
+        try:
+            server, thread = start_http_server(port, host, registry=self.registry)
+        except OSError as exc:
+            raise ListenError("metrics", "--metrics-port", host, port, exc) from exc
         log.info("metrics on http://%s:%d/metrics", host, port)
 
         def stop() -> None:
