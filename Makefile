@@ -1,16 +1,21 @@
-# The front door: `make run` serves the adapter on 127.0.0.1:9092 with an embedded Redis;
-# `make test` runs every test. Both install what they need first (tools/bootstrap.sh).
+# The front door: `make run` serves the adapter on 127.0.0.1:9092 with an embedded Redis,
+# installing only what that needs (redis-server, the project); `make test` installs
+# everything the tests use and runs them all (tools/bootstrap.sh says what it installs).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: setup run test lint format
+.PHONY: setup setup-run run test lint format
 
 setup:
-	./tools/bootstrap.sh
+	VENV=$(VENV) ./tools/bootstrap.sh test
 
-run: setup
-	$(PY) -m adapter serve $(ARGS)
+setup-run:
+	VENV=$(VENV) ./tools/bootstrap.sh run
+
+# (tools/run.sh refuses when ADAPTER_REDIS_URL would replace the embedded Redis)
+run:
+	@VENV=$(VENV) ./tools/run.sh $(ARGS)
 
 test: setup
 	$(VENV)/bin/ruff check .

@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector
 from adapter import metrics_http
 from adapter.deployment_metrics import DeploymentCollector
 from adapter.metrics_http import Probes
+from adapter.sockets import ListenError
 from adapter.v1.handlers import Context, Handler, Starter
 from mapping.batcher import Pending
 from mapping.cluster import LazySyncClient
@@ -202,7 +203,10 @@ class Metrics:
         """Start the HTTP endpoint (a daemon thread): /metrics, and /livez and /readyz
         answered by ``probes``; returns its stop function."""
         app = metrics_http.router(make_wsgi_app(self.registry), probes)
-        stop = metrics_http.serve(app, host, port)
+        try:
+            stop = metrics_http.serve(app, host, port)
+        except OSError as exc:
+            raise ListenError("metrics", "--metrics-port", host, port, exc) from exc
         log.info("metrics on http://%s:%d/metrics", host, port)
         return stop
 

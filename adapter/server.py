@@ -22,7 +22,7 @@ from adapter.backpressure import AppendBudget, Trimmer
 from adapter.limits import ConnectionSlots
 from adapter.pod import open_pod
 from adapter.settings import Settings
-from adapter.sockets import Draining, accept_all, serve_socket, stop_on_sigterm
+from adapter.sockets import Draining, accept_all, listen, serve_socket, stop_on_sigterm
 from adapter.v1.connection import Connection
 from adapter.v1.handlers import Context
 from adapter.v1.handlers.table import build_starters, build_table
@@ -76,9 +76,11 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
         # Startup's objects (modules, scripts, settings) are never scanned again.
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
-        listener = await anyio.create_tcp_listener(
-            local_host=settings.host,
-            local_port=settings.port,
+        listener = await listen(
+            "V1",
+            "--port",
+            settings.host,
+            settings.port,
             # --workers: every worker listens on the port; the kernel spreads connections.
             reuse_port=settings.workers > 1,
         )

@@ -7,6 +7,7 @@ and the Kafka listener (adapter/kafka/listener.py) use them.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
 import socket
@@ -27,6 +28,32 @@ log = logging.getLogger(__name__)
 SocketServer = Callable[[socket.socket], Awaitable[None]]
 # A listener and what serves each socket accepted on it.
 Serving = tuple[MultiListener[SocketStream], SocketServer]
+
+
+class ListenError(Exception):
+    """A listener of the pod could not bind its port; says which listener and option."""
+
+    def __init__(self, listener: str, option: str, host: str, port: int, cause: OSError) -> None:
+        if cause.errno == errno.EADDRINUSE:
+            why = "the port is in use (another pod, `make run`, or another server)"
+        else:
+            why = cause.strerror or str(cause)
+        super().__init__(
+            f"cannot listen for {listener} on {host}:{port} ({option} {port}): {why}; stop "
+            f"what holds it or choose another {option}"
+        )
+
+
+async def listen(
+    listener: str, option: str, host: str, port: int, *, reuse_port: bool
+) -> MultiListener[SocketStream]:
+    """A TCP listener for ``listener`` (V1, Kafka) on ``option``'s port, or ListenError."""
+    try:
+        return await anyio.create_tcp_listener(
+            local_host=host, local_port=port, reuse_port=reuse_port
+        )
+    except OSError as exc:
+        raise ListenError(listener, option, host, port, exc) from exc
 
 
 async def accept_all(

@@ -33,15 +33,14 @@ from mapping import redis_errors, sentinel
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, for logs and messages."""
+    """``url`` without its password, for logs and messages (even a malformed one)."""
     if sentinel.is_sentinel_url(url):
         return sentinel.redact(url)  # several hosts: urlsplit cannot read the port
     parts = urlsplit(url)
-    if parts.password is None:
+    login, at, host = parts.netloc.rpartition("@")
+    if not at or ":" not in login:
         return url
-    user = f"{parts.username}:" if parts.username else ":"
-    host = parts.hostname or ""
-    netloc = f"{user}***@{host}" + (f":{parts.port}" if parts.port else "")
+    netloc = f"{login.partition(':')[0]}:***@{host}"
     return urlunsplit(parts._replace(netloc=netloc))
 
 
@@ -49,6 +48,43 @@ CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 AsyncClient = Redis | RedisCluster
 SyncClient = redis.Redis | SyncRedisCluster
+
+
+PLAIN_SCHEMES = ("redis", "rediss", "unix")
+URL_FORMS = (
+    "redis://HOST:PORT/DB (rediss:// for TLS), redis+cluster://HOST:PORT for a cluster, "
+    "redis+sentinel://HOST:PORT,.../NAME for sentinels"
+)
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with a deployment's URL (scheme, host, port, database), or None; said
+    before any client is made (redis-py's own errors come later, as tracebacks)."""
+    scheme, sep, _ = url.partition("://")
+    scheme = scheme.lower()
+    if not sep:
+        return f"not a URL; expected {URL_FORMS}"
+    if sentinel.is_sentinel_url(url):
+        try:
+            sentinel.parse_sentinel_url(url)
+        except ValueError as exc:
+            return str(exc)
+        return None
+    if scheme not in PLAIN_SCHEMES and scheme not in CLUSTER_SCHEMES:
+        return f"unknown scheme {scheme}://; expected {URL_FORMS}"
+    parts = urlsplit(url)
+    if scheme == "unix":
+        return None if parts.path else "unix:// needs the socket's path: unix:///path/redis.sock"
+    try:
+        parts.port  # noqa: B018  (parsing it is the check)
+    except ValueError:
+        return "the port is not a number in 0-65535"
+    if not parts.hostname:
+        return f"no host; expected {URL_FORMS}"
+    database = parts.path.strip("/")
+    if database and not database.isdigit():
+        return f"the database {database!r} is not a number"
+    return None
 
 
 def is_cluster_url(url: str) -> bool:

@@ -44,6 +44,10 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
+class RedisServerError(RuntimeError):
+    """redis-server is missing, exited at start or did not answer in time."""
+
+
 class RedisProcess:
     def __init__(
         self,
@@ -77,7 +81,10 @@ class RedisProcess:
     def start(self, timeout_s: float = 10.0) -> RedisProcess:
         binary = shutil.which("redis-server")
         if binary is None:
-            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+            raise RedisServerError(
+                "redis-server is not installed (apt-get install redis-server, or "
+                "./tools/bootstrap.sh run)"
+            )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [
             binary,
@@ -103,14 +110,14 @@ class RedisProcess:
         try:
             while True:
                 if self.process is not None and self.process.poll() is not None:
-                    raise RuntimeError(f"redis-server exited: {self.process.stderr.read()!r}")
+                    raise RedisServerError(f"redis-server exited: {self.process.stderr.read()!r}")
                 try:
                     if client.ping():
                         return
                 except (redis.ConnectionError, redis.BusyLoadingError):
                     pass
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"redis-server on port {self.port} did not start")
+                    raise RedisServerError(f"redis-server on port {self.port} did not start")
                 time.sleep(0.05)
         finally:
             client.close()

@@ -1,47 +1,124 @@
 #!/usr/bin/env bash
-# Set up everything `make run` and `make test` need on a fresh Debian/Ubuntu machine:
-# redis-server, haproxy, valgrind and a Java runtime (for the Spark tests) from the system
-# packages when missing, then the project's virtualenv. Safe to run again; it only installs
-# what is absent.
+# Install what `make run` or `make test` needs on a fresh Debian/Ubuntu machine, saying what
+# it does, a line per step. Safe to run again: it installs only what is absent.
+#
+#   tools/bootstrap.sh run     `make run`: redis-server (apt) and the project in .venv
+#   tools/bootstrap.sh [test]  `make test`: that, and what the tests use: haproxy, valgrind,
+#                              a Java runtime (Spark; SKIP_JAVA=1 leaves it out), the test
+#                              and Spark extras, the Quix Streams venv
+#   --dry-run                  say the steps without doing them
+#
+# apt-get needs root or sudo. VENV and QUIX_VENV name the virtualenvs (.venv, .venv-quix).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+case "${BASH_SOURCE[0]}" in  # (no dirname: --dry-run runs on bash's builtins alone)
+  */*) cd "${BASH_SOURCE[0]%/*}/.." ;;
+  *) cd .. ;;
+esac
 
-need_apt=()
-command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
-# haproxy: the tests check the compose stack's load-balancer config with `haproxy -c`.
-command -v haproxy >/dev/null 2>&1 || need_apt+=(haproxy)
-# valgrind: `python -m bench.script_cost` counts the append scripts' instructions (and a
-# smoke test runs it).
-command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
-if [ "${SKIP_JAVA:-0}" != 1 ] && ! command -v java >/dev/null 2>&1; then
-  need_apt+=(openjdk-17-jre-headless)
-fi
-if [ ${#need_apt[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "installing ${need_apt[*]} with apt-get"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
-# The Debian package starts a redis-server on 6379; the project never uses it.
-
+dry_run=0
+mode=test
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) dry_run=1 ;;
+    run | test) mode=$arg ;;
+    *) echo "usage: tools/bootstrap.sh [--dry-run] [run|test]" >&2; exit 2 ;;
+  esac
+done
 VENV=${VENV:-.venv}
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-fi
-if [ ! -f "$VENV/.installed" ] || [ pyproject.toml -nt "$VENV/.installed" ]; then
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e ".[test,spark]"
-  touch "$VENV/.installed"
-fi
-
-# Quix Streams (tests/apps/test_quix.py) pins confluent-kafka below the project's bound, so
-# its app runs in an interpreter of its own; the tests skip while it is missing.
 QUIX_VENV=${QUIX_VENV:-.venv-quix}
-if [ ! -x "$QUIX_VENV/bin/python" ]; then
-  python3 -m venv "$QUIX_VENV"
-fi
-if [ ! -f "$QUIX_VENV/.installed" ] || [ tests/apps/quix-requirements.txt -nt "$QUIX_VENV/.installed" ]; then
+
+# step "what" command...: say it, do it (unless --dry-run), say how long it took.
+step() {
+  local what=$1 started=$SECONDS
+  shift
+  if [ "$dry_run" = 1 ]; then
+    echo "bootstrap: $what (dry run: $*)"
+    return
+  fi
+  echo "bootstrap: $what ..."
+  "$@"
+  echo "bootstrap:   done in $((SECONDS - started))s"
+}
+
+finished() {
+  if [ "$dry_run" = 1 ]; then
+    echo "bootstrap: dry run, nothing done"
+  else
+    echo "bootstrap: ready for make $mode"
+  fi
+}
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+apt_install() {
+  local sudo=""
+  [ "$EUID" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+# An install is current when its marker is newer than what it was made from.
+current() { [ -f "$1" ] && [ ! "$2" -nt "$1" ]; }
+
+pip_install() {  # marker, then pip's arguments
+  local marker=$1
+  shift
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q "$@"
+  touch "$marker"
+}
+
+make_venv() { python3 -m venv "$1"; }
+
+quix_venv() {
+  [ -x "$QUIX_VENV/bin/python" ] || make_venv "$QUIX_VENV"
   "$QUIX_VENV/bin/python" -m pip install -q -r tests/apps/quix-requirements.txt
   touch "$QUIX_VENV/.installed"
+}
+
+# --- system packages (one apt-get run for both parts) ---------------------------------------
+packages=()
+have redis-server || packages+=(redis-server)  # `make run`'s embedded Redis; the tests' too
+if [ "$mode" = test ]; then
+  # haproxy: the tests check the compose stack's load-balancer config with `haproxy -c`.
+  have haproxy || packages+=(haproxy)
+  # valgrind: `python -m bench.script_cost` counts the append scripts' instructions (and a
+  # smoke test runs it).
+  have valgrind || packages+=(valgrind)
+  if [ "${SKIP_JAVA:-0}" != 1 ] && ! have java; then
+    packages+=(openjdk-17-jre-headless)  # Spark
+  fi
 fi
+if [ ${#packages[@]} -gt 0 ]; then
+  step "installing ${packages[*]} with apt-get" apt_install "${packages[@]}"
+fi
+# (The Debian package starts a redis-server on 6379; the project never uses it.)
+
+# --- the project -------------------------------------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+  step "creating the virtualenv $VENV" make_venv "$VENV"
+fi
+# .installed: the project with its test and Spark extras (what `make test` needs), which
+# is also all `make run` needs; .installed-run: the project alone.
+if [ "$mode" = run ]; then
+  if ! current "$VENV/.installed" pyproject.toml \
+    && ! current "$VENV/.installed-run" pyproject.toml; then
+    step "installing the project into $VENV (pip)" pip_install "$VENV/.installed-run" -e .
+  fi
+  finished
+  exit 0
+fi
+if ! current "$VENV/.installed" pyproject.toml; then
+  step "installing the project, its test and Spark extras into $VENV (pip; minutes at first)" \
+    pip_install "$VENV/.installed" -e ".[test,spark]"
+fi
+
+# --- what only the tests use ---------------------------------------------------------------
+# Quix Streams (tests/apps/test_quix.py) pins confluent-kafka below the project's bound, so
+# its app runs in an interpreter of its own; the tests skip while it is missing.
+if ! current "$QUIX_VENV/.installed" tests/apps/quix-requirements.txt; then
+  step "installing Quix Streams into $QUIX_VENV (pip)" quix_venv
+fi
+# Debian's Kafka clients for the tests (tools/bootstrap-clients.sh) go here.
+
+finished

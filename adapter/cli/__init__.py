@@ -9,12 +9,15 @@ inspect   topics, groups, lag               (adapter.cli.topic)
           transactions, open-transactions   (adapter.cli.transactions)
 user      the users AUTH checks             (adapter.cli.user)
 ping      health check of a pod             (adapter.cli.health)
+
+A failure of any of them is one line on stderr and a non-zero exit (adapter.cli.errors).
 """
 
 from __future__ import annotations
 
 import click
 
+from adapter.cli.errors import OneLineErrors
 from adapter.cli.group import group
 from adapter.cli.group_reset import reset_offsets
 from adapter.cli.health import ping
@@ -27,9 +30,15 @@ from adapter.cli.transactions import inspect_transactions
 from adapter.cli.user import user
 
 
-@click.group(context_settings={"auto_envvar_prefix": "ADAPTER", "show_default": True})
+@click.group(
+    cls=OneLineErrors,  # every failure in one line, never a traceback
+    context_settings={"auto_envvar_prefix": "ADAPTER", "show_default": True},
+)
 def main() -> None:
-    """A Kafka-like broker on Redis Streams: pods, topics, groups, users."""
+    """A Kafka-like broker on Redis Streams: pods, topics, groups, users.
+
+    A command that fails prints one line saying why and exits non-zero
+    (ADAPTER_LOG_LEVEL=DEBUG shows the traceback)."""
 
 
 # registered on import

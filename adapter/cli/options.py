@@ -12,9 +12,17 @@ from typing import Any
 
 import click
 
+from adapter.cli.errors import name_redis
 from adapter.declare import declared_options
 from adapter.settings import Settings
-from mapping.cluster import SyncClient, connect_sync, credentials, is_tls_url
+from mapping.cluster import (
+    SyncClient,
+    connect_sync,
+    credentials,
+    is_tls_url,
+    redact,
+    url_problem,
+)
 from mapping.keys import DEFAULT_PREFIX, Keys, is_valid_name
 from mapping.sentinel import sentinel_url
 
@@ -65,6 +73,10 @@ def deployment_url(
             )
         if redis_url is None and required:
             raise click.UsageError("Missing option '--redis-url' (or --redis-sentinel)")
+        problem = None if redis_url is None else url_problem(redis_url)
+        if problem is not None:
+            assert redis_url is not None
+            raise click.UsageError(f"--redis-url {redact(redis_url)}: {problem}")
         return redis_url
     if redis_url is not None:
         raise click.UsageError("give --redis-url or --redis-sentinel, not both")
@@ -128,6 +140,7 @@ def redis_target(command: Callable[..., Any]) -> Callable[..., Any]:
         )
         assert url is not None
         check_redis_tls(url, [redis_tls_ca, redis_tls_cert, redis_tls_key])
+        name_redis(url)
         login = credentials(
             username=redis_username,
             password=redis_password,

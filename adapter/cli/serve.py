@@ -13,6 +13,7 @@ import anyio
 import click
 
 from adapter import logs
+from adapter.cli.errors import describe, name_redis, show_tracebacks
 from adapter.cli.options import check_tls_options
 from adapter.declare import click_options, declared_options, from_options
 from adapter.settings import Settings
@@ -38,6 +39,7 @@ def run(settings: Settings) -> None:
     if settings.redis_url is None:
         embedded = _start_embedded(settings)
         settings = dataclasses.replace(settings, redis_url=embedded.url)
+    name_redis(settings.redis_url)
     try:
         if settings.workers > 1:
             from adapter.workers import run_workers
@@ -77,3 +79,8 @@ def _worker_main(settings: Settings) -> None:
         anyio.run(serve_pod, settings, backend_options=settings.backend_options())
     except KeyboardInterrupt:
         pass
+    except Exception as exc:  # a process of its own: said here, as the command line says it
+        if show_tracebacks():
+            raise
+        click.echo(f"Error: worker: {describe(exc)}", err=True)
+        raise SystemExit(1) from None

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import anyio
 from anyio.abc import SocketAttribute
 
 from adapter import tls
@@ -22,7 +21,7 @@ from adapter.kafka.context import KafkaContext
 from adapter.limits import ConnectionSlots
 from adapter.pod import Pod
 from adapter.settings import Settings
-from adapter.sockets import Draining, SocketServer, serve_socket
+from adapter.sockets import Draining, SocketServer, listen, serve_socket
 from mapping.brokers import BrokerRegistry
 from mapping.errors import ConfigurationError
 
@@ -68,9 +67,11 @@ class KafkaListener:
         budget: AppendBudget | None = None,
     ) -> KafkaListener:
         settings = pod.settings
-        listener = await anyio.create_tcp_listener(
-            local_host=settings.kafka_host or settings.host,
-            local_port=settings.kafka_port,
+        listener = await listen(
+            "Kafka",
+            "--kafka-port",
+            settings.kafka_host or settings.host,
+            settings.kafka_port,
             reuse_port=settings.workers > 1,
         )
         bound = listener.listeners[0].extra(SocketAttribute.local_port)

@@ -27,7 +27,10 @@ Limits (see adapter/limits.py for the numbers):
 - a connection beyond the pod's ``--max-connections`` gets
   ``V1|0|ERR|UNAVAILABLE|too many connections ...`` and is closed (a client may retry, or go
   to another pod);
-- a handler bug closes only this connection.
+- a handler bug closes only this connection;
+- a Kafka client on the V1 port (its first bytes are a Kafka request frame, not a line:
+  ``protocol.classify_first_bytes``) is closed at once, with one log line naming the Kafka
+  port: an answer in V1 would only be misread as a frame size.
 """
 
 from __future__ import annotations
@@ -54,6 +57,13 @@ REPLY_BYTES_AT_ONCE = 1 << 20
 # error reply before the client reads it.
 LINGER_S = 2.0
 DROP_BYTES = 16 << 20
+
+
+def _address(name: object) -> tuple[str, str]:
+    """(host, port) of a socket name (``?`` where the socket has none)."""
+    if isinstance(name, tuple) and len(name) >= 2:
+        return str(name[0]), str(name[1])
+    return "?", "?"
 
 
 class Flow:
@@ -106,6 +116,8 @@ class Connection(ServedConnection):
         self._eof = False
         self._lingering = False  # "line too long" sent: dropping input until closed
         self._dropped = 0
+        # The first bytes, until they tell V1 from a Kafka client; None once they did.
+        self._first_bytes: bytes | None = b""
 
     # --- asyncio callbacks ----------------------------------------------------------------
 
@@ -133,6 +145,10 @@ class Connection(ServedConnection):
                 self.close()
             return
         self._last_activity = self.loop.time()
+        if self._first_bytes is not None:
+            data = self._first_read(data)
+            if not data:
+                return
         lines = self.framer.feed(data)
         if lines:
             self._backlog_bytes += sum(map(len, lines))
@@ -142,8 +158,48 @@ class Connection(ServedConnection):
                 self._backlog = lines
         self._pump()
 
+    def _first_read(self, data: bytes) -> bytes:
+        """The connection's first bytes: what is V1 of them (empty until that is clear). A
+        Kafka client is told off in the log and closed."""
+        assert self._first_bytes is not None
+        data = self._first_bytes + data
+        kind = protocol.classify_first_bytes(data)
+        if kind is protocol.FirstBytes.UNDECIDED:
+            self._first_bytes = data
+            return b""
+        self._first_bytes = None
+        if kind is protocol.FirstBytes.KAFKA:
+            self._refuse_kafka_client(data)
+            return b""
+        return data
+
+    def _refuse_kafka_client(self, data: bytes) -> None:
+        settings = self.context.pod.settings
+        if not settings.kafka:
+            kafka = "this pod serves no Kafka (--no-kafka)"
+        elif settings.kafka_advertised_listener:
+            kafka = f"Kafka clients bootstrap to {settings.kafka_advertised_listener}"
+        elif settings.kafka_port:
+            kafka = f"Kafka clients connect to port {settings.kafka_port} (--kafka-port)"
+        else:
+            kafka = "Kafka clients connect to the port of --kafka-port (see 'serving Kafka')"
+        assert self.transport is not None
+        log.warning(
+            "a Kafka client (%s request) from %s connected to the V1 port %s: closing the "
+            "connection; %s",
+            protocol.kafka_request_name(data),
+            ":".join(_address(self.transport.get_extra_info("peername"))),
+            _address(self.transport.get_extra_info("sockname"))[1],
+            kafka,
+        )
+        self.close()
+
     def _input_ended(self) -> None:
         self._eof = True
+        if self._first_bytes:  # a few bytes, then the end: V1's to answer
+            data, self._first_bytes = self._first_bytes, None
+            self.data_received(data)
+            return
         self._pump()
 
     # --- answering ------------------------------------------------------------------------

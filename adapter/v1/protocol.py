@@ -9,6 +9,8 @@ through as surrogate escapes, so any byte string in an argument reaches the hand
 
 from __future__ import annotations
 
+import enum
+import struct
 from dataclasses import dataclass
 
 VERSION = "V1"
@@ -113,6 +115,59 @@ class LineFramer:
             self.overflowed = True
             self._buffer = bytearray()
         return complete
+
+
+# --- a Kafka client on the V1 port ---------------------------------------------------
+# A Kafka request is a frame: a 4-byte big-endian size, then the header: api_key (int16),
+# api_version (int16), correlation id (int32), client id (nullable string, an int16 length).
+# A V1 line starts with text ("V1|", or whitespace), which read as a size is hundreds of
+# MiB: no request a Kafka client opens with is that long.
+_KAFKA_START = struct.Struct(">iHh")
+KAFKA_HEADER_BYTES = _KAFKA_START.size  # enough to tell
+_MIN_KAFKA_FRAME = 10  # a header with a null client id
+_MAX_KAFKA_FRAME = 100 << 20  # the Kafka listener's default --kafka-max-request-bytes
+_MAX_FIRST_BYTE = _MAX_KAFKA_FRAME >> 24
+_MAX_API_KEY = 127  # Kafka's API keys are below 100
+_MAX_API_VERSION = 63  # and their versions below 20
+# What Kafka clients send first: ApiVersions (librdkafka, kafka-python, the Java client),
+# Metadata (older clients), SaslHandshake (SASL before anything else).
+_OPENING_APIS = {18: "ApiVersions", 3: "Metadata", 17: "SaslHandshake"}
+
+
+class FirstBytes(enum.Enum):
+    """What a connection's first bytes are: V1 (or anything else, answered as V1 answers),
+    a Kafka request frame, or too few bytes to tell yet."""
+
+    V1 = "v1"
+    KAFKA = "kafka"
+    UNDECIDED = "undecided"
+
+
+def classify_first_bytes(data: bytes) -> FirstBytes:
+    """Whether ``data``, the first bytes a client sent on the V1 port, starts a Kafka
+    request frame. UNDECIDED only while fewer than ``KAFKA_HEADER_BYTES`` arrived, with no
+    line end among them, and they could still start a frame (a client writes a request in
+    one go, so this lasts one read at most)."""
+    if not data:
+        return FirstBytes.UNDECIDED
+    if data[0] > _MAX_FIRST_BYTE:
+        return FirstBytes.V1
+    if len(data) < KAFKA_HEADER_BYTES:
+        return FirstBytes.V1 if b"\n" in data else FirstBytes.UNDECIDED
+    size, api_key, api_version = _KAFKA_START.unpack_from(data)
+    if (
+        _MIN_KAFKA_FRAME <= size <= _MAX_KAFKA_FRAME
+        and api_key <= _MAX_API_KEY
+        and 0 <= api_version <= _MAX_API_VERSION
+    ):
+        return FirstBytes.KAFKA
+    return FirstBytes.V1
+
+
+def kafka_request_name(data: bytes) -> str:
+    """``ApiVersions v3``: the request a Kafka frame starts with (``data`` classified KAFKA)."""
+    _, api_key, api_version = _KAFKA_START.unpack_from(data)
+    return f"{_OPENING_APIS.get(api_key, f'API key {api_key}')} v{api_version}"
 
 
 # --- the client side -------------------------------------------------------------------

@@ -1,11 +1,27 @@
-"""The sans-I/O V1 protocol: request parsing, reply formatting, line framing, client side."""
+"""The sans-I/O V1 protocol: request parsing, reply formatting, line framing, client side,
+and telling a Kafka client on the V1 port by its first bytes."""
 
 from __future__ import annotations
 
-import pytest
+import string
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapter.kafka import protocol as kafka_protocol
+from adapter.kafka.versions import API_VERSIONS, METADATA, Api
 from adapter.v1 import protocol
-from adapter.v1.protocol import LineFramer, ParseError, Request, parse_request
+from adapter.v1.protocol import (
+    KAFKA_HEADER_BYTES,
+    FirstBytes,
+    LineFramer,
+    ParseError,
+    Request,
+    classify_first_bytes,
+    kafka_request_name,
+    parse_request,
+)
 
 # --- requests ----------------------------------------------------------------------------
 
@@ -200,3 +216,69 @@ def test_framer_long_line_in_many_small_feeds_is_linear() -> None:
     for _ in range(1000):
         assert framer.feed(chunk) == []
     assert framer.feed(b"\n") == [chunk * 1000]
+
+
+# --- a Kafka client on the V1 port -------------------------------------------------------
+
+
+def _kafka_frame(api: Api, version: int) -> bytes:
+    """A request frame as a Kafka client opens with it (the Kafka door's own encoder)."""
+    if api is API_VERSIONS:
+        body = api.request[version](client_software_name="x", client_software_version="1")
+    else:
+        body = api.request[version](topics=[])
+    return kafka_protocol.encode_request(api, version, body, 1, "rdkafka")
+
+
+@pytest.mark.parametrize(
+    ("api", "version", "name"),
+    [
+        (API_VERSIONS, 0, "ApiVersions v0"),  # kafka-python's first
+        (API_VERSIONS, 3, "ApiVersions v3"),  # librdkafka's and the Java client's
+        (API_VERSIONS, 4, "ApiVersions v4"),
+        (METADATA, 0, "Metadata v0"),  # clients that skip ApiVersions
+        (METADATA, 12, "Metadata v12"),
+    ],
+)
+def test_a_kafka_request_frame_is_recognised(api: Api, version: int, name: str) -> None:
+    frame = _kafka_frame(api, version)
+    assert classify_first_bytes(frame) is FirstBytes.KAFKA
+    assert classify_first_bytes(frame[:KAFKA_HEADER_BYTES]) is FirstBytes.KAFKA
+    assert kafka_request_name(frame) == name
+
+
+def test_a_frame_split_early_waits_for_its_header() -> None:
+    frame = _kafka_frame(API_VERSIONS, 3)
+    for cut in range(KAFKA_HEADER_BYTES):
+        assert classify_first_bytes(frame[:cut]) is FirstBytes.UNDECIDED
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        b"V1|1|PING|\n",
+        b"V1",  # a line's start: text is never a frame's size
+        b"  V1|1|PING|\n",
+        b"\tV1|1|PING|\n",
+        b"\r\nV1|1|PING|\n",
+        b"\nV1|1|PING|\n",  # a blank line first
+        b"\x00\n",  # short, with a line end: a (bad) line, answered as V1 answers it
+        b"\x00" * 8,  # size 0: not a frame
+        b"\x00\x00\x00\x09\x00\x12\x00\x03",  # shorter than any header
+        b"\x06\x40\x00\x01\x00\x12\x00\x03",  # longer than the Kafka listener takes
+        b"\x00\x00\x00\x20\x01\x00\x00\x03",  # API key 256
+        b"\x00\x00\x00\x20\x00\x12\xff\xff",  # version -1
+        b"\x16\x03\x01\x02\x00\x01\x00\x01",  # a TLS ClientHello: not Kafka
+        b"GET / HTTP/1.1\r\n",
+    ],
+)
+def test_anything_else_is_v1(first: bytes) -> None:
+    assert classify_first_bytes(first) is FirstBytes.V1
+
+
+@given(st.sampled_from(string.printable.encode()), st.binary(max_size=40))
+@settings(max_examples=300)
+def test_text_is_never_taken_for_kafka(first: int, rest: bytes) -> None:
+    """A line of text (a V1 request, a blank line, whitespace first) starts with a byte that,
+    as a frame's size, is longer than any Kafka request: whatever follows, it is V1."""
+    assert classify_first_bytes(bytes([first]) + rest) is FirstBytes.V1

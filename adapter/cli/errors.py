@@ -1,0 +1,186 @@
+"""Every command's failure in one line: ``Error: <cause>`` on stderr and a non-zero exit,
+never a traceback. The one place that does it is `OneLineErrors`, the class of the command
+line's group (``python -m adapter``); what a failure says is the table `CAUSES` (first match
+wins, so a subclass comes before its base).
+
+Commands record the deployment they work on with `name_redis`, so that a Redis failure
+names that Redis. ``ADAPTER_LOG_LEVEL=DEBUG`` (or ``serve --log-level DEBUG``) shows the
+traceback instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+import click
+from redis.exceptions import (
+    AuthenticationError,
+    AuthenticationWrongNumberOfArgsError,
+    NoPermissionError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.sentinel import MasterNotFoundError
+
+from adapter.sockets import ListenError
+from mapping.cluster import redact
+from mapping.embedded import RedisServerError
+from mapping.errors import BrokerError, ConfigurationError
+
+DEBUG_HINT = "ADAPTER_LOG_LEVEL=DEBUG shows the traceback"
+# ctx.meta (shared by a command's contexts): the Redis the command works on, redacted.
+_REDIS = "adapter.redis"
+_LOGIN_HELP = (
+    "give the password with ADAPTER_REDIS_PASSWORD or --redis-password (or in the URL: "
+    "redis://USER:PASSWORD@HOST:PORT/DB), and the ACL user with --redis-username"
+)
+
+Meta = dict[str, object]
+
+
+def name_redis(url: str) -> None:
+    """Record the deployment the running command works on (without its password)."""
+    context = click.get_current_context(silent=True)
+    if context is not None:
+        context.meta[_REDIS] = redact(url)
+
+
+def _redis(meta: Meta) -> str:
+    where = meta.get(_REDIS)
+    return f"Redis at {where}" if where else "Redis"
+
+
+def _unreachable(exc: BaseException, meta: Meta) -> str:
+    return f"cannot reach {_redis(meta)} (--redis-url, ADAPTER_REDIS_URL): {exc}"
+
+
+def _login_refused(exc: BaseException, meta: Meta) -> str:
+    text = str(exc)
+    lowered = text.lower()
+    if "without any password" in lowered or "no password is set" in lowered:
+        return (
+            f"{_redis(meta)} has no password set, but one was given: drop --redis-password "
+            "(ADAPTER_REDIS_PASSWORD) and the URL's PASSWORD@"
+        )
+    if "required" in lowered or "already authenticated" in lowered:  # NOAUTH (HELLO's too)
+        return f"{_redis(meta)} requires a password (NOAUTH {text}): {_LOGIN_HELP}"
+    return f"{_redis(meta)} refused the login (WRONGPASS {text}): {_LOGIN_HELP}"
+
+
+def _no_primary(exc: BaseException, meta: Meta) -> str:
+    # redis-py's message: "No master found for 'NAME' : <a sentinel client's repr> - KIND, ..."
+    found, _, failures = str(exc).partition(" : ")
+    kinds = sorted(set(re.findall(r" - ([\w:]+)", failures)))
+    why = f" (the sentinels: {', '.join(kinds)})" if kinds else ""
+    return (
+        f"no sentinel named the primary of {_redis(meta)} (--redis-sentinel, "
+        f"--redis-sentinel-master): {found}{why}"
+    )
+
+
+def _os_error(exc: BaseException, _meta: Meta) -> str:
+    assert isinstance(exc, OSError)
+    if exc.filename is not None:
+        return f"{exc.strerror or exc}: {exc.filename}"
+    return str(exc)
+
+
+# (exception type, what to say). First match wins: subclasses before their bases.
+CAUSES: list[tuple[type[BaseException], Callable[[BaseException, Meta], str]]] = [
+    (ListenError, lambda exc, _: str(exc)),
+    (ConfigurationError, lambda exc, _: str(exc)),
+    (RedisServerError, lambda exc, _: f"embedded redis-server: {exc}"),
+    (BrokerError, lambda exc, _: str(exc)),
+    (
+        AuthenticationWrongNumberOfArgsError,  # AUTH with a user name, to a Redis before ACLs
+        lambda exc, meta: f"{_redis(meta)} refused the login: {exc}",
+    ),
+    (AuthenticationError, _login_refused),
+    (NoPermissionError, lambda exc, meta: f"the Redis user lacks a permission: {exc}"),
+    (MasterNotFoundError, _no_primary),
+    (RedisClusterException, lambda exc, meta: f"{_redis(meta)} (a cluster): {exc}"),
+    (RedisTimeoutError, lambda exc, meta: f"{_redis(meta)} did not answer in time: {exc}"),
+    (RedisConnectionError, _unreachable),
+    (ResponseError, lambda exc, meta: f"{_redis(meta)} answered with an error: {exc}"),
+    (RedisError, lambda exc, meta: f"{_redis(meta)}: {exc}"),
+    (ssl.SSLError, lambda exc, _: f"TLS: {exc} (check --tls-cert, --tls-key, --tls-client-ca)"),
+    (OSError, _os_error),
+]
+
+
+def describe(exc: BaseException, meta: Meta | None = None) -> str:
+    """One line saying why a command failed."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # a task group's failure
+        exc = exc.exceptions[0]
+    for kind, say in CAUSES:
+        if isinstance(exc, kind):
+            return _one_line(say(exc, meta or {}))
+    return _one_line(f"{type(exc).__name__}: {exc} ({DEBUG_HINT})")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def show_tracebacks() -> bool:
+    """``ADAPTER_LOG_LEVEL=DEBUG``, or ``serve --log-level DEBUG`` (logging at DEBUG)."""
+    if os.environ.get("ADAPTER_LOG_LEVEL", "").upper() == "DEBUG":
+        return True
+    return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+class CommandFailed(click.ClickException):
+    """A failure, in one line (click prints ``Error: <message>`` and exits 1)."""
+
+
+class UsageFailed(click.UsageError):
+    """A usage error in one line: the message and where the help is (click's own puts the
+    usage synopsis and a hint on lines of their own). Exits 2, as click's."""
+
+    def __init__(self, error: click.UsageError) -> None:
+        where = error.ctx.command_path if error.ctx is not None else "python -m adapter"
+        super().__init__(_one_line(f"{error.format_message()} (see '{where} --help')"))
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True)
+
+
+class OneLineErrors(click.Group):
+    """A click group whose commands fail in one line (see the module's docstring)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:  # the group's own options (its commands' are parsed in invoke)
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise UsageFailed(exc) from None
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort, click.exceptions.NoArgsIsHelpError):
+            raise  # a normal exit, Ctrl-C, a group named without its command (its help)
+        except click.UsageError as exc:
+            raise UsageFailed(exc) from None
+        except click.ClickException as exc:
+            exc.message = _one_line(exc.message)
+            raise
+        except Exception as exc:
+            if show_tracebacks():
+                raise
+            raise CommandFailed(describe(exc, ctx.meta)) from None
