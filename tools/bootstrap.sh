@@ -24,6 +24,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 # The Debian package starts a redis-server on 6379; the project never uses it.
+./tools/bootstrap-clients.sh  # Debian's Kafka clients and Burrow (tests/kafka/test_debian_clients.py)
 
 VENV=${VENV:-.venv}
 if [ ! -x "$VENV/bin/python" ]; then
