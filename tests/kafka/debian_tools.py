@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -31,7 +32,7 @@ GO_LIBRARIES = {
     "sarama": ("github.com/Shopify/sarama", "golang-github-shopify-sarama-dev"),
     "kafkago": ("github.com/segmentio/kafka-go", "golang-github-segmentio-kafka-go-dev"),
 }
-ZOOKEEPER_JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-nop.jar")
+ZOOKEEPER_JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-simple.jar")
 JAVA_LIBS = Path("/usr/share/java")
 MISSING = "not installed (tools/bootstrap-clients.sh installs it)"
 
@@ -101,11 +102,22 @@ def running_zookeeper(folder: Path) -> Iterator[int]:
     with (folder / "zookeeper.log").open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: _alive(process, folder / "zookeeper.log") and port_open(port), 30)
+        wait_until(lambda: _alive(process, folder / "zookeeper.log") and _serving(port), 30)
         yield port
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def _serving(port: int) -> bool:
+    """ZooKeeper answers sessions (its port opens before that: a client then gets EOF): its
+    ``srvr`` command (the one four-letter word allowed by default) names its mode."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            sock.sendall(b"srvr")
+            return b"Mode:" in sock.makefile("rb").read()
+    except OSError:
+        return False
 
 
 def _alive(process: subprocess.Popen[bytes], log: Path) -> bool:
@@ -136,13 +148,6 @@ client-profile="pods"
 topic-refresh=1
 offset-refresh=1
 
-[consumer.{cluster}]
-class-name="kafka"
-cluster="{cluster}"
-servers={servers}
-client-profile="pods"
-group-whitelist="{group_pattern}"
-
 [httpserver.default]
 address="127.0.0.1:{http_port}"
 
@@ -153,11 +158,25 @@ intervals=10
 expire-group=604800
 min-distance=1
 """
+# Burrow's consumer module: the groups it follows, read from the cluster's __consumer_offsets.
+BURROW_CONSUMERS = """
+[consumer.{cluster}]
+class-name="kafka"
+cluster="{cluster}"
+servers={servers}
+client-profile="pods"
+group-whitelist="{group_pattern}"
+"""
+
+
+class BurrowExited(AssertionError):
+    """Burrow stopped by itself (it exits when one of its modules cannot start)."""
 
 
 class Burrow:
-    """Burrow 1.2.1 (``/usr/bin/Burrow``) watching the pods as cluster ``cluster``, only the
-    groups ``group_pattern`` matches; its HTTP API on ``http_port``."""
+    """Burrow 1.2.1 (``/usr/bin/Burrow``) watching the pods as cluster ``cluster``: the
+    partitions' offsets, and with ``group_pattern`` the groups it matches; its HTTP API on
+    ``http_port``."""
 
     def __init__(
         self,
@@ -165,7 +184,7 @@ class Burrow:
         zookeeper_port: int,
         bootstrap: list[str],
         cluster: str,
-        group_pattern: str,
+        group_pattern: str | None = None,
         kafka_version: str = "2.1.0",
     ) -> None:
         self.binary = require("Burrow", "burrow")
@@ -174,17 +193,13 @@ class Burrow:
         self.http_port = free_port()
         self.log_path = folder / "burrow.log"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "burrow.toml").write_text(
-            BURROW_CONFIG.format(
-                folder=folder,
-                zookeeper=zookeeper_port,
-                kafka_version=kafka_version,
-                cluster=cluster,
-                servers=json.dumps(bootstrap),
-                group_pattern=group_pattern,
-                http_port=self.http_port,
-            )
-        )
+        fields = {
+            "folder": folder, "zookeeper": zookeeper_port, "kafka_version": kafka_version,
+            "cluster": cluster, "servers": json.dumps(bootstrap), "http_port": self.http_port,
+            "group_pattern": group_pattern,
+        }  # fmt: skip
+        config = BURROW_CONFIG + (BURROW_CONSUMERS if group_pattern is not None else "")
+        (folder / "burrow.toml").write_text(config.format(**fields))
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Burrow:
@@ -195,8 +210,15 @@ class Burrow:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        wait_until(lambda: _alive(self.process, self.log_path) and port_open(self.http_port), 30)
+        wait_until(lambda: self.running() and port_open(self.http_port), 30)
         return self
+
+    def running(self) -> bool:
+        """True while Burrow runs; ``BurrowExited`` (with its log's end) once it stopped."""
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise BurrowExited(f"Burrow exited {self.process.returncode}: {self.log()[-3000:]}")
+        return True
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
