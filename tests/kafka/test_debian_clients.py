@@ -180,7 +180,7 @@ def test_kcat_sasl_plain(kcat: str, sasl_pods: tuple[Pod, Pod], topic: str) -> N
     )
     assert _read(read, "payload") == _written(log) and len(read) == RECORDS
 
-    refused = _kcat(kcat, "-b", a.bootstrap, "-L", "-m", "5", *_sasl("wrong"))
+    refused = _kcat(kcat, "-b", a.bootstrap, "-L", "-m", "2", *_sasl("wrong"))
     assert refused.returncode != 0
     assert "Authentication failed" in refused.stderr, refused.stderr
 
