@@ -210,7 +210,11 @@ class Burrow:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        wait_until(lambda: self.running() and port_open(self.http_port), 30)
+        try:
+            wait_until(lambda: self.running() and port_open(self.http_port), 30)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def running(self) -> bool:
