@@ -240,3 +240,5 @@ class Burrow:
                 return response.status, json.load(response)
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"{}")
+        except OSError:  # (no answer yet: callers poll, and check that Burrow still runs)
+            return 0, {}
