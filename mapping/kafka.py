@@ -121,9 +121,11 @@ class KafkaStore:
         producer_epoch: int = -1,
         base_sequence: int = -1,
         transactional: bool = False,
+        create_time: bool = True,
     ) -> Pending[AppendResult]:
         """One script call appending one RecordBatch (stamped with its append time when the
-        topic says LogAppendTime)."""
+        topic says LogAppendTime); ``create_time`` False: its records have no timestamp of
+        their own (magic-0 messages), readers see their append time."""
         call = kafka_produce_call(
             self.partitions.head(config, partition),
             records,
@@ -131,7 +133,7 @@ class KafkaStore:
             producer_epoch,
             base_sequence,
             self.producer_id_expiration_ms,
-            create_time=not rules_of(config).log_append_time,
+            create_time=create_time and not rules_of(config).log_append_time,
             compaction=compaction_keys(config, self.keys.partition(config.name, partition)),
             transactional=transactional,
         )

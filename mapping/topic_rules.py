@@ -45,6 +45,7 @@ class TopicRules:
     timestamp_after_ms: int
     compression_codec: int  # what Fetch compresses this topic's batches with (0: none)
     compaction: Compaction
+    down_conversion: bool = True  # message.downconversion.enable: Fetch v0-3 answered
 
 
 def rules_of(config: TopicConfig) -> TopicRules:
@@ -77,6 +78,7 @@ def _rules(
             max_compaction_lag_ms=value_of(config, "max.compaction.lag.ms"),
             min_cleanable_dirty_ratio=value_of(config, "min.cleanable.dirty.ratio"),
         ),
+        down_conversion=value_of(config, "message.downconversion.enable"),
     )
 
 

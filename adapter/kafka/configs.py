@@ -28,7 +28,7 @@ from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from mapping.broker_configs import BROKER_CONFIGS, GROUP_CONFIG_BOUNDS, GROUP_CONFIGS
-from mapping.config_types import ConfigType, InvalidConfig
+from mapping.config_types import ConfigSource, ConfigType, InvalidConfig
 from mapping.errors import BrokerError
 from mapping.topic_config import config_field
 from mapping.topic_configs import (
@@ -75,9 +75,12 @@ async def _broker_id(context: KafkaContext, name: str) -> int:
 
 def _entry(result_class: Any, view: ConfigView, synonyms: bool, documentation: bool) -> Any:
     Synonym = result_class.DescribeConfigsSynonym
+    # v0 has no config source, only is_default (Kafka 3.9 left it false; it says what v1+'s
+    # DEFAULT_CONFIG source says, as the brokers of v0's time did)
     return result_class(
         name=view.definition.name, value=view.value, read_only=view.read_only,
-        config_source=int(view.source), is_default=False, is_sensitive=False,
+        config_source=int(view.source), is_sensitive=False,
+        is_default=view.source == ConfigSource.DEFAULT_CONFIG,
         synonyms=[Synonym(name=n, value=v, source=int(s)) for n, v, s in view.synonyms]
         if synonyms else [],
         config_type=int(view.definition.type),

@@ -22,7 +22,8 @@ drain (answer what was read, then close). Every request meets the connection's S
 (sasl.SaslGate, as V1's requests meet its AuthGate) before the handler table: the gate
 answers SaslHandshake and SaslAuthenticate itself, and with authentication on they must
 succeed before anything but ApiVersions/SaslHandshake/SaslAuthenticate runs (else the
-connection closes), within ``--auth-timeout-s`` of connecting.
+connection closes), within ``--auth-timeout-s`` of connecting. After a SaslHandshake v0 the
+frames are raw SASL tokens until the exchange is over: the gate answers them with raw frames.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from adapter.kafka import errors, protocol
 from adapter.kafka.apis import Handler
 from adapter.kafka.framing import FrameDecoder, FrameTooLarge
 from adapter.kafka.sasl import SaslGate
-from adapter.kafka.versions import PRODUCE
+from adapter.kafka.versions import PRODUCE, SASL_AUTHENTICATE
 from adapter.limits import ConnectionSlots
 from adapter.served import TIMER_SLACK_S, ServedConnection
 
@@ -150,6 +151,10 @@ class KafkaConnection(ServedConnection):
                 and not self._authenticating
             ):
                 frame = self._frames[0]
+                if self.gate.raw_tokens:  # after SaslHandshake v0: a SASL token
+                    self._frames.popleft()
+                    self._start_raw_token(frame)
+                    continue
                 size = _append_bytes(frame)
                 if size and not self.budget.try_take(self.share, size):
                     self._held = True  # resumed by its own answers or by its turn
@@ -209,6 +214,16 @@ class KafkaConnection(ServedConnection):
         self._open.append((request, task, self.loop.time()))
         task.add_done_callback(self._on_done)
 
+    def _start_raw_token(self, token: bytes) -> None:
+        task = asyncio.ensure_future(self.gate.raw_token(token))
+        self._authenticating = True
+        task.add_done_callback(self._on_authentication_done)
+        # among the open requests it stands as the SaslAuthenticate it replaces (its answer:
+        # the frame the gate builds, never raising)
+        stand_in = protocol.Request(SASL_AUTHENTICATE, 0, 0, None, None)
+        self._open.append((stand_in, task, self.loop.time()))
+        task.add_done_callback(self._on_done)
+
     def _on_authentication_done(self, _: asyncio.Future[Any]) -> None:
         self._authenticating = False
         if self.gate.failed:  # answer it, then close (Kafka's rule)
@@ -243,7 +258,9 @@ class KafkaConnection(ServedConnection):
             else:
                 try:
                     response = pending.result()
-                    if response is not None:
+                    if isinstance(response, bytes):  # a raw SASL token's frame (or none)
+                        out.append(response)
+                    elif response is not None:
                         out.append(protocol.encode_response(request, response))
                     if self.on_answer is not None:
                         self.on_answer(request.api.name, self.loop.time() - started)

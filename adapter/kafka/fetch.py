@@ -18,6 +18,11 @@ within the request's byte limits, long-polling on ``max_wait_ms`` / ``min_bytes`
   hold transactional batches, lists the aborted transactions among them (one more Redis
   read then only), which the client filters out. Transactional records come in batches of
   one producer with the transactional bit, markers as control batches (records.py).
+- Old versions (Kafka 3.9's down-conversion): v0-1 answer magic 0 MessageSets, v2-3 magic 1
+  (message_sets.py), without control records (v0-3 are read_uncommitted); a topic with
+  message.downconversion.enable false answers them UNSUPPORTED_VERSION. A zstd topic
+  answers v0-9 UNSUPPORTED_COMPRESSION_TYPE, and KAFKA_STORAGE_ERROR goes to v0-5 as
+  NOT_LEADER_OR_FOLLOWER (older clients do not know it), as Kafka does.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
+from adapter.kafka.message_sets import MessageSetBuilder
 from adapter.kafka.protocol import Request
 from adapter.kafka.records import batch_builder, finish_batch
 from adapter.kafka.versions import FETCH
@@ -49,6 +55,24 @@ MAX_PAGE = 10_000  # entries one XRANGE returns at most (a bound on one call's t
 # The most one Fetch response carries whatever the client asks (Kafka's broker default
 # fetch.max.bytes): bounds what a pipelining client can make the pod hold.
 MAX_RESPONSE_BYTES = 57_671_680
+ZSTD_CODEC = 4
+ZSTD_SINCE = 10  # the first Fetch version whose clients read zstd (KIP-110)
+STORAGE_ERROR_SINCE = 6  # the first Fetch version whose clients know KAFKA_STORAGE_ERROR
+
+
+def magic_of(version: int) -> int:
+    """The message format a Fetch version reads: Kafka's down-conversion target."""
+    return 0 if version <= 1 else 1 if version <= 3 else 2
+
+
+def refusal(version: int, config: TopicConfig) -> int:
+    """Why a topic's records cannot be answered in this Fetch version (0: they can)."""
+    rules = rules_of(config)
+    if rules.compression_codec == ZSTD_CODEC and version < ZSTD_SINCE:
+        return errors.UNSUPPORTED_COMPRESSION_TYPE
+    if magic_of(version) < 2 and not rules.down_conversion:
+        return errors.UNSUPPORTED_VERSION
+    return errors.NONE
 
 
 @dataclass(slots=True)
@@ -58,6 +82,7 @@ class _Wanted:
     offset: int
     max_bytes: int
     config: TopicConfig | None
+    refused: int = errors.NONE  # the topic's records cannot go to this version (refusal)
 
 
 @dataclass(slots=True)
@@ -90,10 +115,12 @@ async def handle(context: KafkaContext, request: Request) -> Any:
             config = None
         if config is not None and 0 <= w.partition < config.partitions:
             w.config = config
+            w.refused = refusal(request.version, config)
+    magic = magic_of(request.version)
     watch = None
     try:
         while True:
-            answers = await _read_all(context, wanted, body.max_bytes, committed)
+            answers = await _read_all(context, wanted, body.max_bytes, committed, magic)
             size = sum(len(a.records or b"") for a in answers)
             failed = any(a.error for a in answers)
             remaining = deadline - loop.time()
@@ -120,6 +147,8 @@ async def handle(context: KafkaContext, request: Request) -> Any:
         await _list_aborted(context, wanted, answers)
     by_topic: dict[str, list[Any]] = {}
     for w, a in zip(wanted, answers, strict=True):
+        if a.error == errors.KAFKA_STORAGE_ERROR and request.version < STORAGE_ERROR_SINCE:
+            a.error = errors.NOT_LEADER_OR_FOLLOWER  # retriable for them too
         by_topic.setdefault(w.topic, []).append(
             PartitionData(
                 partition_index=w.partition,
@@ -181,15 +210,16 @@ class _Taken:
 
 
 async def _read_all(
-    context: KafkaContext, wanted: list[_Wanted], max_bytes: int, committed: bool
+    context: KafkaContext, wanted: list[_Wanted], max_bytes: int, committed: bool, magic: int = 2
 ) -> list[_Answer]:
     """One read of every partition: their first pages share one pipeline, their next pages
     are read concurrently; then the response's ``max_bytes`` is applied in request order
-    (the first record of the response always comes, KIP-74)."""
+    (the first record of the response always comes, KIP-74). ``magic``: the message format
+    answered (magic_of)."""
     limit = min(max_bytes, MAX_RESPONSE_BYTES) if max_bytes > 0 else MAX_RESPONSE_BYTES
     firsts = [
         None
-        if w.config is None or w.offset < 0
+        if w.config is None or w.offset < 0 or w.refused
         else context.pod.kafka.start_read(
             w.config, w.partition, w.offset, _page(context, w, min(w.max_bytes, limit))
         )
@@ -199,11 +229,14 @@ async def _read_all(
     async def one(w: _Wanted, first: Any) -> tuple[_Answer, _Taken | None]:
         if w.config is None:
             return _Answer(errors.UNKNOWN_TOPIC_OR_PARTITION), None
+        if w.refused:
+            return _Answer(w.refused), None
         if first is None:  # a negative fetch offset
             return _Answer(errors.OFFSET_OUT_OF_RANGE), None
         try:
             # no partition reads more than the whole response may carry
-            return await _partition(context, w, await first, min(w.max_bytes, limit), committed)
+            read = await first
+            return await _partition(context, w, read, min(w.max_bytes, limit), committed, magic)
         except BrokerError as exc:
             return _Answer(error_of(exc)), None
 
@@ -219,7 +252,7 @@ async def _read_all(
             if taken.used > budget:  # the response's limit cuts this partition: re-encode
                 entries = [entry for page in taken.pages for entry in page]
                 batches, _, used, _, transactional = _encode(
-                    entries, bits, answer.bound, budget, not any_records, w.config
+                    entries, bits, answer.bound, budget, not any_records, w.config, magic
                 )
             else:
                 used, transactional = taken.used, taken.transactional
@@ -246,12 +279,15 @@ def _encode(
     budget: int,
     take_first: bool,
     config: TopicConfig,
+    magic: int = 2,
 ) -> tuple[list[bytes], int, int, bool, bool]:
     """(batches, entries taken, their bytes, stopped at the hw or the budget, a transactional
     batch among them) of raw XRANGE
     ``entries`` at or below ``high_watermark`` (V1's) within ``budget`` bytes (the first
     entry whatever its size when ``take_first``), as topic ``config`` has its batches
-    (compression.type, message.timestamp.type). Budgets count uncompressed bytes."""
+    (compression.type, message.timestamp.type). Budgets count uncompressed bytes.
+    ``magic`` 0 or 1 (Fetch v0-3): each run is a MessageSet of that format instead, and
+    transaction markers are taken and dropped, as Kafka's down-conversion drops them."""
     rules = rules_of(config)
     codec, append_time = rules.compression_codec, rules.log_append_time
     batches: list[bytes] = []
@@ -259,26 +295,26 @@ def _encode(
     start = 0
     transactional = False
     while start < len(entries):
-        # a marker's control batch is never compressed, as Kafka writes them
-        builder = batch_builder(0 if is_control(entries[start][1]) else codec)
+        if magic < 2:
+            builder: Any = MessageSetBuilder(magic, codec)
+        else:  # a marker's control batch is never compressed, as Kafka writes them
+            builder = batch_builder(0 if is_control(entries[start][1]) else codec)
         walked = walk_entries(
             entries, start, bits, high_watermark, budget - used, take_first and start == 0,
             builder.append, append_time,
         )  # fmt: skip
         if walked.end > start:
             control = walked.control >= 0
-            batches.append(
-                finish_batch(
-                    builder,
-                    walked.base,
-                    append_time and not control,
-                    walked.producer_id,
-                    walked.producer_epoch,
-                    control,
-                )
-            )
+            if magic < 2:
+                if not control:
+                    batches.append(builder.build(walked.base, append_time))
+            else:
+                batches.append(finish_batch(
+                    builder, walked.base, append_time and not control, walked.producer_id,
+                    walked.producer_epoch, control,
+                ))  # fmt: skip
+                transactional = transactional or walked.producer_id >= 0
             used += walked.used
-            transactional = transactional or walked.producer_id >= 0
         start = walked.end
         if walked.done:
             return batches, start, used, True, transactional
@@ -286,7 +322,12 @@ def _encode(
 
 
 async def _partition(
-    context: KafkaContext, w: _Wanted, read: FetchRead, budget: int, committed: bool
+    context: KafkaContext,
+    w: _Wanted,
+    read: FetchRead,
+    budget: int,
+    committed: bool,
+    magic: int = 2,
 ) -> tuple[_Answer, _Taken | None]:
     """The partition's answer and its records within ``budget`` bytes (its first record
     whatever its size), never above the high watermark the answer reports (read_committed:
@@ -305,7 +346,7 @@ async def _partition(
     while True:
         entries = read.entries
         batches, end, used, done, transactional = _encode(
-            entries, bits, bound, budget - taken.used, not taken.batches, w.config
+            entries, bits, bound, budget - taken.used, not taken.batches, w.config, magic
         )
         if end:
             taken.batches += batches

@@ -6,10 +6,15 @@ that append time. A record's own CreateTime (``create_ts``) is not indexed: prod
 clocks may disagree and go backwards, append times never do. Max timestamp (-3) answers
 the newest committed record with its own timestamp. Under read_committed (isolation_level 1)
 latest is the last stable offset (mapping/partition_txns.py), as in Kafka.
+
+Version 0 answers a list of at most ``max_num_offsets`` offsets, newest first, as Kafka 3.9's
+legacyFetchOffsetsBefore does over a log's segments: here a partition's log is one segment,
+last written at its newest record's append time (``legacy_offsets``).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from adapter.kafka import errors
@@ -26,6 +31,8 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
+    if request.version == 0:
+        return await _handle_v0(context, request)
     topics = []
     # read_committed (isolation_level 1, v2+): latest is the last stable offset
     committed = getattr(request.body, "isolation_level", 0) == 1
@@ -72,3 +79,57 @@ async def _one(
         return errors.NONE, found.timestamp, found.offset
     except BrokerError as exc:
         return error_of(exc), -1, -1
+
+
+async def _handle_v0(context: KafkaContext, request: Request) -> Any:
+    topics = []
+    for topic in request.body.topics or ():
+        parts = []
+        for p in topic.partitions or ():
+            code, offsets = await _one_v0(
+                context, topic.name, p.partition_index, p.timestamp, p.max_num_offsets
+            )
+            parts.append(
+                PartitionResponse(
+                    partition_index=p.partition_index, error_code=code, old_style_offsets=offsets
+                )
+            )
+        topics.append(TopicResponse(name=topic.name, partitions=parts))
+    return Response[0](topics=topics)
+
+
+async def _one_v0(
+    context: KafkaContext, name: str, index: int, spec: int, max_num_offsets: int
+) -> tuple[int, list[int]]:
+    try:
+        config = await context.find_topic(name)
+        if config is None or not 0 <= index < config.partitions:
+            return errors.UNKNOWN_TOPIC_OR_PARTITION, []
+        kafka = context.pod.kafka
+        start, end = await kafka.first_offset(config, index)
+        newest = await kafka.last_committed(config, index)
+    except BrokerError as exc:
+        return error_of(exc), []
+    written = None if newest is None else newest.offset >> kafka.bits  # its append time
+    now = time.time_ns() // 1_000_000
+    return errors.NONE, legacy_offsets(spec, max_num_offsets, start, end, written, now)
+
+
+def legacy_offsets(
+    spec: int, max_num_offsets: int, start: int, end: int, written_ms: int | None, now_ms: int
+) -> list[int]:
+    """ListOffsets v0's answer, Kafka 3.9's legacyFetchOffsetsBefore over one segment: the
+    points (log start, last written) and, when the log holds records, (log end, now);
+    latest (-1) counts from the last point, earliest (-2) from the first, a time from the
+    last point written at or before it (none: an empty list); then at most
+    ``max_num_offsets`` offsets from there back to the log start."""
+    points = [(start, written_ms if written_ms is not None else 0)]
+    if written_ms is not None:
+        points.append((end, now_ms))
+    if spec == LATEST:
+        at = len(points) - 1
+    elif spec == EARLIEST:
+        at = 0
+    else:
+        at = max((i for i, (_, t) in enumerate(points) if t <= spec), default=-1)
+    return [points[i][0] for i in range(at, max(at - max_num_offsets, -1), -1)]

@@ -19,9 +19,17 @@ from redis.exceptions import RedisError
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
+from adapter.kafka.message_sets import decode_message_set
 from adapter.kafka.produce_checks import Refused, refusal
 from adapter.kafka.protocol import Request
-from adapter.kafka.records import CorruptBatch, UnsupportedMagic, decode_batches
+from adapter.kafka.records import (
+    CorruptBatch,
+    InvalidBatch,
+    ProducedBatch,
+    UnsupportedCompression,
+    UnsupportedMagic,
+    decode_batches,
+)
 from adapter.kafka.versions import PRODUCE
 from mapping.acks import AckOutcome
 from mapping.batcher import Pending
@@ -89,12 +97,17 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
         return errors.INVALID_REQUIRED_ACKS
     data = part.records or b""
     try:
-        batches = decode_batches(data)
+        batches = _decode(data, request.version)
     except UnsupportedMagic:
         return errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
     except CorruptBatch as exc:
         log.info("corrupt batch for %s/%s: %s", name, part.index, exc)
         return errors.CORRUPT_MESSAGE
+    except InvalidBatch as exc:
+        log.info("invalid records for %s/%s: %s", name, part.index, exc)
+        return errors.INVALID_RECORD
+    except UnsupportedCompression:
+        return errors.UNSUPPORTED_COMPRESSION_TYPE
     if not batches or any(not b.records for b in batches):
         return errors.INVALID_RECORD
     # Kafka's LogValidator: clients never write control batches, and a transactional batch
@@ -114,6 +127,17 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
     return asyncio.ensure_future(_finish(context, body, config, part.index, pending))
 
 
+def _decode(data: bytes, version: int) -> list[ProducedBatch]:
+    """A partition's batches: magic 2 RecordBatches, or in Produce v0-2 (which Kafka lets
+    carry any magic) a magic 0/1 MessageSet, one batch (adapter/kafka/message_sets.py)."""
+    try:
+        return decode_batches(data)
+    except UnsupportedMagic:
+        if version >= 3:
+            raise
+        return [decode_message_set(data)]
+
+
 def _refusal(config: TopicConfig, name: str, index: int, batches: list[Any]) -> Refused | None:
     """What the topic's configs refuse in these batches (adapter/kafka/produce_checks.py)."""
     return refusal(rules_of(config), f"{name}-{index}", batches, time.time_ns() // 1_000_000)
@@ -131,6 +155,7 @@ def _queue(
             batch.producer_epoch,
             batch.base_sequence,
             batch.is_transactional,
+            batch.create_time,
         )
         for batch in batches
     ]

@@ -9,6 +9,8 @@ timestamp-type attribute bit), one append time per batch; a transaction's record
 of their own with the transactional bit and the producer's id and epoch, each commit or abort
 marker a control batch (control and transactional bits, one control record).
 
+The old formats (magic 0/1 MessageSets: Produce v0-2, Fetch v0-3) are message_sets.py's.
+
 Measured on the 2-core VM (1000 records of 100 bytes per batch): aiokafka.record decodes
 ~0.9 M rec/s and encodes ~2.2 M rec/s; kafka-python's pure-Python record codec decodes
 ~31 k rec/s. So aiokafka for records, kafka-python for the message schemas.
@@ -43,7 +45,17 @@ class CorruptBatch(Exception):
 
 
 class UnsupportedMagic(CorruptBatch):
-    """A batch of an older message format (magic 0 or 1)."""
+    """A batch of an older message format (magic 0 or 1) where only magic 2 is accepted
+    (Produce v3+; v0-2 read it with message_sets.decode_message_set)."""
+
+
+class InvalidBatch(Exception):
+    """Records Kafka refuses as INVALID_RECORD: magics mixed in one partition's data, more
+    than one compressed wrapper, a compressed wrapper without a value or with zstd."""
+
+
+class UnsupportedCompression(Exception):
+    """A codec the pod cannot read in this format (UNSUPPORTED_COMPRESSION_TYPE)."""
 
 
 @dataclass(slots=True)
@@ -55,6 +67,9 @@ class ProducedBatch:
     records: list[ProducedRecord]  # (key, value, create time, headers)
     size: int  # its bytes as sent (what Kafka checks against max.message.bytes)
     is_control: bool = False  # a control batch (clients never send one: refused)
+    # the records carry their own timestamps (CreateTime); False for magic 0, which has none:
+    # they are stored without one, so readers see their append time
+    create_time: bool = True
 
 
 def decode_batches(data: bytes | memoryview) -> list[ProducedBatch]:
@@ -63,15 +78,16 @@ def decode_batches(data: bytes | memoryview) -> list[ProducedBatch]:
     batches: list[ProducedBatch] = []
     pos = 0
     while pos < len(view):
+        # the magic first: an old format's message may be shorter than a v2 header
+        if len(view) - pos > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] != 2:
+            magic = view[pos + MAGIC_OFFSET]
+            raise UnsupportedMagic(f"message format magic {magic}; only magic 2 is accepted")
         if len(view) - pos < HEADER_BYTES:
             raise CorruptBatch("truncated record batch")
         (length,) = _BATCH_LENGTH.unpack_from(view, pos + 8)
         end = pos + 12 + length
         if length < HEADER_BYTES - 12 or end > len(view):
             raise CorruptBatch("truncated record batch")
-        magic = view[pos + MAGIC_OFFSET]
-        if magic != 2:
-            raise UnsupportedMagic(f"message format magic {magic}; only magic 2 is accepted")
         batch = DefaultRecordBatch(bytes(view[pos:end]))
         if not batch.validate_crc():
             raise CorruptBatch("record batch CRC-32C mismatch")

@@ -1,6 +1,13 @@
-"""Kafka SASL on the pod's users: SaslHandshake (v1) then SaslAuthenticate (v0-2) with
-PLAIN (checked against the scrypt hash, as V1 ``AUTH``) or SCRAM-SHA-256/512 (RFC 5802/7677
-with ``scramp``, against the stored SCRAM secrets ``adapter user add`` writes).
+"""Kafka SASL on the pod's users: SaslHandshake then SaslAuthenticate (v0-2) with PLAIN
+(checked against the scrypt hash, as V1 ``AUTH``) or SCRAM-SHA-256/512 (RFC 5802/7677 with
+``scramp``, against the stored SCRAM secrets ``adapter user add`` writes).
+
+After a SaslHandshake v0 (librdkafka 2.0, kafka-python with an old ``api_version``) the
+client sends the SASL tokens as raw size-prefixed frames, without a request header or the
+SaslAuthenticate envelope, until the exchange is over (``raw_tokens``); the connection hands
+those frames to ``raw_token``, whose answer is the server's token in a frame of its own (an
+empty one after PLAIN). A failure there has no error to carry: the connection is closed, as
+Kafka's SaslServerAuthenticator does.
 
 ``SaslGate`` is the Kafka connection's gate, as ``AuthGate`` (adapter/v1/auth_gate.py) is
 V1's: it answers SaslHandshake and SaslAuthenticate itself (they are not in the handler
@@ -26,6 +33,7 @@ from scramp import ScramException, ScramMechanism
 
 from adapter.auth import Authenticator
 from adapter.kafka import errors
+from adapter.kafka.framing import frame
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from mapping.auth import SCRAM_ITERATIONS, SCRAM_MECHANISMS, ScramSecret
@@ -60,6 +68,8 @@ class SaslGate:
         self.user: str | None = None
         self.mechanism: str | None = None  # chosen by the last SaslHandshake
         self.failed = False  # the connection closes once this answer is out
+        # after a SaslHandshake v0: the next frames are raw SASL tokens (raw_token)
+        self.raw_tokens = False
         self._scram: Any = None  # the SCRAM exchange under way
 
     @property
@@ -88,7 +98,24 @@ class SaslGate:
             self.failed = True
             return response(error_code=errors.UNSUPPORTED_SASL_MECHANISM, mechanisms=MECHANISMS)
         self._begin(mechanism)
+        self.raw_tokens = request.version == 0
         return response(error_code=errors.NONE, mechanisms=MECHANISMS)
+
+    def raw_token(self, token: bytes) -> Coroutine[Any, Any, bytes]:
+        """The answer to a raw SASL token (after SaslHandshake v0), to be awaited: the
+        server's token as a frame, or b"" with ``failed`` set (the connection closes)."""
+        return self._raw_token(token)
+
+    async def _raw_token(self, token: bytes) -> bytes:
+        try:
+            answer = await self._step(token)
+        except Exception as exc:  # SaslFailure, BrokerError or any other: v0 cannot say which
+            log.info("Kafka SASL (handshake v0) failed: %r", exc)
+            self.failed, self.raw_tokens = True, False
+            return b""
+        if self.user is not None:  # done: requests again from the next frame
+            self.raw_tokens = False
+        return frame(answer)
 
     async def _authenticate(self, request: Request) -> Any:
         response = SASL_AUTHENTICATE.response[request.version]

@@ -2,12 +2,19 @@
 parse and build them.
 
 The schemas are kafka-python's (``kafka.protocol``, generated from Kafka's own JSON message
-definitions, flexible versions and tagged fields included). The floors follow KIP-896
-(Kafka 4.x: Produce >= 3, Fetch >= 4, ListOffsets >= 1); the ceilings stop before versions
-whose meaning the pod does not implement (Produce 12+/Fetch 13+ name topics by id,
-ListOffsets 8+ asks for tiered-storage offsets, InitProducerId 6+ is KIP-939's two-phase
-commit, EndTxn 5+ KIP-890's epoch bump per transaction). ApiVersions answers exactly this
-table.
+definitions, flexible versions and tagged fields included). kafka-python keeps the fields of
+the versions Kafka 4 removed (KIP-896) and reads every version from 0, so its schemas serve
+Kafka 3.9's whole range: field for field the same as Kafka 3.9's message definitions for
+every version below (checked against the 3.9 tag's
+``clients/src/main/resources/common/message/*.json``).
+
+The floors are Kafka 3.9's (every API here from v0: old clients such as Sarama, kafka-go,
+Burrow and librdkafka 2.0 send Produce v2, Fetch v2, ListOffsets v0, OffsetCommit v1,
+CreateTopics v0, SaslHandshake v0); the ceilings stop before versions whose meaning the pod
+does not implement (Produce 12+/Fetch 13+ name topics by id, ListOffsets 8+ asks for
+tiered-storage offsets, InitProducerId 6+ is KIP-939's two-phase commit, EndTxn 5+ KIP-890's
+epoch bump per transaction). A version outside the table closes the connection (protocol.py);
+ApiVersions answers exactly this table.
 """
 
 from __future__ import annotations
@@ -117,14 +124,15 @@ class Api:
         return bool(self.request.flexible_version_q(version))
 
 
-PRODUCE = Api(0, "Produce", ProduceRequest, ProduceResponse, 3, 11)
-FETCH = Api(1, "Fetch", FetchRequest, FetchResponse, 4, 12)
-LIST_OFFSETS = Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7)
+# Produce v0-2 carry magic 0/1 MessageSets, Fetch v0-3 answer them (message_sets.py)
+PRODUCE = Api(0, "Produce", ProduceRequest, ProduceResponse, 0, 11)
+FETCH = Api(1, "Fetch", FetchRequest, FetchResponse, 0, 12)
+LIST_OFFSETS = Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 0, 7)
 METADATA = Api(3, "Metadata", MetadataRequest, MetadataResponse, 0, 12)
 API_VERSIONS = Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 4)
 INIT_PRODUCER_ID = Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 5)
-CREATE_TOPICS = Api(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, 2, 7)
-DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, 1, 4)
+CREATE_TOPICS = Api(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, 0, 7)
+DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, 0, 4)
 DELETE_RECORDS = Api(21, "DeleteRecords", DeleteRecordsRequest, DeleteRecordsResponse, 0, 2)
 INCREMENTAL_ALTER_CONFIGS = Api(
     44, "IncrementalAlterConfigs", IncrementalAlterConfigsRequest,
@@ -132,21 +140,21 @@ INCREMENTAL_ALTER_CONFIGS = Api(
 )  # fmt: skip
 ALTER_CONFIGS = Api(33, "AlterConfigs", AlterConfigsRequest, AlterConfigsResponse, 0, 2)
 DESCRIBE_CLUSTER = Api(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, 0, 1)
-DELETE_TOPICS = Api(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, 1, 6)
+DELETE_TOPICS = Api(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, 0, 6)
 CREATE_PARTITIONS = Api(
     37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, 0, 3
 )
 
-# SaslHandshake v0 (raw SASL tokens after it) is gone in Kafka 4.x (KIP-896): v1 only
-SASL_HANDSHAKE = Api(17, "SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse, 1, 1)
+# SaslHandshake v0: the SASL tokens follow as raw frames, without SaslAuthenticate (sasl.py)
+SASL_HANDSHAKE = Api(17, "SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse, 0, 1)
 SASL_AUTHENTICATE = Api(
     36, "SaslAuthenticate", SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2
 )
 
 # Consumer groups (adapter/kafka/coordinator.py, groups.py, offsets.py, group_admin.py).
-# OffsetCommit 10+ / OffsetFetch 10+ name topics by id; the floors are Kafka 4's (KIP-896).
-OFFSET_COMMIT = Api(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 9)
-OFFSET_FETCH = Api(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 1, 9)
+# OffsetCommit 10+ / OffsetFetch 10+ name topics by id.
+OFFSET_COMMIT = Api(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 0, 9)
+OFFSET_FETCH = Api(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 0, 9)
 FIND_COORDINATOR = Api(
     10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, 0, 6
 )  # fmt: skip

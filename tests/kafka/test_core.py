@@ -100,11 +100,35 @@ def test_unknown_api_keys_and_short_frames_close_the_connection() -> None:
         protocol.parse_request(b"\x00\x00\x00")
 
 
+# Kafka 3.9's validVersions (clients/src/main/resources/common/message/*.json at the 3.9
+# tag) of the APIs the pod implements: the pod serves each from its floor (DESIGN, versions)
+KAFKA_3_9 = {
+    0: (0, 11), 1: (0, 17), 2: (0, 9), 3: (0, 12), 8: (0, 9), 9: (0, 9), 10: (0, 6),
+    11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 17: (0, 1),
+    18: (0, 4), 19: (0, 7), 20: (0, 6), 21: (0, 2), 22: (0, 5), 24: (0, 5), 25: (0, 4),
+    26: (0, 4), 28: (0, 4), 32: (0, 4), 33: (0, 2), 36: (0, 2), 37: (0, 3), 42: (0, 2),
+    44: (0, 1), 47: (0, 0), 60: (0, 1), 65: (0, 0), 66: (0, 1), 68: (0, 0), 69: (0, 0),
+}  # fmt: skip
+# versions 3.9 served that the pod does not (docs/kafka.md, "Supported APIs"): Fetch 13-17
+# name topics by id, ListOffsets 8-9 ask for tiered-storage offsets
+NOT_SERVED = {1: range(13, 18), 2: range(8, 10)}
+
+
+def test_every_version_kafka_3_9_served_is_served() -> None:
+    assert set(IMPLEMENTED) == set(KAFKA_3_9)
+    for key, api in IMPLEMENTED.items():
+        low, high = KAFKA_3_9[key]
+        assert api.min_version == low, api.name
+        missing = [v for v in range(low, high + 1) if not api.supports(v)]
+        assert missing == list(NOT_SERVED.get(key, ())), api.name
+
+
 @pytest.mark.parametrize(
-    ("api", "version"), [(PRODUCE, 2), (FETCH, 2), (LIST_OFFSETS, 0), (CREATE_TOPICS, 0)]
+    ("api", "version"),
+    [(PRODUCE, 12), (FETCH, 13), (LIST_OFFSETS, 8), (CREATE_TOPICS, 8), (METADATA, -1)],
 )
-def test_a_version_below_the_floor_closes_the_connection(api: Api, version: int) -> None:
-    """kafka-go's CreateTopics v0 was answered with an empty response, which reads as
+def test_a_version_outside_the_served_range_closes_the_connection(api: Api, version: int) -> None:
+    """kafka-go's CreateTopics v0 was once answered with an empty response, which reads as
     success: a version the pod does not serve closes the connection, as Kafka does."""
     with pytest.raises(protocol.CloseConnection, match=f"{api.name} v{version} is not served"):
         protocol.parse_request(struct.pack(">hhih", api.key, version, 5, -1) + b"\x00\x00")

@@ -243,11 +243,11 @@ def test_acks_zero_gets_no_response_and_order_is_kept(
     [
         struct.pack(">i", 200 << 20),  # above --kafka-max-request-bytes
         struct.pack(">ihhi", 8, 999, 0, 1),  # an API key the pod does not implement
-        # versions below the pod's floor: kafka-go's CreateTopics v0 and Produce v2,
-        # Burrow's ListOffsets v0 (an empty answer would read as success)
-        struct.pack(">ihhih", 12, 19, 0, 1, -1) + b"\x00\x00\x00\x00",
-        struct.pack(">ihhih", 10, 0, 2, 1, -1),
-        struct.pack(">ihhih", 10, 2, 0, 1, -1),
+        # versions outside the served range: CreateTopics v8, Produce v12, ListOffsets v8
+        # (an empty answer would read as success)
+        struct.pack(">ihhih", 14, 19, 8, 1, -1) + b"\x00\x00\x00\x00",
+        struct.pack(">ihhih", 10, 0, 12, 1, -1),
+        struct.pack(">ihhih", 10, 2, 8, 1, -1),
     ],
 )
 def test_what_closes_a_connection(kafka_pods: tuple[Pod, Pod], frame: bytes) -> None:

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 import redis
 import trustme
+from scramp import ScramClient
 
 from adapter.client import Client
 from adapter.kafka import errors
+from adapter.kafka.framing import frame
 from adapter.kafka.versions import API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from mapping.auth import (
     RedisUsers,
@@ -179,14 +181,19 @@ def test_confluent_kafka_wrong_password_is_an_authentication_error(
         wait_until(refused, timeout=15)
 
 
+# (0, 10, 0): kafka-python then sends SaslHandshake v0 and the tokens as raw frames (and
+# Produce v2 with magic 1), as librdkafka 2.0 does
+@pytest.mark.parametrize("api_version", [None, (0, 10, 0)])
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_kafka_python_authenticates_and_produces(sasl_pod: Pod, topic: str, mechanism: str) -> None:
+def test_kafka_python_authenticates_and_produces(
+    sasl_pod: Pod, topic: str, mechanism: str, api_version: tuple[int, ...] | None
+) -> None:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(
         bootstrap_servers=sasl_pod.bootstrap, security_protocol="SASL_PLAINTEXT",
         sasl_mechanism=mechanism, sasl_plain_username=REDIS_USER,
-        sasl_plain_password=REDIS_PASSWORD, request_timeout_ms=10000,
+        sasl_plain_password=REDIS_PASSWORD, request_timeout_ms=10000, api_version=api_version,
     )  # fmt: skip
     try:
         metadata = producer.send(topic, b"v", partition=1).get(timeout=15)
@@ -301,6 +308,28 @@ def test_a_request_pipelined_behind_authenticate_sees_its_outcome(sasl_pod: Pod)
         raw.send(METADATA, 12, _metadata())
         assert raw.receive(SASL_AUTHENTICATE, 2).error_code == errors.NONE
         assert raw.receive(METADATA, 12).brokers
+
+
+def test_handshake_v0_takes_raw_tokens_then_requests(sasl_pod: Pod) -> None:
+    with RawKafka(sasl_pod.kafka_port) as raw:
+        shake = raw.call(SASL_HANDSHAKE, 0, SASL_HANDSHAKE.request[0](mechanism="PLAIN"))
+        assert (shake.error_code, set(shake.mechanisms)) == (errors.NONE, set(MECHANISMS))
+        assert raw.raw_exchange(_plain_token(FILE_USER, FILE_PASSWORD)) == b""  # PLAIN: empty
+        assert raw.call(METADATA, 0, METADATA.request[0](topics=[])).brokers
+    with RawKafka(sasl_pod.kafka_port) as raw:  # SCRAM: server-first, then server-final
+        raw.call(SASL_HANDSHAKE, 0, SASL_HANDSHAKE.request[0](mechanism="SCRAM-SHA-256"))
+        client = ScramClient(["SCRAM-SHA-256"], REDIS_USER, REDIS_PASSWORD)
+        client.set_server_first(raw.raw_exchange(client.get_client_first().encode()).decode())
+        client.set_server_final(raw.raw_exchange(client.get_client_final().encode()).decode())
+        assert raw.call(METADATA, 0, METADATA.request[0](topics=[])).brokers
+
+
+def test_handshake_v0_with_a_wrong_password_closes_without_an_answer(sasl_pod: Pod) -> None:
+    """v0's raw exchange has no error to carry: the pod closes, as Kafka does."""
+    with RawKafka(sasl_pod.kafka_port) as raw:
+        raw.call(SASL_HANDSHAKE, 0, SASL_HANDSHAKE.request[0](mechanism="PLAIN"))
+        raw.sock.sendall(frame(_plain_token(FILE_USER, "wrong")))
+        assert raw.closed_by_peer()
 
 
 def test_a_connection_that_never_authenticates_is_closed(sasl_pod: Pod) -> None:

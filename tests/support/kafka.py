@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from adapter.kafka import errors, protocol
 from adapter.kafka.records import NO_PRODUCER_ID
@@ -58,6 +59,15 @@ def encode_batch(
     )
     for delta, r in enumerate(records):
         builder.append(delta, r.timestamp, r.key, r.value, r.headers)
+    return bytes(builder.build())
+
+
+def encode_message_set(records: list[Record], *, magic: int, compression: int = 0) -> bytes:
+    """A magic 0 or 1 MessageSet as an old producer sends it (offsets 0, 1, ...; headers and,
+    in magic 0, timestamps left out: the format has none)."""
+    builder = LegacyRecordBatchBuilder(magic, compression, 1 << 30)
+    for offset, r in enumerate(records):
+        builder.append(offset, r.timestamp, r.key, r.value)
     return bytes(builder.build())
 
 
@@ -109,6 +119,12 @@ class RawKafka:
         reply = self.receive(api, version)
         assert reply.header.correlation_id == correlation_id
         return reply
+
+    def raw_exchange(self, payload: bytes) -> bytes:
+        """A bare frame out, one back: SaslHandshake v0's SASL tokens (no request header)."""
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        (size,) = struct.unpack(">i", self._read(4))
+        return self._read(size)
 
     def closed_by_peer(self) -> bool:
         """True when the pod closed the connection (EOF or reset)."""
