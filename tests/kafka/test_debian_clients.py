@@ -2,10 +2,10 @@
 kcat 1.7.1 (librdkafka 2.0.2), Sarama 1.22 and kafka-go 0.2.1 (our small Go programs in
 ``debian_clients/``, built with Debian's Go 1.19), and Burrow 1.2.1 reading a group's lag.
 They send the old protocol versions and message formats (Produce v2 with magic 1, Fetch
-v2-4, ListOffsets v0-1, OffsetCommit v1-2, JoinGroup v1, CreateTopics v0-2, SaslHandshake
-v0...). Every record and committed offset is checked through V1 on the pods, not through the
-client that wrote it. ``tools/bootstrap-clients.sh`` installs the packages; a test skips only
-where one is missing."""
+v2-4, ListOffsets v0-1, OffsetCommit v1-2, JoinGroup v1, CreateTopics v0-2; librdkafka 2.0.2
+wants SaslHandshake v0 listed). Every record and committed offset is checked through V1 on
+the pods, not through the client that wrote it. ``tools/bootstrap-clients.sh`` installs the
+packages; a test skips only where one is missing."""
 
 from __future__ import annotations
 
@@ -170,8 +170,9 @@ def _sasl(password: str) -> list[str]:
 
 
 def test_kcat_sasl_plain(kcat: str, sasl_pods: tuple[Pod, Pod], topic: str) -> None:
-    """librdkafka 2.0.2 authenticates with SaslHandshake v0 (raw SASL tokens, no
-    SaslAuthenticate): the right password produces and consumes, a wrong one is refused."""
+    """librdkafka 2.0.2 starts SASL only when ApiVersions lists SaslHandshake v0 (then it
+    sends v1 and SaslAuthenticate v0): the right password produces and consumes, a wrong one
+    is refused."""
     a, b = sasl_pods
     _kcat_produce(kcat, a.bootstrap, topic, *_sasl(PASSWORD))
     log = _v1_log(b, topic, login=True)
