@@ -119,6 +119,6 @@ fi
 if ! current "$QUIX_VENV/.installed" tests/apps/quix-requirements.txt; then
   step "installing Quix Streams into $QUIX_VENV (pip)" quix_venv
 fi
-# Debian's Kafka clients for the tests (tools/bootstrap-clients.sh) go here.
+step "Debian's Kafka clients and Burrow (tests/kafka/test_debian_clients.py)" ./tools/bootstrap-clients.sh
 
 finished
