@@ -29,14 +29,16 @@ Limits (see adapter/limits.py for the numbers):
   to another pod);
 - a handler bug closes only this connection;
 - a Kafka client on the V1 port (its first bytes are a Kafka request frame, not a line:
-  ``protocol.classify_first_bytes``) is closed at once, with one log line naming the Kafka
-  port: an answer in V1 would only be misread as a frame size.
+  ``protocol.classify_first_bytes``) is closed at once, with a log line naming the Kafka
+  port (once a minute per host: clients reconnect at once): an answer in V1 would only be
+  misread as a frame size.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from adapter.auth import Authenticator
 from adapter.backpressure import AppendBudget
@@ -82,6 +84,32 @@ class Flow:
             self.lines_at_once = max(1, lines // 2)
         elif lines >= self.lines_at_once:
             self.lines_at_once = min(self.most, self.lines_at_once * 2)
+
+
+class _RefusalLog:
+    """When to log a refused Kafka client: once a minute per host, with the count of the
+    refusals in between (librdkafka reconnects at once: ~20 connections a second)."""
+
+    EVERY_S = 60.0
+    MAX_HOSTS = 1024
+
+    def __init__(self) -> None:
+        self._hosts: dict[str, tuple[float, int]] = {}  # host -> (last logged, since)
+
+    def count(self, host: str) -> int | None:
+        """None: do not log this one; else how many went unlogged before it."""
+        now = time.monotonic()
+        last, since = self._hosts.get(host, (-self.EVERY_S, 0))
+        if now - last < self.EVERY_S:
+            self._hosts[host] = (last, since + 1)
+            return None
+        if len(self._hosts) >= self.MAX_HOSTS:
+            self._hosts.clear()
+        self._hosts[host] = (now, 0)
+        return since
+
+
+_KAFKA_REFUSALS = _RefusalLog()
 
 
 class Connection(ServedConnection):
@@ -184,14 +212,18 @@ class Connection(ServedConnection):
         else:
             kafka = "Kafka clients connect to the port of --kafka-port (see 'serving Kafka')"
         assert self.transport is not None
-        log.warning(
-            "a Kafka client (%s request) from %s connected to the V1 port %s: closing the "
-            "connection; %s",
-            protocol.kafka_request_name(data),
-            ":".join(_address(self.transport.get_extra_info("peername"))),
-            _address(self.transport.get_extra_info("sockname"))[1],
-            kafka,
-        )
+        peer = _address(self.transport.get_extra_info("peername"))
+        repeated = _KAFKA_REFUSALS.count(peer[0])
+        if repeated is not None:
+            log.warning(
+                "a Kafka client (%s request) from %s connected to the V1 port %s: closing the "
+                "connection; %s%s",
+                protocol.kafka_request_name(data),
+                ":".join(peer),
+                _address(self.transport.get_extra_info("sockname"))[1],
+                kafka,
+                f" ({repeated} more from that host since the last such line)" if repeated else "",
+            )
         self.close()
 
     def _input_ended(self) -> None:

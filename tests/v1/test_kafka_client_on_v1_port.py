@@ -1,6 +1,6 @@
 """A Kafka client pointed at the V1 port by mistake: the pod closes that connection at once
 (no half-open connection waiting for a line that never comes, no V1 reply misread as a
-frame size), logs one line per connection naming the Kafka port, and goes on serving."""
+frame size), logs a line naming the Kafka port (once a minute per host), and goes on serving."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def lone_pod(start_pod: Callable[..., Pod], redis_url: str) -> Pod:
     return start_pod(redis_url, *RF1)
 
 
-def test_a_kafka_frame_closes_the_connection_with_one_log_line(lone_pod: Pod) -> None:
+def test_a_kafka_frame_closes_the_connection_with_a_log_line(lone_pod: Pod) -> None:
     since = len(lone_pod.log())
     frame = _api_versions_frame()
     with socket.create_connection(("127.0.0.1", lone_pod.port), timeout=5) as sock:
@@ -73,12 +73,11 @@ def test_a_kafka_frame_closes_the_connection_with_one_log_line(lone_pod: Pod) ->
         sock.sendall(frame[:3])
         sock.sendall(frame[3:])
         assert _closed_by_pod(sock)
-    wait_until(lambda: len(_refusals(lone_pod, since)) == 2)
-    refusals = _refusals(lone_pod, since)
-    for line in refusals:
-        assert "ApiVersions v3 request" in line
-        assert f"V1 port {lone_pod.port}" in line
-        assert f"connect to port {lone_pod.kafka_port} (--kafka-port)" in line
+    wait_until(lambda: _refusals(lone_pod, since))
+    (line,) = _refusals(lone_pod, since)  # the second one within the minute: not logged
+    assert "ApiVersions v3 request" in line
+    assert f"V1 port {lone_pod.port}" in line
+    assert f"connect to port {lone_pod.kafka_port} (--kafka-port)" in line
     assert _answers_ping(lone_pod)
     wait_until(lambda: _no_connection_left(lone_pod.port))
 
@@ -142,3 +141,17 @@ def test_kafka_python_on_the_v1_port(lone_pod: Pod) -> None:
     client.join(timeout=30)
     assert len(outcome) == 1 and isinstance(outcome[0], KafkaError)  # no broker answered
     assert _answers_ping(lone_pod)
+
+
+def test_refusals_are_logged_once_a_minute_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapter.v1 import connection
+
+    now = [1000.0]
+    monkeypatch.setattr(connection.time, "monotonic", lambda: now[0])
+    refusals = connection._RefusalLog()
+    assert refusals.count("10.0.0.1") == 0  # the first: logged
+    assert [refusals.count("10.0.0.1") for _ in range(5)] == [None] * 5
+    assert refusals.count("10.0.0.2") == 0  # another host: its own minute
+    now[0] += 61
+    assert refusals.count("10.0.0.1") == 5  # logged, with the five in between
+    assert refusals.count("10.0.0.1") is None
