@@ -132,8 +132,9 @@ class _TopicFamilies:
             leader = snapshot.leader(p.topic, p.partition)
             if leader is not None:  # no pod serves Kafka: no leader to name
                 self.leader.add_metric(labels, leader)
-                # Metadata lists the leader first among the replicas: always the preferred
-                self.preferred.add_metric(labels, 1)
+                self.preferred.add_metric(
+                    labels, int(snapshot.leader_is_preferred(p.topic, p.partition))
+                )
 
     def families(self) -> list[GaugeMetricFamily]:
         return [

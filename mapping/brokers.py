@@ -50,6 +50,28 @@ def leader_index(broker_count: int, topic: str, partition: int) -> int:
     return (partitioner.fnv1a_32(topic.encode()) + partition) % broker_count
 
 
+def partition_replicas(
+    brokers: list[tuple[int, str, int]],
+    topic: str,
+    partition: int,
+    replication_factor: int,
+    named: list[int] | None = None,
+) -> tuple[list[int], list[int]]:
+    """(replicas, in-sync replicas) Metadata reports for the partition over the live
+    ``brokers`` (by node id; at least one); its leader is the first in-sync one. ``named``:
+    the replicas CreateTopics/CreatePartitions assigned (TopicConfig.replica_assignment),
+    reported as long as one of them is live, led by the first live one; otherwise the
+    leader is ``leader_index``'s and the next brokers around the ring follow it."""
+    live = [node for node, _, _ in brokers]
+    if named:
+        in_sync = [node for node in named if node in live]
+        if in_sync:
+            return named, in_sync
+    first = leader_index(len(brokers), topic, partition)
+    replicas = [live[(first + i) % len(live)] for i in range(min(replication_factor, len(live)))]
+    return replicas, replicas
+
+
 class BrokerRegistry:
     def __init__(
         self,

@@ -13,11 +13,11 @@ read, and the groups that never committed on a partition share one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mapping import codec, scripts
-from mapping.brokers import kafka_brokers_call, leader_index, live_brokers
+from mapping.brokers import kafka_brokers_call, live_brokers, partition_replicas
 from mapping.cluster import SyncClient
 from mapping.groups import kafka_group_live_call
 from mapping.inspection import (
@@ -31,6 +31,7 @@ from mapping.kafka import kafka_log_start
 from mapping.kafka_groups.base import kafka_group_v1_live_call
 from mapping.keys import Keys, group_name
 from mapping.partition_scripts import PartitionHead
+from mapping.topic_config import TopicConfig
 
 # Commands per pipeline: Redis answers other clients between two chunks.
 PIPELINE_CHUNK = 1000
@@ -69,12 +70,21 @@ class DeploymentSnapshot:
     partitions: list[PartitionState]
     lags: list[GroupLag]  # every partition of every (group, topic) whose topic exists
     members: dict[str, int]  # group -> live members (Kafka's of either protocol, and V1's)
+    # explicit replica assignments: (topic, partition) -> broker ids (TopicConfig's)
+    assigned: dict[tuple[str, int], list[int]] = field(default_factory=dict)
 
     def leader(self, topic: str, partition: int) -> int | None:
         """The node id Metadata names as the partition's leader (None: no live broker)."""
         if not self.brokers:
             return None
-        return self.brokers[leader_index(len(self.brokers), topic, partition)][0]
+        named = self.assigned.get((topic, partition))
+        _, in_sync = partition_replicas(self.brokers, topic, partition, 1, named)
+        return in_sync[0]
+
+    def leader_is_preferred(self, topic: str, partition: int) -> bool:
+        """Whether Metadata's leader is the first of the partition's replicas."""
+        named = self.assigned.get((topic, partition))
+        return not named or self.leader(topic, partition) == named[0]
 
 
 def read(client: SyncClient, keys: Keys, v1_session_timeout_ms: int) -> DeploymentSnapshot:
@@ -82,25 +92,33 @@ def read(client: SyncClient, keys: Keys, v1_session_timeout_ms: int) -> Deployme
     after their last heartbeat, as the pods count them)."""
     bits = sequence_bits(client, keys)
     brokers = live_brokers(scripts.call_sync(client, kafka_brokers_call(keys.kafka_brokers)))
-    counts, factors = _topics(client, keys)
+    counts, factors, assigned = _topics(client, keys)
     partitions = _partitions(client, keys, counts, factors, bits)
     hw = {(p.topic, p.partition): p.high_watermark for p in partitions}
     lags, members = _groups(client, keys, counts, hw, bits, v1_session_timeout_ms)
-    return DeploymentSnapshot(brokers, counts, partitions, lags, members)
+    return DeploymentSnapshot(brokers, counts, partitions, lags, members, assigned)
 
 
-def _topics(client: SyncClient, keys: Keys) -> tuple[dict[str, int], dict[str, int]]:
-    """Every topic's partition count and replication factor."""
+def _topics(
+    client: SyncClient, keys: Keys
+) -> tuple[dict[str, int], dict[str, int], dict[tuple[str, int], list[int]]]:
+    """Every topic's partition count, replication factor and explicit replica assignments."""
     names = topic_names(client, keys)
     counts: dict[str, int] = {}
     factors: dict[str, int] = {}
+    assigned: dict[tuple[str, int], list[int]] = {}
     settings_of = _many(client, [("HGETALL", keys.topic(name)) for name in names])
     for name, fields in zip(names, settings_of, strict=True):
         settings = {codec.to_str(k): codec.to_str(v) for k, v in fields.items()}
         if "partitions" in settings:  # else deleted since the topics set was read
             counts[name] = int(settings["partitions"])
             factors[name] = int(settings.get("replication_factor", 1))
-    return counts, factors
+            overrides = tuple(settings.items())
+            for partition, brokers in (
+                TopicConfig(name, 0, 0, 0, overrides=overrides).replica_assignment().items()
+            ):
+                assigned[(name, partition)] = brokers
+    return counts, factors, assigned
 
 
 def _many(client: SyncClient, commands: list[tuple]) -> list[Any]:

@@ -81,6 +81,21 @@ class TopicConfig:
                 return value
         return None
 
+    def replica_assignment(self) -> dict[int, list[int]]:
+        """The replicas (broker node ids, the preferred leader first) that CreateTopics or
+        CreatePartitions named for some partitions, by partition (Metadata reports them)."""
+        return {
+            int(name[len(ASSIGNED_REPLICAS_PREFIX) :]): [int(b) for b in value.split(",")]
+            for name, value in self.overrides
+            if name.startswith(ASSIGNED_REPLICAS_PREFIX)
+        }
+
+
+# The topic hash field of a partition's explicit replica assignment (TopicConfig
+# .replica_assignment): "<prefix><partition>" -> "<broker id>,<broker id>...". Never a
+# config's field (those are Kafka config names with '_' for '.').
+ASSIGNED_REPLICAS_PREFIX = "assigned_replicas_"
+
 
 # The topic hash's fields that are not configs: its shape and identity (topic/ensure.lua).
 STRUCTURAL_FIELDS = frozenset(

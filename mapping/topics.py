@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -25,6 +25,7 @@ from mapping.scripts import call_sync
 from mapping.topic_cache import TopicCache
 from mapping.topic_config import (
     ALTERABLE_CONFIGS,
+    ASSIGNED_REPLICAS_PREFIX,
     DEFAULT_TOPIC_CACHE_SIZE,
     RETENTION_BYTES,
     RETENTION_MS,
@@ -363,6 +364,18 @@ class Topics:
         for command in _config_commands(self.keys, name, changes):
             await self.batcher.call(*command)
         await self.announce_changed(name)
+
+    async def assign_replicas(self, name: str, replicas: Mapping[int, Sequence[int]]) -> None:
+        """Record explicit replica assignments (partition -> broker ids, checked by the
+        caller) of topic ``name`` for Metadata, and tell every pod to read them."""
+        fields = [
+            item
+            for partition, brokers in replicas.items()
+            for item in (f"{ASSIGNED_REPLICAS_PREFIX}{partition}", ",".join(map(str, brokers)))
+        ]
+        if fields:
+            await self.batcher.call("HSET", self.keys.topic(name), *fields)
+            await self.announce_changed(name)
 
     async def revive(self, name: str, topic_id: str, partitions: range) -> list[Any]:
         """Remove the tombstones an earlier topic of that name left on these partitions (a

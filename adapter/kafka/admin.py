@@ -74,6 +74,7 @@ class _NewTopic:
     replication_factor: int
     min_insync_replicas: int
     configs: dict[str, str]  # Kafka name -> text, validated (min.insync.replicas apart)
+    assignment: dict[int, list[int]]  # explicit replicas by partition (none: {})
 
 
 async def create_topics(context: KafkaContext, request: Request) -> Any:
@@ -114,6 +115,8 @@ async def _create(context: KafkaContext, name: str, wanted: _NewTopic) -> TopicC
         raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     if wanted.configs:
         await topics.alter_configs(name, {config_field(n): v for n, v in wanted.configs.items()})
+    await topics.assign_replicas(name, wanted.assignment)
+    if wanted.configs or wanted.assignment:
         config = await topics.read(name) or config
     return config
 
@@ -149,8 +152,10 @@ async def _settings(context: KafkaContext, topic: Any) -> _NewTopic:
                 "Both numPartitions or replicationFactor and replicasAssignments were set. "
                 "Both cannot be used at the same time.",
             )
-        partitions, factor = await _from_assignments(context, topic.assignments)
+        assignment = await _from_assignments(context, topic.assignments)
+        partitions, factor = len(assignment), len(assignment[0])
     else:
+        assignment = {}
         partitions = defaults.partitions if topic.num_partitions == -1 else topic.num_partitions
         factor = (
             defaults.replication_factor
@@ -180,11 +185,11 @@ async def _settings(context: KafkaContext, topic: Any) -> _NewTopic:
     if min_isr is None:
         min_isr = min(context.pod.topics.default_min_isr(), factor)
     configs.pop(MIN_INSYNC_REPLICAS, None)
-    return _NewTopic(partitions, factor, min_isr, configs)
+    return _NewTopic(partitions, factor, min_isr, configs, assignment)
 
 
-async def _from_assignments(context: KafkaContext, assignments: Any) -> tuple[int, int]:
-    """The partition count and replication factor of explicit replica assignments: every
+async def _from_assignments(context: KafkaContext, assignments: Any) -> dict[int, list[int]]:
+    """Explicit replica assignments by partition, checked: every
     broker id must name a live broker (the pods' registry), partitions 0..n-1, one
     replication factor, no broker twice in a partition (else INVALID_REPLICA_ASSIGNMENT)."""
     indexes = sorted(a.partition_index for a in assignments)
@@ -200,7 +205,7 @@ async def _from_assignments(context: KafkaContext, assignments: Any) -> tuple[in
             errors.INVALID_REPLICA_ASSIGNMENT,
             "All partitions should have the same number of replicas",
         )
-    return len(indexes), factors.pop()
+    return {a.partition_index: list(a.broker_ids) for a in assignments}
 
 
 async def _check_brokers(context: KafkaContext, replicas: list[list[int]]) -> None:
@@ -342,6 +347,11 @@ async def create_partitions(context: KafkaContext, request: Request) -> Any:
             )
             if growth is None:
                 raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic.name}")
+            if topic.assignments and not request.body.validate_only:
+                added = zip(range(growth.before, growth.after), topic.assignments, strict=True)
+                await context.pod.topics.assign_replicas(
+                    topic.name, {p: list(a.broker_ids) for p, a in added}
+                )
         except InvalidPartitions as exc:
             result.error_code, result.error_message = errors.INVALID_PARTITIONS, str(exc)
         except _Invalid as exc:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from adapter.pod import Pod
 from mapping import partitioner
-from mapping.brokers import BrokerRegistry, leader_index
+from mapping.brokers import BrokerRegistry
 from mapping.errors import UNKNOWN_TOPIC, BrokerError
 from mapping.keys import is_valid_name
 from mapping.topic_config import TopicConfig
@@ -104,10 +104,6 @@ class KafkaContext:
         brokers = await self.brokers()
         here = (self.advertised_host, self.advertised_port)
         return lambda group: coordinator_of(brokers, group)[1:] == here
-
-    def leader_index(self, brokers: list[tuple[int, str, int]], topic: str, partition: int) -> int:
-        """The index in ``brokers`` of the partition's leader (mapping/brokers.py)."""
-        return leader_index(len(brokers), topic, partition)
 
 
 def topic_id_of(config: TopicConfig) -> uuid.UUID:

@@ -21,6 +21,7 @@ from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import METADATA
+from mapping.brokers import partition_replicas
 from mapping.errors import BrokerError
 from mapping.keys import is_valid_name
 from mapping.topic_config import is_internal_topic
@@ -117,22 +118,20 @@ async def _topic(
             partitions=[],
         )
     partitions = []
+    assigned = config.replica_assignment()
     for p in range(config.partitions):
-        first = context.leader_index(brokers, name, p)
-        # the leader first, then the next brokers around the ring, as many as RF allows
-        replicas = [
-            brokers[(first + i) % len(brokers)][0]
-            for i in range(min(config.replication_factor, len(brokers)))
-        ]
+        replicas, isr = partition_replicas(
+            brokers, name, p, config.replication_factor, assigned.get(p)
+        )
         partitions.append(
             Partition(
                 error_code=errors.NONE,
                 partition_index=p,
-                leader_id=replicas[0],
+                leader_id=isr[0],
                 leader_epoch=0,
                 replica_nodes=replicas,
-                isr_nodes=replicas,
-                offline_replicas=[],
+                isr_nodes=isr,
+                offline_replicas=[node for node in replicas if node not in isr],
             )
         )
     return Topic(

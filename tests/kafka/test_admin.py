@@ -11,17 +11,20 @@ from confluent_kafka.admin import (
     AclOperation,
     AdminClient,
     ConfigResource,
+    NewPartitions,
     NewTopic,
     ResourceType,
 )
 
 from adapter.client import Client
 from adapter.client.client import RequestFailed
+from mapping.brokers import leader_index, partition_replicas
 from mapping.inspection import retention_of
 from mapping.keys import Keys
 from mapping.topic_configs import TOPIC_CONFIGS
 from tests.support.kafka import KAFKA_PODS_PREFIX
 from tests.support.pods import Pod
+from tests.support.waiting import wait_until
 
 
 def test_confluent_admin_creates_and_describes_topics(
@@ -217,3 +220,62 @@ def test_confluent_describe_topics_reports_authorized_operations(
     }  # fmt: skip
     plain = admin.describe_topics(TopicCollection([topic]), request_timeout=10)
     assert not plain[topic].result(10).authorized_operations
+
+
+def test_explicit_replica_assignments_are_checked_and_reported(
+    kafka_pods: tuple[Pod, Pod], topic: str
+) -> None:
+    """CreateTopics and CreatePartitions with replica assignments over the live pods (what
+    librdkafka's 0081 checks): Metadata reports those replicas, led by the first; an
+    assignment naming a broker that is not live, a broker twice or uneven replica counts
+    is INVALID_REPLICA_ASSIGNMENT."""
+    a, _ = kafka_pods
+    admin = AdminClient({"bootstrap.servers": a.bootstrap, "socket.timeout.ms": 5000})
+    first, second = sorted(admin.list_topics(timeout=10).brokers)
+    created = admin.create_topics(
+        [NewTopic(topic, 2, replica_assignment=[[first, second], [second, first]])],
+        request_timeout=10,
+    )
+    assert created[topic].result(10) is None
+    grown = admin.create_partitions(
+        [NewPartitions(topic, 4, replica_assignment=[[second, first], [first, second]])]
+    )
+    assert grown[topic].result(10) is None
+
+    def reported() -> list[tuple[int, list[int], list[int]]]:
+        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        return [(p.leader, p.replicas, p.isrs) for _, p in sorted(partitions.items())]
+
+    ab, ba = [first, second], [second, first]
+    wait_until(lambda: len(reported()) == 4)
+    assert reported() == [(first, ab, ab), (second, ba, ba), (second, ba, ba), (first, ab, ab)]
+
+    bad = {
+        f"{topic}-dead": [[first, 999]],
+        f"{topic}-twice": [[first, first]],
+        f"{topic}-uneven": [[first, second], [first]],
+    }
+    results = admin.create_topics(
+        [
+            NewTopic(name, len(replicas), replica_assignment=replicas)
+            for name, replicas in bad.items()
+        ],
+        request_timeout=10,
+    )
+    for name, future in results.items():
+        with pytest.raises(KafkaException, match="INVALID_REPLICA_ASSIGNMENT"):
+            future.result(10)
+        assert name not in admin.list_topics(timeout=10).topics
+    refused = admin.create_partitions([NewPartitions(topic, 5, replica_assignment=[[first]])])
+    with pytest.raises(KafkaException, match="INVALID_REPLICA_ASSIGNMENT"):
+        refused[topic].result(10)
+
+
+def test_assigned_replicas_lead_while_one_is_live() -> None:
+    brokers = [(1, "h", 1), (2, "h", 2), (3, "h", 3)]
+    assert partition_replicas(brokers, "t", 0, 2, [3, 1]) == ([3, 1], [3, 1])
+    assert partition_replicas(brokers, "t", 0, 2, [9, 2]) == ([9, 2], [2])  # 9 is not live
+    fallback = partition_replicas(brokers, "t", 0, 2, None)
+    assert partition_replicas(brokers, "t", 0, 2, [8, 9]) == fallback  # none live
+    leader = brokers[leader_index(3, "t", 0)][0]
+    assert fallback[0][0] == leader and fallback[0] == fallback[1] and len(fallback[0]) == 2
