@@ -5,7 +5,9 @@ connections that keep a fixed window of requests in flight (``window=1``: one at
 with ``rate``, send one request at a time on a fixed schedule (latency is measured from the
 scheduled send time, so a stalled server cannot hide its queueing). Replies are counted in
 bulk (newlines, ``|ERR|``, commas for CONSUME records), so a generator process costs far less
-per request than the adapter it drives.
+per request than the adapter it drives. ``ports`` spreads the connections over several pods;
+each process reports the CPU it used inside the measured window, and the first one that of
+``watch_pids`` (pods, Redis) and of the whole machine over the same window.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.stats import Histogram
+from tests.support.procfs import cpu_seconds, host_cpu_seconds
 
 CYCLE = 4096  # distinct request lines per connection, sent round and round
 
@@ -41,6 +44,19 @@ class Load:
     pages: tuple[tuple[int, int], ...] = ()  # CONSUME start positions (partition, offset)
     group_prefix: str = "bench-g"
     processes: int = 1
+    ports: tuple[int, ...] = ()  # several pods: connection i goes to ports[i % len(ports)]
+    watch_pids: tuple[int, ...] = ()  # processes whose CPU the first generator samples
+
+
+@dataclass
+class Cpu:
+    """CPU seconds used inside the measured window: by each generator process (``loaders``)
+    and by each of ``Load.watch_pids`` (``watched``), and the machine's busy share of all its
+    cores (``host``), the last two sampled by the first process."""
+
+    loaders: list[float] = field(default_factory=list)
+    watched: list[float] = field(default_factory=list)
+    host: float | None = None
 
 
 @dataclass
@@ -50,6 +66,7 @@ class Result:
     errors: int = 0
     error_sample: str = ""
     histogram: Histogram = field(default_factory=Histogram)
+    cpu: Cpu = field(default_factory=Cpu)
 
     def merge(self, other: Result) -> None:
         self.requests += other.requests
@@ -57,6 +74,9 @@ class Result:
         self.errors += other.errors
         self.error_sample = self.error_sample or other.error_sample
         self.histogram.merge(other.histogram)
+        self.cpu.loaders += other.cpu.loaders
+        if not self.cpu.watched and other.cpu.host is not None:
+            self.cpu.watched, self.cpu.host = other.cpu.watched, other.cpu.host
 
 
 def _lines(
@@ -215,10 +235,11 @@ class _Runner:
     async def run(self) -> Result:
         loop = asyncio.get_running_loop()
         connections: list[_Connection] = []
+        ports = self.load.ports or (self.load.port,)
         for i in range(self.count):
             conn = self.first_conn + i
             _, protocol = await loop.create_connection(
-                lambda c=conn: _Connection(self, c), "127.0.0.1", self.load.port
+                lambda c=conn: _Connection(self, c), "127.0.0.1", ports[conn % len(ports)]
             )
             connections.append(protocol)
         try:
@@ -242,7 +263,22 @@ class _Runner:
                 loop.call_later(protocol.next_due - now, protocol._send_due)
             else:
                 protocol.send(load.window, now)
+        # CPU at the window's edges (its start by a timer: a few ms late on a busy loop)
+        first = self.first_conn == 0
+        watched = load.watch_pids if first else ()
+        edges: list[list[float]] = []
+
+        def sample() -> None:
+            host = host_cpu_seconds() if first else (0.0, 0.0)
+            edges.append([*host, time.process_time(), *(cpu_seconds(pid) for pid in watched)])
+
+        loop.call_later(max(0.0, self.measure_from - time.perf_counter()), sample)
         await asyncio.sleep(max(0.0, self.stop_at - time.perf_counter()))
+        sample()  # stop_at is the window's end
+        if len(edges) == 2:
+            busy, all_cores, *used = [end - begin for begin, end in zip(*edges, strict=True)]
+            host = busy / all_cores if first and all_cores else None
+            self.result.cpu = Cpu(loaders=used[:1], watched=used[1:], host=host)
         # Let what is in flight come back (bounded), then close.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*(p.closed for p in connections)), 10)

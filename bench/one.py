@@ -10,7 +10,6 @@ CONSUME were found (see the README's Performance section).
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -21,11 +20,7 @@ import click
 from bench import loadgen
 from bench.run import PARTITIONS, prefill_topic, start_pod
 from mapping.embedded import RedisProcess
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from tests.support.procfs import cpu_seconds
 
 
 @click.command(context_settings={"show_default": True})
@@ -78,9 +73,9 @@ def main(
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
             watched = [*pod.pids(), server.process.pid]  # type: ignore[union-attr]
-            before = [_cpu_seconds(pid) for pid in watched]
+            before = [cpu_seconds(pid) for pid in watched]
             result = loadgen.run_load(load)
-            used = [_cpu_seconds(pid) - b for pid, b in zip(watched, before, strict=True)]
+            used = [cpu_seconds(pid) - b for pid, b in zip(watched, before, strict=True)]
             if spy is not None:
                 spy.wait()
         finally:

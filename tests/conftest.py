@@ -51,8 +51,8 @@ def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
 
 @pytest.fixture(scope="session")
 def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``redis+cluster://127.0.0.1:<port>``: three primaries (no replicas), slots spread by
-    ``redis-cli --cluster create``, AOF on like a real deployment."""
+    """``redis+cluster://127.0.0.1:<port>``: three primaries (no replicas), the slots in
+    three even runs (``LoopbackCluster``), AOF on like a real deployment."""
     if shutil.which("redis-cli") is None:
         pytest.skip("redis-cli is not installed (apt-get install redis-tools)")
     cluster = LoopbackCluster(tmp_path_factory.mktemp("cluster"))

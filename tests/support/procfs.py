@@ -1,5 +1,5 @@
-"""A process's resources as Linux's /proc shows them: open file descriptors, memory, child
-processes and listening sockets."""
+"""A process's resources as Linux's /proc shows them: open file descriptors, CPU time,
+memory, child processes and listening sockets."""
 
 from __future__ import annotations
 
@@ -10,6 +10,25 @@ from pathlib import Path
 
 def fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds the process has used (all its threads; 0 once it is
+    gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def host_cpu_seconds() -> tuple[float, float]:
+    """(busy, all) CPU seconds of every core of the machine since boot (/proc/stat): busy
+    over a window divided by all over it is the machine's load, whoever caused it."""
+    fields = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    busy = user + nice + system + irq + softirq + steal
+    return busy / os.sysconf("SC_CLK_TCK"), (busy + idle + iowait) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_bytes(pid: int) -> int:

@@ -1,0 +1,85 @@
+"""The configurations of ``python -m bench.scale`` in turn: each deployment started, its
+workloads run (again with more load processes for ``--loaders``), stopped."""
+
+from __future__ import annotations
+
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.scale.deployment import Deployment, Shape
+from bench.scale.report import Row, finish, format_row
+from bench.scale.workloads import IDLE, WORKLOADS, Options, Stage
+
+
+def with_needs(names: list[str]) -> list[str]:
+    """``names`` and the workloads they need (their rows are printed too), in WORKLOADS'
+    order."""
+    wanted = set(names)
+    for name in names:
+        if name not in WORKLOADS:
+            raise ValueError(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)})")
+        wanted |= set(WORKLOADS[name][1])
+    return [name for name in WORKLOADS if name in wanted]
+
+
+def run(
+    shapes: list[Shape],
+    options: Options,
+    workloads: list[str],
+    more_loaders: int | None,
+    adapter_args: list[str],
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    rows: list[Row] = []
+    names = with_needs(workloads)
+    for shape in shapes:
+        with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
+            deployment = Deployment(Path(folder), shape.primaries, shape.pods,
+                                    options.partitions, adapter_args)  # fmt: skip
+            began = time.monotonic()
+            deployment.start()
+            try:
+                log(f"{shape.label}: {shape.primaries} primaries, {shape.pods} pods "
+                    f"({deployment.redis_url}) up in {time.monotonic() - began:.1f} s")  # fmt: skip
+                loads = [shape.loaders]
+                if more_loaders and more_loaders != shape.loaders:
+                    loads.append(more_loaders)
+                for loaders in loads:
+                    stage = Stage(deployment, loaders, options)
+                    for name in names:
+                        if loaders != shape.loaders and name in IDLE:
+                            continue  # (no load to add)
+                        began = time.monotonic()
+                        pair = WORKLOADS[name][0](stage)
+                        config = Shape(shape.primaries, shape.pods, loaders)
+                        row = Row(config.label, shape.primaries, shape.pods, loaders,
+                                  pair.workload, pair.adapter, pair.raw,
+                                  check=loaders != shape.loaders, extra=pair.extra)  # fmt: skip
+                        rows.append(row)
+                        log(f"{format_row(row)}  ({time.monotonic() - began:.1f} s)")
+            finally:
+                deployment.stop()
+    finish(rows)
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "options": {
+            **asdict(options),
+            "configs": [s.label for s in shapes],
+            "loaders_check": more_loaders,
+            "workloads": workloads,
+            "adapter_args": adapter_args,
+        },
+        "rows": [asdict(row) for row in rows],
+        "notes": [],
+    }
