@@ -8,7 +8,9 @@ Names Kafka reserves for its internal topics (``__consumer_offsets``, ...) are n
 auto-created: UNKNOWN_TOPIC_OR_PARTITION, flagged internal as Kafka does. Asked for
 (v8+ ``include_topic_authorized_operations``: librdkafka's ``describe_topics(
 include_authorized_operations=True)``), each topic's authorized operations are every
-operation a topic supports (no ACLs: adapter/kafka/admin.py TOPIC_OPERATIONS)."""
+operation a topic supports (no ACLs: adapter/kafka/admin.py TOPIC_OPERATIONS); likewise the
+cluster's (v8-10 ``include_cluster_authorized_operations``: librdkafka's ``describe_cluster``
+asks Metadata, not DescribeCluster)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import uuid
 from typing import Any
 
 from adapter.kafka import errors
-from adapter.kafka.admin import NOT_ASKED, TOPIC_OPERATIONS
+from adapter.kafka.admin import CLUSTER_OPERATIONS, NOT_ASKED, TOPIC_OPERATIONS
 from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
@@ -57,13 +59,17 @@ async def handle(context: KafkaContext, request: Request) -> Any:
         topic = await _topic(context, brokers, name, create, operations)
         if not (every_topic and topic.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION):
             topics.append(topic)
-    return Response[request.version](
+    answer = Response[request.version](
         throttle_time_ms=0,
         brokers=[Broker(node_id=n, host=h, port=p, rack=None) for n, h, p in brokers],
         cluster_id=context.cluster_id,
         controller_id=brokers[0][0],
         topics=topics,
     )
+    if 8 <= request.version <= 10:  # the cluster's operations (librdkafka's describe_cluster)
+        asked = bool(getattr(body, "include_cluster_authorized_operations", 0))
+        answer.authorized_operations = set(CLUSTER_OPERATIONS if asked else NOT_ASKED)
+    return answer
 
 
 def _operations_asked(request: Request) -> bool:

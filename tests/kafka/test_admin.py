@@ -222,6 +222,21 @@ def test_confluent_describe_topics_reports_authorized_operations(
     assert not plain[topic].result(10).authorized_operations
 
 
+def test_confluent_describe_cluster_reports_authorized_operations(
+    kafka_pods: tuple[Pod, Pod],
+) -> None:
+    """librdkafka's describe_cluster asks Metadata (v8-10 include_cluster_authorized_
+    operations), not DescribeCluster: every cluster operation (librdkafka's 0081)."""
+    admin = AdminClient({"bootstrap.servers": kafka_pods[0].bootstrap, "socket.timeout.ms": 5000})
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
+    assert set(cluster.authorized_operations) == {
+        AclOperation.ALTER, AclOperation.ALTER_CONFIGS, AclOperation.CLUSTER_ACTION,
+        AclOperation.CREATE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+    }  # fmt: skip
+    assert not admin.describe_cluster().result(10).authorized_operations
+
+
 def test_explicit_replica_assignments_are_checked_and_reported(
     kafka_pods: tuple[Pod, Pod], topic: str
 ) -> None:
