@@ -33,7 +33,7 @@ from redis.sentinel import MasterNotFoundError
 from adapter.sockets import ListenError
 from mapping.cluster import redact
 from mapping.embedded import RedisServerError
-from mapping.errors import BrokerError, ConfigurationError
+from mapping.errors import BrokerError, ConfigurationError, Unavailable
 
 DEBUG_HINT = "ADAPTER_LOG_LEVEL=DEBUG shows the traceback"
 # ctx.meta (shared by a command's contexts): the Redis the command works on, redacted.
@@ -58,7 +58,7 @@ def _redis(meta: Meta) -> str:
     return f"Redis at {where}" if where else "Redis"
 
 
-def _unreachable(exc: BaseException, meta: Meta) -> str:
+def _unreachable(exc: object, meta: Meta) -> str:
     return f"cannot reach {_redis(meta)} (--redis-url, ADAPTER_REDIS_URL): {exc}"
 
 
@@ -98,6 +98,7 @@ CAUSES: list[tuple[type[BaseException], Callable[[BaseException, Meta], str]]] =
     (ListenError, lambda exc, _: str(exc)),
     (ConfigurationError, lambda exc, _: str(exc)),
     (RedisServerError, lambda exc, _: f"embedded redis-server: {exc}"),
+    (Unavailable, lambda exc, meta: _unreachable(exc.message, meta)),
     (BrokerError, lambda exc, _: str(exc)),
     (
         AuthenticationWrongNumberOfArgsError,  # AUTH with a user name, to a Redis before ACLs
@@ -116,14 +117,24 @@ CAUSES: list[tuple[type[BaseException], Callable[[BaseException, Meta], str]]] =
 ]
 
 
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside a task group's failure (the pod's parts run in one:
+    adapter/cli/local_pod.py), or ``exc`` itself."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
 def describe(exc: BaseException, meta: Meta | None = None) -> str:
-    """One line saying why a command failed."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # a task group's failure
-        exc = exc.exceptions[0]
-    for kind, say in CAUSES:
-        if isinstance(exc, kind):
-            return _one_line(say(exc, meta or {}))
-    return _one_line(f"{type(exc).__name__}: {exc} ({DEBUG_HINT})")
+    """One line saying why a command failed: the first failure inside it that `CAUSES`
+    knows."""
+    found = leaves(exc)
+    for leaf in found:
+        for kind, say in CAUSES:
+            if isinstance(leaf, kind):
+                return _one_line(say(leaf, meta or {}))
+    first = found[0]
+    return _one_line(f"{type(first).__name__}: {first} ({DEBUG_HINT})")
 
 
 def _one_line(text: str) -> str:
@@ -183,4 +194,9 @@ class OneLineErrors(click.Group):
         except Exception as exc:
             if show_tracebacks():
                 raise
+            for leaf in leaves(exc):  # a command's own refusal, raised inside a task group
+                if isinstance(leaf, click.ClickException | click.exceptions.Exit):
+                    if isinstance(leaf, click.ClickException):
+                        leaf.message = _one_line(leaf.message)
+                    raise leaf from None
             raise CommandFailed(describe(exc, ctx.meta)) from None

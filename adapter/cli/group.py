@@ -28,7 +28,6 @@ import click
 
 from adapter.cli import options
 from adapter.cli.columns import cell, echo_columns
-from adapter.cli.failures import one_line_errors
 from adapter.cli.local_pod import run_on_pod, run_on_redis
 from adapter.cli.options import RedisTarget
 from adapter.pod import Pod
@@ -118,7 +117,6 @@ def read_overview(target: RedisTarget, group_name: str, session_timeout_ms: int)
 @session_timeout_option
 @options.redis_target
 @options.as_json
-@one_line_errors
 def list_groups(session_timeout_ms: int, target: RedisTarget, as_json: bool) -> None:
     """Every group (Kafka classic, KIP-848 and V1, and groups that only have committed
     offsets): protocol, state and live members."""
@@ -148,7 +146,6 @@ def _summary_json(o: GroupOverview) -> dict:
 @session_timeout_option
 @options.redis_target
 @options.as_json
-@one_line_errors
 def describe(group_name: str, session_timeout_ms: int, target: RedisTarget, as_json: bool) -> None:
     """GROUP under every protocol (Kafka classic, KIP-848, V1): state, generation, members
     (member id, client id, host, assigned partitions), and per partition of every topic it

@@ -19,7 +19,6 @@ import click
 
 from adapter.cli import options
 from adapter.cli.columns import cell, echo_columns
-from adapter.cli.failures import one_line_errors
 from adapter.cli.group import group, session_timeout_option
 from adapter.cli.local_pod import run_on_pod
 from adapter.cli.options import RedisTarget, topic_name
@@ -127,7 +126,6 @@ def _target(
 @click.option("--execute", is_flag=True, help="Write the plan.")
 @session_timeout_option
 @options.redis_target
-@one_line_errors
 def reset_offsets(
     group_name: str,
     topic: str,

@@ -27,7 +27,6 @@ from collections.abc import Callable
 import click
 
 from adapter.cli import options
-from adapter.cli.failures import one_line_errors
 from adapter.cli.local_pod import run_on_pod
 from adapter.cli.options import RedisTarget, topic_name
 from adapter.cli.topic import topic
@@ -119,7 +118,6 @@ def json_line(record: StoredRecord, topic_name: str, partition: int) -> str:
     "(escaped, null for none); json: one kcat -J object per line.",
 )  # fmt: skip
 @options.redis_target
-@one_line_errors
 def tail(
     name: str,
     partition: int | None,

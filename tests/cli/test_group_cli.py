@@ -246,7 +246,7 @@ def test_unknown_group_and_redis_down_fail_in_one_line(target: CliTarget, pod: P
         result = CliRunner().invoke(main, [*args, "--redis-url", down])
         assert result.exit_code == 1, result.output
         (line,) = result.output.splitlines()
-        assert line.startswith(f"Error: Redis at {down} is unavailable: "), line
+        assert line.startswith(f"Error: cannot reach Redis at {down} (--redis-url, "), line
 
 
 def test_reset_offsets_then_a_kafka_consumer_resumes_there(

@@ -157,7 +157,7 @@ def test_tail_fails_in_one_line(target: CliTarget, pod: Pod, topic: str) -> None
     gone = CliRunner().invoke(main, ["topic", "tail", topic, "--redis-url", down])
     assert gone.exit_code == 1
     (text,) = gone.output.splitlines()
-    assert text.startswith(f"Error: Redis at {down} is unavailable: "), text
+    assert text.startswith(f"Error: cannot reach Redis at {down} (--redis-url, "), text
 
 
 def test_escapes_read_back_unambiguously() -> None:
