@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 import click
 
-from bench.report import format_table, plot
+from bench.report import format_table, plot, save
 from bench.run import Options, run
 from tests.support import ROOT
 
@@ -87,15 +85,7 @@ def main(
     )
     results = run(options, log=lambda line: click.echo(line, err=True))
     click.echo(format_table(results))
-    if json_path is None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        json_path = ROOT / "bench-results" / f"bench-{stamp}.json"
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(results, indent=2))
-    click.echo(f"JSON: {json_path}")
-    if plot_path is not None:
-        plot(results, plot_path)
-        click.echo(f"plot: {plot_path}")
+    save(results, json_path, ROOT / "bench-results", "bench", plot_path, plot)
 
 
 if __name__ == "__main__":

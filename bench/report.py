@@ -3,6 +3,11 @@ met or missed, the table and the plot (bench/run.py measures the rows)."""
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,3 +158,32 @@ def plot(results: dict[str, Any], path: Path) -> None:
     figure.suptitle("adapter (blue) vs raw redis-py (gray), same Redis")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
+
+
+def machine() -> dict[str, Any]:
+    """What a run's results say of the machine that measured them."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def save(
+    results: dict[str, Any],
+    json_path: Path | None,
+    default_dir: Path,
+    kind: str,
+    plot_path: Path | None = None,
+    draw: Callable[[dict[str, Any], Path], None] | None = None,
+) -> None:
+    """Write ``results`` as JSON (default ``default_dir/<kind>-<time>.json``) and, when asked,
+    draw them; say where."""
+    if json_path is None:
+        json_path = default_dir / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(results, indent=2))
+    click.echo(f"JSON: {json_path}")
+    if plot_path is not None and draw is not None:
+        draw(results, plot_path)
+        click.echo(f"plot: {plot_path}")

@@ -32,8 +32,6 @@ group scripts of the same mode, --workers 2 against one worker.
 from __future__ import annotations
 
 import contextlib
-import os
-import platform
 import tempfile
 import time
 import uuid
@@ -46,7 +44,7 @@ import click
 from adapter.client import Client
 from bench import baseline, compaction, loadgen
 from bench.kafka_rows import measure as measure_kafka_rows
-from bench.report import Row, format_row, make_row, ratio, targets
+from bench.report import Row, format_row, machine, make_row, ratio, targets
 from mapping.embedded import RedisProcess
 from mapping.keys import DEFAULT_PREFIX, Keys
 from tests.support.pods import RF1, Pod
@@ -310,11 +308,7 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
 
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },  # fmt: skip
+        "machine": machine(),
         "options": options.__dict__,
         "rows": [row.__dict__ for row in rows],
         "memory": memory,

@@ -3,12 +3,11 @@ bench/scale/__init__.py; how to read it: docs/scale.md)."""
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 import click
 
+from bench.report import save
 from bench.scale.deployment import Shape
 from bench.scale.report import format_table, plot
 from bench.scale.run import run
@@ -145,14 +144,7 @@ def main(
     if quick:
         results["notes"].append("--quick: a smoke run, its numbers mean nothing")
     click.echo(format_table(results))
-    if json_path is None:
-        json_path = ROOT / "bench-results" / f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(results, indent=2))
-    click.echo(f"JSON: {json_path}")
-    if plot_path is not None:
-        plot(results, plot_path)
-        click.echo(f"plot: {plot_path}")
+    save(results, json_path, ROOT / "bench-results", "scale", plot_path, plot)
 
 
 if __name__ == "__main__":

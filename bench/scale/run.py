@@ -3,8 +3,6 @@ workloads run (again with more load processes for ``--loaders``), stopped."""
 
 from __future__ import annotations
 
-import os
-import platform
 import tempfile
 import time
 from collections.abc import Callable
@@ -12,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench.report import machine
 from bench.scale.deployment import Deployment, Shape
 from bench.scale.report import Row, finish, format_row
 from bench.scale.workloads import IDLE, WORKLOADS, Options, Stage
@@ -68,11 +67,7 @@ def run(
     finish(rows)
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
+        "machine": machine(),
         "options": {
             **asdict(options),
             "configs": [s.label for s in shapes],
