@@ -5,10 +5,13 @@ sessions, and real clients reading everything exactly once on many partitions.""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as ATopicPartition
 from aiokafka.record.memory_records import MemoryRecords
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -214,8 +217,8 @@ def test_a_full_cache_answers_full_fetches_without_a_session(
 
 def test_which_clients_open_sessions(start_pod: Any, redis_url: str, topic: str) -> None:
     """librdkafka (confluent-kafka) and aiokafka send sessionless fetches (session 0, epoch
-    -1); kafka-python opens a session and goes on incrementally: the pod's counts of the
-    Fetch requests it got, by kind, say so."""
+    -1, or a version without sessions); kafka-python opens a session and goes on
+    incrementally: the pod's counts of the Fetch requests it got, by kind, say so."""
     metrics_port = free_port()
     pod = start_pod(redis_url, *RF1, "--metrics-port", str(metrics_port))
     bootstrap = f"127.0.0.1:{pod.kafka_port}"
@@ -237,9 +240,26 @@ def test_which_clients_open_sessions(start_pod: Any, redis_url: str, topic: str)
     while kinds()["sessionless"] < 5 and time.monotonic() < deadline:
         confluent.poll(0.2)
     confluent.close()
+    assert kinds()["sessionless"] >= 5
     assert kinds() == {"sessionless": kinds()["sessionless"], "full": 0, "incremental": 0,
                        "session_error": 0}  # fmt: skip
-    assert kinds()["sessionless"] >= 5
+
+    async def aiokafka_reads() -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, fetch_max_wait_ms=50)
+        await consumer.start()
+        try:
+            consumer.assign([ATopicPartition(topic, p) for p in range(3)])
+            before = kinds()["sessionless"]
+            deadline = time.monotonic() + 30
+            while kinds()["sessionless"] < before + 5 and time.monotonic() < deadline:
+                await consumer.getmany(timeout_ms=200)
+        finally:
+            await consumer.stop()
+
+    before = kinds()["sessionless"]
+    asyncio.run(aiokafka_reads())
+    assert kinds()["sessionless"] >= before + 5
+    assert (kinds()["full"], kinds()["incremental"]) == (0, 0)
 
     python = KafkaConsumer(
         topic, bootstrap_servers=bootstrap, group_id=f"{topic}-p", fetch_max_wait_ms=50

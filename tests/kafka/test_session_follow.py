@@ -6,7 +6,6 @@ back, and a closed session leaves its channels. In process, with a stand-in subs
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 from adapter.kafka import errors
@@ -18,28 +17,10 @@ from mapping.hw_views import HwWaits
 from mapping.kafka import FetchRead
 from mapping.keys import Keys
 from mapping.topic_config import TopicConfig
+from tests.support.pubsub import FakeSubscriber
 
 CONFIG = TopicConfig("t", 3, 1, 1, topic_id="id-1")
 KEYS = Keys("p")
-
-
-class FakeSubscriber:
-    def __init__(self) -> None:
-        self.handlers: dict[str, list[Callable[[bytes], None]]] = {}
-        self.losses = 0
-
-    def on_reconnect(self, callback: Callable[[], None]) -> None:
-        pass
-
-    async def subscribe(self, channel: str, handler: Callable[[bytes], None]) -> None:
-        self.handlers.setdefault(channel, []).append(handler)
-
-    async def unsubscribe(self, channel: str, handler: Callable[[bytes], None]) -> None:
-        self.handlers[channel].remove(handler)
-
-    def publish(self, channel: str) -> None:
-        for handler in list(self.handlers.get(channel, [])):
-            handler(b"5 1 -1")
 
 
 class FakeStore:

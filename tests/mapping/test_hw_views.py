@@ -14,27 +14,9 @@ from mapping.batcher import Pending
 from mapping.hw_views import HwChannel, HwWaits
 from mapping.kafka import FetchRead
 from mapping.topic_config import TopicConfig
+from tests.support.pubsub import FakeSubscriber
 
 CONFIG = TopicConfig("t", 2, 1, 1, topic_id="id-1")
-
-
-class FakeSubscriber:
-    def __init__(self) -> None:
-        self.handlers: dict[str, list[Callable[[bytes], None]]] = {}
-        self.losses = 0
-
-    def on_reconnect(self, callback: Callable[[], None]) -> None:
-        pass
-
-    async def subscribe(self, channel: str, handler: Callable[[bytes], None]) -> None:
-        self.handlers.setdefault(channel, []).append(handler)
-
-    async def unsubscribe(self, channel: str, handler: Callable[[bytes], None]) -> None:
-        self.handlers[channel].remove(handler)
-
-    def publish(self, channel: str) -> None:
-        for handler in list(self.handlers.get(channel, [])):
-            handler(b"5 1 -1")
 
 
 class FakeStore:
