@@ -28,7 +28,7 @@ from prometheus_client import (
     ProcessCollector,
     make_wsgi_app,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from adapter import metrics_http
@@ -180,6 +180,11 @@ class Metrics:
         """Report the open transactions (the whole deployment's) on each scrape."""
         self.registry.register(TransactionCollector(client, keys))
 
+    def watch_fetch_sessions(self, sessions: Any) -> None:
+        """Report the Kafka listener's fetch sessions (adapter/kafka/fetch_sessions.py
+        ``FetchSessions``: its ``stats()``) on each scrape."""
+        self.registry.register(FetchSessionCollector(sessions))
+
     def on_flush(self, calls: int) -> None:
         """The batcher's hook: one pipeline of ``calls`` Redis calls was sent."""
         self.round_trips.inc()
@@ -236,3 +241,40 @@ class TransactionCollector(Collector):
             log.warning("cannot read the open transactions: %s", exc)
             self.client.reset()
         yield gauge
+
+
+class FetchSessionCollector(Collector):
+    """The pod's incremental fetch sessions (KIP-227), as Kafka's broker reports them
+    (NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached,
+    IncrementalFetchSessionEvictionsPerSec), and its Fetch requests by kind."""
+
+    def __init__(self, sessions: Any) -> None:
+        self.sessions = sessions
+
+    def describe(self) -> list:
+        return []
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        stats = self.sessions.stats()
+        yield GaugeMetricFamily(
+            "adapter_kafka_fetch_sessions", "Incremental fetch sessions held", stats.sessions
+        )
+        yield GaugeMetricFamily(
+            "adapter_kafka_fetch_session_partitions",
+            "Partitions the incremental fetch sessions hold",
+            stats.partitions,
+        )
+        yield CounterMetricFamily(
+            "adapter_kafka_fetch_session_evictions",
+            "Fetch sessions evicted for new ones",
+            stats.evictions,
+        )
+        fetches = CounterMetricFamily(
+            "adapter_kafka_fetches",
+            "Fetch requests by kind: sessionless (session 0, epoch -1: librdkafka, aiokafka), "
+            "full (creating a session), incremental, session_error",
+            labels=["kind"],
+        )
+        for kind, count in stats.fetches.items():
+            fetches.add_metric([kind], count)
+        yield fetches

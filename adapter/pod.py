@@ -29,6 +29,7 @@ from mapping.client import connect, make_batcher
 from mapping.cluster import redact
 from mapping.errors import ConfigurationError
 from mapping.groups import Groups
+from mapping.hw_views import HwWaits
 from mapping.kafka import KafkaStore
 from mapping.kafka_groups import KafkaGroups
 from mapping.keys import Keys
@@ -64,7 +65,7 @@ class Pod:
     kafka: KafkaStore
     kafka_groups: KafkaGroups
     partition_txns: PartitionTxns  # transactions, the partition side (markers, LSO)
-    hw_waits: Waits[str, Channel]  # Kafka Fetch long-polls, on partitions' hw channels
+    hw_waits: HwWaits  # Kafka Fetch long-polls on partitions' hw channels, and their views
     retention: RetentionTask
     configs: ConfigStore  # the cluster-wide broker configs, the groups' configs
     transactions: Transactions  # the Kafka transaction coordinator (its participants: this)
@@ -199,7 +200,7 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
             v1_session_timeout_ms=settings.session_timeout_ms,
         ),
         partition_txns=PartitionTxns(partitions),
-        hw_waits=Waits(subscriber, Channel),
+        hw_waits=HwWaits(subscriber),
         retention=RetentionTask(
             partitions,
             client,

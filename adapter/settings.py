@@ -144,6 +144,12 @@ class Settings:
         "without an append there (Kafka's producer.id.expiration.ms).",
         click.IntRange(1),
     )
+    kafka_fetch_session_slots: int = option(
+        1000,  # Kafka's
+        "Incremental fetch sessions (KIP-227) a pod keeps, in memory; 0: none, every Fetch "
+        "is answered whole (Kafka's max.incremental.fetch.session.cache.slots).",
+        click.IntRange(0),
+    )
     # Kafka transactions (mapping/transactions.py, mapping/txn_completer.py)
     transaction_max_timeout_ms: int = option(
         DEFAULT_MAX_TIMEOUT_MS,

@@ -51,6 +51,7 @@ class FetchRead:
     entries: list[Any]  # raw XRANGE entries at or after the position (may pass the hw)
     page_full: bool  # the XRANGE returned its COUNT: more may follow
     txn_first: int = -1  # the oldest open transaction's first offset (-1: none open)
+    next_change_ms: int = -1  # ms until time alone moves the hw (an ISR member lags; -1: never)
 
     @property
     def stable_bound(self) -> int:
@@ -203,6 +204,7 @@ class KafkaStore:
                 reply,
                 len(reply) >= count,
                 int(state[6]),
+                int(state[2]),
             )
 
         return Pending(entries, finish)

@@ -378,7 +378,7 @@ class Keys:
         return PartitionKeys(
             log=f"{base}:log",
             state=f"{base}:state",
-            hw_channel=f"{base}:hw",
+            hw_channel=self.hw_channel(topic, partition),
             appended_channel=f"{base}:appended",
             replica_prefix=f"{base}:replica:",
             producers=f"{base}:producers",
@@ -389,6 +389,11 @@ class Keys:
             txn_open=f"{base}:txn:open",
             txn_aborted=f"{base}:txn:aborted",
         )
+
+    def hw_channel(self, topic: str, partition: int) -> str:
+        """The partition's hw channel alone (``partition(...).hw_channel``), for the Fetch
+        long-polls that name it for every partition of every request."""
+        return f"{self.prefix}:part:{{{topic}:{partition}}}:hw"
 
     def sink_markers(self, topic: str, partition: int) -> str:
         """The Spark sink's progress per writer task in this partition (same slot as the

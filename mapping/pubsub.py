@@ -51,6 +51,9 @@ class Subscriber:
             silent_s = max(2 * keepalive_s, timeout or 0.0)
         self.silent_s = silent_s
         self.reconnects = 0
+        # Connections lost so far: what a reader remembered while notifications could come
+        # is stale once this moved (mapping/hw_views.py).
+        self.losses = 0
         # Always subscribed, so the connection is in pub/sub mode from the start.
         self._home = home_channel.encode()
         self._handlers: dict[bytes, list[Handler]] = {}
@@ -166,6 +169,8 @@ class Subscriber:
             except Exception as exc:
                 log.warning("pub/sub connection lost (%s); reconnecting", exc)
             finally:
+                if self._conn is not None:
+                    self.losses += 1
                 self._conn = None
                 self._active.clear()
                 try:

@@ -37,7 +37,7 @@ import asyncio
 import heapq
 import itertools
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, TypeVar
 
 from redis.exceptions import RedisError
@@ -73,6 +73,7 @@ class Channel:
         self._key: Any = None  # its key in that Waits
         self._activation: asyncio.Task[None] | None = None
         self._linger: asyncio.TimerHandle | None = None
+        self._idle_since = 0.0  # loop time the last watch closed
         self._recheck: asyncio.TimerHandle | None = None
         self._recheck_at = 0.0
         self._dropped = False
@@ -179,27 +180,33 @@ class Channel:
 
     def _hold(self) -> None:
         self.users += 1
-        if self._linger is not None:
-            self._linger.cancel()
-            self._linger = None
 
-    def _release(self) -> None:
+    def _release(self, now: float) -> None:
         self.users -= 1
-        if self.users == 0 and self._linger is None:
-            self._start_linger()
+        if self.users == 0:
+            self._idle_since = now
+            if self._linger is None:
+                assert self._waits is not None
+                self._start_linger(self._waits.linger_s)
 
-    def _start_linger(self) -> None:
-        assert self._waits is not None
+    def _start_linger(self, delay_s: float) -> None:
         loop = asyncio.get_running_loop()
-        self._linger = loop.call_later(self._waits.linger_s, self._leave)
+        self._linger = loop.call_later(delay_s, self._leave)
 
     def _leave(self) -> None:
-        """No watch for ``linger_s``: stop listening."""
+        """No watch for ``linger_s``: stop listening. One timer per channel at a time, never
+        cancelled: watches taken and closed meanwhile (a consumer's every Fetch) only move
+        the idle time on, which the timer looks at when it fires."""
         self._linger = None
         if self.users or self._waits is None:
-            return
+            return  # the last watch to close starts it again
+        linger_s = self._waits.linger_s
         if self._activation is not None and not self._activation.done():
-            self._start_linger()  # left once its subscription is settled
+            self._start_linger(linger_s)  # left once its subscription is settled
+            return
+        idle_s = asyncio.get_running_loop().time() - self._idle_since
+        if idle_s < linger_s:
+            self._start_linger(linger_s - idle_s)
             return
         self._waits._remove(self)
 
@@ -227,6 +234,16 @@ class Waits(Generic[K, C]):
             channel._hold()
             channels.append(channel)
         return Watch(channels)
+
+    def all_known(self, keys: Iterable[K]) -> bool:
+        """Whether the pod listens on every key's channel now (subscribed and read): a watch
+        taken then counts every notification from now on, with no ``subscribed`` wait."""
+        channels = self._channels
+        for key in keys:
+            channel = channels.get(key)
+            if channel is None or not channel.known:
+                return False
+        return True
 
     def drop(self, matches: Callable[[K], bool]) -> None:
         """End the waits of every channel whose key ``matches`` (``Channel.drop``)."""
@@ -310,8 +327,9 @@ class Watch(Generic[C]):
             self._seen = [c.level for c in self.channels]
 
     def close(self) -> None:
+        now = asyncio.get_running_loop().time()
         for channel in self.channels:
-            channel._release()
+            channel._release(now)
 
     def __enter__(self) -> Watch[C]:
         return self

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from adapter.kafka.fetch_sessions import FetchSessions
 from adapter.pod import Pod
 from mapping import partitioner
 from mapping.brokers import BrokerRegistry
@@ -28,6 +29,8 @@ class KafkaContext:
     # per partition: the learned average entry size, so a Fetch's first XRANGE page is
     # sized to its byte limit
     entry_sizes: dict[tuple[str, int], float] = field(default_factory=dict)
+    # incremental fetch sessions (KIP-227), kept in the pod's memory
+    fetch_sessions: FetchSessions = field(default_factory=lambda: FetchSessions(0))
 
     # topic id -> name, of the ids asked for lately (checked against the cached settings)
     topic_names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)

@@ -1,156 +1,236 @@
-"""Fetch: records at or after each partition's fetch offset up to the high watermark,
-within the request's byte limits, long-polling on ``max_wait_ms`` / ``min_bytes``.
+"""Fetch: records at or after each partition's fetch offset up to the high watermark, within
+the request's byte limits (adapter/kafka/fetch_reads.py reads them), long-polling on
+``max_wait_ms`` / ``min_bytes``, in incremental fetch sessions (KIP-227,
+adapter/kafka/fetch_sessions.py) for the clients that open them.
 
-- Byte limits are honoured in the Redis reads: each partition reads XRANGE pages whose
-  COUNT is its remaining byte budget over the partition's learned average entry size (a
-  small first page while nothing is known), never the whole log and trim.
-- Offsets: Kafka's high watermark is V1 hw + 1 (exclusive; 0 for an empty partition).
-  A fetch offset above it, or below the log start where retention or DeleteRecords removed
-  records, is OFFSET_OUT_OF_RANGE; any other position reads the records at or after it
-  (so offset 0 on a log that lost nothing reads from its first record).
 - Long-poll: with fewer than ``min_bytes`` the request watches its partitions' hw channels
-  (mapping/waits.py), reads once more once subscribed, then waits for a notification or
-  ``max_wait_ms``: no polling.
-- Topic configs: batches are compressed with the topic's compression.type, and a
-  LogAppendTime topic's batches carry the timestamp-type bit and one append time each.
-- Transactions (mapping/partition_txns.py): every answer carries the last stable offset;
-  read_committed (isolation_level 1) reads only below it and, when the records answered
-  hold transactional batches, lists the aborted transactions among them (one more Redis
-  read then only), which the client filters out. Transactional records come in batches of
-  one producer with the transactional bit, markers as control batches (records.py).
-- Old versions (Kafka 3.9's down-conversion): v0-1 answer magic 0 MessageSets, v2-3 magic 1
-  (message_sets.py), without control records (v0-3 are read_uncommitted); a topic with
-  message.downconversion.enable false answers them UNSUPPORTED_VERSION. A zstd topic
-  answers v0-9 UNSUPPORTED_COMPRESSION_TYPE, and KAFKA_STORAGE_ERROR goes to v0-5 as
-  NOT_LEADER_OR_FOLLOWER (older clients do not know it), as Kafka does.
+  (mapping/waits.py) and waits for a notification or ``max_wait_ms``: no polling. When the
+  pod already listens on every channel (a consumer's Fetch after its first), the watch is
+  taken before the read, so a change after it wakes the wait; otherwise the read is made
+  again once the subscriptions are confirmed, so a change before them is not missed.
+- Partitions where nothing happened since the pod last read them are answered from its
+  views (mapping/hw_views.py): no Redis call.
+- Sessions: an incremental fetch looks only at the partitions of its session that need it
+  (adapter/kafka/session_follow.py: added, changed, notified, or unsettled), waits on a
+  notification on any partition of the session, and answers those with something to
+  say.
+- KAFKA_STORAGE_ERROR goes to v0-5 as NOT_LEADER_OR_FOLLOWER (older clients do not know
+  it), as Kafka does.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable
 from typing import Any
 
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
-from adapter.kafka.errors import error_of
-from adapter.kafka.message_sets import MessageSetBuilder
+from adapter.kafka.fetch_reads import Answer, Wanted, list_aborted, magic_of, read_all, refusal
+from adapter.kafka.fetch_sessions import FetchSession, SessionPartition
 from adapter.kafka.protocol import Request
-from adapter.kafka.records import batch_builder, finish_batch
+from adapter.kafka.session_follow import SessionFollower
 from adapter.kafka.versions import FETCH
-from mapping import codec
 from mapping.errors import BrokerError
-from mapping.kafka import FetchRead
-from mapping.record_walk import is_control, walk_entries
 from mapping.topic_config import TopicConfig
-from mapping.topic_rules import rules_of
 
 Response = FETCH.response
 TopicResponse = Response.FetchableTopicResponse
 PartitionData = TopicResponse.PartitionData
 Aborted = PartitionData.AbortedTransaction
 
-FIRST_PAGE = 16  # entries, while a partition's entry size is unknown
-MAX_PAGE = 10_000  # entries one XRANGE returns at most (a bound on one call's time)
-# The most one Fetch response carries whatever the client asks (Kafka's broker default
-# fetch.max.bytes): bounds what a pipelining client can make the pod hold.
-MAX_RESPONSE_BYTES = 57_671_680
-ZSTD_CODEC = 4
-ZSTD_SINCE = 10  # the first Fetch version whose clients read zstd (KIP-110)
 STORAGE_ERROR_SINCE = 6  # the first Fetch version whose clients know KAFKA_STORAGE_ERROR
-
-
-def magic_of(version: int) -> int:
-    """The message format a Fetch version reads: Kafka's down-conversion target."""
-    return 0 if version <= 1 else 1 if version <= 3 else 2
-
-
-def refusal(version: int, config: TopicConfig) -> int:
-    """Why a topic's records cannot be answered in this Fetch version (0: they can)."""
-    rules = rules_of(config)
-    if rules.compression_codec == ZSTD_CODEC and version < ZSTD_SINCE:
-        return errors.UNSUPPORTED_COMPRESSION_TYPE
-    if magic_of(version) < 2 and not rules.down_conversion:
-        return errors.UNSUPPORTED_VERSION
-    return errors.NONE
-
-
-@dataclass(slots=True)
-class _Wanted:
-    topic: str
-    partition: int
-    offset: int
-    max_bytes: int
-    config: TopicConfig | None
-    refused: int = errors.NONE  # the topic's records cannot go to this version (refusal)
-
-
-@dataclass(slots=True)
-class _Answer:
-    error: int = errors.NONE
-    high_watermark: int = -1
-    log_start: int = -1
-    records: bytes | None = None
-    last_stable: int = -1  # Kafka's LSO (exclusive)
-    bound: int = -1  # the last offset readable (V1's, inclusive: hw, or below the LSO)
-    transactional: bool = False  # the records hold a transactional batch
-    aborted: list[tuple[int, int]] | None = None  # (producer id, first offset): read_committed
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
     body = request.body
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(body.max_wait_ms, 0) / 1000
+    deadline = asyncio.get_running_loop().time() + max(body.max_wait_ms, 0) / 1000
     committed = body.isolation_level == 1
-    wanted: list[_Wanted] = []
-    for topic in body.topics or ():  # an array sent as null: none
-        for p in topic.partitions or ():
-            wanted.append(
-                _Wanted(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes, None)
-            )
-    for w in wanted:
+    sessions = context.fetch_sessions
+    fetch = sessions.open(
+        getattr(body, "session_id", 0),  # v7+
+        getattr(body, "session_epoch", -1),
+        _requested(body),
+        [
+            (t.topic, p)
+            for t in getattr(body, "forgotten_topics_data", None) or ()
+            for p in t.partitions or ()
+        ],
+        _now_ms(),
+    )
+    if fetch.error:
+        return _response(request, fetch.error, 0, [])
+    reading = _Reading(context, body, request.version, committed, deadline)
+    if fetch.session is not None:
+        looked = await _incremental(reading, fetch.session)
+    else:
+        wanted = [Wanted(p.topic, p.partition, p.offset, p.max_bytes) for p in fetch.partitions]
+        _configure(context, wanted, await _configs(context, {w.topic for w in wanted}), reading)
+        looked = list(zip(wanted, await _long_poll(reading, wanted), strict=True))
+    if committed:
+        await list_aborted(context, [w for w, _ in looked], [a for _, a in looked])
+    for _, a in looked:
+        if a.error == errors.KAFKA_STORAGE_ERROR and request.version < STORAGE_ERROR_SINCE:
+            a.error = errors.NOT_LEADER_OR_FOLLOWER  # retriable for them too
+    if fetch.session is not None:
+        partitions = fetch.session.partitions
+        sent = [
+            (w, a) for w, a in looked if _must_answer(partitions.get((w.topic, w.partition)), a)
+        ]
+        error, session_id = sessions.finish(
+            fetch, [partitions[(w.topic, w.partition)] for w, _ in sent], _now_ms()
+        )
+    else:
+        if fetch.create:  # the session's partitions are told what they are answered
+            for p, (_, a) in zip(fetch.partitions, looked, strict=True):
+                _must_answer(p, a)
+        sent = looked
+        error, session_id = sessions.finish(fetch, [], _now_ms())
+    return _response(request, error, session_id, [] if error else sent)
+
+
+class _Reading:
+    """What every read of one Fetch shares."""
+
+    def __init__(
+        self, context: KafkaContext, body: Any, version: int, committed: bool, deadline: float
+    ) -> None:
+        self.context = context
+        self.body = body
+        self.version = version
+        self.committed = committed
+        self.magic = magic_of(version)
+        self.deadline = deadline
+
+    async def read(self, wanted: list[Wanted]) -> list[Answer]:
+        body = self.body
+        return await read_all(self.context, wanted, body.max_bytes, self.committed, self.magic)
+
+    def done(self, answers: list[Answer]) -> bool:
+        """The answers hold ``min_bytes``, or one failed, or the time is up."""
+        size = sum(len(a.records or b"") for a in answers)
+        return (
+            size >= self.body.min_bytes
+            or any(a.error for a in answers)
+            or self.deadline <= asyncio.get_running_loop().time()
+        )
+
+    @property
+    def remaining(self) -> float:
+        return self.deadline - asyncio.get_running_loop().time()
+
+
+def _must_answer(p: SessionPartition | None, a: Answer) -> bool:
+    if p is None:  # (not in the session any more)
+        return False
+    return p.must_answer(a.error, a.high_watermark, a.log_start, a.last_stable, bool(a.records))
+
+
+def _requested(body: Any) -> list[SessionPartition]:
+    return [
+        SessionPartition(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        for topic in body.topics or ()  # an array sent as null: none
+        for p in topic.partitions or ()
+    ]
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+async def _configs(context: KafkaContext, topics: Iterable[str]) -> dict[str, TopicConfig | None]:
+    """Each topic's settings (None: no such topic), looked up once per Fetch."""
+    configs: dict[str, TopicConfig | None] = {}
+    for name in topics:
         try:
-            config = await context.find_topic(w.topic)
+            configs[name] = await context.find_topic(name)
         except BrokerError:
-            config = None
+            configs[name] = None
+    return configs
+
+
+def _configure(
+    context: KafkaContext,
+    wanted: list[Wanted],
+    configs: dict[str, TopicConfig | None],
+    reading: _Reading,
+) -> None:
+    """Each partition's topic settings, whether its records can go to this version, and its
+    hw channel."""
+    refusals = {name: refusal(reading.version, c) for name, c in configs.items() if c}
+    keys = context.pod.keys
+    for w in wanted:
+        config = configs.get(w.topic)
         if config is not None and 0 <= w.partition < config.partitions:
             w.config = config
-            w.refused = refusal(request.version, config)
-    magic = magic_of(request.version)
-    watch = None
+            w.refused = refusals[w.topic]
+            w.channel = keys.hw_channel(w.topic, w.partition)
+
+
+async def _incremental(reading: _Reading, session: FetchSession) -> list[tuple[Wanted, Answer]]:
+    """An incremental fetch: the partitions of the session that need a look, looked at
+    again as notifications come until the answers hold ``min_bytes`` or the time is up; in
+    the session's order, each partition's last look."""
+    context = reading.context
+    follower = session.follower
+    if follower is None:
+        follower = SessionFollower(context.pod.hw_waits, context.pod.keys, session)
+    follower.sync()
+    configs = await _configs(context, list(follower.topics))
+    follower.topics_now(configs)
+    looked: dict[tuple[str, int], tuple[Wanted, Answer]] = {}
+    while True:
+        changes = follower.changes
+        wanted = [Wanted(p.topic, p.partition, p.offset, p.max_bytes) for p in session.to_read()]
+        _configure(context, wanted, configs, reading)
+        answers = await reading.read(wanted)
+        now = list(zip(wanted, answers, strict=True))
+        follower.settle(now, reading.committed)
+        looked.update(((w.topic, w.partition), (w, a)) for w, a in now)
+        if reading.done(answers) or follower.closed:
+            break
+        if follower.changes == changes and not await follower.wait(reading.remaining):
+            break
+    rank = session.rank
+    return [looked[key] for key in sorted(looked, key=lambda k: rank.get(k, -1))]
+
+
+async def _long_poll(reading: _Reading, wanted: list[Wanted]) -> list[Answer]:
+    """Read until the answers hold ``min_bytes``, one fails, or the deadline passes."""
+    waits = reading.context.pod.hw_waits
+    channels = [w.channel for w in wanted if w.config is not None]
+    # Watching before the read is enough when every channel is already listened to.
+    watch = waits.watch(*channels) if channels and waits.all_known(channels) else None
+    subscribed = watch is not None
     try:
         while True:
-            answers = await _read_all(context, wanted, body.max_bytes, committed, magic)
-            size = sum(len(a.records or b"") for a in answers)
-            failed = any(a.error for a in answers)
-            remaining = deadline - loop.time()
-            if size >= body.min_bytes or failed or remaining <= 0:
-                break
-            if watch is None:
-                channels = [
-                    context.pod.partitions.keys.partition(w.topic, w.partition).hw_channel
-                    for w in wanted
-                    if w.config is not None
-                ]
-                if not channels:
-                    break
-                watch = context.pod.hw_waits.watch(*channels)
-                if not await watch.subscribed(remaining):
-                    break
+            answers = await reading.read(wanted)
+            if reading.done(answers) or not channels:
+                return answers
+            if not subscribed:
+                if watch is None:
+                    watch = waits.watch(*channels)
+                subscribed = True
+                if not await watch.subscribed(reading.remaining):
+                    return answers
                 continue  # read again: a change before the subscription is not missed
-            if not await watch.next(remaining):
-                break
+            assert watch is not None
+            if not await watch.next(reading.remaining):
+                return answers
     finally:
         if watch is not None:
             watch.close()
-    if committed:
-        await _list_aborted(context, wanted, answers)
+
+
+def _response(
+    request: Request, error: int, session_id: int, answered: list[tuple[Wanted, Answer]]
+) -> Any:
     by_topic: dict[str, list[Any]] = {}
-    for w, a in zip(wanted, answers, strict=True):
-        if a.error == errors.KAFKA_STORAGE_ERROR and request.version < STORAGE_ERROR_SINCE:
-            a.error = errors.NOT_LEADER_OR_FOLLOWER  # retriable for them too
+    for w, a in answered:
         by_topic.setdefault(w.topic, []).append(
             PartitionData(
+                version=request.version,  # the version's other fields set: faster to encode
                 partition_index=w.partition,
                 error_code=a.error,
                 high_watermark=a.high_watermark,
@@ -165,201 +245,10 @@ async def handle(context: KafkaContext, request: Request) -> Any:
         )
     return Response[request.version](
         throttle_time_ms=0,
-        error_code=errors.NONE,
-        session_id=0,
-        responses=[TopicResponse(topic=t, partitions=parts) for t, parts in by_topic.items()],
+        error_code=error,
+        session_id=session_id,
+        responses=[
+            TopicResponse(version=request.version, topic=t, partitions=parts)
+            for t, parts in by_topic.items()
+        ],
     )
-
-
-async def _list_aborted(
-    context: KafkaContext, wanted: list[_Wanted], answers: list[_Answer]
-) -> None:
-    """read_committed: each answer holding transactional batches gets the aborted
-    transactions with records in the offsets it answers (Kafka's collectAbortedTransactions),
-    read concurrently (one pipeline)."""
-    txns = context.pod.partition_txns
-    chosen = [
-        (w, a)
-        for w, a in zip(wanted, answers, strict=True)
-        if a.transactional and w.config is not None
-    ]
-    if not chosen:
-        return
-    found = await asyncio.gather(
-        *(txns.aborted_ranges(w.config, w.partition, w.offset) for w, _ in chosen if w.config),
-        return_exceptions=True,
-    )
-    for (w, answer), ranges in zip(chosen, found, strict=True):
-        if isinstance(ranges, BrokerError):
-            answer.error, answer.records = error_of(ranges), None
-        elif isinstance(ranges, BaseException):
-            raise ranges
-        else:
-            answer.aborted = ranges.listed(w.offset, answer.bound)
-
-
-@dataclass(slots=True)
-class _Taken:
-    """One partition's records: its batches, their bytes (as budgets count them) and the
-    raw entries they came from (re-encoded when the response's own limit cuts them)."""
-
-    batches: list[bytes]
-    used: int
-    pages: list[list[Any]]
-    transactional: bool = False
-
-
-async def _read_all(
-    context: KafkaContext, wanted: list[_Wanted], max_bytes: int, committed: bool, magic: int = 2
-) -> list[_Answer]:
-    """One read of every partition: their first pages share one pipeline, their next pages
-    are read concurrently; then the response's ``max_bytes`` is applied in request order
-    (the first record of the response always comes, KIP-74). ``magic``: the message format
-    answered (magic_of)."""
-    limit = min(max_bytes, MAX_RESPONSE_BYTES) if max_bytes > 0 else MAX_RESPONSE_BYTES
-    firsts = [
-        None
-        if w.config is None or w.offset < 0 or w.refused
-        else context.pod.kafka.start_read(
-            w.config, w.partition, w.offset, _page(context, w, min(w.max_bytes, limit))
-        )
-        for w in wanted
-    ]
-
-    async def one(w: _Wanted, first: Any) -> tuple[_Answer, _Taken | None]:
-        if w.config is None:
-            return _Answer(errors.UNKNOWN_TOPIC_OR_PARTITION), None
-        if w.refused:
-            return _Answer(w.refused), None
-        if first is None:  # a negative fetch offset
-            return _Answer(errors.OFFSET_OUT_OF_RANGE), None
-        try:
-            # no partition reads more than the whole response may carry
-            read = await first
-            return await _partition(context, w, read, min(w.max_bytes, limit), committed, magic)
-        except BrokerError as exc:
-            return _Answer(error_of(exc)), None
-
-    results = await asyncio.gather(*(one(w, f) for w, f in zip(wanted, firsts, strict=True)))
-    bits = context.pod.kafka.bits
-    budget = limit
-    answers: list[_Answer] = []
-    any_records = False
-    for w, (answer, taken) in zip(wanted, results, strict=True):
-        if taken is not None and taken.batches:
-            assert w.config is not None
-            batches = taken.batches
-            if taken.used > budget:  # the response's limit cuts this partition: re-encode
-                entries = [entry for page in taken.pages for entry in page]
-                batches, _, used, _, transactional = _encode(
-                    entries, bits, answer.bound, budget, not any_records, w.config, magic
-                )
-            else:
-                used, transactional = taken.used, taken.transactional
-            if batches:
-                answer.records = b"".join(batches)
-                answer.transactional = transactional
-                any_records = True
-                budget -= used
-        answers.append(answer)
-    return answers
-
-
-def _page(context: KafkaContext, w: _Wanted, budget: int) -> int:
-    average = context.entry_sizes.get((w.topic, w.partition))
-    if not average:
-        return FIRST_PAGE
-    return max(1, min(MAX_PAGE, int(budget / average) + 1))
-
-
-def _encode(
-    entries: list[Any],
-    bits: int,
-    high_watermark: int,
-    budget: int,
-    take_first: bool,
-    config: TopicConfig,
-    magic: int = 2,
-) -> tuple[list[bytes], int, int, bool, bool]:
-    """(batches, entries taken, their bytes, stopped at the hw or the budget, a transactional
-    batch among them) of raw XRANGE
-    ``entries`` at or below ``high_watermark`` (V1's) within ``budget`` bytes (the first
-    entry whatever its size when ``take_first``), as topic ``config`` has its batches
-    (compression.type, message.timestamp.type). Budgets count uncompressed bytes.
-    ``magic`` 0 or 1 (Fetch v0-3): each run is a MessageSet of that format instead, and
-    transaction markers are taken and dropped, as Kafka's down-conversion drops them."""
-    rules = rules_of(config)
-    codec, append_time = rules.compression_codec, rules.log_append_time
-    batches: list[bytes] = []
-    used = 0
-    start = 0
-    transactional = False
-    while start < len(entries):
-        if magic < 2:
-            builder: Any = MessageSetBuilder(magic, codec)
-        else:  # a marker's control batch is never compressed, as Kafka writes them
-            builder = batch_builder(0 if is_control(entries[start][1]) else codec)
-        walked = walk_entries(
-            entries, start, bits, high_watermark, budget - used, take_first and start == 0,
-            builder.append, append_time,
-        )  # fmt: skip
-        if walked.end > start:
-            control = walked.control >= 0
-            if magic < 2:
-                if not control:
-                    batches.append(builder.build(walked.base, append_time))
-            else:
-                batches.append(finish_batch(
-                    builder, walked.base, append_time and not control, walked.producer_id,
-                    walked.producer_epoch, control,
-                ))  # fmt: skip
-                transactional = transactional or walked.producer_id >= 0
-            used += walked.used
-        start = walked.end
-        if walked.done:
-            return batches, start, used, True, transactional
-    return batches, start, used, False, transactional
-
-
-async def _partition(
-    context: KafkaContext,
-    w: _Wanted,
-    read: FetchRead,
-    budget: int,
-    committed: bool,
-    magic: int = 2,
-) -> tuple[_Answer, _Taken | None]:
-    """The partition's answer and its records within ``budget`` bytes (its first record
-    whatever its size), never above the high watermark the answer reports (read_committed:
-    never at or above its last stable offset)."""
-    assert w.config is not None
-    high_watermark = read.high_watermark  # V1's, of the first read: later pages keep it
-    log_start = read.log_start if read.log_start >= 0 else 0
-    bound = read.stable_bound if committed else high_watermark
-    answer = _Answer(errors.NONE, high_watermark + 1, log_start, None, read.stable_bound + 1, bound)
-    if w.offset > high_watermark + 1 or (read.log_start >= 0 and w.offset < read.log_start):
-        answer.error = errors.OFFSET_OUT_OF_RANGE
-        return answer, None
-    bits = context.pod.kafka.bits
-    taken = _Taken([], 0, [])
-    key = (w.topic, w.partition)
-    while True:
-        entries = read.entries
-        batches, end, used, done, transactional = _encode(
-            entries, bits, bound, budget - taken.used, not taken.batches, w.config, magic
-        )
-        if end:
-            taken.batches += batches
-            taken.used += used
-            taken.transactional = taken.transactional or transactional
-            taken.pages.append(entries if end == len(entries) else entries[:end])
-            seen = used / end
-            old = context.entry_sizes.get(key)
-            context.entry_sizes[key] = seen if old is None else (old + seen) / 2
-        if done or not read.page_full or taken.used >= budget or not end:
-            break
-        next_offset = codec.entry_offset(entries[end - 1][0], bits) + 1
-        read = await context.pod.kafka.start_read(
-            w.config, w.partition, next_offset, _page(context, w, budget - taken.used)
-        )
-    return answer, taken

@@ -18,6 +18,7 @@ from adapter.backpressure import AppendBudget
 from adapter.kafka.apis import HANDLERS
 from adapter.kafka.connection import KafkaConnection
 from adapter.kafka.context import KafkaContext
+from adapter.kafka.fetch_sessions import FetchSessions
 from adapter.limits import ConnectionSlots
 from adapter.pod import Pod
 from adapter.settings import Settings
@@ -79,7 +80,15 @@ class KafkaListener:
         registry = BrokerRegistry(
             pod.batcher, pod.keys, pod_id=pod.pod_id, address=f"{host}:{port}"
         )
-        context = KafkaContext(pod, registry, advertised_host=host, advertised_port=port)
+        context = KafkaContext(
+            pod,
+            registry,
+            advertised_host=host,
+            advertised_port=port,
+            fetch_sessions=FetchSessions(settings.kafka_fetch_session_slots),
+        )
+        if metrics is not None:
+            metrics.watch_fetch_sessions(context.fetch_sessions)
         new_connection = partial(
             KafkaConnection,
             context,

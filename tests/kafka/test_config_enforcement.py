@@ -26,7 +26,7 @@ from confluent_kafka import (
 from adapter.client import Client
 from adapter.client.client import RequestFailed
 from adapter.kafka import errors
-from adapter.kafka.fetch import _encode
+from adapter.kafka.fetch_reads import _encode
 from adapter.kafka.records import LOG_APPEND_TIME_ATTRIBUTE
 from adapter.kafka.versions import FETCH, PRODUCE
 from mapping.keys import Keys

@@ -286,7 +286,7 @@ def _fetched(batches: list[bytes]) -> list[tuple]:
 
 
 def test_fetch_encodes_every_entry_layout_as_entry_record_reads_it() -> None:
-    from adapter.kafka.fetch import _encode
+    from adapter.kafka.fetch_reads import _encode
     from mapping.records import entry_record
 
     batches, taken, _, done, _ = _encode(LAYOUTS, BITS, 1 << 40, 1 << 20, True, PLAIN)
@@ -299,7 +299,7 @@ def test_fetch_encodes_every_entry_layout_as_entry_record_reads_it() -> None:
 
 
 def test_fetch_stops_at_the_high_watermark_and_the_byte_budget() -> None:
-    from adapter.kafka.fetch import _encode
+    from adapter.kafka.fetch_reads import _encode
     from mapping.record_walk import RECORD_OVERHEAD
 
     batches, taken, _, done, _ = _encode(LAYOUTS, BITS, 9000, 1 << 20, True, PLAIN)

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.kafka import errors
-from adapter.kafka.fetch import _encode, magic_of, refusal
+from adapter.kafka.fetch_reads import _encode, magic_of, refusal
 from adapter.kafka.list_offsets import EARLIEST, LATEST, legacy_offsets
 from adapter.kafka.message_sets import MessageSetBuilder, decode_message_set
 from adapter.kafka.records import CorruptBatch, InvalidBatch, UnsupportedCompression

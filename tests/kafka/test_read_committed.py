@@ -190,7 +190,7 @@ def _entry(ms: int, *fields: bytes) -> tuple[bytes, list[bytes]]:
 
 
 def test_fetch_batches_split_per_producer_with_markers_as_control_batches() -> None:
-    from adapter.kafka.fetch import _encode
+    from adapter.kafka.fetch_reads import _encode
     from mapping.topic_config import TopicConfig
 
     plain = TopicConfig("t", 1, 1, 1)

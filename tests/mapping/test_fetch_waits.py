@@ -5,33 +5,9 @@ out otherwise, and channels are left after their linger."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 from mapping.waits import Channel, Waits
-
-
-class FakeSubscriber:
-    def __init__(self) -> None:
-        self.handlers: dict[str, list[Callable[[bytes], None]]] = {}
-        self.unsubscribed: list[str] = []
-        self.left = asyncio.Event()
-
-    def on_reconnect(self, callback: Callable[[], None]) -> None:
-        pass
-
-    async def subscribe(self, channel: str, handler: Callable[[bytes], None]) -> None:
-        handlers = self.handlers.setdefault(channel, [])
-        if handler not in handlers:
-            handlers.append(handler)
-
-    async def unsubscribe(self, channel: str, handler: Callable[[bytes], None]) -> None:
-        self.handlers[channel].remove(handler)
-        self.unsubscribed.append(channel)
-        self.left.set()
-
-    def publish(self, channel: str) -> None:
-        for handler in list(self.handlers.get(channel, [])):
-            handler(b"5 1 -1")
+from tests.support.pubsub import FakeSubscriber
 
 
 def test_a_notification_on_any_watched_channel_wakes_the_wait() -> None:

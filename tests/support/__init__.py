@@ -6,7 +6,8 @@
 - ``v1``, ``kafka``, ``kafka_groups``: raw V1 exchanges, a raw Kafka client and the Kafka
   clients' helpers, in-process Kafka group coordinators;
 - ``cli``, ``tls``, ``tls_proxy``, ``procfs``, ``topic_writer``: the command line pointed at
-  one Redis, certificates and a TLS proxy, a process's resources, writing topics in-process.
+  one Redis, certificates and a TLS proxy, a process's resources, writing topics in-process;
+- ``pubsub``: a stand-in for the pod's pub/sub connection, for in-process tests of waits.
 
 The fixtures built on these are in ``tests/conftest.py``; ``tests/README.md`` says which.
 """

@@ -65,6 +65,17 @@ local function refresh_hw(state, hw_channel, rf, lag_max_ms, now)
   return hw, isr, next_change
 end
 
+-- Wakes the hw channel's watchers with the state as it is ("<hw> <isr_size> -1"), after a
+-- change a Fetch answer reports that moves neither the hw nor the ISR (the log start): Kafka
+-- Fetch keeps what it read while its channel is quiet (mapping/hw_views.py).
+local function publish_state(state, hw_channel)
+  local v = redis.call('HMGET', state, 'hw', 'isr')
+  if not (v[1] and v[2]) then return end
+  local isr_size = 0
+  for _ in string.gmatch(v[2], '%S+') do isr_size = isr_size + 1 end
+  redis.call('PUBLISH', hw_channel, v[1] .. ' ' .. isr_size .. ' -1')
+end
+
 -- With --redis-wait-replicas readers pass durable = '1' and see hw only up to durable_hw,
 -- the log end the Redis replicas are known to have (partition/durable_mark.lua): a failover then
 -- cannot take back a record that was served.

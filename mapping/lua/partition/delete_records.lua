@@ -3,7 +3,8 @@
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, cut
 -- Kafka DeleteRecords on one partition: remove the records below `cut` from the leader
 -- log (and the follower replica streams, each keeping its last entry as retention does), and
--- record the new log start, so fetches below it are OFFSET_OUT_OF_RANGE.
+-- record the new log start, so fetches below it are OFFSET_OUT_OF_RANGE (published on the hw
+-- channel: Fetch reports the log start).
 -- KEYS = {log, state, hw_channel, appended, replica 1, ..., replica RF-1}.
 -- ARGV[4] = cut (an offset; -1: the high watermark, i.e. everything committed).
 -- Returns {0, low watermark (the log start now)} or {1, Kafka hw} when cut > Kafka hw.
@@ -21,4 +22,5 @@ if cut <= old_start then return {0, old_start} end
 redis.call('XTRIM', log, 'MINID', offset_id(cut, limit))
 trim_replicas(KEYS, 5, cut, limit)
 redis.call('HSET', state, 'log_start', fmt(cut))
+publish_state(state, KEYS[3])
 return {0, cut}

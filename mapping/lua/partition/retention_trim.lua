@@ -59,7 +59,10 @@ local trimmed = redis.call('XTRIM', log, 'MINID', offset_id(cut, limit))
 trim_replicas(KEYS, 5, cut, limit)
 local log_start = id_offset(last_removed[1][1], limit) + 1
 local before = tonumber(redis.call('HGET', state, 'log_start')) or 0
-if log_start > before then redis.call('HSET', state, 'log_start', fmt(log_start)) end
+if log_start > before then
+  redis.call('HSET', state, 'log_start', fmt(log_start))
+  publish_state(state, KEYS[3])  -- Fetch reports the log start
+end
 local kept = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)
 if #kept == 0 then return {trimmed, -1} end
 return {trimmed, id_offset(kept[1][1], limit)}

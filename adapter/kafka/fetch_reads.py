@@ -1,0 +1,316 @@
+"""Fetch's reads: each partition's records at or after its fetch offset up to the high
+watermark, within the request's byte limits (adapter/kafka/fetch.py long-polls and answers).
+
+- Byte limits are honoured in the Redis reads: each partition reads XRANGE pages whose
+  COUNT is its remaining byte budget over the partition's learned average entry size (a
+  small first page while nothing is known), never the whole log and trim.
+- Offsets: Kafka's high watermark is V1 hw + 1 (exclusive; 0 for an empty partition).
+  A fetch offset above it, or below the log start where retention or DeleteRecords removed
+  records, is OFFSET_OUT_OF_RANGE; any other position reads the records at or after it
+  (so offset 0 on a log that lost nothing reads from its first record).
+- A partition where nothing happened since the pod last read it (mapping/hw_views.py) is
+  answered from that read when the position has nothing to read (at the hw, or at the last
+  stable offset under read_committed): an idle consumer's Fetch costs no Redis call for it.
+- Topic configs: batches are compressed with the topic's compression.type, and a
+  LogAppendTime topic's batches carry the timestamp-type bit and one append time each.
+- Transactions (mapping/partition_txns.py): every answer carries the last stable offset;
+  read_committed (isolation_level 1) reads only below it and, when the records answered
+  hold transactional batches, lists the aborted transactions among them (one more Redis
+  read then only), which the client filters out. Transactional records come in batches of
+  one producer with the transactional bit, markers as control batches (records.py).
+- Old versions (Kafka 3.9's down-conversion): v0-1 answer magic 0 MessageSets, v2-3 magic 1
+  (message_sets.py), without control records (v0-3 are read_uncommitted); a topic with
+  message.downconversion.enable false answers them UNSUPPORTED_VERSION. A zstd topic
+  answers v0-9 UNSUPPORTED_COMPRESSION_TYPE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from adapter.kafka import errors
+from adapter.kafka.context import KafkaContext
+from adapter.kafka.errors import error_of
+from adapter.kafka.message_sets import MessageSetBuilder
+from adapter.kafka.records import batch_builder, finish_batch
+from mapping import codec
+from mapping.batcher import Pending
+from mapping.errors import BrokerError
+from mapping.kafka import FetchRead
+from mapping.record_walk import is_control, walk_entries
+from mapping.topic_config import TopicConfig
+from mapping.topic_rules import rules_of
+
+FIRST_PAGE = 16  # entries, while a partition's entry size is unknown
+MAX_PAGE = 10_000  # entries one XRANGE returns at most (a bound on one call's time)
+# The most one Fetch response carries whatever the client asks (Kafka's broker default
+# fetch.max.bytes): bounds what a pipelining client can make the pod hold.
+MAX_RESPONSE_BYTES = 57_671_680
+ZSTD_CODEC = 4
+ZSTD_SINCE = 10  # the first Fetch version whose clients read zstd (KIP-110)
+
+
+def magic_of(version: int) -> int:
+    """The message format a Fetch version reads: Kafka's down-conversion target."""
+    return 0 if version <= 1 else 1 if version <= 3 else 2
+
+
+def refusal(version: int, config: TopicConfig) -> int:
+    """Why a topic's records cannot be answered in this Fetch version (0: they can)."""
+    rules = rules_of(config)
+    if rules.compression_codec == ZSTD_CODEC and version < ZSTD_SINCE:
+        return errors.UNSUPPORTED_COMPRESSION_TYPE
+    if magic_of(version) < 2 and not rules.down_conversion:
+        return errors.UNSUPPORTED_VERSION
+    return errors.NONE
+
+
+@dataclass(slots=True)
+class Wanted:
+    """One partition of a Fetch: its position and byte limit, its topic's settings (None:
+    no such topic or partition) and its hw channel (mapping/hw_views.py)."""
+
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+    config: TopicConfig | None = None
+    refused: int = errors.NONE  # the topic's records cannot go to this version (refusal)
+    channel: str = ""
+
+
+@dataclass(slots=True)
+class Answer:
+    error: int = errors.NONE
+    high_watermark: int = -1
+    log_start: int = -1
+    records: bytes | None = None
+    last_stable: int = -1  # Kafka's LSO (exclusive)
+    bound: int = -1  # the last offset readable (V1's, inclusive: hw, or below the LSO)
+    transactional: bool = False  # the records hold a transactional batch
+    aborted: list[tuple[int, int]] | None = None  # (producer id, first offset): read_committed
+
+
+async def list_aborted(context: KafkaContext, wanted: list[Wanted], answers: list[Answer]) -> None:
+    """read_committed: each answer holding transactional batches gets the aborted
+    transactions with records in the offsets it answers (Kafka's collectAbortedTransactions),
+    read concurrently (one pipeline)."""
+    txns = context.pod.partition_txns
+    chosen = [
+        (w, a)
+        for w, a in zip(wanted, answers, strict=True)
+        if a.transactional and w.config is not None
+    ]
+    if not chosen:
+        return
+    found = await asyncio.gather(
+        *(txns.aborted_ranges(w.config, w.partition, w.offset) for w, _ in chosen if w.config),
+        return_exceptions=True,
+    )
+    for (w, answer), ranges in zip(chosen, found, strict=True):
+        if isinstance(ranges, BrokerError):
+            answer.error, answer.records = error_of(ranges), None
+        elif isinstance(ranges, BaseException):
+            raise ranges
+        else:
+            answer.aborted = ranges.listed(w.offset, answer.bound)
+
+
+@dataclass(slots=True)
+class _Taken:
+    """One partition's records: its batches, their bytes (as budgets count them) and the
+    raw entries they came from (re-encoded when the response's own limit cuts them)."""
+
+    batches: list[bytes]
+    used: int
+    pages: list[list[Any]]
+    transactional: bool = False
+
+
+async def read_all(
+    context: KafkaContext, wanted: list[Wanted], max_bytes: int, committed: bool, magic: int = 2
+) -> list[Answer]:
+    """One read of every partition: their first pages share one pipeline, their next pages
+    are read concurrently; then the response's ``max_bytes`` is applied in request order
+    (the first record of the response always comes, KIP-74). A partition with nothing to
+    read at its position by the pod's view of it (mapping/hw_views.py) is answered from
+    that view, with no Redis call and no task. ``magic``: the message format answered
+    (magic_of)."""
+    limit = min(max_bytes, MAX_RESPONSE_BYTES) if max_bytes > 0 else MAX_RESPONSE_BYTES
+    views = context.pod.hw_waits
+    kafka = context.pod.kafka
+    results: list[tuple[Answer, _Taken | None] | None] = []
+    reads: list[Any] = []
+    for w in wanted:
+        config = w.config
+        if config is None:
+            results.append((Answer(errors.UNKNOWN_TOPIC_OR_PARTITION), None))
+        elif w.refused:
+            results.append((Answer(w.refused), None))
+        elif w.offset < 0:
+            results.append((Answer(errors.OFFSET_OUT_OF_RANGE), None))
+        else:
+            known = views.known(w.channel, config)
+            answer = None if known is None else _answer_of(w, known, committed)
+            if answer is not None and (answer.error or w.offset > answer.bound):
+                results.append((answer, None))  # nothing to read there: no Redis call
+            else:
+                # no partition reads more than the whole response may carry
+                budget = min(w.max_bytes, limit)
+                first = views.start_read(
+                    kafka, config, w.partition, w.channel, w.offset, _page(context, w, budget)
+                )
+                reads.append(_read_one(context, w, first, budget, committed, magic))
+                results.append(None)
+    if reads:
+        read = iter(await asyncio.gather(*reads))
+        results = [next(read) if r is None else r for r in results]
+    bits = kafka.bits
+    budget = limit
+    answers: list[Answer] = []
+    any_records = False
+    for w, result in zip(wanted, results, strict=True):
+        assert result is not None
+        answer, taken = result
+        if taken is not None and taken.batches:
+            assert w.config is not None
+            batches = taken.batches
+            if taken.used > budget:  # the response's limit cuts this partition: re-encode
+                entries = [entry for page in taken.pages for entry in page]
+                batches, _, used, _, transactional = _encode(
+                    entries, bits, answer.bound, budget, not any_records, w.config, magic
+                )
+            else:
+                used, transactional = taken.used, taken.transactional
+            if batches:
+                answer.records = b"".join(batches)
+                answer.transactional = transactional
+                any_records = True
+                budget -= used
+        answers.append(answer)
+    return answers
+
+
+async def _read_one(
+    context: KafkaContext,
+    w: Wanted,
+    first: Pending[FetchRead],
+    budget: int,
+    committed: bool,
+    magic: int,
+) -> tuple[Answer, _Taken | None]:
+    try:
+        return await _partition(context, w, await first, budget, committed, magic)
+    except BrokerError as exc:
+        return Answer(error_of(exc)), None
+
+
+def _answer_of(w: Wanted, read: FetchRead, committed: bool) -> Answer:
+    """The partition's answer without its records: the high watermark, log start and last
+    stable offset ``read`` found, OFFSET_OUT_OF_RANGE for a position outside the log."""
+    high_watermark = read.high_watermark  # V1's
+    bound = read.stable_bound if committed else high_watermark
+    log_start = read.log_start if read.log_start >= 0 else 0
+    answer = Answer(errors.NONE, high_watermark + 1, log_start, None, read.stable_bound + 1, bound)
+    if w.offset > high_watermark + 1 or (read.log_start >= 0 and w.offset < read.log_start):
+        answer.error = errors.OFFSET_OUT_OF_RANGE
+    return answer
+
+
+def _page(context: KafkaContext, w: Wanted, budget: int) -> int:
+    average = context.entry_sizes.get((w.topic, w.partition))
+    if not average:
+        return FIRST_PAGE
+    return max(1, min(MAX_PAGE, int(budget / average) + 1))
+
+
+def _encode(
+    entries: list[Any],
+    bits: int,
+    high_watermark: int,
+    budget: int,
+    take_first: bool,
+    config: TopicConfig,
+    magic: int = 2,
+) -> tuple[list[bytes], int, int, bool, bool]:
+    """(batches, entries taken, their bytes, stopped at the hw or the budget, a transactional
+    batch among them) of raw XRANGE
+    ``entries`` at or below ``high_watermark`` (V1's) within ``budget`` bytes (the first
+    entry whatever its size when ``take_first``), as topic ``config`` has its batches
+    (compression.type, message.timestamp.type). Budgets count uncompressed bytes.
+    ``magic`` 0 or 1 (Fetch v0-3): each run is a MessageSet of that format instead, and
+    transaction markers are taken and dropped, as Kafka's down-conversion drops them."""
+    rules = rules_of(config)
+    codec, append_time = rules.compression_codec, rules.log_append_time
+    batches: list[bytes] = []
+    used = 0
+    start = 0
+    transactional = False
+    while start < len(entries):
+        if magic < 2:
+            builder: Any = MessageSetBuilder(magic, codec)
+        else:  # a marker's control batch is never compressed, as Kafka writes them
+            builder = batch_builder(0 if is_control(entries[start][1]) else codec)
+        walked = walk_entries(
+            entries, start, bits, high_watermark, budget - used, take_first and start == 0,
+            builder.append, append_time,
+        )  # fmt: skip
+        if walked.end > start:
+            control = walked.control >= 0
+            if magic < 2:
+                if not control:
+                    batches.append(builder.build(walked.base, append_time))
+            else:
+                batches.append(finish_batch(
+                    builder, walked.base, append_time and not control, walked.producer_id,
+                    walked.producer_epoch, control,
+                ))  # fmt: skip
+                transactional = transactional or walked.producer_id >= 0
+            used += walked.used
+        start = walked.end
+        if walked.done:
+            return batches, start, used, True, transactional
+    return batches, start, used, False, transactional
+
+
+async def _partition(
+    context: KafkaContext,
+    w: Wanted,
+    read: FetchRead,
+    budget: int,
+    committed: bool,
+    magic: int = 2,
+) -> tuple[Answer, _Taken | None]:
+    """The partition's answer and its records within ``budget`` bytes (its first record
+    whatever its size), never above the high watermark the answer reports (read_committed:
+    never at or above its last stable offset)."""
+    assert w.config is not None
+    answer = _answer_of(w, read, committed)  # of the first read: later pages keep it
+    if answer.error:
+        return answer, None
+    bound = answer.bound
+    bits = context.pod.kafka.bits
+    taken = _Taken([], 0, [])
+    key = (w.topic, w.partition)
+    while True:
+        entries = read.entries
+        batches, end, used, done, transactional = _encode(
+            entries, bits, bound, budget - taken.used, not taken.batches, w.config, magic
+        )
+        if end:
+            taken.batches += batches
+            taken.used += used
+            taken.transactional = taken.transactional or transactional
+            taken.pages.append(entries if end == len(entries) else entries[:end])
+            seen = used / end
+            old = context.entry_sizes.get(key)
+            context.entry_sizes[key] = seen if old is None else (old + seen) / 2
+        if done or not read.page_full or taken.used >= budget or not end:
+            break
+        next_offset = codec.entry_offset(entries[end - 1][0], bits) + 1
+        read = await context.pod.kafka.start_read(
+            w.config, w.partition, next_offset, _page(context, w, budget - taken.used)
+        )
+    return answer, taken
