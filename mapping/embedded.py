@@ -48,6 +48,13 @@ class RedisServerError(RuntimeError):
     """redis-server is missing, exited at start or did not answer in time."""
 
 
+class _PortTaken(Exception):
+    """redis-server could not bind its port (or its cluster bus port)."""
+
+
+_PORT_ATTEMPTS = 5
+
+
 class RedisProcess:
     def __init__(
         self,
@@ -58,16 +65,23 @@ class RedisProcess:
         appendfsync: str = "everysec",
         extra_args: list[str] | None = None,
         die_with_parent: bool = True,
+        cluster_bus: bool = False,
     ) -> None:
         """``appendfsync``: ``everysec`` (Redis' default: a crash of the machine or a SIGKILL
         of redis-server can lose the writes of the last second or so, acknowledged or not),
         ``always`` (fsync before every reply: nothing acknowledged is lost, slower) or ``no``.
         ``die_with_parent``: on Linux the server gets SIGTERM when the process that started it
-        dies, even by SIGKILL, so an embedded Redis never outlives its pod."""
+        dies, even by SIGKILL, so an embedded Redis never outlives its pod. ``cluster_bus``:
+        a Redis Cluster node, its bus on a port of its own (``bus_port``; Redis' default,
+        port + 10000, fails for ports above 55535)."""
         if appendfsync not in ("always", "everysec", "no"):
             raise ValueError(f"appendfsync must be always, everysec or no, got {appendfsync!r}")
         self.data_dir = Path(data_dir)
+        # A port picked here may be taken by another process before redis-server binds it:
+        # then the first start picks again (a port given by the caller is kept).
+        self._ports_picked = port is None
         self.port = port or free_port()
+        self.bus_port = free_port() if cluster_bus else None
         self.appendonly = appendonly
         self.appendfsync = appendfsync
         self.die_with_parent = die_with_parent
@@ -86,6 +100,20 @@ class RedisProcess:
                 "./tools/bootstrap.sh run)"
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                self._spawn(binary)
+                self._wait_ready(timeout_s)
+                return self
+            except _PortTaken as taken:
+                if not self._ports_picked or attempt == _PORT_ATTEMPTS - 1:
+                    raise RedisServerError(str(taken)) from None
+                self.port = free_port()
+                self.bus_port = free_port() if self.bus_port is not None else None
+        raise AssertionError("unreachable")
+
+    def _spawn(self, binary: str) -> None:
+        bus = ["--cluster-port", str(self.bus_port)] if self.bus_port is not None else []
         command = [
             binary,
             "--port", str(self.port),
@@ -95,26 +123,39 @@ class RedisProcess:
             "--appendonly", "yes" if self.appendonly else "no",
             "--appendfsync", self.appendfsync,
             "--logfile", "redis.log",
+            *bus,
             *self.extra_args,
         ]  # fmt: skip
         preexec = _die_with_parent if self.die_with_parent and sys.platform == "linux" else None
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=preexec
         )
-        self._wait_ready(timeout_s)
-        return self
+
+    def _log_tail(self, lines: int = 5) -> str:
+        try:
+            text = (self.data_dir / "redis.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(text.strip().splitlines()[-lines:])
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
+        # (a read timeout too: whoever took the port may accept and never answer)
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.5, socket_timeout=0.5)
         try:
             while True:
                 if self.process is not None and self.process.poll() is not None:
-                    raise RedisServerError(f"redis-server exited: {self.process.stderr.read()!r}")
+                    stderr = self.process.stderr.read() if self.process.stderr else b""
+                    log = self._log_tail()
+                    self.process = None
+                    message = f"redis-server on port {self.port} exited: {stderr!r} {log}"
+                    if "Address already in use" in log:
+                        raise _PortTaken(message)
+                    raise RedisServerError(message)
                 try:
                     if client.ping():
                         return
-                except (redis.ConnectionError, redis.BusyLoadingError):
+                except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
                     pass
                 if time.monotonic() > deadline:
                     raise RedisServerError(f"redis-server on port {self.port} did not start")

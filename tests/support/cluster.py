@@ -8,7 +8,7 @@ from pathlib import Path
 
 import redis
 
-from mapping.embedded import RedisProcess, free_port
+from mapping.embedded import RedisProcess
 from tests.support.waiting import wait_until
 
 
@@ -42,12 +42,11 @@ class LoopbackCluster:
         appendonly: bool = True,
     ) -> None:
         self.replicas = replicas
-        # The bus port is set: the default (port + 10000) fails for ports above 55535.
-        self.bus_ports = [free_port() for _ in range(primaries * (1 + replicas))]
         self.nodes = [
             RedisProcess(
                 base / f"node{i}",
                 appendonly=appendonly,
+                cluster_bus=True,
                 extra_args=[
                     "--cluster-enabled",
                     "yes",
@@ -55,11 +54,9 @@ class LoopbackCluster:
                     "nodes.conf",
                     "--cluster-node-timeout",
                     str(node_timeout_ms),
-                    "--cluster-port",
-                    str(bus_port),
                 ],
             )  # fmt: skip
-            for i, bus_port in enumerate(self.bus_ports)
+            for i in range(primaries * (1 + replicas))
         ]
 
     @property
@@ -95,7 +92,7 @@ class LoopbackCluster:
                 client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
                 if i:
                     client.execute_command(
-                        "CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port, self.bus_ports[0]
+                        "CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port, self.nodes[0].bus_port
                     )
             finally:
                 client.close()
