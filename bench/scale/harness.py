@@ -56,6 +56,8 @@ class Outcome:
     # "pods", "redis", "loaders": each process's share of a core; "host": the machine's busy
     # share of all its cores
     cpu: dict[str, list[float]]
+    # what ``probe`` read at the word and after the last report (run's docstring)
+    probed: tuple[Any, Any] | None = None
 
     @property
     def records(self) -> int:
@@ -136,11 +138,13 @@ def run(
     watched: dict[str, list[int]],
     timeout_s: float,
     settled: Callable[[], bool] | None = None,
+    probe: Callable[[], Any] | None = None,
 ) -> Outcome:
     """One process per ``arg_sets`` entry running ``target``; the word goes once all are
     ready (and ``settled()`` says so, e.g. a group has its assignment); ``watched`` names
     the pids whose CPU is read, by role, over the work's window: from the earliest start
-    the reports give to their latest end."""
+    the reports give to their latest end. ``probe`` (Redis' command statistics, say) is
+    called just before the word and once every report is in."""
     out = CONTEXT.Queue()
     go = CONTEXT.Event()
     readies = [CONTEXT.Event() for _ in arg_sets]
@@ -160,10 +164,12 @@ def run(
                 raise RuntimeError("the load processes did not settle in 120 s")
             time.sleep(0.05)
         with Sampler([pid for group in watched.values() for pid in group]) as sampler:
+            before = probe() if probe is not None else None
             began = time.monotonic()
             go.set()
             reports = [out.get(timeout=timeout_s) for _ in processes]
             finished = time.monotonic()
+            probed = (before, probe()) if probe is not None else None
     finally:
         go.set()
         for process in processes:
@@ -179,4 +185,4 @@ def run(
         cpu[role], used = used[: len(group)], used[len(group) :]
     cpu["loaders"] = [r.cpu_s / r.wall_s if r.wall_s else 0.0 for r in reports]
     cpu["host"] = [host]
-    return Outcome(reports, end - start, cpu)
+    return Outcome(reports, end - start, cpu, probed)

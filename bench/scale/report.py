@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from bench.scale import commands
+
 BUSY = 0.9  # a load process above this share of a core may be what limits its row
 
 
@@ -119,6 +121,9 @@ def format_row(row: Row) -> str:
     )
     if idle:
         text += f"\n    {idle} || no client"
+    costs = [side.extra.get("redis_per_record") for side in (row.adapter, row.raw)]
+    if any(costs):
+        text += "\n    Redis " + " || ".join(commands.summary(c or {}) for c in costs)
     for name, side in (("adapter", row.adapter), ("raw", row.raw)):
         if side.errors:
             text += f"\n    {name} ERRORS={side.errors} {side.note!r}"

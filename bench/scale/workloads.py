@@ -20,7 +20,7 @@ import redis
 
 from bench import baseline, loadgen
 from bench.kafka import RAW_BATCH
-from bench.scale import harness, idle, kafka_load, raw
+from bench.scale import commands, harness, idle, kafka_load, raw
 from bench.scale.deployment import KEYS, Deployment
 from bench.scale.report import Pair, Side
 from mapping import codec
@@ -58,11 +58,17 @@ class Stage:
     def watched(self) -> dict[str, list[int]]:
         return {"pods": self.deployment.pod_pids(), "redis": self.deployment.redis_pids()}
 
+    def commands(self) -> commands.Stats:
+        """Every primary's command statistics now (harness.run's probe)."""
+        return commands.read(self.deployment.node_ports)
+
     def split(self, total: int, parts: int) -> list[int]:
         return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
 def _side(outcome: harness.Outcome, **extra: Any) -> Side:
+    if outcome.probed is not None:  # Redis' work per record, by command
+        extra["redis_per_record"] = commands.per_record(*outcome.probed, outcome.records)
     return Side(outcome.records, outcome.rate, outcome.cpu, outcome.errors, outcome.note,
                 extra)  # fmt: skip
 
@@ -79,7 +85,7 @@ def kafka_produce(stage: Stage) -> Pair:
     outcome = harness.run(
         kafka_load.produce,
         [(d.bootstrap, topic, o.partitions, n, o.value_size) for n in shares],
-        stage.watched, TIMEOUT_S,
+        stage.watched, TIMEOUT_S, probe=stage.commands,
     )  # fmt: skip
     made = sum(r.extra.get("batch_records", 0) for r in outcome.reports)
     batches = sum(r.extra.get("batches", 0) for r in outcome.reports)
@@ -101,7 +107,7 @@ def kafka_produce(stage: Stage) -> Pair:
     outcome = harness.run(
         raw.calls,
         [(d.node_ports, (KAFKA_PRODUCE.source,), work, n, 0.0, o.partitions) for n in shares],
-        stage.watched, TIMEOUT_S,
+        stage.watched, TIMEOUT_S, probe=stage.commands,
     )  # fmt: skip
     spread = [0] * len(d.node_ports)
     for p in range(o.partitions):
@@ -122,7 +128,7 @@ def kafka_fetch(stage: Stage) -> Pair:
     outcome = harness.run(
         kafka_load.consume,
         [(d.bootstrap, topic, group, i, assigned) for i in range(count)],
-        stage.watched, TIMEOUT_S, settled=_settled(assigned, o.partitions),
+        stage.watched, TIMEOUT_S, settled=_settled(assigned, o.partitions), probe=stage.commands,
     )  # fmt: skip
     held = [r.extra.get("partitions") for r in outcome.reports]
     adapter = _side(outcome, consumers=count, stored=stored, partitions_per_consumer=held)
@@ -130,7 +136,7 @@ def kafka_fetch(stage: Stage) -> Pair:
             for p in range(o.partitions)]  # fmt: skip
     outcome = harness.run(
         raw.read_logs, [(d.node_ports, logs[i::count]) for i in range(count)],
-        stage.watched, TIMEOUT_S,
+        stage.watched, TIMEOUT_S, probe=stage.commands,
     )  # fmt: skip
     return Pair("Kafka fetch", adapter, _side(outcome, processes=count))
 
