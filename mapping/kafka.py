@@ -220,15 +220,16 @@ class KafkaStore:
             self.partitions.batcher.submit("XRANGE", pk.log, "-", "+", "COUNT", 1),
             self.partitions.batcher.submit("HGET", pk.state, "log_start"),
         )
-        end = int(status[0]) + 1
-        if committed:
-            end = last_stable_offset(int(status[0]), int(status[6]))
+        end = _fetchable_end(status, committed)
         return kafka_log_start(first, log_start, end, self.bits), end
 
     async def at_or_after_time(
-        self, config: TopicConfig, partition: int, timestamp_ms: int
+        self, config: TopicConfig, partition: int, timestamp_ms: int, committed: bool = False
     ) -> StoredRecord | None:
-        """The first committed record appended at or after ``timestamp_ms``."""
+        """The first record appended at or after ``timestamp_ms``, when it is committed
+        (``committed``, read_committed: below the last stable offset too); else None, as
+        Kafka's Partition.fetchOffsetForTimestamp answers a record found past the last
+        offset the reader may fetch."""
         pk = self.keys.partition(config.name, partition)
         status, found = await _gather(
             self._status(config, partition),
@@ -239,7 +240,7 @@ class KafkaStore:
         if not found:
             return None
         record = entry_record(found[0][0], found[0][1], self.bits)
-        if record.offset > int(status[0]):
+        if record.offset >= _fetchable_end(status, committed):
             return None
         return record._replace(timestamp=record.offset >> self.bits)
 
@@ -249,10 +250,16 @@ class KafkaStore:
         call = partition_status_call(partitions.head(config, partition), partitions.durable_reads)
         return partitions.batcher.submit(*call)
 
-    async def last_committed(self, config: TopicConfig, partition: int) -> StoredRecord | None:
-        """The record at the high watermark (the newest committed one)."""
+    async def last_committed(
+        self, config: TopicConfig, partition: int, committed: bool = False
+    ) -> StoredRecord | None:
+        """The record at the high watermark (the newest committed one); ``committed``
+        (read_committed): None when it is not below the last stable offset (a transaction
+        is open), as Kafka filters its max-timestamp answer."""
         status = await self.partitions.partition_status(config, partition, reader=True)
         if status.high_watermark < 0:
+            return None
+        if committed and status.high_watermark >= status.last_stable_offset:
             return None
         pk = self.keys.partition(config.name, partition)
         hw_id = codec.entry_id(status.high_watermark, self.bits)
@@ -271,6 +278,14 @@ class KafkaStore:
 
     async def new_producer_id(self) -> int:
         return int(await self.partitions.batcher.call("INCR", self.keys.kafka_producer_ids))
+
+
+def _fetchable_end(status: list[Any], committed: bool) -> int:
+    """From partition/status.lua's reply: the end (exclusive) of what a reader may fetch,
+    Kafka's high watermark (V1 hw + 1), or read_committed's last stable offset."""
+    if committed:
+        return last_stable_offset(int(status[0]), int(status[6]))
+    return int(status[0]) + 1
 
 
 async def _gather(*futures: Any) -> list[Any]:

@@ -16,19 +16,29 @@ adapter/kafka/fetch_sessions.py) for the clients that open them.
   say.
 - KAFKA_STORAGE_ERROR goes to v0-5 as NOT_LEADER_OR_FOLLOWER (older clients do not know
   it), as Kafka does.
+- Topic ids (v13+, KIP-516): requests and answers name topics by id. An id no topic has (a
+  deleted topic's, also once a topic of its name exists again) is UNKNOWN_TOPIC_ID for
+  each of its partitions, as Kafka's handleFetchRequest answers; sessions key their
+  partitions by id (fetch_sessions.py). v15's ReplicaState and v17's ReplicaDirectoryId
+  concern followers (consumers send -1 and none): ignored, as the replica id always was.
+  v16's NodeEndpoints (KIP-951) lists the current leaders of partitions answered
+  NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH; a Fetch here answers neither (any pod
+  serves any partition; a storage error goes as NOT_LEADER_OR_FOLLOWER only to v0-5), so
+  it stays empty.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
 from adapter.kafka import errors
-from adapter.kafka.context import KafkaContext
+from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.fetch_reads import Answer, Wanted, list_aborted, magic_of, read_all, refusal
-from adapter.kafka.fetch_sessions import FetchSession, SessionPartition
+from adapter.kafka.fetch_sessions import FetchSession, PartitionKey, SessionPartition
 from adapter.kafka.protocol import Request
 from adapter.kafka.session_follow import SessionFollower
 from adapter.kafka.versions import FETCH
@@ -41,31 +51,39 @@ PartitionData = TopicResponse.PartitionData
 Aborted = PartitionData.AbortedTransaction
 
 STORAGE_ERROR_SINCE = 6  # the first Fetch version whose clients know KAFKA_STORAGE_ERROR
+TOPIC_IDS_SINCE = 13  # the first Fetch version naming topics by id (KIP-516)
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
     body = request.body
     deadline = asyncio.get_running_loop().time() + max(body.max_wait_ms, 0) / 1000
     committed = body.isolation_level == 1
+    ids = request.version >= TOPIC_IDS_SINCE
+    topics = body.topics or ()  # an array sent as null: none
+    names = await _names(context, {t.topic_id for t in topics}) if ids else {}
+    forgotten: list[PartitionKey] = [
+        (t.topic_id if ids else t.topic, p)
+        for t in getattr(body, "forgotten_topics_data", None) or ()  # v7+
+        for p in t.partitions or ()
+    ]
     sessions = context.fetch_sessions
     fetch = sessions.open(
         getattr(body, "session_id", 0),  # v7+
         getattr(body, "session_epoch", -1),
-        _requested(body),
-        [
-            (t.topic, p)
-            for t in getattr(body, "forgotten_topics_data", None) or ()
-            for p in t.partitions or ()
-        ],
+        _requested(topics, names, ids),
+        forgotten,
         _now_ms(),
+        ids,
     )
     if fetch.error:
         return _response(request, fetch.error, 0, [])
     reading = _Reading(context, body, request.version, committed, deadline)
     if fetch.session is not None:
+        if ids:
+            await _resolve(context, fetch.session)
         looked = await _incremental(reading, fetch.session)
     else:
-        wanted = [Wanted(p.topic, p.partition, p.offset, p.max_bytes) for p in fetch.partitions]
+        wanted = [_wanted(p) for p in fetch.partitions]
         _configure(context, wanted, await _configs(context, {w.topic for w in wanted}), reading)
         looked = list(zip(wanted, await _long_poll(reading, wanted), strict=True))
     if committed:
@@ -75,12 +93,8 @@ async def handle(context: KafkaContext, request: Request) -> Any:
             a.error = errors.NOT_LEADER_OR_FOLLOWER  # retriable for them too
     if fetch.session is not None:
         partitions = fetch.session.partitions
-        sent = [
-            (w, a) for w, a in looked if _must_answer(partitions.get((w.topic, w.partition)), a)
-        ]
-        error, session_id = sessions.finish(
-            fetch, [partitions[(w.topic, w.partition)] for w, _ in sent], _now_ms()
-        )
+        sent = [(w, a) for w, a in looked if _must_answer(partitions.get(w.key), a)]
+        error, session_id = sessions.finish(fetch, [partitions[w.key] for w, _ in sent], _now_ms())
     else:
         if fetch.create:  # the session's partitions are told what they are answered
             for p, (_, a) in zip(fetch.partitions, looked, strict=True):
@@ -127,22 +141,60 @@ def _must_answer(p: SessionPartition | None, a: Answer) -> bool:
     return p.must_answer(a.error, a.high_watermark, a.log_start, a.last_stable, bool(a.records))
 
 
-def _requested(body: Any) -> list[SessionPartition]:
+def _requested(
+    topics: Iterable[Any], names: dict[uuid.UUID, str | None], ids: bool
+) -> list[SessionPartition]:
+    """The partitions a request names: by topic name (v0-12) or by topic id (v13+) with the
+    name it resolved to (``names``)."""
     return [
-        SessionPartition(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
-        for topic in body.topics or ()  # an array sent as null: none
-        for p in topic.partitions or ()
-    ]
+        SessionPartition(names.get(t.topic_id), p.partition, p.fetch_offset,
+                         p.partition_max_bytes, topic_id=t.topic_id)
+        if ids
+        else SessionPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        for t in topics
+        for p in t.partitions or ()
+    ]  # fmt: skip
+
+
+def _wanted(p: SessionPartition) -> Wanted:
+    return Wanted(p.topic, p.partition, p.offset, p.max_bytes, topic_id=p.topic_id)
+
+
+async def _names(context: KafkaContext, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str | None]:
+    """The name of each topic id (None: no topic has it), looked up once per Fetch."""
+    names: dict[uuid.UUID, str | None] = {}
+    for topic_id in ids:
+        try:
+            names[topic_id] = await context.topic_name(topic_id)
+        except BrokerError:
+            names[topic_id] = None
+    return names
+
+
+async def _resolve(context: KafkaContext, session: FetchSession) -> None:
+    """Try again the session's topic ids no topic had (Kafka's maybeResolveUnknownName)."""
+    unresolved = session.unresolved()
+    if not unresolved:
+        return
+    names = await _names(context, unresolved)
+    for key, p in list(session.partitions.items()):
+        name = names.get(p.topic_id) if p.topic_id is not None else None
+        if p.topic is None and name is not None:
+            session.resolve(key, name)
 
 
 def _now_ms() -> float:
     return time.monotonic() * 1000
 
 
-async def _configs(context: KafkaContext, topics: Iterable[str]) -> dict[str, TopicConfig | None]:
+async def _configs(
+    context: KafkaContext, topics: Iterable[str | None]
+) -> dict[str, TopicConfig | None]:
     """Each topic's settings (None: no such topic), looked up once per Fetch."""
     configs: dict[str, TopicConfig | None] = {}
     for name in topics:
+        if name is None:  # a topic id that resolved to no topic
+            continue
         try:
             configs[name] = await context.find_topic(name)
         except BrokerError:
@@ -157,11 +209,17 @@ def _configure(
     reading: _Reading,
 ) -> None:
     """Each partition's topic settings, whether its records can go to this version, and its
-    hw channel."""
+    hw channel. A partition named by a topic id that is not (or no longer) its topic's is
+    UNKNOWN_TOPIC_ID: the topic was deleted, or deleted and created again meanwhile."""
     refusals = {name: refusal(reading.version, c) for name, c in configs.items() if c}
+    by_id = reading.version >= TOPIC_IDS_SINCE
+    ids = {name: topic_id_of(c) for name, c in configs.items() if c and by_id}
     keys = context.pod.keys
     for w in wanted:
-        config = configs.get(w.topic)
+        config = configs.get(w.topic) if w.topic is not None else None
+        if w.topic_id is not None and (config is None or ids[config.name] != w.topic_id):
+            w.missing = errors.UNKNOWN_TOPIC_ID
+            continue
         if config is not None and 0 <= w.partition < config.partitions:
             w.config = config
             w.refused = refusals[w.topic]
@@ -179,15 +237,15 @@ async def _incremental(reading: _Reading, session: FetchSession) -> list[tuple[W
     follower.sync()
     configs = await _configs(context, list(follower.topics))
     follower.topics_now(configs)
-    looked: dict[tuple[str, int], tuple[Wanted, Answer]] = {}
+    looked: dict[PartitionKey, tuple[Wanted, Answer]] = {}
     while True:
         changes = follower.changes
-        wanted = [Wanted(p.topic, p.partition, p.offset, p.max_bytes) for p in session.to_read()]
+        wanted = [_wanted(p) for p in session.to_read()]
         _configure(context, wanted, configs, reading)
         answers = await reading.read(wanted)
         now = list(zip(wanted, answers, strict=True))
         follower.settle(now, reading.committed)
-        looked.update(((w.topic, w.partition), (w, a)) for w, a in now)
+        looked.update((w.key, (w, a)) for w, a in now)
         if reading.done(answers) or follower.closed:
             break
         if follower.changes == changes and not await follower.wait(reading.remaining):
@@ -226,9 +284,9 @@ async def _long_poll(reading: _Reading, wanted: list[Wanted]) -> list[Answer]:
 def _response(
     request: Request, error: int, session_id: int, answered: list[tuple[Wanted, Answer]]
 ) -> Any:
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str | uuid.UUID | None, list[Any]] = {}  # by name, or by id in v13+
     for w, a in answered:
-        by_topic.setdefault(w.topic, []).append(
+        by_topic.setdefault(w.key[0], []).append(
             PartitionData(
                 version=request.version,  # the version's other fields set: faster to encode
                 partition_index=w.partition,
@@ -243,12 +301,14 @@ def _response(
                 records=a.records or b"",  # librdkafka refuses a null record set
             )
         )
-    return Response[request.version](
+    version = request.version
+    name = "topic_id" if version >= TOPIC_IDS_SINCE else "topic"
+    return Response[version](
         throttle_time_ms=0,
         error_code=error,
         session_id=session_id,
         responses=[
-            TopicResponse(version=request.version, topic=t, partitions=parts)
+            TopicResponse(version=version, partitions=parts, **{name: t})
             for t, parts in by_topic.items()
         ],
     )

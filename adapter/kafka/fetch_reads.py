@@ -27,12 +27,14 @@ watermark, within the request's byte limits (adapter/kafka/fetch.py long-polls a
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
+from adapter.kafka.fetch_sessions import PartitionKey, partition_key
 from adapter.kafka.message_sets import MessageSetBuilder
 from adapter.kafka.records import batch_builder, finish_batch
 from mapping import codec
@@ -70,15 +72,23 @@ def refusal(version: int, config: TopicConfig) -> int:
 @dataclass(slots=True)
 class Wanted:
     """One partition of a Fetch: its position and byte limit, its topic's settings (None:
-    no such topic or partition) and its hw channel (mapping/hw_views.py)."""
+    no such topic or partition: answered ``missing``) and its hw channel
+    (mapping/hw_views.py). ``topic_id``: the id a Fetch v13+ named it by, ``topic`` the
+    name that id resolved to (None: none)."""
 
-    topic: str
+    topic: str | None
     partition: int
     offset: int
     max_bytes: int
     config: TopicConfig | None = None
     refused: int = errors.NONE  # the topic's records cannot go to this version (refusal)
     channel: str = ""
+    topic_id: uuid.UUID | None = None
+    missing: int = errors.UNKNOWN_TOPIC_OR_PARTITION
+
+    @property
+    def key(self) -> PartitionKey:
+        return partition_key(self.topic, self.topic_id, self.partition)
 
 
 @dataclass(slots=True)
@@ -146,7 +156,7 @@ async def read_all(
     for w in wanted:
         config = w.config
         if config is None:
-            results.append((Answer(errors.UNKNOWN_TOPIC_OR_PARTITION), None))
+            results.append((Answer(w.missing), None))
         elif w.refused:
             results.append((Answer(w.refused), None))
         elif w.offset < 0:

@@ -18,6 +18,12 @@ A Fetch (v7+) carries a session id and an epoch:
   INVALID_FETCH_SESSION_EPOCH: answered at once with no partitions, and the client starts a
   full fetch again, as with Kafka's brokers. kafka-python and the Java client do this.
 
+Fetch v13+ names topics by id (KIP-516): a session made by one keeps its partitions by
+(topic id, partition), one made by v7-12 by (name, partition), and a request of the other
+kind in it is FETCH_SESSION_TOPIC_ID_ERROR, as Kafka answers. A partition whose id no topic
+has is kept with no name (Kafka's unresolved CachedPartition) and answered UNKNOWN_TOPIC_ID
+until its id resolves or the client forgets it (adapter/kafka/fetch.py resolves the ids).
+
 Sessions live in the pod's memory only (pods are stateless: a session is a cache of what the
 client keeps sending, never state to lose). Bounds: ``slots`` sessions (Kafka's
 ``max.incremental.fetch.session.cache.slots``, the pod's ``--kafka-fetch-session-slots``)
@@ -34,6 +40,7 @@ used again.
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -52,7 +59,14 @@ SWEEP_MS = 10_000
 # Partitions all sessions of a pod hold at most (about 200 bytes each: ~40 MB).
 MAX_CACHED_PARTITIONS = 200_000
 
-PartitionKey = tuple[str, int]
+# (topic name, partition) in a session of v7-12, (topic id, partition) in one of v13+ (a
+# name sent as null: None, answered UNKNOWN_TOPIC_OR_PARTITION)
+PartitionKey = tuple[str | uuid.UUID | None, int]
+
+
+def partition_key(topic: str | None, topic_id: uuid.UUID | None, partition: int) -> PartitionKey:
+    """How a fetch names a partition: by topic id where it gave one (v13+), else by name."""
+    return (topic if topic_id is None else topic_id), partition
 
 
 def next_epoch(epoch: int) -> int:
@@ -65,15 +79,22 @@ def next_epoch(epoch: int) -> int:
 @dataclass(slots=True)
 class SessionPartition:
     """A partition of a fetch: the client's position and byte limit and, in a session, what
-    it was last told (-1: nothing yet, so its first answer always goes)."""
+    it was last told (-1: nothing yet, so its first answer always goes). ``topic_id``: the
+    id the client named it by (v13+), ``topic`` then the name it resolved to (None: no
+    topic has that id)."""
 
-    topic: str
+    topic: str | None
     partition: int
     offset: int
     max_bytes: int
     high_watermark: int = -1
     log_start: int = -1
     last_stable: int = -1
+    topic_id: uuid.UUID | None = None
+
+    @property
+    def key(self) -> PartitionKey:
+        return partition_key(self.topic, self.topic_id, self.partition)
 
     def must_answer(
         self, error: int, high_watermark: int, log_start: int, last_stable: int, records: bool
@@ -111,6 +132,7 @@ class FetchSession:
     created_ms: float
     last_used_ms: float
     epoch: int = 1  # the epoch the next request must carry
+    topic_ids: bool = False  # made by Fetch v13+: its partitions are keyed by topic id
     size: int = 0  # partitions, as of the last use (the cache's count)
     evictable: bool = False  # older than eviction_ms at its last use
     dirty: set[PartitionKey] = field(default_factory=set)
@@ -132,7 +154,7 @@ class FetchSession:
         """Add or change the requested partitions, then drop the forgotten ones (Kafka's
         order: a partition both requested and forgotten goes)."""
         for p in requested:
-            key = (p.topic, p.partition)
+            key = p.key
             known = self.partitions.get(key)
             if known is None:
                 self.partitions[key] = p
@@ -140,12 +162,31 @@ class FetchSession:
                 self.added.append(key)
             else:
                 known.offset, known.max_bytes = p.offset, p.max_bytes
+                if known.topic is None and p.topic is not None:
+                    self.resolve(key, p.topic)
             self.dirty.add(key)
         for key in forgotten:
             if self.partitions.pop(key, None) is not None:
                 del self.rank[key]
                 self.dirty.discard(key)
                 self.removed.append(key)
+
+    def unresolved(self) -> set[uuid.UUID]:
+        """The topic ids of partitions no topic was found for yet (Kafka tries again at
+        every fetch: the id may have been learnt from a pod that just created it)."""
+        return {
+            p.topic_id
+            for p in self.partitions.values()
+            if p.topic is None and p.topic_id is not None
+        }
+
+    def resolve(self, key: PartitionKey, topic: str) -> None:
+        """The partition's topic id names ``topic`` now: it is followed and read from here."""
+        p = self.partitions.get(key)
+        if p is not None and p.topic is None:
+            p.topic = topic
+            self.added.append(key)
+            self.dirty.add(key)
 
     def to_read(self) -> list[SessionPartition]:
         """The partitions that need a look, in the session's order."""
@@ -180,6 +221,7 @@ class FetchContext:
     session: FetchSession | None = None
     create: bool = False
     expected_epoch: int = FINAL_EPOCH
+    topic_ids: bool = False  # the partitions are named by topic id (v13+)
 
 
 class FetchSessions:
@@ -213,9 +255,10 @@ class FetchSessions:
         requested: list[SessionPartition],
         forgotten: list[PartitionKey],
         now_ms: float,
+        topic_ids: bool = False,
     ) -> FetchContext:
         """The context of a Fetch carrying ``session_id`` and ``epoch`` (Kafka's
-        FetchManager.newContext)."""
+        FetchManager.newContext); ``topic_ids``: a Fetch v13+, naming topics by id."""
         if now_ms >= self._next_sweep:
             self._sweep(now_ms)
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
@@ -223,22 +266,25 @@ class FetchSessions:
                 self.remove(session_id)  # any session named by a full fetch is closed
             create = epoch == INITIAL_EPOCH
             self.fetches["full" if create else "sessionless"] += 1
-            return FetchContext(_unique(requested), create=create)
+            return FetchContext(_unique(requested), create=create, topic_ids=topic_ids)
         session = self.sessions.get(session_id)
-        if session is None or session.epoch != epoch:
+        if session is None or session.epoch != epoch or session.topic_ids != topic_ids:
             self.fetches["session_error"] += 1
             if session is None:
                 return FetchContext(error=errors.FETCH_SESSION_ID_NOT_FOUND)
-            return FetchContext(error=errors.INVALID_FETCH_SESSION_EPOCH)
+            if session.epoch != epoch:
+                return FetchContext(error=errors.INVALID_FETCH_SESSION_EPOCH)
+            # its partitions are keyed by the other kind of topic reference
+            return FetchContext(error=errors.FETCH_SESSION_TOPIC_ID_ERROR)
         self.fetches["incremental"] += 1
         session.update(requested, forgotten)
         grown = len(session.partitions) - session.size
         if not session.partitions or self.partitions + grown > self.max_partitions:
             self.remove(session_id)  # empty, or too large: answered whole, without a session
-            return FetchContext(list(session.partitions.values()))
+            return FetchContext(list(session.partitions.values()), topic_ids=topic_ids)
         self._touch(session, now_ms)
         session.epoch = next_epoch(epoch)
-        return FetchContext(session=session, expected_epoch=session.epoch)
+        return FetchContext(session=session, expected_epoch=session.epoch, topic_ids=topic_ids)
 
     def finish(
         self, context: FetchContext, sent: list[SessionPartition], now_ms: float
@@ -254,11 +300,11 @@ class FetchSessions:
             if session.epoch != context.expected_epoch:
                 return errors.INVALID_FETCH_SESSION_EPOCH, session.id
             for p in sent:
-                session.sent((p.topic, p.partition))
+                session.sent(p.key)
             return errors.NONE, session.id
         if not context.create:
             return errors.NONE, INVALID_SESSION_ID
-        return errors.NONE, self._create(context.partitions, now_ms)
+        return errors.NONE, self._create(context.partitions, now_ms, context.topic_ids)
 
     def remove(self, session_id: int) -> FetchSession | None:
         session = self.sessions.pop(session_id, None)
@@ -282,7 +328,7 @@ class FetchSessions:
                 session.removed.clear()
                 session.dirty.update(session.partitions)
 
-    def _create(self, partitions: list[SessionPartition], now_ms: float) -> int:
+    def _create(self, partitions: list[SessionPartition], now_ms: float, topic_ids: bool) -> int:
         """Kafka's maybeCreateSession: a new session in a free slot or one evicted for it."""
         size = len(partitions)
         if size > self.max_partitions:
@@ -293,7 +339,7 @@ class FetchSessions:
             return INVALID_SESSION_ID
         session_id = self._new_id()
         session = FetchSession(
-            session_id, {(p.topic, p.partition): p for p in partitions}, now_ms, now_ms
+            session_id, {p.key: p for p in partitions}, now_ms, now_ms, topic_ids=topic_ids
         )
         self.sessions[session_id] = session
         self._touch(session, now_ms)
@@ -334,4 +380,4 @@ class FetchSessions:
 
 def _unique(requested: list[SessionPartition]) -> list[SessionPartition]:
     """The partitions of a full fetch, each once (the last mention wins, as in Kafka's map)."""
-    return list({(p.topic, p.partition): p for p in requested}.values())
+    return list({p.key: p for p in requested}.values())

@@ -1,11 +1,22 @@
-"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3) and by timestamp.
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local (-4,
+v8+), latest tiered (-5, v9+) and by timestamp.
 
 By timestamp means by append time: the first committed record whose stream id (the
 append's millisecond, Redis' clock) is at or after the time asked for; the answer carries
 that append time. A record's own CreateTime (``create_ts``) is not indexed: producers'
 clocks may disagree and go backwards, append times never do. Max timestamp (-3) answers
-the newest committed record with its own timestamp. Under read_committed (isolation_level 1)
-latest is the last stable offset (mapping/partition_txns.py), as in Kafka.
+the newest committed record with its own timestamp.
+
+What a reader may fetch bounds the answers, as Kafka's Partition.fetchOffsetForTimestamp
+bounds them: below the high watermark, under read_committed (isolation_level 1) below the
+last stable offset (mapping/partition_txns.py). Latest is that bound; a record found by
+timestamp or max timestamp at or past it answers "none" (offset -1, timestamp -1).
+
+There is no tiered storage (KIP-405) here: earliest local (-4) is earliest, and latest
+tiered (-5) answers offset -1 and leader epoch -1, as UnifiedLog.fetchOffsetByTimestamp
+does without remote storage. A negative timestamp a version does not know (-3 before v7,
+-4 before v8, -5 before v9, any other) is UNSUPPORTED_VERSION for its partition, as Kafka
+answers. The leader epoch answered is 0 (Metadata's) with an offset, else -1.
 
 Version 0 answers a list of at most ``max_num_offsets`` offsets, newest first, as Kafka 3.9's
 legacyFetchOffsetsBefore does over a log's segments: here a partition's log is one segment,
@@ -27,7 +38,11 @@ from mapping.errors import BrokerError
 Response = LIST_OFFSETS.response
 TopicResponse = Response.ListOffsetsTopicResponse
 PartitionResponse = TopicResponse.ListOffsetsPartitionResponse
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+# The first version (v1+) that may ask for each special timestamp (Kafka's
+# timestampMinSupportedVersion)
+SPECIAL_SINCE = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+NONE_FOUND = (errors.NONE, -1, -1)  # Kafka's UNKNOWN_TIMESTAMP / UNKNOWN_OFFSET
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
@@ -40,7 +55,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
         parts = []
         for p in topic.partitions or ():
             code, timestamp, offset = await _one(
-                context, topic.name, p.partition_index, p.timestamp, committed
+                context, topic.name, p.partition_index, p.timestamp, committed, request.version
             )
             parts.append(
                 PartitionResponse(
@@ -48,7 +63,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
                     error_code=code,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=0,
+                    leader_epoch=0 if offset >= 0 else -1,
                 )
             )
         topics.append(TopicResponse(name=topic.name, partitions=parts))
@@ -56,29 +71,28 @@ async def handle(context: KafkaContext, request: Request) -> Any:
 
 
 async def _one(
-    context: KafkaContext, name: str, index: int, spec: int, committed: bool = False
+    context: KafkaContext, name: str, index: int, spec: int, committed: bool, version: int
 ) -> tuple[int, int, int]:
+    """(error, timestamp, offset) of one partition."""
+    if spec < 0 and version < SPECIAL_SINCE.get(spec, version + 1):
+        return errors.UNSUPPORTED_VERSION, -1, -1
     try:
         config = await context.find_topic(name)
         if config is None or not 0 <= index < config.partitions:
             return errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
         kafka = context.pod.kafka
-        if spec in (LATEST, EARLIEST):
+        if spec in (LATEST, EARLIEST, EARLIEST_LOCAL):
             start, end = await kafka.first_offset(config, index, committed)
             return errors.NONE, -1, end if spec == LATEST else start
+        if spec == LATEST_TIERED:  # nothing is ever tiered
+            return NONE_FOUND
         if spec == MAX_TIMESTAMP:
-            newest = await kafka.last_committed(config, index)
-            if newest is None:
-                return errors.NONE, -1, -1
-            return errors.NONE, newest.timestamp, newest.offset
-        if spec < 0:
-            return errors.INVALID_REQUEST, -1, -1
-        found = await kafka.at_or_after_time(config, index, spec)
-        if found is None:
-            return errors.NONE, -1, -1
-        return errors.NONE, found.timestamp, found.offset
+            found = await kafka.last_committed(config, index, committed)
+        else:
+            found = await kafka.at_or_after_time(config, index, spec, committed)
     except BrokerError as exc:
         return error_of(exc), -1, -1
+    return NONE_FOUND if found is None else (errors.NONE, found.timestamp, found.offset)
 
 
 async def _handle_v0(context: KafkaContext, request: Request) -> Any:

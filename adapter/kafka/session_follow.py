@@ -8,7 +8,9 @@ the dirty set after a look that settled it: no error, no records, its position p
 may read, and the pod's view of it current and lasting (the channel listened to and quiet
 since the look, no ISR member lagging). Its topic's settings are looked up at every fetch
 (the pod's cache): when they change (a topic deleted, re-created or grown) its partitions
-are looked at again.
+are looked at again. A partition whose topic id names no topic (yet) has no channel to
+hold: it answers UNKNOWN_TOPIC_ID, so it never settles, and is followed once its id
+resolves (FetchSession.resolve).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class SessionFollower:
         self.session = session
         self.channels: dict[PartitionKey, HwChannel] = {}
         self.keys_of: dict[str, PartitionKey] = {}  # channel name -> its partition
+        self.names: dict[PartitionKey, str] = {}  # each followed partition's topic
         self.configs: dict[str, TopicConfig | None] = {}  # each topic's, as last looked up
         self.topics: dict[str, int] = {}  # the session's topics: partitions of each
         self.changes = 0  # notifications heard
@@ -40,13 +43,15 @@ class SessionFollower:
         """Follow the partitions added to the session since, leave those removed."""
         session = self.session
         for key in session.added:
-            if key not in self.channels and key in session.partitions:
-                name = self.keys.hw_channel(*key)
+            p = session.partitions.get(key)
+            if key not in self.channels and p is not None and p.topic is not None:
+                name = self.keys.hw_channel(p.topic, p.partition)
                 channel = self.waits.hold(name)
                 channel.followers.append(self._changed)
                 self.channels[key] = channel
                 self.keys_of[name] = key
-                self.topics[key[0]] = self.topics.get(key[0], 0) + 1
+                self.names[key] = p.topic
+                self.topics[p.topic] = self.topics.get(p.topic, 0) + 1
         for key in session.removed:
             if key not in session.partitions:
                 self._leave(key)
@@ -58,7 +63,8 @@ class SessionFollower:
         changed since the last fetch need a look."""
         changed = {t for t, c in configs.items() if t in self.configs and self.configs[t] is not c}
         if changed:
-            self.session.dirty.update(k for k in self.session.partitions if k[0] in changed)
+            partitions = self.session.partitions
+            self.session.dirty.update(k for k, p in partitions.items() if p.topic in changed)
         self.configs = configs
 
     def settle(self, looked: list[tuple[Wanted, Answer]], committed: bool) -> None:
@@ -69,7 +75,7 @@ class SessionFollower:
                 continue
             view = self.waits.known(w.channel, w.config, lasting=True)
             if view is None:
-                channel = self.channels.get((w.topic, w.partition))
+                channel = self.channels.get(w.key)
                 if channel is not None and not channel.known:
                     channel._activate()  # a subscription that failed: tried again
                 continue
@@ -80,7 +86,7 @@ class SessionFollower:
                 a.bound,
                 a.log_start,
             ):
-                dirty.discard((w.topic, w.partition))
+                dirty.discard(w.key)
 
     async def wait(self, timeout_s: float) -> bool:
         """True at a notification on one of the session's partitions; False at the
@@ -116,11 +122,12 @@ class SessionFollower:
         if channel is None:
             return
         self.keys_of.pop(channel.name, None)
-        left = self.topics.get(key[0], 0) - 1
+        topic = self.names.pop(key)
+        left = self.topics.get(topic, 0) - 1
         if left > 0:
-            self.topics[key[0]] = left
+            self.topics[topic] = left
         else:
-            self.topics.pop(key[0], None)
+            self.topics.pop(topic, None)
         if self._changed in channel.followers:
             channel.followers.remove(self._changed)
         self.waits.release(channel)

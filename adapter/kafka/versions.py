@@ -6,15 +6,19 @@ definitions, flexible versions and tagged fields included). kafka-python keeps t
 the versions Kafka 4 removed (KIP-896) and reads every version from 0, so its schemas serve
 Kafka 3.9's whole range: field for field the same as Kafka 3.9's message definitions for
 every version below (checked against the 3.9 tag's
-``clients/src/main/resources/common/message/*.json``).
+``clients/src/main/resources/common/message/*.json``; Fetch 13-17 and ListOffsets 8-9
+too: its Fetch v18 and ListOffsets v10-11 fields, which Kafka 4 added, are outside these
+versions, and ``tests/kafka/test_codec_versions.py`` pins frames of each against bytes
+built from 3.9's definitions).
 
 The floors are Kafka 3.9's (every API here from v0: old clients such as Sarama, kafka-go,
 Burrow and librdkafka 2.0 send Produce v2, Fetch v2, ListOffsets v0, OffsetCommit v1,
-CreateTopics v0, SaslHandshake v0); the ceilings stop before versions whose meaning the pod
-does not implement (Produce 12+/Fetch 13+ name topics by id, ListOffsets 8+ asks for
-tiered-storage offsets, InitProducerId 6+ is KIP-939's two-phase commit, EndTxn 5+ KIP-890's
-epoch bump per transaction). A version outside the table closes the connection (protocol.py);
-ApiVersions answers exactly this table.
+CreateTopics v0, SaslHandshake v0); the ceilings are Kafka 3.9's where the pod implements
+what the versions mean (Fetch 13-17 by topic id, fetch.py; ListOffsets 8-9's tiered-storage
+timestamps, answered as Kafka without tiered storage answers them, list_offsets.py) and
+stop before versions whose meaning it does not (InitProducerId 6+ is KIP-939's two-phase
+commit, EndTxn 5+ KIP-890's epoch bump per transaction). A version outside the table
+closes the connection (protocol.py); ApiVersions answers exactly this table.
 """
 
 from __future__ import annotations
@@ -124,10 +128,11 @@ class Api:
         return bool(self.request.flexible_version_q(version))
 
 
-# Produce v0-2 carry magic 0/1 MessageSets, Fetch v0-3 answer them (message_sets.py)
+# Produce v0-2 carry magic 0/1 MessageSets, Fetch v0-3 answer them (message_sets.py);
+# Fetch 13+ names topics by id
 PRODUCE = Api(0, "Produce", ProduceRequest, ProduceResponse, 0, 11)
-FETCH = Api(1, "Fetch", FetchRequest, FetchResponse, 0, 12)
-LIST_OFFSETS = Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 0, 7)
+FETCH = Api(1, "Fetch", FetchRequest, FetchResponse, 0, 17)
+LIST_OFFSETS = Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 0, 9)
 METADATA = Api(3, "Metadata", MetadataRequest, MetadataResponse, 0, 12)
 API_VERSIONS = Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 4)
 INIT_PRODUCER_ID = Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 5)

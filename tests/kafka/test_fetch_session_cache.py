@@ -5,6 +5,7 @@ updates, what an answer must carry, the order, eviction and the bounds. Pure: no
 from __future__ import annotations
 
 import random
+import uuid
 
 from adapter.kafka import errors
 from adapter.kafka.fetch_sessions import (
@@ -23,9 +24,22 @@ def parts(*numbers: int, topic: str = "t", offset: int = 0) -> list[SessionParti
     return [SessionPartition(topic, n, offset, 1 << 20) for n in numbers]
 
 
-def create(cache: FetchSessions, partitions: list[SessionPartition], now: float = 0.0) -> int:
+def by_id(
+    topic_id: uuid.UUID, *numbers: int, topic: str | None = "t", offset: int = 0
+) -> list[SessionPartition]:
+    """Partitions as Fetch v13+ names them: by topic id (``topic``: the name it resolved
+    to, None: none)."""
+    return [SessionPartition(topic, n, offset, 1 << 20, topic_id=topic_id) for n in numbers]
+
+
+def create(
+    cache: FetchSessions,
+    partitions: list[SessionPartition],
+    now: float = 0.0,
+    topic_ids: bool = False,
+) -> int:
     """A full fetch asking for a session, its partitions answered at hw 10."""
-    context = cache.open(0, INITIAL_EPOCH, partitions, [], now)
+    context = cache.open(0, INITIAL_EPOCH, partitions, [], now, topic_ids)
     assert context.create and context.session is None
     for p in context.partitions:
         p.must_answer(errors.NONE, 10, 0, 10, False)
@@ -218,3 +232,61 @@ def test_a_stale_session_stops_following_its_partitions_until_used_again() -> No
     session = cache.sessions[stale]  # kept (evicted only for a new session, as in Kafka)
     assert session.follower is None and session.dirty == {("t", 0), ("t", 1)}
     assert session.added == [("t", 0), ("t", 1)]  # for the next follower
+
+
+ID_1 = uuid.UUID("00000000-0000-4000-8000-000000000001")
+ID_2 = uuid.UUID("00000000-0000-4000-8000-000000000002")
+
+
+def test_a_session_of_fetch_v13_keys_its_partitions_by_topic_id() -> None:
+    """A topic deleted and created again under its name is another topic: the client names
+    the new id and forgets the old one (the Java client's "replaced" partitions), both
+    named "t" meanwhile."""
+    cache = FetchSessions(10)
+    session_id = create(cache, by_id(ID_1, 0, 1), topic_ids=True)
+    session = cache.sessions[session_id]
+    assert session.topic_ids and list(session.partitions) == [(ID_1, 0), (ID_1, 1)]
+    context = cache.open(session_id, 1, by_id(ID_2, 0), [(ID_1, 0), (ID_1, 1)], 1.0, True)
+    assert context.session is session and context.topic_ids
+    assert list(session.partitions) == [(ID_2, 0)]
+    assert session.partitions[(ID_2, 0)].topic == "t"
+    assert session.removed == [(ID_1, 0), (ID_1, 1)] and (ID_2, 0) in session.added
+
+
+def test_a_session_is_by_name_or_by_id_never_both() -> None:
+    """Kafka's FETCH_SESSION_TOPIC_ID_ERROR: a session made by v7-12 asked by v13+, or the
+    other way round (a client that changed versions on a reconnect to the same pod)."""
+    cache = FetchSessions(10)
+    by_name = create(cache, parts(0))
+    ids = create(cache, by_id(ID_1, 0), topic_ids=True)
+    refused = cache.open(by_name, 1, by_id(ID_1, 0), [], 1.0, True)
+    assert refused.error == errors.FETCH_SESSION_TOPIC_ID_ERROR
+    assert cache.open(ids, 1, parts(0), [], 1.0, False).error == (
+        errors.FETCH_SESSION_TOPIC_ID_ERROR
+    )
+    # a wrong epoch is told first, as Kafka checks it first
+    assert cache.open(ids, 5, [], [], 1.0, False).error == errors.INVALID_FETCH_SESSION_EPOCH
+    assert cache.stats().fetches["session_error"] == 3
+    assert cache.open(ids, 1, [], [], 1.0, True).error == errors.NONE  # untouched
+
+
+def test_an_unknown_topic_id_stays_in_the_session_until_it_resolves_or_is_forgotten() -> None:
+    """Kafka keeps a partition whose id it cannot name (its name null) and names it once the
+    id is known (maybeResolveUnknownName)."""
+    cache = FetchSessions(10)
+    session_id = create(cache, by_id(ID_1, 0, topic=None) + by_id(ID_2, 0), topic_ids=True)
+    session = cache.sessions[session_id]
+    assert session.unresolved() == {ID_1}
+    session.dirty.clear()
+    session.added.clear()
+    session.resolve((ID_1, 0), "late")
+    assert session.partitions[(ID_1, 0)].topic == "late" and not session.unresolved()
+    assert session.added == [(ID_1, 0)] and session.dirty == {(ID_1, 0)}  # followed, read
+    session.resolve((ID_2, 0), "other")  # a resolved partition keeps its name
+    assert session.partitions[(ID_2, 0)].topic == "t"
+
+    cache.open(session_id, 1, by_id(ID_1, 1, topic=None), [(ID_1, 0)], 1.0, True)
+    assert session.unresolved() == {ID_1} and list(session.partitions) == [(ID_2, 0), (ID_1, 1)]
+    # named again by a request that resolved it: resolved in the session too
+    cache.open(session_id, 2, by_id(ID_1, 1, topic="late"), [], 2.0, True)
+    assert not session.unresolved() and session.partitions[(ID_1, 1)].topic == "late"

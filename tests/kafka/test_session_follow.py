@@ -6,6 +6,7 @@ back, and a closed session leaves its channels. In process, with a stand-in subs
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 from adapter.kafka import errors
@@ -116,5 +117,36 @@ def test_forgotten_partitions_and_a_closed_session_leave_their_channels() -> Non
         assert follower.channels == {} and follower.closed
         await asyncio.sleep(0.15)  # their linger ran out: the pod stopped listening
         assert all(not handlers for handlers in subscriber.handlers.values())
+
+    asyncio.run(asyncio.wait_for(run(), 5))
+
+
+def test_a_session_by_topic_id_follows_each_partition_once_its_id_names_a_topic() -> None:
+    """Fetch v13+: partitions keyed by topic id, followed on their topic's channels; one
+    whose id named no topic has no channel until the id resolves (FetchSession.resolve)."""
+
+    async def run() -> None:
+        subscriber = FakeSubscriber()
+        waits = HwWaits(subscriber, linger_s=0.05)  # type: ignore[arg-type]
+        known, unknown = uuid.UUID(int=1), uuid.UUID(int=2)
+        partitions = {
+            (known, 0): SessionPartition("t", 0, 5, 1 << 20, topic_id=known),
+            (unknown, 0): SessionPartition(None, 0, 5, 1 << 20, topic_id=unknown),
+        }
+        session = FetchSession(7, partitions, 0.0, 0.0, topic_ids=True)
+        follower = SessionFollower(waits, KEYS, session)
+        follower.sync()
+        assert set(follower.channels) == {(known, 0)} and follower.topics == {"t": 1}
+        session.resolve((unknown, 0), "u")
+        follower.sync()
+        assert set(follower.channels) == {(known, 0), (unknown, 0)}
+        assert follower.topics == {"t": 1, "u": 1}
+        await asyncio.sleep(0.01)
+        session.dirty.clear()
+        subscriber.publish(KEYS.hw_channel("u", 0))
+        assert session.dirty == {(unknown, 0)}
+        session.update([], [(known, 0)])
+        follower.sync()
+        assert set(follower.channels) == {(unknown, 0)} and follower.topics == {"u": 1}
 
     asyncio.run(asyncio.wait_for(run(), 5))
