@@ -58,7 +58,7 @@ class Stage:
     def watched(self) -> dict[str, list[int]]:
         return {"pods": self.deployment.pod_pids(), "redis": self.deployment.redis_pids()}
 
-    def commands(self) -> commands.Stats:
+    def commands(self) -> commands.Reading:
         """Every primary's command statistics now (harness.run's probe)."""
         return commands.read(self.deployment.node_ports)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.scale.commands import per_record, summary
+from bench.scale.commands import Reading, per_record, summary
 from bench.scale.deployment import Shape
 from bench.scale.report import Row, Side, bottlenecks, finish
 from bench.scale.run import with_needs
@@ -75,11 +75,14 @@ def test_scale_quick_run(tmp_path: Path) -> None:
         # partitions spread over every primary
         spread = row["extra"]["partitions_per_primary"]
         assert len(spread) == row["primaries"] and min(spread) > 0 and sum(spread) == PARTITIONS
-        # what Redis ran per record: the raw side only its script, a call per batch
-        raw_costs = row["raw"]["extra"]["redis_per_record"]
-        assert list(raw_costs) == ["evalsha"], raw_costs
-        assert raw_costs["evalsha"][0] == pytest.approx(1 / batch, rel=0.2)
-        assert adapter["extra"]["redis_per_record"]["evalsha"][1] > 0
+        # what Redis ran per record: on the raw side its script, a call per batch, and the
+        # XADD of each record inside it (the pods' own background calls are few)
+        for side in (adapter, row["raw"]):
+            assert side["extra"]["redis_per_record"]["cpu_us"] > 0, side
+        raw_commands = row["raw"]["extra"]["redis_per_record"]["commands"]
+        assert raw_commands["evalsha"][0] == pytest.approx(1 / batch, rel=0.2), raw_commands
+        assert raw_commands["xadd"][0] == pytest.approx(1, rel=0.05), raw_commands
+        assert adapter["extra"]["redis_per_record"]["commands"]["xadd"][0] >= 1
     produced = {r["config"]: r["adapter"]["extra"]["stored"]
                 for r in rows if r["workload"] == "Kafka produce"}  # fmt: skip
     for row in (r for r in rows if r["workload"] == "Kafka fetch"):
@@ -88,15 +91,19 @@ def test_scale_quick_run(tmp_path: Path) -> None:
         assert sum(row["adapter"]["extra"]["partitions_per_consumer"]) == PARTITIONS
     table = done.stdout
     assert "M,P,L" in table and "load processes give" in table, table
-    assert "µs/rec: evalsha" in table, table
+    assert "µs/rec; evalsha" in table, table
 
 
 def test_redis_work_per_record_by_command() -> None:
-    before = {"evalsha": (10, 100), "publish": (1, 5), "info": (3, 30)}
-    after = {"evalsha": (20, 300), "publish": (11, 25), "info": (4, 40), "xrange": (2, 400)}
+    before = Reading(1000.0, {"evalsha": (10, 100), "publish": (1, 5), "info": (3, 30)})
+    after = Reading(1700.0, {"evalsha": (20, 300), "publish": (11, 25), "info": (4, 40),
+                             "xrange": (2, 400)})  # fmt: skip
     costs = per_record(before, after, 100)
-    assert costs == {"xrange": [0.02, 4.0], "evalsha": [0.1, 2.0], "publish": [0.1, 0.2]}
-    assert summary(costs, top=2) == "6.20 µs/rec: xrange 0.02x 4.00, evalsha 0.1x 2.00"
+    assert costs == {
+        "cpu_us": 7.0,
+        "commands": {"xrange": [0.02, 4.0], "evalsha": [0.1, 2.0], "publish": [0.1, 0.2]},
+    }
+    assert summary(costs, top=2) == "CPU 7.00 µs/rec; xrange 0.02x 4.00, evalsha 0.1x 2.00"
     assert per_record(before, after, 0) == {} and summary({}) == "-"
 
 
