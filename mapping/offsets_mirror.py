@@ -52,7 +52,7 @@ from mapping.offsets_topic import (
 )
 from mapping.partition_scripts import PartitionHead, compaction_keys
 from mapping.partitions import Partitions
-from mapping.resilient import REDIS_TROUBLE, log_failure
+from mapping.resilient import log_failure
 from mapping.scripts import call_sync
 from mapping.topic_config import TopicConfig, config_field
 from mapping.topics import ensure_topic_sync
@@ -349,7 +349,7 @@ class OffsetsMirror:
                 try:
                     await self.topic()
                     break
-                except REDIS_TROUBLE as exc:
+                except Exception as exc:  # (never the pod's end: resilient.py's rule)
                     log_failure(f"making {OFFSETS_TOPIC}", exc)
                     await asyncio.sleep(self.window_s)
             await asyncio.Event().wait()  # until cancelled
