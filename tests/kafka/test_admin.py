@@ -203,6 +203,11 @@ def test_topic_create_command_refuses_kafka_internal_names(redis_url: str) -> No
     result = CliRunner().invoke(main, ["topic", "create", "__consumer_offsets"], env=env)
     assert result.exit_code != 0
     assert "internal topic __consumer_offsets" in result.output
+    # the pods' mirror of the committed offsets keeps its 50 partitions
+    grow = ["topic", "alter", "__consumer_offsets", "--partitions", "60"]
+    result = CliRunner().invoke(main, grow, env=env)
+    assert result.exit_code != 0
+    assert "adding partitions to internal topic __consumer_offsets is prohibited" in result.output
 
 
 def test_confluent_describe_topics_reports_authorized_operations(

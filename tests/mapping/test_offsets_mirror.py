@@ -17,6 +17,7 @@ from adapter.settings import Settings
 from mapping import records
 from mapping.admin import expire_groups
 from mapping.client import connect
+from mapping.compaction import compact_topic
 from mapping.keys import Keys, group_entry
 from mapping.offsets_mirror import OffsetsMirror
 from mapping.offsets_topic import (
@@ -238,5 +239,30 @@ def test_spark_commits_are_mirrored(redis_url: str) -> None:
             ]
             assert sorted((p, v.offset) for p, v in mirrored) == [(0, 40), (1, 7), (1, 9)]
             assert all(v.leader_epoch == -1 and v.metadata == "" for _, v in mirrored)
+
+    asyncio.run(run())
+
+
+def test_compaction_keeps_each_keys_latest_record(redis_url: str) -> None:
+    """The mirror is compacted like any compacted topic: superseded commits go, the latest
+    of each key stays (tombstones stay ``delete.retention.ms``)."""
+
+    async def run() -> None:
+        async with mirrored_pod(redis_url) as (pod, mirror):
+            group = "g-compact"
+            for n in range(4):
+                mirror.note_commits(group, "t", {0: (n, "", -1), 1: (10 + n, "", -1)}, 1_000 + n)
+                await mirror.flush()
+            mirror.note_deleted(group, "t", [1], 2_000)
+            await mirror.flush()
+            assert len(await entries(pod, group)) == 9
+            results = await compact_topic(pod.partitions, OFFSETS_TOPIC)
+            assert sum(r.removed for r in results) == 7  # three of p0, four of p1
+            found = await entries(pod, group)
+            kept = [
+                (decode_key(e[records.KEY_BYTES]).partition, e.get(records.VALUE_BYTES))
+                for e in found
+            ]
+            assert [(p, v and decode_value(v).offset) for p, v in kept] == [(0, 3), (1, None)]
 
     asyncio.run(run())
