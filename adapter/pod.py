@@ -33,6 +33,7 @@ from mapping.hw_views import HwWaits
 from mapping.kafka import KafkaStore
 from mapping.kafka_groups import KafkaGroups
 from mapping.keys import Keys
+from mapping.offsets_mirror import OffsetsMirror
 from mapping.partition_txns import PartitionTxns
 from mapping.partitions import Partitions
 from mapping.pubsub import Subscriber
@@ -70,6 +71,8 @@ class Pod:
     configs: ConfigStore  # the cluster-wide broker configs, the groups' configs
     transactions: Transactions  # the Kafka transaction coordinator (its participants: this)
     txn_completer: TransactionCompleter  # timeouts, half-ended transactions, expiry
+    # __consumer_offsets' writer (--offsets-topic); None: no mirror
+    offsets_mirror: OffsetsMirror | None = None
     _reloads: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def run(self) -> None:
@@ -91,6 +94,8 @@ class Pod:
             tasks.create_task(self.replication.run())
             tasks.create_task(self.retention.run())
             tasks.create_task(self.txn_completer.run())
+            if self.offsets_mirror is not None:
+                tasks.create_task(self.offsets_mirror.run())
 
     async def load_configs(self) -> None:
         """Read the cluster-wide broker configs; the topics get them as their defaults."""
@@ -217,6 +222,10 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
     )
     # markers go to the partitions (pod.partition_txns), offsets to the groups (kafka_groups)
     transactions.participants = pod
+    if settings.offsets_topic:
+        # (it makes the topic only in Pod.run: the command line writes into an existing one)
+        mirror = pod.offsets_mirror = OffsetsMirror(partitions, client)
+        pod.groups.mirror = pod.kafka_groups.mirror = pod.retention.mirror = mirror
     return pod
 
 

@@ -79,6 +79,12 @@ class Settings:
         "offsets.retention.minutes; 0: never). Applied by the retention task.",
         click.FloatRange(0),
     )
+    offsets_topic: bool = option(
+        True,
+        "Mirror every committed offset (and each deletion of one) into a read-only, "
+        "compacted __consumer_offsets topic in Kafka's record format, for tools that read "
+        "commits there (Burrow); off: no such topic (docs/kafka.md).",
+    )
     max_line_bytes: int = option(
         1 << 20, "Longest request line; longer closes the connection.", click.IntRange(64)
     )

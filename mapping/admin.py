@@ -42,19 +42,24 @@ too) also deletes its Kafka consumer-group state (``kafka_group/delete.lua``).
 Offsets retention (Kafka's ``offsets.retention.minutes``): a group with no live member and
 no activity (heartbeat, commit, LEAVE, Spark commit) for the retention time is deleted,
 committed offsets included, by ``group/expire.lua``; the retention task runs it.
+
+Deleted offsets (a group's deletion or expiry, and so a topic's deletion) get their
+tombstones in ``__consumer_offsets`` when a ``mirror`` is given (mapping/offsets_mirror.py):
+the scripts answer the partitions that had an offset and the time.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from mapping import scripts
 from mapping.batcher import RedisBatcher
 from mapping.errors import NON_EMPTY_GROUP, BrokerError
 from mapping.groups import GroupHead, kafka_members_live
 from mapping.keys import KafkaGroupKeys, Keys, group_entry, group_part, parse_group_entry
+from mapping.offsets_mirror import OffsetsMirror
 from mapping.topic_config import MAX_PARTITIONS, MAX_REPLICATION_FACTOR
 from mapping.topics import Topics
 
@@ -145,7 +150,9 @@ def _delete_partitions(topics: Topics, name: str, topic_id: str, partitions: ran
     return calls
 
 
-async def delete_topic(topics: Topics, name: str, topic_id: str = "") -> TopicDeletion | None:
+async def delete_topic(
+    topics: Topics, name: str, topic_id: str = "", *, mirror: OffsetsMirror | None = None
+) -> TopicDeletion | None:
     """Delete topic ``name`` with its data and groups (see the module's docstring for the
     order). None when there is no such topic, or when ``topic_id`` is given and the topic
     of that name has another id (Kafka's DeleteTopics by id)."""
@@ -176,8 +183,13 @@ async def delete_topic(topics: Topics, name: str, topic_id: str = "") -> TopicDe
     topics.cache.forget(name)
     groups = [g for g, t in await group_pairs(topics) if t == name]
     await asyncio.gather(
-        *(delete_group(topics, g, name, force=True, session_timeout_ms=0) for g in groups)
+        *(
+            delete_group(topics, g, name, force=True, session_timeout_ms=0, mirror=mirror)
+            for g in groups
+        )
     )
+    if mirror is not None:
+        await mirror.settle()
     await topics.announce_deleted(name)
     return TopicDeletion(name, partitions, groups, deleted_id)
 
@@ -241,41 +253,56 @@ async def _unlist(store: GroupStore, group: str, topic: str) -> None:
 
 
 async def delete_group(
-    store: GroupStore, group: str, topic: str, *, force: bool, session_timeout_ms: int
-) -> GroupDeletion:
+    store: GroupStore, group: str, topic: str, *, force: bool, session_timeout_ms: int,
+    mirror: OffsetsMirror | None = None,
+) -> GroupDeletion:  # fmt: skip
     """Delete ``group`` of ``topic`` (members, assignment, meta, offsets, set entry).
     Refused (NON_EMPTY) while a member's session (``session_timeout_ms``) has not run out,
-    unless ``force``."""
+    unless ``force``. The deleted offsets' tombstones are noted in ``mirror``."""
     call = group_delete_call(_group_head(store, group, topic, session_timeout_ms), force)
     try:
-        deleted = int(await store.batcher.call(*call))
+        reply = await store.batcher.call(*call)
     except BrokerError as exc:
         if exc.code != NON_EMPTY_GROUP:
             raise
         return GroupDeletion(group, topic, NON_EMPTY, exc.message)
+    deleted = _note_deleted(mirror, group, topic, reply)
     await _unlist(store, group, topic)
     return GroupDeletion(group, topic, DELETED if deleted else NOT_FOUND)
 
 
+def _note_deleted(mirror: OffsetsMirror | None, group: str, topic: str, reply: Any) -> int:
+    """group/delete.lua's or group/expire.lua's outcome code, its tombstones noted in
+    ``mirror``: {1, time, the partitions that had an offset...} when it deleted, else a code."""
+    if not isinstance(reply, list):
+        return int(reply)
+    if mirror is not None:
+        mirror.note_deleted(group, topic, [int(p) for p in reply[2:]], int(reply[1]))
+    return int(reply[0])
+
+
 async def delete_groups(
-    store: GroupStore, group: str, topic: str | None, *, force: bool, session_timeout_ms: int
-) -> list[GroupDeletion]:
+    store: GroupStore, group: str, topic: str | None, *, force: bool, session_timeout_ms: int,
+    mirror: OffsetsMirror | None = None,
+) -> list[GroupDeletion]:  # fmt: skip
     """Delete ``group`` of ``topic``, or the whole group name: its group of every topic (per
     the groups set) and its Kafka consumer-group state (``KAFKA_STATE`` in the results).
     The one path of ``adapter group delete`` and Kafka's DeleteGroups. Live Kafka consumers
-    refuse the whole-name delete even when forced (they would only join again)."""
+    refuse the whole-name delete even when forced (they would only join again). The deleted
+    offsets' tombstones are written into ``mirror`` before it returns."""
     if topic is not None:
-        return [
-            await delete_group(
-                store, group, topic, force=force, session_timeout_ms=session_timeout_ms
-            )
-        ]
-    topics = [t for g, t in await group_pairs(store) if g == group]
+        topics = [topic]
+    else:
+        topics = [t for g, t in await group_pairs(store) if g == group]
     results = [
-        await delete_group(store, group, t, force=force, session_timeout_ms=session_timeout_ms)
+        await delete_group(
+            store, group, t, force=force, session_timeout_ms=session_timeout_ms, mirror=mirror
+        )
         for t in topics
     ]
-    if any(r.outcome == NON_EMPTY for r in results):
+    if mirror is not None:
+        await mirror.settle()
+    if topic is not None or any(r.outcome == NON_EMPTY for r in results):
         return results
     # pending transactional offsets (TxnOffsetCommit) go with the committed ones, as Kafka's
     # tombstones remove both; the producers' epochs stay (they fence zombies)
@@ -300,13 +327,14 @@ async def delete_kafka_state(store: GroupStore, group: str) -> GroupDeletion:
 
 
 async def expire_groups(
-    store: GroupStore, *, retention_ms: int, session_timeout_ms: int
-) -> list[tuple[str, str]]:
+    store: GroupStore, *, retention_ms: int, session_timeout_ms: int,
+    mirror: OffsetsMirror | None = None,
+) -> list[tuple[str, str]]:  # fmt: skip
     """Offsets retention: delete every listed group idle for ``retention_ms`` (see
     ``group/expire.lua``) and drop set entries of groups that no longer exist. A group name
     with live Kafka consumers keeps its offsets; one whose every (group, topic) expired loses
     its idle Kafka state too, as Kafka expires an empty group with its offsets. Returns the
-    (group, topic) pairs expired."""
+    (group, topic) pairs expired; their offsets' tombstones are noted in ``mirror``."""
     pairs = await group_pairs(store)
     names = sorted({g for g, _ in pairs})
     live = await asyncio.gather(*(kafka_members_live(store.batcher, store.keys, g) for g in names))
@@ -331,10 +359,11 @@ async def expire_groups(
     )
     expired = []
     for (group, topic), reply in zip(pairs, replies, strict=True):
-        if int(reply) == 0:
+        outcome = _note_deleted(mirror, group, topic, reply)
+        if outcome == 0:
             continue
         await _unlist(store, group, topic)
-        if int(reply) == 1:
+        if outcome == 1:
             expired.append((group, topic))
     remaining = {g for g, _ in await group_pairs(store)}
     for group in sorted({g for g, _ in expired} - remaining):

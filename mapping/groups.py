@@ -27,6 +27,7 @@ from mapping import scripts
 from mapping.batcher import Pending, RedisBatcher
 from mapping.codec import to_str
 from mapping.keys import GroupKeys, KafkaGroupKeys, Keys, group_entry
+from mapping.offsets_mirror import OffsetsMirror
 from mapping.scripts import Script
 
 GROUP_JOIN = scripts.load("group/join")
@@ -95,6 +96,10 @@ async def kafka_members_live(batcher: RedisBatcher, keys: Keys, group: str) -> b
     return int(await batcher.call(*kafka_group_live_call(keys.kafka_group(group)))) > 0
 
 
+def _nothing(_reply: Any) -> None:
+    return None
+
+
 def _partitions(assigned: bytes | str) -> list[int]:
     return [int(p) for p in to_str(assigned).split()]
 
@@ -104,6 +109,8 @@ class Groups:
         self.batcher = batcher
         self.keys = keys
         self.session_timeout_ms = session_timeout_ms
+        # __consumer_offsets' writer (mapping/offsets_mirror.py); None: not mirrored
+        self.mirror: OffsetsMirror | None = None
 
     def head(self, group: str, topic: str, partitions: int) -> GroupHead:
         return GroupHead(self.keys.group(group, topic), self.session_timeout_ms, partitions)
@@ -154,10 +161,17 @@ class Groups:
         partition: int,
         offset: int,
     ) -> Pending[None]:
-        """Queue a commit of ``offset`` (the next to read) for ``partition``."""
+        """Queue a commit of ``offset`` (the next to read) for ``partition``; once done, the
+        offsets mirror has it noted (its reply is the commit's time)."""
         head = self.head(group, topic, partitions)
         call = group_commit_call(head, member, generation, partition, offset)
-        return Pending(self.batcher.submit(*call), lambda _: None)
+        mirror = self.mirror
+        if mirror is None:
+            return Pending(self.batcher.submit(*call), _nothing)
+        return Pending(
+            self.batcher.submit(*call),
+            lambda at: mirror.note_v1_commit(group, topic, partition, offset, at),
+        )
 
     async def committed(self, group: str, topic: str, partition: int) -> int:
         """The committed offset (next to read) of ``partition``; 0 when nothing is committed.

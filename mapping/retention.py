@@ -30,6 +30,7 @@ from mapping.admin import expire_groups
 from mapping.compaction import CompactionResult, compact_all
 from mapping.inspection import Retention, retention_of
 from mapping.keys import parse_group_entry
+from mapping.offsets_mirror import OffsetsMirror
 from mapping.partition_scripts import PartitionHead
 from mapping.partitions import Partitions
 from mapping.replicator import replicator_tick_call
@@ -141,6 +142,8 @@ class RetentionTask:
         self.runs = 0
         self.compacted = 0  # records compaction removed while this pod held the lease
         self.on_compacted: Callable[[CompactionResult], None] | None = None  # metrics
+        # expired offsets' tombstones go to __consumer_offsets (mapping/offsets_mirror.py)
+        self.mirror: OffsetsMirror | None = None
 
     async def run(self) -> None:
         if self.interval_ms <= 0:
@@ -162,7 +165,10 @@ class RetentionTask:
                     self.partitions,
                     retention_ms=self.offsets_retention_ms,
                     session_timeout_ms=self.session_timeout_ms,
+                    mirror=self.mirror,
                 )
+                if self.mirror is not None:
+                    await self.mirror.settle()
                 for group, topic in expired:
                     log.info("offsets retention: group %s of topic %s expired", group, topic)
             trimmed = [r for r in await enforce_all(self.partitions) if r.trimmed]

@@ -27,6 +27,7 @@ from mapping.topic_config import (
     ALTERABLE_CONFIGS,
     ASSIGNED_REPLICAS_PREFIX,
     DEFAULT_TOPIC_CACHE_SIZE,
+    KAFKA_INTERNAL_TOPICS,
     RETENTION_BYTES,
     RETENTION_MS,
     STRUCTURAL_FIELDS,
@@ -291,12 +292,17 @@ class Topics:
         return config
 
     async def check_limit(self, name: str) -> None:
-        """TOPIC_LIMIT unless one more topic (``name``) fits under ``max_topics``. The count
-        and the creation are two slots (Redis Cluster): pods creating topics at the same
-        moment may together pass the limit by a few."""
+        """TOPIC_LIMIT unless one more topic (``name``) fits under ``max_topics``; Kafka's
+        internal topics (the pods' __consumer_offsets) do not count. The count and the
+        creation are two slots (Redis Cluster): pods creating topics at the same moment may
+        together pass the limit by a few."""
         if not self.max_topics:
             return
-        count = int(await self.batcher.call("SCARD", self.keys.topics))
+        total, internal = await asyncio.gather(
+            self.batcher.call("SCARD", self.keys.topics),
+            self.batcher.call("SMISMEMBER", self.keys.topics, *sorted(KAFKA_INTERNAL_TOPICS)),
+        )
+        count = int(total) - sum(map(int, internal))
         if count >= self.max_topics:
             raise BrokerError(
                 TOPIC_LIMIT,

@@ -82,13 +82,15 @@ def ensure_topic(
     """The topic's settings, creating it with ``defaults`` when it does not exist (topics
     appear on first use, as with V1 PRODUCE), announced as a pod announces it (an earlier
     topic's tombstones go, the replicators start following the new partitions). Names Kafka
-    reserves (``__consumer_offsets``, ...) are never created."""
+    reserves (``__consumer_offsets``, ...) are never created, nor written (the pods mirror the
+    committed offsets into ``__consumer_offsets``)."""
+    if is_internal_topic(name):
+        raise SinkWriteError(f"topic {name!r} is reserved by Kafka: the sink never writes it")
     ensured = ensure_topic_sync(
         client, keys, name, defaults.partitions, defaults.replication_factor,
-        defaults.min_insync_replicas, create=not is_internal_topic(name),
+        defaults.min_insync_replicas,
     )  # fmt: skip
-    if ensured is None:
-        raise SinkWriteError(f"topic {name!r} is reserved by Kafka: it is never created")
+    assert ensured is not None  # (created when missing)
     return ensured.config
 
 

@@ -4,7 +4,8 @@ The job is not a group member (no JOIN/generation): it writes the offsets hash d
 ``mapping/lua/spark/commit.lua``, which only moves each partition forward. That makes a
 re-run micro-batch harmless and lets ``OFFSET <group> <topic> <p>`` show how far Spark got.
 The group is also listed in the groups set, so ``adapter inspect`` and the lag metrics see
-it like any other.
+it like any other, and the offsets it moved are mirrored into ``__consumer_offsets`` when
+the pods keep that topic (mapping/offsets_mirror.py), timed by Redis' clock.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import redis
 
 from mapping import scripts
 from mapping.keys import GroupKeys, Keys, group_entry
+from mapping.offsets_mirror import Mirrored, mirror_sync
 
 SPARK_COMMIT = scripts.load("spark/commit")
 
@@ -40,4 +42,10 @@ def commit_group_offsets(
     stored = scripts.call_sync(client, command)
     # Another slot than the offsets (Redis Cluster): its own call, as JOIN does.
     client.sadd(keys.groups, group_entry(group, topic))
-    return {p: int(value) for p, value in zip(partitions, stored, strict=True)}
+    now = dict(zip(partitions, map(int, stored), strict=True))
+    seconds, micros = client.time()
+    at = int(seconds) * 1000 + int(micros) // 1000
+    # (a partition already further along keeps its mirrored commit)
+    moved = {p: o for p, o in now.items() if o == int(next_offsets[p])}
+    mirror_sync(client, keys, {(group, topic, p): Mirrored(o, at) for p, o in moved.items()})
+    return now

@@ -28,7 +28,7 @@ import click
 
 from adapter.cli import options
 from adapter.cli.columns import cell, echo_columns
-from adapter.cli.local_pod import run_on_pod, run_on_redis
+from adapter.cli.local_pod import run_on_pod
 from adapter.cli.options import RedisTarget
 from adapter.pod import Pod
 from adapter.settings import Settings
@@ -74,14 +74,15 @@ def delete(
     target: RedisTarget,
 ) -> None:
     """Delete GROUP: members, assignment, generation, committed offsets, its listing."""
-    results: list[GroupDeletion] = run_on_redis(
+    results: list[GroupDeletion] = run_on_pod(
         target,
-        lambda partitions: delete_groups(
-            partitions.topics,
+        lambda pod: delete_groups(
+            pod.topics,
             group_name,
             topic_name,
             force=force,
             session_timeout_ms=session_timeout_ms,
+            mirror=pod.offsets_mirror,
         ),
     )
     deleted = [r for r in results if r.outcome == DELETED]

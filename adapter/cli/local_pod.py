@@ -51,6 +51,8 @@ def run_on_pod(
                 try:
                     return await work(pod)
                 finally:
+                    if pod.offsets_mirror is not None:  # what work mirrored, written
+                        await pod.offsets_mirror.settle()
                     tasks.cancel_scope.cancel()
         finally:
             await client.aclose()

@@ -27,7 +27,7 @@ import click
 
 from adapter.cli import options
 from adapter.cli.inspect import describe_topic
-from adapter.cli.local_pod import run_on_redis
+from adapter.cli.local_pod import run_on_pod, run_on_redis
 from adapter.cli.options import RedisTarget, topic_name
 from adapter.cli.topic_configs import (
     config_option,
@@ -169,6 +169,7 @@ def alter(
     partition count (replication never changes). Every pod hears of it at once (pub/sub)."""
     config_changes = {**deleted_fields(deleted), **stored_fields(parse_configs(configs))}
     if partitions is not None:
+        _refuse_internal(name, "adding partitions to")
         _grow(name, partitions, target)
     keys = target.keys
     client = target.connect()
@@ -183,6 +184,14 @@ def alter(
         client.close()
     shown = _shown(configs + deleted, stored_settings)
     click.echo(f"altered topic={name} {retention.describe()}{shown}")
+
+
+def _refuse_internal(name: str, what: str) -> None:
+    """Kafka's internal topics keep their shape: __consumer_offsets is the pods' mirror of
+    the committed offsets (mapping/offsets_mirror.py: its records are placed by partition
+    count), the others are never made."""
+    if is_internal_topic(name):
+        raise click.BadParameter(f"{what} internal topic {name} is prohibited")
 
 
 def _shown(asked: tuple[str, ...], stored_settings: dict[str, str]) -> str:
@@ -262,7 +271,9 @@ def delete(name: str, target: RedisTarget) -> None:
     its defaults) when a command names it again."""
     from mapping.admin import delete_topic
 
-    deletion = run_on_redis(target, lambda partitions: delete_topic(partitions.topics, name))
+    deletion = run_on_pod(
+        target, lambda pod: delete_topic(pod.topics, name, mirror=pod.offsets_mirror)
+    )
     if deletion is None:
         raise click.ClickException(f"no topic {name}")
     click.echo(

@@ -38,6 +38,7 @@ from mapping.admin import InvalidPartitions, add_partitions, delete_topic
 from mapping.config_types import InvalidConfig
 from mapping.errors import BrokerError
 from mapping.keys import is_valid_name
+from mapping.offsets_topic import OFFSETS_TOPIC
 from mapping.topic_config import (
     MAX_PARTITIONS,
     MAX_REPLICATION_FACTOR,
@@ -54,6 +55,12 @@ CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 1
 # (kafka-python's schemas carry the bitfields as sets of bit positions)
 CLUSTER_OPERATIONS = frozenset(
     {CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE}
+)
+# Why DeleteTopics and CreatePartitions leave Kafka's internal topics alone, as a Kafka
+# cluster answers a client without the rights (TOPIC_AUTHORIZATION_FAILED).
+MIRROR_OWNED = (
+    f"internal topic: {OFFSETS_TOPIC} is the pods' mirror of the committed offsets "
+    "(see --offsets-topic)"
 )
 TOPIC_OPERATIONS = frozenset(
     {READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS}
@@ -261,7 +268,9 @@ async def delete_records(context: KafkaContext, request: Request) -> Any:
             code, low = errors.NONE, -1
             try:
                 config = await context.find_topic(topic.name)
-                if config is None or not 0 <= p.partition_index < config.partitions:
+                if is_internal_topic(topic.name):  # Kafka's answer (ReplicaManager)
+                    code = errors.INVALID_TOPIC_EXCEPTION
+                elif config is None or not 0 <= p.partition_index < config.partitions:
                     code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 elif p.offset < -1:  # -1: up to the high watermark; below: no offset
                     code = errors.OFFSET_OUT_OF_RANGE
@@ -307,6 +316,9 @@ async def delete_topics(context: KafkaContext, request: Request) -> Any:
         elif not is_valid_name(name):
             result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
             result.error_message = "names are 1-249 of [A-Za-z0-9._-]"
+        elif name == OFFSETS_TOPIC and context.pod.offsets_mirror is not None:
+            result.error_code = errors.TOPIC_AUTHORIZATION_FAILED
+            result.error_message = MIRROR_OWNED
         else:
             try:
                 expected = str(topic_id) if by_id else ""
@@ -335,6 +347,8 @@ async def create_partitions(context: KafkaContext, request: Request) -> Any:
         try:
             if not is_valid_name(topic.name or ""):
                 raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic.name}")
+            if is_internal_topic(topic.name):
+                raise _Invalid(errors.TOPIC_AUTHORIZATION_FAILED, MIRROR_OWNED)
             if not 1 <= topic.count <= MAX_PARTITIONS:
                 raise _Invalid(errors.INVALID_PARTITIONS, f"count must be 1..{MAX_PARTITIONS}")
             if topic.assignments:

@@ -5,7 +5,9 @@ an empty name beside the id): a non-zero id wins over the name, as in Kafka, and
 with the topic's name, or UNKNOWN_TOPIC_ID with the id echoed. Ids are the ones stored with
 the topics (random at each creation: a topic made again is another topic to the clients).
 Names Kafka reserves for its internal topics (``__consumer_offsets``, ...) are never
-auto-created: UNKNOWN_TOPIC_OR_PARTITION, flagged internal as Kafka does. Asked for
+auto-created: UNKNOWN_TOPIC_OR_PARTITION, flagged internal as Kafka does.
+``__consumer_offsets`` is listed, internal, while the pod mirrors the committed offsets
+there (``--offsets-topic``, mapping/offsets_mirror.py), else never. Asked for
 (v8+ ``include_topic_authorized_operations``: librdkafka's ``describe_topics(
 include_authorized_operations=True)``), each topic's authorized operations are every
 operation a topic supports (no ACLs: adapter/kafka/admin.py TOPIC_OPERATIONS); likewise the
@@ -26,6 +28,7 @@ from adapter.kafka.versions import METADATA
 from mapping.brokers import partition_replicas
 from mapping.errors import BrokerError
 from mapping.keys import is_valid_name
+from mapping.offsets_topic import OFFSETS_TOPIC
 from mapping.topic_config import is_internal_topic
 
 Response = METADATA.response
@@ -112,8 +115,10 @@ async def _topic(
     if name is None or not is_valid_name(name):
         return Topic(error_code=errors.INVALID_TOPIC_EXCEPTION, name=name, partitions=[])
     internal = is_internal_topic(name)
+    # __consumer_offsets is served while the pod mirrors the commits there (--offsets-topic)
+    hidden = name == OFFSETS_TOPIC and context.pod.offsets_mirror is None
     try:  # (a reserved name is never created: see Topics.topic)
-        config = await context.find_topic(name, create=create)
+        config = None if hidden else await context.find_topic(name, create=create)
     except BrokerError as exc:
         return Topic(error_code=error_of(exc), name=name, is_internal=internal, partitions=[])
     if config is None:

@@ -5,7 +5,9 @@ acks=-1 when hw and the ISR allow it (as V1 acks=all).
 
 The topic's configs are enforced before anything is written (produce_checks.py: batch size,
 keys on compacted topics, timestamp bounds); a LogAppendTime topic's answer carries the
-append time (docs/kafka.md, "Topic configs enforced")."""
+append time (docs/kafka.md, "Topic configs enforced"). Kafka's internal topics
+(``__consumer_offsets``: the pods' mirror of the committed offsets) take no records from
+clients: INVALID_TOPIC_EXCEPTION, as Kafka answers every client but its own admin tools."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from mapping.acks import AckOutcome
 from mapping.batcher import Pending
 from mapping.errors import BrokerError, OutcomeUnknown
 from mapping.kafka import AppendResult
-from mapping.topic_config import TopicConfig
+from mapping.topic_config import TopicConfig, is_internal_topic
 from mapping.topic_rules import rules_of
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,10 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
     body = request.body
     if body.acks not in (0, 1, -1):
         return errors.INVALID_REQUIRED_ACKS
+    if is_internal_topic(name):  # __consumer_offsets is the pods' (ReplicaManager's answer)
+        return Refused(
+            errors.INVALID_TOPIC_EXCEPTION, [], f"Cannot append to internal topic {name}"
+        )
     data = part.records or b""
     try:
         batches = _decode(data, request.version)

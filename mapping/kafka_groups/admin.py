@@ -145,6 +145,7 @@ class GroupAdmin(GroupsBase):
             None,
             force=False,
             session_timeout_ms=self.v1_session_timeout_ms,
+            mirror=self.mirror,
         )
         if any(r.outcome == NON_EMPTY for r in results):
             return errors.NON_EMPTY_GROUP

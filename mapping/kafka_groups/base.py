@@ -11,6 +11,7 @@ from mapping import scripts
 from mapping.batcher import RedisBatcher
 from mapping.groups import kafka_members_live
 from mapping.keys import KafkaGroupKeys, Keys, group_part, is_valid_name, parse_group_entry
+from mapping.offsets_mirror import OffsetsMirror
 from mapping.waits import Channel, Waits
 
 KAFKA_GROUP_V1_LIVE = scripts.load("kafka_group/v1_live")
@@ -76,6 +77,9 @@ class GroupsBase:
         self.v1_session_timeout_ms = v1_session_timeout_ms
         # KIP-848: each group's subscribed topics as this pod last saw them
         self.consumer_topics: dict[str, set[str]] = {}
+        # __consumer_offsets' writer (mapping/offsets_mirror.py): commits and deletions of
+        # offsets are mirrored there; None: not mirrored
+        self.mirror: OffsetsMirror | None = None
 
     async def call_group_script(self, command: tuple) -> Any:
         """The reply of a ``kafka_group/*`` script call on a group's keys (the one way they

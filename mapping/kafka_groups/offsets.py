@@ -199,8 +199,13 @@ class GroupOffsets(GroupsBase):
         replies = await asyncio.gather(*calls)
         refused: dict[str, dict[int, OffsetWrite]] = {}
         for topic, reply in zip(topics, replies[::2], strict=True):
-            for p in map(int, reply):
+            at, *not_written = reply  # the commit's time, then the partitions not written
+            for p in map(int, not_written):
                 refused.setdefault(topic, {})[p] = pending[topic][p]
+            if self.mirror is not None:
+                kept = refused.get(topic, {})
+                written = {p: w for p, w in pending[topic].items() if p not in kept}
+                self.mirror.note_commits(group, topic, written, int(at))
         return refused
 
     async def fetch_offsets(
@@ -323,7 +328,10 @@ class GroupOffsets(GroupsBase):
                 call = kafka_group_offset_delete_call(
                     self.keys.group(group, topic), list(partitions)
                 )
-                await self.batcher.call(*call)
+                # the deletion's time, then the partitions that had an offset
+                at, *deleted = await self.batcher.call(*call)
+                if self.mirror is not None:
+                    self.mirror.note_deleted(group, topic, [int(p) for p in deleted], int(at))
                 await self._forget_pending(group, topic, list(partitions))
         return errors.NONE, answer
 

@@ -203,7 +203,11 @@ class TxnOffsets(GroupsBase):
                 write = kafka_group_txn_offset_write_call(self.keys.group(group, topic), entries)
                 calls.append(self.batcher.call(*write))
                 calls.append(self.batcher.call("SADD", self.keys.groups, group_entry(group, topic)))
-            await asyncio.gather(*calls)
+            replies = await asyncio.gather(*calls)
+            if self.mirror is not None:  # each write answered its time
+                for (topic, entries), at in zip(by_topic.items(), replies[::2], strict=True):
+                    written = {e.partition: (e.offset, e.metadata, e.leader_epoch) for e in entries}
+                    self.mirror.note_commits(group, topic, written, int(at))
         await self.call_group_script(kafka_group_txn_offset_clear_call(gk, pending))
 
     async def pending_partitions(self, group: str) -> set[tuple[str, int]]:

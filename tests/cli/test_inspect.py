@@ -43,6 +43,10 @@ def test_inspect_topics_and_partitions(state: State, start_pod) -> None:
         audit = client.produce("audit", "k", "v")
     listing = s.cli("inspect", "topics")
     assert listing.splitlines() == [
+        # the pod's mirror of the committed offsets (mapping/offsets_mirror.py)
+        "topic=__consumer_offsets partitions=50 replication_factor=1 min_insync_replicas=1 "
+        "records=0 under_replicated_partitions=0 retention_ms=-1 retention_bytes=-1 "
+        "retention_ignore_groups=false",
         "topic=audit partitions=1 replication_factor=1 min_insync_replicas=1 records=1 "
         "under_replicated_partitions=0 retention_ms=-1 retention_bytes=-1 "
         "retention_ignore_groups=false",

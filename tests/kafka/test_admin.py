@@ -138,11 +138,13 @@ RESERVED = ["__consumer_offsets", "__transaction_state", "__share_group_state",
 def test_kafka_internal_topic_names_are_never_created(
     kafka_pods: tuple[Pod, Pod], redis_client
 ) -> None:
-    """Tools ask Metadata for ``__consumer_offsets`` (allowing auto-creation); Kafka makes
-    its internal topics itself and the pods keep offsets in their own keys, so no such name
-    becomes a topic: Metadata (every version) answers UNKNOWN_TOPIC_OR_PARTITION flagged
-    internal, V1's first use is refused, and CreateTopics is refused as Kafka refuses
-    ``__cluster_metadata``: INVALID_REQUEST "Creation of internal topic ... is prohibited."."""
+    """Tools ask Metadata for Kafka's internal topics (allowing auto-creation); Kafka makes
+    them itself and the pods keep offsets and transactions in their own keys, so no such
+    name becomes a topic: Metadata (every version) answers UNKNOWN_TOPIC_OR_PARTITION
+    flagged internal, V1's first use is refused, and CreateTopics is refused as Kafka
+    refuses ``__cluster_metadata``: INVALID_REQUEST "Creation of internal topic ... is
+    prohibited.". ``__consumer_offsets`` is the pods' own mirror of the committed offsets
+    (tests/kafka/test_offsets_topic.py): listed, internal, and read only."""
     from adapter.kafka import errors
     from adapter.kafka.versions import CREATE_TOPICS, METADATA
     from tests.support.kafka import RawKafka
@@ -153,6 +155,8 @@ def test_kafka_internal_topic_names_are_never_created(
     with RawKafka(a.kafka_port) as raw:
         for name in RESERVED:
             for version in (1, 12):  # v1: auto-creation implied; v12: allowed by the client
+                if name == "__consumer_offsets":
+                    continue  # made by the pods at start
                 body = request[version](
                     topics=[request.MetadataRequestTopic(name=name)],
                     allow_auto_topic_creation=True,
@@ -175,15 +179,17 @@ def test_kafka_internal_topic_names_are_never_created(
                 f"Creation of internal topic {name} is prohibited.",
             )
     with Client("127.0.0.1", b.port, timeout=10) as v1:
-        with pytest.raises(RequestFailed, match="reserved by Kafka"):
+        with pytest.raises(RequestFailed, match="internal to Kafka: read only"):
             v1.produce("__consumer_offsets", "k", "v")
+        with pytest.raises(RequestFailed, match="reserved by Kafka"):
+            v1.produce("__share_group_state", "k", "v")
         with pytest.raises(RequestFailed, match="reserved by Kafka"):
             v1.consume("__transaction_state", 0, 0)
     admin = AdminClient({"bootstrap.servers": b.bootstrap, "socket.timeout.ms": 5000})
     refused = admin.create_topics([NewTopic("__consumer_offsets", 1, 1)], request_timeout=10)
     with pytest.raises(KafkaException, match="INVALID_REQUEST"):
         refused["__consumer_offsets"].result(10)
-    for name in RESERVED:  # no key, no entry in the topics set
+    for name in RESERVED[1:]:  # no key, no entry in the topics set
         assert list(redis_client.scan_iter(match=f"{KAFKA_PODS_PREFIX}:*{name}*")) == []
         assert not redis_client.sismember(keys.topics, name)
 
@@ -197,6 +203,11 @@ def test_topic_create_command_refuses_kafka_internal_names(redis_url: str) -> No
     result = CliRunner().invoke(main, ["topic", "create", "__consumer_offsets"], env=env)
     assert result.exit_code != 0
     assert "internal topic __consumer_offsets" in result.output
+    # the pods' mirror of the committed offsets keeps its 50 partitions
+    grow = ["topic", "alter", "__consumer_offsets", "--partitions", "60"]
+    result = CliRunner().invoke(main, grow, env=env)
+    assert result.exit_code != 0
+    assert "adding partitions to internal topic __consumer_offsets is prohibited" in result.output
 
 
 def test_confluent_describe_topics_reports_authorized_operations(

@@ -160,14 +160,20 @@ def test_stale_generation_unknown_member_group_not_found(group: Group) -> None:
 def test_commit_checks_ownership(group: Group) -> None:
     group.join("a")
     group.join("b")
-    assert group.commit("a", 2, 2, 41) == 1
+
+    def heartbeat(member: str) -> int:
+        return int(group.client.hget(group.keys.members, member))
+
+    # a commit answers its time (Redis' clock, the offsets mirror's record time), which is
+    # also the committing member's heartbeat
+    assert group.commit("a", 2, 2, 41) == heartbeat("a")
     with mismatch("partition not assigned to member"):
         group.commit("a", 2, 1, 17)  # b's partition
     assert group.client.hgetall(group.keys.offsets) == {b"2": b"41"}
     group.leave("b", 2)
-    assert group.commit("a", 3, 1, 17) == 1  # a owns everything now
+    assert group.commit("a", 3, 1, 17) == heartbeat("a")  # a owns everything now
     big = (1 << 63) - 1  # stored as sent: exact beyond what a Lua number holds
-    assert group.commit("a", 3, 1, big) == 1
+    assert group.commit("a", 3, 1, big) == heartbeat("a")
     assert group.client.hgetall(group.keys.offsets) == {b"2": b"41", b"1": str(big).encode()}
 
 

@@ -22,6 +22,7 @@ SPELLING = (
     "partition/consume.lua",
     "partition/lag.lua",
     "txn/marker.lua",
+    "offsets_topic/append.lua",
 )
 
 
@@ -102,6 +103,14 @@ def test_the_v1_produce_writes_key_value_time_number() -> None:
     assert fields[::2] == [records.KEY, records.VALUE, records.APPEND_TIME, records.NUMBER]
     assert _code("lib/append.lua").count(f"fields[#fields + 1] = '{records.NUMBER}'") == 1
     assert f"fields[#fields + 1] = '{records.APPEND_TIME}'" in _code("lib/append.lua")
+
+
+def test_the_offsets_mirror_writes_what_record_items_gives() -> None:
+    """offsets_topic/append.lua's records (a commit, a tombstone) carry their commit time
+    as CreateTime, as a Kafka producer's record would."""
+    tombstone, commit = _xadd_fields(_code("offsets_topic/append.lua"))
+    assert tombstone == _layout(b"k", None, 5)
+    assert commit == _layout(b"k", b"v", 5)
 
 
 def test_the_short_forms_write_what_record_items_gives() -> None:

@@ -71,6 +71,7 @@ from mapping.kafka_groups.txn_offsets import (
     kafka_group_txn_offset_write_call,
 )
 from mapping.keys import Keys
+from mapping.offsets_mirror import offsets_topic_append_call
 from mapping.partition_scripts import (
     PartitionHead,
     partition_consume_call,
@@ -261,6 +262,10 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
         lambda: kafka_produce_call(
             PART, [RECORD], producer_id=3, producer_epoch=0, base_sequence=0, transactional=True
         ),
+    ],
+    "offsets_topic/append": [
+        lambda: offsets_topic_append_call(PART, [b"k", b"v", 5, b"k2", b"", 6], []),
+        lambda: offsets_topic_append_call(PART, [b"k", b"v", 5], PART.keys.compaction()),
     ],
     "txn/add": [lambda: txn_add_call(PART, 3, 0)],
     "txn/marker": [

@@ -11,11 +11,13 @@ from mapping.errors import BadRequest
 from mapping.partition_scripts import ConsumeResult
 from mapping.partitioner import partition_for
 from mapping.records import record_batch_bytes
-from mapping.topic_config import TopicConfig
+from mapping.topic_config import TopicConfig, is_internal_topic
 from mapping.topic_rules import TopicRules, rules_of
 
 PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
 COMPACTED_KEY_REQUIRED = "compacted topic requires a non-empty key"
+# __consumer_offsets (the pods' mirror of the committed offsets) is read only
+INTERNAL_TOPIC = "topic {} is internal to Kafka: read only"
 CONSUME_USAGE = "CONSUME requires: <topic> <partition> <offset>"
 ROLE_USAGE = "SET_PARTITION_ROLE requires: <topic> <partition> <leader|follower>"
 ACKS = {"0", "1", "all"}
@@ -52,6 +54,8 @@ def _produce_args(argv: list[str]) -> tuple[str, bytes, bytes, str]:
 def _produce(
     context: Context, config: TopicConfig, key: bytes, value: bytes, acks: str
 ) -> Pending[str]:
+    if is_internal_topic(config.name):
+        raise BadRequest(INTERNAL_TOPIC.format(config.name))
     rules = rules_of(config)
     if not key and rules.compaction.compact:
         # V1 has no null key: an empty one is how a V1 client sends none, and a compacted
@@ -132,6 +136,8 @@ async def set_partition_role(context: Context, argv: list[str]) -> str:
     if role not in ("leader", "follower"):
         raise BadRequest("invalid role: must be leader or follower")
     config = await context.pod.topics.partition_of(topic, partition)
+    if is_internal_topic(topic):  # a follower's mirror would refuse its appends
+        raise BadRequest(INTERNAL_TOPIC.format(topic))
     high_watermark = await context.pod.partitions.set_role(config, partition, role)
     return f"topic={topic} partition={partition} role={role} hw={high_watermark}"
 

@@ -6,7 +6,8 @@
 -- ARGV[4] = generation, ARGV[5] = partition, ARGV[6] = offset (decimal strings, stored as
 -- sent, so any 64-bit offset is exact).  KEYS[5] (optional): the Kafka commit metadata
 -- hash: a V1 commit carries no metadata and no leader epoch, so the partition's go, and
--- OffsetFetch answers none for this offset.  Returns 1.
+-- OffsetFetch answers none for this offset.  Returns the commit time (ms, Redis' clock):
+-- the offsets mirror's record of it (mapping/offsets_mirror.py) carries it.
 local member, generation, partition, offset = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local now = now_ms()
 local group = load_group(now)
@@ -22,4 +23,4 @@ if KEYS[5] then
   redis.call('HDEL', KEYS[5], partition, partition .. '.leader_epoch')
 end
 redis.call('HSET', members, member, fmt(now))
-return 1
+return now

@@ -8,7 +8,9 @@
 -- the Kafka commit metadata (deleted with the offsets).  ARGV[4] = '1' while the group name
 -- has live Kafka consumers (read by the caller from the Kafka group's slot): kept, and its
 -- clock restarts, as Kafka keeps the offsets of a group with members.
--- Returns 1: expired (deleted), 0: kept, 2: no such group (its groups-set entry is stale).
+-- Returns {1, the expiry time (ms, Redis' clock), the partitions that had an offset...}:
+-- expired (deleted; the offsets mirror's tombstones: mapping/offsets_mirror.py), 0: kept,
+-- 2: no such group (its groups-set entry is stale).
 local retention_ms = tonumber(ARGV[3])
 if redis.call('EXISTS', meta, members, assignment, offsets) == 0 then return 2 end
 local now = now_ms()
@@ -28,5 +30,7 @@ if not last then
   return 0
 end
 if now - last <= retention_ms then return 0 end
+local reply = {1, now}
+for _, p in ipairs(redis.call('HKEYS', offsets)) do reply[#reply + 1] = p end
 redis.call('DEL', meta, members, assignment, offsets, KEYS[5])
-return 1
+return reply

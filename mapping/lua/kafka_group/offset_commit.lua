@@ -15,15 +15,17 @@
 -- KEYS[1] offsets, KEYS[2] offset_metadata, KEYS[3] meta (V1's, of the same (group, topic)).
 -- ARGV[1] the token, then partition, offset, metadata, leader epoch, ... (decimal strings;
 -- '' metadata: none; a negative epoch: none).
--- Returns the partitions not written (empty: all were).
+-- Returns {the commit time (ms; the offsets mirror's record time), the partitions not
+-- written...} (only the time: all were).
 local offsets, metadata, meta = KEYS[1], KEYS[2], KEYS[3]
 local token = tonumber(ARGV[1])
-local refused, written = {}, false
+local now = now_ms()
+local reply, written = {now}, false
 for i = 2, #ARGV, 4 do
   local p = ARGV[i]
   local fence = tonumber(redis.call('HGET', metadata, p .. '.fence') or '0')
   if fence > token then
-    refused[#refused + 1] = p
+    reply[#reply + 1] = p
   else
     redis.call('HSET', offsets, p, ARGV[i + 1])
     if ARGV[i + 2] == '' then
@@ -40,5 +42,5 @@ for i = 2, #ARGV, 4 do
     written = true
   end
 end
-if written then redis.call('HSET', meta, 'active_ms', fmt(now_ms())) end
-return refused
+if written then redis.call('HSET', meta, 'active_ms', fmt(now)) end
+return reply

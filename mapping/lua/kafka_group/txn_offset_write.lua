@@ -8,9 +8,9 @@
 -- EndTxn decides; the partitions' fences stay as they are. Writing the same values twice
 -- is harmless (an EndTxn completed again after a pod died).
 -- Per partition: partition, offset, metadata ('' none), leader epoch (negative: none).
--- Returns the number of partitions written.
+-- Returns the write's time (ms, Redis' clock: the offsets mirror's record time).
 local offsets, metadata, meta = KEYS[1], KEYS[2], KEYS[3]
-local written = 0
+local now = now_ms()
 for i = 1, #ARGV, 4 do
   local p = ARGV[i]
   redis.call('HSET', offsets, p, ARGV[i + 1])
@@ -24,7 +24,6 @@ for i = 1, #ARGV, 4 do
   else
     redis.call('HSET', metadata, p .. '.leader_epoch', ARGV[i + 3])
   end
-  written = written + 1
 end
-if written > 0 then redis.call('HSET', meta, 'active_ms', fmt(now_ms())) end
-return written
+if #ARGV > 0 then redis.call('HSET', meta, 'active_ms', fmt(now)) end
+return now
