@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +25,12 @@ from tests.support.tls import Certs, TLSProxy, make_certs, running_tls_proxy
 # Pods started by tests take a free Kafka port unless told one (tests.support.pods.Pod
 # passes its own): parallel pods never collide on 9093.
 os.environ.setdefault("ADAPTER_KAFKA_PORT", "0")
+
+# A run started in the background by a shell without job control (`make test &`, nohup)
+# has SIGINT ignored, and the programs it starts inherit that: the tests that press Ctrl-C
+# on a child (topic tail, the README's consumers) would wait for it in vain.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
