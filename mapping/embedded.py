@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 _PR_SET_PDEATHSIG = 1
 try:  # loaded up front: the child must not dlopen between fork and exec
@@ -140,8 +142,14 @@ class RedisProcess:
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        # (a read timeout too: whoever took the port may accept and never answer)
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5, socket_timeout=0.5)
+        # A read timeout too (whoever took the port may accept and never answer), and no
+        # retries: redis-py's default turns one such PING into ~9 s.
+        client = redis.Redis(
+            port=self.port,
+            socket_connect_timeout=0.5,
+            socket_timeout=0.5,
+            retry=Retry(NoBackoff(), 0),
+        )
         try:
             while True:
                 if self.process is not None and self.process.poll() is not None:
