@@ -80,7 +80,9 @@ def test_scale_quick_run(tmp_path: Path) -> None:
         for side in (adapter, row["raw"]):
             assert side["extra"]["redis_per_record"]["cpu_us"] > 0, side
         raw_commands = row["raw"]["extra"]["redis_per_record"]["commands"]
-        assert raw_commands["evalsha"][0] == pytest.approx(1 / batch, rel=0.2), raw_commands
+        # a call per batch, and the few of the pods' background tasks (leases, registrations)
+        script_calls = round(raw_commands["evalsha"][0] * row["raw"]["records"])
+        assert row["raw"]["records"] / batch <= script_calls <= row["raw"]["records"] / batch + 10
         assert raw_commands["xadd"][0] == pytest.approx(1, rel=0.05), raw_commands
         assert adapter["extra"]["redis_per_record"]["commands"]["xadd"][0] >= 1
     produced = {r["config"]: r["adapter"]["extra"]["stored"]
