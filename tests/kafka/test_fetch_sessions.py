@@ -18,9 +18,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 
 from adapter.kafka import errors
-from adapter.kafka.versions import FETCH, PRODUCE
+from adapter.kafka.versions import FETCH
 from mapping.embedded import free_port
-from tests.support.kafka import RawKafka, batch, partition_reply, produce_body
+from tests.support.kafka import RawKafka, produce_values
 from tests.support.pods import RF1, Pod, scrape_metrics
 from tests.support.waiting import wait_until
 
@@ -30,14 +30,6 @@ VERSION = 12
 def create_topic(port: int, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
-
-
-def produce(raw: RawKafka, topic: str, partition: int, *values: bytes) -> int:
-    reply = partition_reply(
-        raw.call(PRODUCE, 9, produce_body(topic, partition, batch(list(values))))
-    )
-    assert reply.error_code == errors.NONE
-    return reply.base_offset
 
 
 def fetch(
@@ -94,7 +86,7 @@ def test_a_session_answers_only_the_partitions_with_something_to_say(
         idle = fetch(raw, session, 1, topic)
         assert (idle.error_code, idle.session_id, answered(idle)) == (errors.NONE, session, {})
 
-        first = produce(producer, topic, 1, b"x", b"y")
+        first = produce_values(producer, topic, 1, b"x", b"y")
         wait_until(lambda: answered(fetch(raw, 0, -1, topic, {1: 0}))[1][1] == first + 2)
         got = fetch(raw, session, 2, topic)
         assert answered(got) == {1: (errors.NONE, first + 2, [b"x", b"y"])}  # only partition 1
@@ -105,13 +97,13 @@ def test_a_session_answers_only_the_partitions_with_something_to_say(
         # partition 3 added, partition 2 forgotten: records in 2 are not answered any more
         added = fetch(raw, session, 4, topic, {3: 0}, forgotten=(2,))
         assert answered(added) == {3: (errors.NONE, 0, [])}  # a new partition: told once
-        produce(producer, topic, 2, b"gone")
-        third = produce(producer, topic, 3, b"z")
+        produce_values(producer, topic, 2, b"gone")
+        third = produce_values(producer, topic, 3, b"z")
         wait_until(lambda: answered(fetch(raw, 0, -1, topic, {3: 0}))[3][1] == third + 1)
         assert answered(fetch(raw, session, 5, topic)) == {3: (errors.NONE, third + 1, [b"z"])}
 
         # the session's partition 1 still reads from where the client said it was
-        late = produce(producer, topic, 1, b"w")
+        late = produce_values(producer, topic, 1, b"w")
         wait_until(lambda: answered(fetch(raw, 0, -1, topic, {1: 0}))[1][1] == late + 1)
         assert answered(fetch(raw, session, 6, topic, {3: third + 1})) == {
             1: (errors.NONE, late + 1, [b"w"])
@@ -126,7 +118,7 @@ def test_a_moved_log_start_is_answered_in_the_session(
     a, b = kafka_pods
     create_topic(a.kafka_port, topic, 2)
     with RawKafka(a.kafka_port) as raw:
-        first = produce(raw, topic, 0, b"a", b"b", b"c")
+        first = produce_values(raw, topic, 0, b"a", b"b", b"c")
         full = fetch(raw, 0, 0, topic, {0: first + 3, 1: 0})
         session = full.session_id
         # caught up: nothing to say (the wait lets the pod settle them: listened to, quiet)
@@ -168,7 +160,7 @@ def test_an_incremental_fetch_waits_on_the_partitions_of_its_session(
         session = fetch(raw, 0, 0, topic, {0: 0, 1: 0, 2: 0}).session_id
         assert answered(fetch(raw, session, 1, topic)) == {}
         # the request names no partition: the long-poll is on the session's
-        timer = threading.Timer(0.3, lambda: produce(producer, topic, 2, b"late"))
+        timer = threading.Timer(0.3, lambda: produce_values(producer, topic, 2, b"late"))
         timer.start()
         try:
             woken = fetch(raw, session, 2, topic, max_wait_ms=8_000)  # (raw: 10 s)
@@ -186,7 +178,7 @@ def test_sessions_are_lost_with_a_restart_and_the_client_starts_again(
         create_topic(kafka_port, topic, 2)
         with RawKafka(kafka_port) as raw:
             session = fetch(raw, 0, 0, topic, {0: 0, 1: 0}).session_id
-            produce(raw, topic, 0, b"before")
+            produce_values(raw, topic, 0, b"before")
             assert answered(fetch(raw, session, 1, topic))[0][2] == [b"before"]
         pod.stop()
         pod = Pod(redis_url, *RF1, kafka_port=kafka_port).start()

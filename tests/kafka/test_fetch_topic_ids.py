@@ -23,8 +23,8 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 
 from adapter.kafka import errors
-from adapter.kafka.versions import FETCH, METADATA, PRODUCE
-from tests.support.kafka import RawKafka, batch, partition_reply, produce_body
+from adapter.kafka.versions import FETCH, METADATA
+from tests.support.kafka import RawKafka, produce_values
 from tests.support.pods import Pod
 from tests.support.waiting import wait_until
 
@@ -51,14 +51,6 @@ def topic_id(pod: Pod, topic: str) -> uuid.UUID:
         (answer,) = raw.call(METADATA, 12, body).topics
     assert answer.error_code == errors.NONE
     return answer.topic_id
-
-
-def produce(raw: RawKafka, topic: str, partition: int, *values: bytes) -> int:
-    reply = partition_reply(
-        raw.call(PRODUCE, 9, produce_body(topic, partition, batch(list(values))))
-    )
-    assert reply.error_code == errors.NONE
-    return reply.base_offset
 
 
 def fetch(
@@ -113,7 +105,7 @@ def test_every_version_by_id_reads_and_answers_unknown_ids(
     known = create_topic(a, topic, 2)
     nobody = uuid.uuid4()
     with RawKafka(b.kafka_port) as raw:
-        first = produce(raw, topic, 1, b"x", b"y")
+        first = produce_values(raw, topic, 1, b"x", b"y")
         reply = fetch(raw, 0, -1, {known: {1: 0, 5: 0}, nobody: {0: 0, 3: 0}}, version=version)
         assert (reply.error_code, reply.session_id) == (errors.NONE, 0)
         assert [t.topic_id for t in reply.responses] == [known, nobody]
@@ -149,15 +141,15 @@ def test_incremental_sessions_by_topic_id(kafka_pods: tuple[Pod, Pod], topic: st
         assert answered(added) == {(second_id, 0): (errors.NONE, 0, [])}
         assert answered(fetch(raw, session, 3)) == {}
 
-        offset = produce(producer, topic, 1, b"new")
+        offset = produce_values(producer, topic, 1, b"new")
         wait_until(lambda: answered(fetch(raw, 0, -1, {first_id: {1: 0}}))[(first_id, 1)][1] > 0)
         got = fetch(raw, session, 4)
         assert answered(got) == {(first_id, 1): (errors.NONE, offset + 1, [b"new"])}
 
         # partition 1 forgotten by id: its records are not answered any more
         assert answered(fetch(raw, session, 5, forgotten={first_id: [1]})) == {}
-        produce(producer, topic, 1, b"gone")
-        later = produce(producer, topic, 0, b"kept")
+        produce_values(producer, topic, 1, b"gone")
+        later = produce_values(producer, topic, 0, b"kept")
         wait_until(lambda: answered(fetch(raw, 0, -1, {first_id: {0: 0}}))[(first_id, 0)][1] > 0)
         assert answered(fetch(raw, session, 6)) == {
             (first_id, 0): (errors.NONE, later + 1, [b"kept"])
@@ -186,13 +178,13 @@ def test_a_topic_created_again_is_another_topic_by_id(
     a, b = kafka_pods
     old = create_topic(a, topic, 1)
     with RawKafka(a.kafka_port) as raw, RawKafka(b.kafka_port) as other:
-        produce(raw, topic, 0, b"before")
+        produce_values(raw, topic, 0, b"before")
         session = fetch(raw, 0, 0, {old: {0: 0}}).session_id
         assert session > 0
         delete_topic(b, topic)
         new = create_topic(b, topic, 1)
         assert new != old
-        offset = produce(other, topic, 0, b"after")
+        offset = produce_values(other, topic, 0, b"after")
         # (a pod that has not heard of the deletion yet may first answer a read refused as
         # deleted: UNKNOWN_TOPIC_OR_PARTITION)
         for pod_raw in (raw, other):
@@ -302,7 +294,7 @@ def test_kafka_python_and_aiokafka_read_as_before(
     create_topic(a, topic, 2)
     with RawKafka(a.kafka_port) as raw:
         values = [b"r0", b"r1", b"r2"]
-        first = produce(raw, topic, 0, *values)
+        first = produce_values(raw, topic, 0, *values)
     caplog.set_level(logging.DEBUG, logger="kafka.net.connection")
     consumer = KafkaConsumer(
         bootstrap_servers=b.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000

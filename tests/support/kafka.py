@@ -185,6 +185,15 @@ def partition_reply(response: Any) -> Any:
     return response.responses[0].partition_responses[0]
 
 
+def produce_values(raw: RawKafka, topic: str, partition: int, *values: bytes) -> int:
+    """``values`` appended to one partition by a raw Produce v9; the first one's offset."""
+    reply = partition_reply(
+        raw.call(PRODUCE, 9, produce_body(topic, partition, batch(list(values))))
+    )
+    assert reply.error_code == errors.NONE
+    return reply.base_offset
+
+
 def fetch_body(
     topic: str,
     partition: int,
