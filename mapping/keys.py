@@ -185,6 +185,12 @@ def parse_group_entry(entry: bytes | str) -> tuple[str, str] | None:
     return (group_name(part), topic) if topic else None
 
 
+def epoch_field(partition: int | str) -> str:
+    """The field of a (group, topic)'s ``offset_metadata`` hash holding a partition's
+    committed leader epoch (the Lua scripts spell it ``p .. '.leader_epoch'``)."""
+    return f"{partition}.leader_epoch"
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionKeys:
     log: str

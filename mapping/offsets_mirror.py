@@ -41,7 +41,7 @@ from redis.asyncio import Redis
 
 from mapping import scripts
 from mapping.codec import DEFAULT_SEQUENCE_BITS, to_str
-from mapping.keys import Keys, parse_group_entry
+from mapping.keys import Keys, epoch_field, parse_group_entry
 from mapping.offsets_topic import (
     NO_LEADER_EPOCH,
     OFFSETS_TOPIC,
@@ -108,7 +108,7 @@ def append_calls(
         except ValueError as exc:  # a name too long for Kafka's format: not mirrored
             log.warning("not mirrored into %s: %s %s", OFFSETS_TOPIC, key[:2], exc)
             continue
-        items.setdefault(partition_for(key[0], config.partitions), []).extend(record)
+        items.setdefault(mirror_partition(config, key), []).extend(record)
     calls = []
     for partition, args in sorted(items.items()):
         partition_head = head(partition)
@@ -131,6 +131,11 @@ def mirror_sync(client: Any, keys: Keys, batch: dict[MirrorKey, Noted]) -> int:
         return PartitionHead(pk, bits, config.replication_factor, REPLICA_LAG_MAX_MS)
 
     return sum(int(call_sync(client, call)[1]) for _, call in append_calls(config, batch, head))
+
+
+def mirror_partition(config: TopicConfig, key: MirrorKey) -> int:
+    """The mirror partition of a committed offset: its group's (Kafka's rule)."""
+    return partition_for(key[0], config.partitions)
 
 
 def _record(key: MirrorKey, mirrored: Noted) -> list[bytes | int]:
@@ -243,7 +248,9 @@ class OffsetsMirror:
         for (partition, _), reply in zip(calls, replies, strict=True):
             if isinstance(reply, BaseException):
                 failure = reply
-                self._keep({k: v for k, v in batch.items() if self._place(config, k) == partition})
+                self._keep(
+                    {k: v for k, v in batch.items() if mirror_partition(config, k) == partition}
+                )
             else:
                 appended += int(reply[1])
                 if self.partitions.durable is not None:
@@ -267,10 +274,6 @@ class OffsetsMirror:
         """Put back what a failed flush did not write, under what was noted since."""
         for key, mirrored in batch.items():
             self._pending.setdefault(key, mirrored)
-
-    @staticmethod
-    def _place(config: TopicConfig, key: MirrorKey) -> int:
-        return partition_for(key[0], config.partitions)
 
     def _calls(self, config: TopicConfig, batch: dict[MirrorKey, Noted]) -> list[tuple]:
         return append_calls(config, batch, partial(self.partitions.head, config))
@@ -317,7 +320,7 @@ class OffsetsMirror:
                 time_ms = int(active) if active is not None else now_ms
                 for field, offset in offsets.items():
                     p = to_str(field)
-                    epoch = details.get(f"{p}.leader_epoch".encode())
+                    epoch = details.get(epoch_field(p).encode())
                     self._pending.setdefault(
                         (group, topic, int(p)),
                         Mirrored(

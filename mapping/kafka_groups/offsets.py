@@ -41,7 +41,7 @@ from mapping.kafka_groups.base import (
 )
 from mapping.kafka_groups.consumer_protocol import subscribed_topics
 from mapping.kafka_groups.txn_offsets import pending_field_parts
-from mapping.keys import GroupKeys, KafkaGroupKeys, group_entry, is_valid_name
+from mapping.keys import GroupKeys, KafkaGroupKeys, epoch_field, group_entry, is_valid_name
 
 NO_OFFSET = -1  # Kafka's "nothing committed": the consumer applies auto.offset.reset
 NO_EPOCH = -1  # Kafka's "no committed leader epoch"
@@ -105,11 +105,6 @@ class CommittedOffset:
     metadata: str | None = None
     error: int = errors.NONE
     leader_epoch: int = NO_EPOCH  # the committed leader epoch; NO_EPOCH when none
-
-
-def epoch_field(partition: int | str) -> str:
-    """The ``offset_metadata`` field holding a partition's committed leader epoch."""
-    return f"{partition}.leader_epoch"
 
 
 def _split(value: OffsetToCommit) -> tuple[int, str | None, int]:

@@ -12,7 +12,6 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as ATopicPartition
-from aiokafka.record.memory_records import MemoryRecords
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
@@ -20,7 +19,7 @@ from kafka import KafkaConsumer
 from adapter.kafka import errors
 from adapter.kafka.versions import FETCH
 from mapping.embedded import free_port
-from tests.support.kafka import RawKafka, produce_values
+from tests.support.kafka import RawKafka, partition_records, produce_values
 from tests.support.pods import RF1, Pod, scrape_metrics
 from tests.support.waiting import wait_until
 
@@ -64,10 +63,7 @@ def answered(response: Any) -> dict[int, tuple[int, int, list[bytes]]]:
     out = {}
     for topic in response.responses:
         for part in topic.partitions:
-            memory = MemoryRecords(bytes(part.records or b""))
-            values = []
-            while memory.has_next():
-                values += [r.value for r in memory.next_batch()]
+            values = [r.value for r in partition_records(part)]
             out[part.partition_index] = (part.error_code, part.high_watermark, values)
     return out
 

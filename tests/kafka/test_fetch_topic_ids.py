@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer
-from aiokafka.record.memory_records import MemoryRecords
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
@@ -24,7 +23,7 @@ from kafka import TopicPartition as KTopicPartition
 
 from adapter.kafka import errors
 from adapter.kafka.versions import FETCH, METADATA
-from tests.support.kafka import RawKafka, produce_values
+from tests.support.kafka import RawKafka, partition_records, produce_values
 from tests.support.pods import Pod
 from tests.support.waiting import wait_until
 
@@ -87,10 +86,7 @@ def answered(response: Any) -> dict[tuple[uuid.UUID, int], tuple[int, int, list[
     out = {}
     for topic in response.responses:
         for part in topic.partitions:
-            memory = MemoryRecords(bytes(part.records or b""))
-            values = []
-            while memory.has_next():
-                values += [r.value for r in memory.next_batch()]
+            values = [r.value for r in partition_records(part)]
             out[(topic.topic_id, part.partition_index)] = (
                 part.error_code, part.high_watermark, values,
             )  # fmt: skip

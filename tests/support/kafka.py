@@ -230,16 +230,21 @@ def fetch_body(
     )
 
 
-def fetched(response: Any) -> tuple[Any, list[Any]]:
-    """(partition data, its records) of a one-partition Fetch response."""
+def partition_records(part: Any) -> list[Any]:
+    """The records of one partition of a Fetch response, decoded by aiokafka."""
     from aiokafka.record.memory_records import MemoryRecords
 
-    part = response.responses[0].partitions[0]
     out = []
     memory = MemoryRecords(bytes(part.records or b""))
     while memory.has_next():
         out += list(memory.next_batch())
-    return part, out
+    return out
+
+
+def fetched(response: Any) -> tuple[Any, list[Any]]:
+    """(partition data, its records) of a one-partition Fetch response."""
+    part = response.responses[0].partitions[0]
+    return part, partition_records(part)
 
 
 def commit_offsets(
