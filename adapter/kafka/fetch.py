@@ -177,9 +177,10 @@ async def _resolve(context: KafkaContext, session: FetchSession) -> None:
     if not unresolved:
         return
     names = await _names(context, unresolved)
-    for key, p in list(session.partitions.items()):
-        name = names.get(p.topic_id) if p.topic_id is not None else None
-        if p.topic is None and name is not None:
+    for key in list(session.unresolved_keys):
+        topic_id = session.partitions[key].topic_id
+        name = names.get(topic_id) if topic_id is not None else None
+        if name is not None:
             session.resolve(key, name)
 
 

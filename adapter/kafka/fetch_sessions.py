@@ -140,13 +140,21 @@ class FetchSession:
     added: list[PartitionKey] = field(default_factory=list)  # since the follower last looked
     removed: list[PartitionKey] = field(default_factory=list)
     follower: Any = None  # what follows its partitions' hw channels (closed with it)
+    # the partitions named by a topic id no topic had (kept apart: a fetch looks at these
+    # only, not at every partition of the session)
+    unresolved_keys: set[PartitionKey] = field(default_factory=set)
     _next_rank: int = 0
 
     def __post_init__(self) -> None:
-        for key in self.partitions:
+        for key, p in self.partitions.items():
             self._rank(key)
+            self._note_unresolved(key, p)
         self.dirty.update(self.partitions)
         self.added.extend(self.partitions)
+
+    def _note_unresolved(self, key: PartitionKey, p: SessionPartition) -> None:
+        if p.topic is None and p.topic_id is not None:
+            self.unresolved_keys.add(key)
 
     def update(
         self, requested: Iterable[SessionPartition], forgotten: Iterable[PartitionKey]
@@ -159,6 +167,7 @@ class FetchSession:
             if known is None:
                 self.partitions[key] = p
                 self._rank(key)
+                self._note_unresolved(key, p)
                 self.added.append(key)
             else:
                 known.offset, known.max_bytes = p.offset, p.max_bytes
@@ -169,22 +178,21 @@ class FetchSession:
             if self.partitions.pop(key, None) is not None:
                 del self.rank[key]
                 self.dirty.discard(key)
+                self.unresolved_keys.discard(key)
                 self.removed.append(key)
 
     def unresolved(self) -> set[uuid.UUID]:
         """The topic ids of partitions no topic was found for yet (Kafka tries again at
         every fetch: the id may have been learnt from a pod that just created it)."""
-        return {
-            p.topic_id
-            for p in self.partitions.values()
-            if p.topic is None and p.topic_id is not None
-        }
+        ids = (self.partitions[key].topic_id for key in self.unresolved_keys)
+        return {topic_id for topic_id in ids if topic_id is not None}
 
     def resolve(self, key: PartitionKey, topic: str) -> None:
         """The partition's topic id names ``topic`` now: it is followed and read from here."""
         p = self.partitions.get(key)
         if p is not None and p.topic is None:
             p.topic = topic
+            self.unresolved_keys.discard(key)
             self.added.append(key)
             self.dirty.add(key)
 
