@@ -29,7 +29,6 @@ import logging
 from collections.abc import Callable, Generator, Hashable
 from typing import Any, Generic, TypeVar
 
-import hiredis
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
@@ -39,6 +38,7 @@ from mapping import scripts
 from mapping.codec import to_str
 from mapping.errors import OutcomeUnknown, Unavailable, from_script_error
 from mapping.redis_errors import not_run
+from mapping.resp import pack_command, plain
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,12 @@ class RedisBatcher:
         self.pipelines_sent = 0
         self.calls_sent = 0
         self.on_flush: Callable[[int], None] | None = None  # metrics: called with batch size
+
+    @property
+    def packs_commands(self) -> bool:
+        """Whether this batcher writes the RESP of its commands itself, so a command's
+        ready-made arguments (mapping/resp.py) save the packing; other clients unpack them."""
+        return isinstance(self._client, Redis)
 
     async def call(self, *command: Any) -> Any:
         """Queue one Redis command and wait for its reply.
@@ -251,67 +257,20 @@ class RedisBatcher:
         # Any other client (a cluster client, a test double): redis-py's pipeline.
         pipe = self._client.pipeline(transaction=False)
         for command in commands:
-            pipe.execute_command(*command)
+            pipe.execute_command(*plain(command))
         return await pipe.execute(raise_on_error=False)
 
     async def _execute_on_own_connection(self, commands: list[tuple]) -> list[Any]:
         """What ``pipeline().execute(raise_on_error=False)`` does, on a connection the
         flusher keeps (one pipeline is in flight at a time): a redis-py Pipeline object per
-        batch costs more than the round trip itself. Written in chunks and read reply by
-        reply, each within the socket timeout (see the module's docstring)."""
+        batch costs more than the round trip itself."""
         try:
-            connection = await self._ready_connection()
+            if self._connection is None:
+                self._connection = await self._client.connection_pool.get_connection()
+            await ready(self._connection)
         except Exception as exc:  # refused, timed out, failed its handshake: nothing sent
             raise PipelineFailed([], Unavailable(f"redis unavailable: {exc}")) from exc
-        callbacks = self._client.response_callbacks
-        replies: list[Any] = []
-        try:
-            for chunk in _chunks(_pack(commands, connection)):
-                await connection.send_packed_command(chunk, check_health=False)
-            for command in commands:
-                try:
-                    reply = await connection.read_response()
-                except ResponseError as exc:
-                    replies.append(exc)
-                    continue
-                callback = callbacks.get(command[0])
-                if callback is not None:  # as redis-py's own replies (SMEMBERS: a set, ...)
-                    reply = callback(reply)
-                    if inspect.isawaitable(reply):
-                        reply = await reply
-                replies.append(reply)
-        except Exception as exc:
-            # Replies may be left unread: the connection is out of step, drop it. What was
-            # sent may have run: the calls without a reply have an unknown outcome.
-            await connection.disconnect(nowait=True)
-            if not isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
-                log.exception("redis pipeline failed")  # a protocol error, a bug
-            unknown = OutcomeUnknown(f"redis outcome unknown: {exc}")
-            raise PipelineFailed(replies, unknown) from exc
-        except BaseException:  # cancelled (the pod stops)
-            await connection.disconnect(nowait=True)
-            raise
-        return replies
-
-    async def _ready_connection(self) -> Any:
-        """The flusher's connection, connected: nothing is sent yet, so a failure here means
-        the pipeline certainly did not run."""
-        connection = self._connection
-        if connection is None:
-            connection = self._connection = await self._client.connection_pool.get_connection()
-        elif connection.is_connected:
-            # Nothing is left unread between pipelines, so readable means the socket was
-            # closed (Redis restarted while this pod was idle): reconnect rather than fail
-            # the batch, as the pool does with its connections.
-            try:
-                stale = await connection.can_read()
-            except RedisConnectionError:
-                stale = False  # can_read disconnected it already
-            if stale:
-                await connection.disconnect(nowait=True)
-        if not connection.is_connected:
-            await connection.connect()
-        return connection
+        return await send_pipeline(self._connection, commands, self._client.response_callbacks)
 
     async def _resend_without_scripts(self, commands: list[tuple], replies: list[Any]) -> None:
         """After a Redis restart without its script cache (or SCRIPT FLUSH) an EVALSHA
@@ -349,6 +308,61 @@ class RedisBatcher:
                 await self._client.script_load(script.source)
 
 
+async def ready(connection: Any) -> None:
+    """``connection`` connected: nothing is sent yet, so a failure here means the pipeline
+    certainly did not run."""
+    if connection.is_connected:
+        # Nothing is left unread between pipelines, so readable means the socket was
+        # closed (Redis restarted while this pod was idle): reconnect rather than fail
+        # the batch, as the pool does with its connections.
+        try:
+            stale = await connection.can_read()
+        except RedisConnectionError:
+            stale = False  # can_read disconnected it already
+        if stale:
+            await connection.disconnect(nowait=True)
+    if not connection.is_connected:
+        await connection.connect()
+
+
+async def send_pipeline(
+    connection: Any, commands: list[tuple], callbacks: dict[str, Any]
+) -> list[Any]:
+    """``commands`` as one pipeline on ``connection`` (connected); their replies, an error
+    reply as its exception, each through ``callbacks`` as redis-py's own replies (SMEMBERS:
+    a set, ...). Written in chunks and read reply by reply, each within the socket timeout
+    (see the module's docstring). Raises ``PipelineFailed`` with the replies read when the
+    connection failed."""
+    replies: list[Any] = []
+    try:
+        for chunk in _chunks(_pack(commands, connection)):
+            await connection.send_packed_command(chunk, check_health=False)
+        for command in commands:
+            try:
+                reply = await connection.read_response()
+            except ResponseError as exc:
+                replies.append(exc)
+                continue
+            callback = callbacks.get(command[0])
+            if callback is not None:
+                reply = callback(reply)
+                if inspect.isawaitable(reply):
+                    reply = await reply
+            replies.append(reply)
+    except Exception as exc:
+        # Replies may be left unread: the connection is out of step, drop it. What was
+        # sent may have run: the calls without a reply have an unknown outcome.
+        await connection.disconnect(nowait=True)
+        if not isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
+            log.exception("redis pipeline failed")  # a protocol error, a bug
+        unknown = OutcomeUnknown(f"redis outcome unknown: {exc}")
+        raise PipelineFailed(replies, unknown) from exc
+    except BaseException:  # cancelled (the pod stops)
+        await connection.disconnect(nowait=True)
+        raise
+    return replies
+
+
 def _repeatable(command: tuple) -> bool:
     name = command[0]
     return to_str(name).upper() in REPEATABLE
@@ -356,12 +370,12 @@ def _repeatable(command: tuple) -> bool:
 
 def _pack(commands: list[tuple], connection: Any) -> list[bytes]:
     """The RESP bytes of each of ``commands``: hiredis's packer in C, much faster than
-    redis-py's own (see the README's Performance section); redis-py's for what hiredis does
-    not take."""
+    redis-py's own (see the README's Performance section), with mapping/resp.py's
+    ready-made arguments; redis-py's for what hiredis does not take."""
     try:
-        return [hiredis.pack_command(command) for command in commands]
+        return [pack_command(command) for command in commands]
     except TypeError:
-        return [b"".join(connection.pack_commands([command])) for command in commands]
+        return [b"".join(connection.pack_commands([plain(command)])) for command in commands]
 
 
 def _chunks(packed: list[bytes]) -> list[bytes]:

@@ -24,7 +24,13 @@ from mapping.partition_scripts import (
     partition_status_call,
 )
 from mapping.partitions import Partitions
-from mapping.records import ProducedRecord, StoredRecord, append_args, entry_record
+from mapping.records import (
+    ProducedRecord,
+    StoredRecord,
+    append_args,
+    append_resp,
+    entry_record,
+)
 from mapping.sequence_fence import SequenceFence
 from mapping.topic_config import TopicConfig
 from mapping.topic_rules import rules_of
@@ -76,14 +82,16 @@ def kafka_produce_call(
     create_time: bool = True,
     compaction: Sequence[str] = (),
     transactional: bool = False,
+    packed: bool = False,
 ) -> tuple:
     """kafka/produce.lua appending one RecordBatch (producer id -1: not idempotent);
     ``create_time`` False (a LogAppendTime topic): the records keep no timestamp of their
     own, so every reader sees their append time; ``compaction``: the partition's compaction
     keys on a compacted topic (compaction_keys); ``transactional``: a transactional batch
-    (appended only within the producer's registered transaction, mapping/partition_txns.py)."""
+    (appended only within the producer's registered transaction, mapping/partition_txns.py);
+    ``packed``: the records' arguments already in RESP (mapping/resp.py), for the batcher."""
     k = head.keys
-    batch = [
+    batch: list[Any] = [
         producer_id,
         producer_epoch,
         base_sequence,
@@ -91,11 +99,13 @@ def kafka_produce_call(
         producer_id_expiration_ms,
         int(transactional),
     ]
-    return head.command(
-        KAFKA_PRODUCE,
-        (k.producers, k.producer_times, k.txn_open, *compaction),
-        batch + append_args(records, create_time, short=not transactional),
-    )
+    short = not transactional
+    if packed:
+        batch.append(append_resp(records, create_time, short))
+    else:
+        batch += append_args(records, create_time, short)
+    keys = (k.producers, k.producer_times, k.txn_open, *compaction)
+    return head.command(KAFKA_PRODUCE, keys, batch)
 
 
 def partition_delete_records_call(head: PartitionHead, cut: int) -> tuple:
@@ -150,6 +160,7 @@ class KafkaStore:
             create_time=create_time and not rules_of(config).log_append_time,
             compaction=compaction_keys(config, self.keys.partition(config.name, partition)),
             transactional=transactional,
+            packed=self.partitions.batcher.packs_commands,
         )
         future = self.partitions.batcher.submit(*call)
         # a caller that goes away (its connection closed) leaves the failure unread

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from mapping.codec import MAX_SEQUENCE_BITS
 from mapping.records import (
     APPEND_TIME_BYTES,
     CONTROL_BYTES,
@@ -28,6 +29,9 @@ from mapping.records import (
 RECORD_OVERHEAD = 32
 MAX_OFFSET_DELTA = (1 << 31) - 1  # the most a RecordBatch's offset delta holds
 _NO_HEADERS: list[Header] = []  # shared, never changed: the common records have none
+# An entry id's sequence part as text -> its number: a lookup costs less than int() (the
+# sequence never reaches 2**bits; a longer one, written by hand, is parsed)
+_SEQUENCES = {b"%d" % number: number for number in range(1 << MAX_SEQUENCE_BITS)}
 
 
 def _append_stamp(fields: list[bytes]) -> bytes | None:
@@ -91,6 +95,7 @@ def walk_entries(
     timestamp = 0
     batch_producer: bytes | None = None
     producer_id = producer_epoch = -1
+    sequences = _SEQUENCES
     for i in range(start, len(entries)):
         entry_id, fields = entries[i]
         ms, _, seq = entry_id.partition(b"-")
@@ -101,9 +106,32 @@ def walk_entries(
                 limit = min(high_watermark - base, MAX_OFFSET_DELTA)
             last_ms = ms
             ms_delta = ms_value - base
-        delta = ms_delta + int(seq)
+        number = sequences.get(seq)
+        delta = ms_delta + (number if number is not None else int(seq))
         if delta > limit:
             return Walked(i, used, base, delta + base > high_watermark, producer_id, producer_epoch)
+        if batch_producer is None and not append_time and len(fields) == 10:
+            # the fast path: a plain Kafka record with a null key, or with a key and a value,
+            # no headers (see entry_record); a batch of plain records only
+            first = fields[0]
+            if first == VALUE_BYTES:
+                fast = fields[4] == CREATE_TIME_BYTES and fields[6] == NULLS_BYTES
+                key, value, stamp = None, fields[1], fields[5]
+                length = len(value) + RECORD_OVERHEAD
+            else:
+                fast = first == KEY_BYTES and fields[2] == VALUE_BYTES
+                fast = fast and fields[6] == CREATE_TIME_BYTES
+                key, value, stamp = fields[1], fields[3], fields[7]
+                length = len(key) + len(value) + RECORD_OVERHEAD
+            if fast and fields[8] == NUMBER_BYTES:
+                if stamp != last_stamp:
+                    last_stamp = stamp
+                    timestamp = int(stamp)
+                if used + length > budget and (i > start or not take_first):
+                    return Walked(i, used, base, True)
+                used += length
+                append(delta, timestamp, key, value, _NO_HEADERS)
+                continue
         # the common layouts at fixed places (see entry_record), anything else field by field
         size = len(fields)
         if size >= 2 and fields[size - 2] == NUMBER_BYTES:

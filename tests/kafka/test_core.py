@@ -294,6 +294,43 @@ def test_fetch_encodes_every_entry_layout_as_entry_record_reads_it() -> None:
     assert expected[5][2:4] == (None, None)
 
 
+# entries of a log whose layouts change from one to the next: the walk's fast path for
+# the common plain records must hand over to the general one and back within a batch
+_MIXED_LAYOUTS = [fields for _, fields in LAYOUTS[:6]] + [
+    # a transactional null-key record: a batch of its producer's records
+    [b"value", b"t", b"ts", b"9", b"create_ts", b"16", b"null", b"key", b"pid", b"7",
+     b"pe", b"0", b"n", b"8"],
+    # a plain record whose names are not the fast path's at the fast path's places
+    [b"value", b"v", b"ts", b"9", b"h:x", b"1", b"null", b"key", b"n", b"9"],
+]  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, len(_MIXED_LAYOUTS) - 1), st.integers(1, 1500), st.booleans()),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_fetch_encodes_mixed_layouts_as_entry_record_reads_them(picks: list[tuple]) -> None:
+    from adapter.kafka.fetch_reads import _encode
+    from mapping.codec import MAX_SEQUENCE_BITS
+    from mapping.records import entry_record
+
+    entries, offset = [], 5 << BITS
+    for layout, gap, long_sequence in picks:
+        offset += gap
+        ms, sequence = offset >> BITS, offset & ((1 << BITS) - 1)
+        if long_sequence:  # the same offset spelt with a sequence no append writes
+            ms, sequence = ms - 4, sequence + (4 << BITS)
+            assert sequence >= 1 << MAX_SEQUENCE_BITS
+        entries.append([b"%d-%d" % (ms, sequence), list(_MIXED_LAYOUTS[layout])])
+    batches, taken, _, _, _ = _encode(entries, BITS, 1 << 40, 1 << 20, True, PLAIN)
+    assert taken == len(entries)
+    expected = [tuple(entry_record(i, f, BITS)) for i, f in entries]
+    assert _fetched(batches) == expected
+
+
 def test_fetch_stops_at_the_high_watermark_and_the_byte_budget() -> None:
     from adapter.kafka.fetch_reads import _encode
     from mapping.record_walk import RECORD_OVERHEAD

@@ -11,10 +11,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import hiredis
 import pytest
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import AbstractConnection
 from redis.backoff import NoBackoff
-from redis.exceptions import ClusterDownError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -62,37 +63,51 @@ COUNT_RUNS = "return redis.call('INCR', KEYS[1])"
 
 
 async def _one_call_with_a_failing_node(
-    url: str, fail: Callable[[int], BaseException | None], *, after_running: bool
+    url: str, fail: Callable[[int], str | BaseException | None], *, after_running: bool = False
 ) -> tuple[object, int, bytes | None]:
     """One EVAL through the pod's own cluster client and batcher, the node that serves it
-    failing the first sends with ``fail(n)`` (n: the send's number), before or after really
-    running it. Returns the batcher's answer, the sends and the count of runs."""
+    failing the first sends with ``fail(n)`` (n: the send's number, in a pipeline or a
+    call of redis-py's): an error reply instead of running it (a text), or, after really
+    running it, an exception instead of its reply (``after_running``). Returns the
+    batcher's answer, the sends and the count of runs."""
     key = f"cb-{uuid.uuid4().hex[:8]}:{{runs}}"
+    script = hiredis.pack_command(("EVAL", COUNT_RUNS, 1, key))
     client = connect_async(url, 2.0)
     await client.initialize()
     batcher = ClusterBatcher(client)
     flusher = asyncio.create_task(batcher.run())
-    original = ClusterNode.execute_command
+    send, read = AbstractConnection.send_packed_command, AbstractConnection.read_response
     sends = 0
+    lost: dict[int, BaseException] = {}  # connection -> what its next reply is lost to
 
-    async def failing(node: ClusterNode, *args: Any, **kwargs: Any) -> Any:
+    async def sending(connection: Any, command: Any, check_health: bool = True) -> None:
         nonlocal sends
-        if args[0] != "EVAL":
-            return await original(node, *args, **kwargs)
-        sends += 1
-        error = fail(sends)
-        if error is None:
-            return await original(node, *args, **kwargs)
-        if after_running:  # it ran; the reply is lost
-            await original(node, *args, **kwargs)
-        raise error
+        data = command if isinstance(command, bytes) else b"".join(command)
+        if script in data:
+            sends += 1
+            error = fail(sends)
+            if isinstance(error, str):  # answered without running
+                reply = f"return redis.error_reply('{error}')"
+                data = data.replace(script, hiredis.pack_command(("EVAL", reply, 0)))
+            elif error is not None:
+                lost[id(connection)] = error
+        await send(connection, data, check_health)
 
-    ClusterNode.execute_command = failing  # type: ignore[method-assign]
+    async def reading(connection: Any, *args: Any, **kwargs: Any) -> Any:
+        reply = await read(connection, *args, **kwargs)
+        error = lost.pop(id(connection), None)
+        if error is not None:  # it ran; the reply is lost
+            raise error
+        return reply
+
+    AbstractConnection.send_packed_command = sending  # type: ignore[method-assign]
+    AbstractConnection.read_response = reading  # type: ignore[method-assign]
     try:
         (answer,) = await asyncio.gather(batcher.submit("EVAL", COUNT_RUNS, 1, key),
                                          return_exceptions=True)  # fmt: skip
     finally:
-        ClusterNode.execute_command = original  # type: ignore[method-assign]
+        AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
+        AbstractConnection.read_response = read  # type: ignore[method-assign]
         flusher.cancel()
         runs = await client.get(key)
         await client.aclose()
@@ -118,19 +133,16 @@ def test_a_call_that_may_have_run_is_never_sent_again(cluster_url: str, error: E
 
 
 def test_replies_that_say_not_run_are_sent_again_or_answered_not_run(cluster_url: str) -> None:
-    """TRYAGAIN and MOVED say the command did not run: redis-py sends it again, and it runs
-    once. CLUSTERDOWN is not retried by the pod's client (no retries): "not run"."""
-    tryagain = TryAgainError("TRYAGAIN Multiple keys request during rehashing of slot")
+    """TRYAGAIN and MOVED say the command did not run: it is sent again (the pipeline's
+    call through redis-py, which follows TRYAGAIN), and it runs once. CLUSTERDOWN is not
+    retried by the pod's client (no retries): "not run"."""
+    tryagain = "TRYAGAIN Multiple keys request during rehashing of slot"
     answer, sends, runs = asyncio.run(
-        _one_call_with_a_failing_node(
-            cluster_url, lambda n: tryagain if n < 3 else None, after_running=False
-        )
+        _one_call_with_a_failing_node(cluster_url, lambda n: tryagain if n < 3 else None)
     )
     assert (answer, sends, runs) == (1, 3, b"1")
-    down = ClusterDownError("CLUSTERDOWN The cluster is down")
-    answer, sends, runs = asyncio.run(
-        _one_call_with_a_failing_node(cluster_url, lambda n: down, after_running=False)
-    )
+    down = "CLUSTERDOWN The cluster is down"
+    answer, sends, runs = asyncio.run(_one_call_with_a_failing_node(cluster_url, lambda n: down))
     assert type(answer) is Unavailable
     assert (sends, runs) == (1, None)
 
@@ -170,3 +182,48 @@ def test_a_refused_connect_is_answered_not_run(cluster_url: str) -> None:
     answer, runs = asyncio.run(main())
     assert type(answer) is Unavailable, answer
     assert runs is None
+
+
+def test_batches_go_as_pipelines_and_through_redis_py_after_a_failure(cluster_url: str) -> None:
+    """A batch goes to each primary as one pipeline, not one redis-py call per command;
+    after a reply that says the cluster failed (CLUSTERDOWN here), the next batch goes call
+    by call through redis-py (which re-reads the slot map), the one after it as pipelines
+    again."""
+    down = "return redis.error_reply('CLUSTERDOWN The cluster is down')"
+
+    async def main() -> list[object]:
+        client = RedisCluster.from_url(plain_url(cluster_url), max_connections=POOL)
+        await client.initialize()
+        batcher = ClusterBatcher(client)
+        flusher = asyncio.create_task(batcher.run())
+        calls = 0
+        original = ClusterNode.execute_command
+
+        async def counting(node: ClusterNode, *args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            return await original(node, *args, **kwargs)
+
+        ClusterNode.execute_command = counting  # type: ignore[method-assign]
+        prefix = f"cb-{uuid.uuid4().hex[:8]}"
+        seen: list[object] = []
+        try:
+            futures = []
+            for i in range(SLOTS):
+                key = f"{prefix}:{{{i}}}"
+                futures += [batcher.submit("SET", key, i), batcher.submit("GET", key)]
+            replies = await asyncio.gather(*futures)
+            seen.append((replies[1::2] == [str(i).encode() for i in range(SLOTS)], calls))
+            (failed,) = await asyncio.gather(
+                batcher.submit("EVAL", down, 1, f"{prefix}:{{0}}"), return_exceptions=True
+            )
+            seen.append((type(failed), calls))
+            for _ in range(2):
+                seen.append((await batcher.call("GET", f"{prefix}:{{1}}"), calls))
+        finally:
+            ClusterNode.execute_command = original  # type: ignore[method-assign]
+            flusher.cancel()
+            await client.aclose()
+        return seen
+
+    assert asyncio.run(main()) == [(True, 0), (Unavailable, 0), (b"1", 1), (b"1", 1)]

@@ -1,0 +1,174 @@
+"""``python -m bench.pod_cost``: the pod's CPU in its three hottest loops, each beside the way
+it did the same work before, in the same run, with the ratio (docs/scale.md, "Pod CPU per
+record"):
+
+- **pack**: a Kafka Produce's script call of ``--records`` null-key records, its arguments
+  written in RESP from the records (``append_resp``, the batcher packing only the head)
+  against hiredis packing ``append_args``' arguments;
+- **walk**: the Fetch's walk over ``--entries`` XRANGE entries into a RecordBatch, the
+  common layouts (the fast path) against the same records with one header each (the
+  general path);
+- **cluster**: batches of ``--calls`` small calls (HGET) over 24 partitions' keys on a
+  Redis Cluster of three primaries on loopback, one pipeline per primary against one
+  redis-py call each (the cluster batcher's two paths): the pod's CPU per call.
+
+CPU-bound loops are timed best of ``--repeat``; nothing here waits on another process but
+the cluster rows, whose CPU is this process's own (``time.process_time``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import hiredis
+
+from adapter.kafka.fetch_reads import _encode
+from mapping.cluster import connect_async
+from mapping.cluster_batcher import ClusterBatcher
+from mapping.records import ProducedRecord, append_args, append_resp
+from mapping.resp import pack_command
+from mapping.topic_config import TopicConfig
+
+BITS = 10
+CREATE_TIME = 1_700_000_000_000
+HEAD = ("EVALSHA", "f" * 40, 7, "k1", "k2", "k3", "k4", "k5", "k6", "k7", 10, 1, 5000)
+
+
+def best_of(repeat: int, work: Callable[[], Any]) -> float:
+    """The shortest of ``repeat`` runs of ``work``, in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def pack_row(records: int, value_size: int, repeat: int) -> tuple[float, float]:
+    """(µs per record now, before) for one Produce script call."""
+    value = os.urandom(value_size)
+    batch: list[ProducedRecord] = [
+        (None, value, CREATE_TIME + i // 100, []) for i in range(records)
+    ]
+    now = best_of(repeat, lambda: pack_command((*HEAD, append_resp(batch))))
+    before = best_of(repeat, lambda: hiredis.pack_command((*HEAD, *append_args(batch))))
+    assert pack_command((*HEAD, append_resp(batch))) == hiredis.pack_command(
+        (*HEAD, *append_args(batch))
+    )
+    return now * 1e6 / records, before * 1e6 / records
+
+
+def entries_of(count: int, value_size: int, header: bool) -> list[list[Any]]:
+    """XRANGE entries as hiredis gives them: null-key Kafka records, ``header``: one each."""
+    value = os.urandom(value_size)
+    entries = []
+    for i in range(count):
+        stamp = b"%d" % (CREATE_TIME + i // 500)
+        fields = [b"value", value, b"ts", stamp, b"create_ts", stamp, b"null", b"key"]
+        if header:
+            fields += [b"h:source", b"web"]
+        offset = (CREATE_TIME << BITS) + i
+        entry_id = b"%d-%d" % (offset >> BITS, offset & ((1 << BITS) - 1))
+        entries.append([entry_id, [*fields, b"n", b"%d" % (i + 1)]])
+    return entries
+
+
+def walk_row(count: int, value_size: int, repeat: int) -> tuple[float, float]:
+    """(µs per entry of the fast path, of the general path)."""
+    config = TopicConfig("t", 1, 1, 1)
+
+    def walk(entries: list[list[Any]]) -> float:
+        def encode() -> None:
+            _, taken, _, _, _ = _encode(entries, BITS, 1 << 62, 1 << 40, True, config)
+            assert taken == len(entries)
+
+        return best_of(repeat, encode) * 1e6 / len(entries)
+
+    return walk(entries_of(count, value_size, False)), walk(entries_of(count, value_size, True))
+
+
+async def cluster_row(url: str, calls: int, batches: int) -> tuple[float, float]:
+    """(µs of this process's CPU per call pipelined, through redis-py one by one)."""
+    keys = [f"{{bench:{p}}}:state" for p in range(24)]
+    costs = []
+    for pipelines in (True, False):
+        client = connect_async(url, 10.0)
+        await client.initialize()
+        batcher = ClusterBatcher(client, pipelines=pipelines)
+        flusher = asyncio.create_task(batcher.run())
+        try:
+            for key in keys:
+                await batcher.call("HSET", key, "log_start", "0")
+
+            async def batch(batcher: ClusterBatcher = batcher) -> None:
+                calls_made = (
+                    batcher.submit("HGET", keys[i % 24], "log_start") for i in range(calls)
+                )
+                await asyncio.gather(*calls_made)
+
+            for _ in range(5):  # connections made, code warm
+                await batch()
+            start = time.process_time()
+            for _ in range(batches):
+                await batch()
+            costs.append((time.process_time() - start) * 1e6 / (calls * batches))
+        finally:
+            flusher.cancel()
+            await client.aclose()
+    return costs[0], costs[1]
+
+
+def _line(name: str, unit: str, now: float, before: float, labels: tuple[str, str]) -> None:
+    print(
+        f"{name:8} {labels[0]:>10} {now:8.3f} {unit} | {labels[1]:<20} {before:8.3f} {unit}"
+        f" ratio {before / now:5.2f}"
+    )
+
+
+@click.command()
+@click.option("--records", default=4300, show_default=True, help="records per Produce call")
+@click.option("--entries", default=8000, show_default=True, help="entries per Fetch walk")
+@click.option("--value-size", default=100, show_default=True)
+@click.option("--repeat", default=7, show_default=True)
+@click.option("--calls", default=72, show_default=True, help="calls per cluster batch")
+@click.option("--batches", default=200, show_default=True)
+@click.option("--cluster/--no-cluster", default=True, help="the cluster row (3 redis-servers)")
+@click.option("--quick", is_flag=True, help="a smoke run of a second or two")
+def main(
+    records: int,
+    entries: int,
+    value_size: int,
+    repeat: int,
+    calls: int,
+    batches: int,
+    cluster: bool,
+    quick: bool,
+) -> None:
+    if quick:
+        records, entries, repeat, batches = 300, 500, 2, 10
+    now, before = pack_row(records, value_size, repeat)
+    _line("pack", "µs/rec", now, before, ("RESP", "hiredis of the args"))
+    fast, general = walk_row(entries, value_size, repeat)
+    _line("walk", "µs/rec", fast, general, ("fast path", "general (a header)"))
+    if cluster:
+        from tests.support.cluster import LoopbackCluster
+
+        with tempfile.TemporaryDirectory() as base:
+            deployment = LoopbackCluster(Path(base), appendonly=False)
+            try:
+                url = deployment.start().url
+                piped, calls_cost = asyncio.run(cluster_row(url, calls, batches))
+            finally:
+                deployment.stop()
+        _line("cluster", "µs/call", piped, calls_cost, ("pipelines", "redis-py calls"))
+
+
+if __name__ == "__main__":
+    main()
