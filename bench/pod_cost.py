@@ -8,6 +8,10 @@ record"):
 - **walk**: the Fetch's walk over ``--entries`` XRANGE entries into a RecordBatch, the
   common layouts (the fast path) against the same records with one header each (the
   general path);
+- **request**: a Produce request of ``--partitions`` partitions of 4 records each (what
+  librdkafka sends when many producers share many partitions) read, and its answer written,
+  by the hand-written codec (adapter/kafka/produce_codec.py) against kafka-python's
+  generic messages: the pod's cost per partition of a Produce beside the append;
 - **cluster**: batches of ``--calls`` small calls (HGET) over 24 partitions' keys on a
   Redis Cluster of three primaries on loopback, one pipeline per primary against one
   redis-py call each (the cluster batcher's two paths): the pod's CPU per call.
@@ -29,7 +33,9 @@ from typing import Any
 import click
 import hiredis
 
+from adapter.kafka import produce_codec, protocol
 from adapter.kafka.fetch_reads import _encode
+from adapter.kafka.versions import PRODUCE
 from mapping.cluster import connect_async
 from mapping.cluster_batcher import ClusterBatcher
 from mapping.records import ProducedRecord, append_args, append_resp
@@ -94,6 +100,48 @@ def walk_row(count: int, value_size: int, repeat: int) -> tuple[float, float]:
     return walk(entries_of(count, value_size, False)), walk(entries_of(count, value_size, True))
 
 
+def request_row(partitions: int, value_size: int, repeat: int) -> tuple[float, float]:
+    """(µs per partition of a Produce v9, read and answered, by produce_codec; by
+    kafka-python's messages)."""
+    from tests.support.kafka import batch  # a client's RecordBatch
+
+    Request, Response = PRODUCE.request, PRODUCE.response
+    records = batch([os.urandom(value_size)] * 4, key=None)
+    body = Request[9](
+        transactional_id=None, acks=1, timeout_ms=5000,
+        topic_data=[Request.TopicProduceData(name="bench", partition_data=[
+            Request.TopicProduceData.PartitionProduceData(index=p, records=records)
+            for p in range(partitions)
+        ])],
+    )  # fmt: skip
+    frame = protocol.encode_request(PRODUCE, 9, body, 1, "bench")[4:]
+    request = protocol.Request(PRODUCE, 9, 1, "bench", None)
+    Partition = Response.TopicProduceResponse.PartitionProduceResponse
+
+    def ours() -> None:
+        _, decoded = produce_codec.decode_request(frame, 9)
+        parts = [
+            produce_codec.PartitionAnswer(p.index, 0, 1000)
+            for p in decoded.topic_data[0].partition_data
+        ]
+        produce_codec.ProduceAnswer([produce_codec.TopicAnswer("bench", parts)]).frame(9, 1)
+
+    def theirs() -> None:
+        decoded = Request.decode(frame, version=9, header=True)
+        parts = [
+            Partition(index=p.index, error_code=0, base_offset=1000, log_append_time_ms=-1,
+                      log_start_offset=-1, record_errors=[], error_message=None)
+            for p in decoded.topic_data[0].partition_data
+        ]  # fmt: skip
+        reply = Response[9](
+            responses=[Response.TopicProduceResponse(name="bench", partition_responses=parts)],
+            throttle_time_ms=0,
+        )
+        protocol.encode_response(request, reply)
+
+    return best_of(repeat, ours) * 1e6 / partitions, best_of(repeat, theirs) * 1e6 / partitions
+
+
 async def cluster_row(url: str, calls: int, batches: int) -> tuple[float, float]:
     """(µs of this process's CPU per call pipelined, through redis-py one by one)."""
     keys = [f"{{bench:{p}}}:state" for p in range(24)]
@@ -137,6 +185,7 @@ def _line(name: str, unit: str, now: float, before: float, labels: tuple[str, st
 @click.option("--entries", default=8000, show_default=True, help="entries per Fetch walk")
 @click.option("--value-size", default=100, show_default=True)
 @click.option("--repeat", default=7, show_default=True)
+@click.option("--partitions", default=24, show_default=True, help="partitions per Produce")
 @click.option("--calls", default=72, show_default=True, help="calls per cluster batch")
 @click.option("--batches", default=200, show_default=True)
 @click.option("--cluster/--no-cluster", default=True, help="the cluster row (3 redis-servers)")
@@ -146,6 +195,7 @@ def main(
     entries: int,
     value_size: int,
     repeat: int,
+    partitions: int,
     calls: int,
     batches: int,
     cluster: bool,
@@ -157,6 +207,8 @@ def main(
     _line("pack", "µs/rec", now, before, ("RESP", "hiredis of the args"))
     fast, general = walk_row(entries, value_size, repeat)
     _line("walk", "µs/rec", fast, general, ("fast path", "general (a header)"))
+    ours, theirs = request_row(partitions, value_size, repeat)
+    _line("request", "µs/part", ours, theirs, ("own codec", "kafka-python"))
     if cluster:
         from tests.support.cluster import LoopbackCluster
 

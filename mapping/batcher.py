@@ -67,7 +67,10 @@ class Pending(Generic[T]):
         return Pending(self.future, lambda reply: step(finish(reply)))
 
     def __await__(self) -> Generator[Any, None, T]:
-        reply = yield from asyncio.shield(self.future).__await__()
+        future = self.future
+        if future.done():  # its pipeline came back already: no shield, no suspension
+            return self.finish(future.result())
+        reply = yield from asyncio.shield(future).__await__()
         return self.finish(reply)
 
 

@@ -60,7 +60,10 @@ def slot_of(command: tuple) -> int:
 
 
 class ClusterBatcher(RedisBatcher):
-    def __init__(self, client: RedisCluster, max_concurrency: int | None = None) -> None:
+    def __init__(
+        self, client: RedisCluster, max_concurrency: int | None = None, pipelines: bool = True
+    ) -> None:
+        """``pipelines`` False: every call through redis-py (bench.pod_cost's baseline)."""
         super().__init__(client)  # type: ignore[arg-type]
         if max_concurrency is None:
             # The rest of the pool: the pod's other calls on this client (leases, WAIT).
@@ -70,7 +73,7 @@ class ClusterBatcher(RedisBatcher):
         # pipelines need redis-py's cluster client (its slot map and node pools); after a
         # failure of the cluster, calls go one by one through redis-py until one batch
         # went through without one
-        self._pipelines = isinstance(client, RedisCluster)
+        self._pipelines = pipelines and isinstance(client, RedisCluster)
         self._recovering = False
 
     @property

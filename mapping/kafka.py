@@ -150,15 +150,16 @@ class KafkaStore:
         """One script call appending one RecordBatch (stamped with its append time when the
         topic says LogAppendTime); ``create_time`` False: its records have no timestamp of
         their own (magic-0 messages), readers see their append time."""
+        head = self.partitions.head(config, partition)
         call = kafka_produce_call(
-            self.partitions.head(config, partition),
+            head,
             records,
             producer_id,
             producer_epoch,
             base_sequence,
             self.producer_id_expiration_ms,
             create_time=create_time and not rules_of(config).log_append_time,
-            compaction=compaction_keys(config, self.keys.partition(config.name, partition)),
+            compaction=compaction_keys(config, head.keys),
             transactional=transactional,
             packed=self.partitions.batcher.packs_commands,
         )

@@ -107,6 +107,8 @@ class Partitions:
         ] = {}
         # (topic, partition) -> its size marks as the last CONSUME saw them.
         self._size_marks: dict[tuple[str, int], SizeMarks] = {}
+        # (topic, partition) -> its scripts' head: twelve key names built once, not per call
+        self._heads: dict[tuple[str, int], PartitionHead] = {}
         topics.cache.on_drop(self._drop_derived)
         # --redis-wait-replicas (mapping/durable.py, set by Replication): readers see hw only
         # up to what the Redis replicas have, and appends and reads ask for WAIT rounds.
@@ -122,19 +124,24 @@ class Partitions:
         if config is None:
             self._produce_builders.clear()
             self._size_marks.clear()
+            self._heads.clear()
             return
         for p in range(config.partitions):
             self._produce_builders.pop((config.name, p), None)
             self._size_marks.pop((config.name, p), None)
+            self._heads.pop((config.name, p), None)
 
     def head(self, config: TopicConfig, partition: int) -> PartitionHead:
         """What the partition scripts on ``partition`` of ``config`` take first."""
-        return PartitionHead(
-            self.keys.partition(config.name, partition),
-            self.sequence_bits,
-            config.replication_factor,
-            self.replica_lag_max_ms,
-        )
+        head = self._heads.get((config.name, partition))
+        if head is None or head.replication_factor != config.replication_factor:
+            head = self._heads[(config.name, partition)] = PartitionHead(
+                self.keys.partition(config.name, partition),
+                self.sequence_bits,
+                config.replication_factor,
+                self.replica_lag_max_ms,
+            )
+        return head
 
     async def script_reply(self, config: TopicConfig, call: tuple) -> Any:
         """A partition script's reply; when it refuses the partition as deleted, the topic

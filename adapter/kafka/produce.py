@@ -12,8 +12,10 @@ clients: INVALID_TOPIC_EXCEPTION, as Kafka answers every client but its own admi
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -23,6 +25,7 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
 from adapter.kafka.message_sets import decode_message_set
 from adapter.kafka.produce_checks import Refused, refusal
+from adapter.kafka.produce_codec import PartitionAnswer, ProduceAnswer, RecordError, TopicAnswer
 from adapter.kafka.protocol import Request
 from adapter.kafka.records import (
     CorruptBatch,
@@ -32,7 +35,6 @@ from adapter.kafka.records import (
     UnsupportedMagic,
     decode_batches,
 )
-from adapter.kafka.versions import PRODUCE
 from mapping.acks import AckOutcome
 from mapping.batcher import Pending
 from mapping.errors import BrokerError, OutcomeUnknown
@@ -42,50 +44,42 @@ from mapping.topic_rules import rules_of
 
 log = logging.getLogger(__name__)
 
-Response = PRODUCE.response
-TopicResponse = Response.TopicProduceResponse
-PartitionResponse = TopicResponse.PartitionProduceResponse
-RecordError = PartitionResponse.BatchIndexAndErrorMessage
-
 
 async def handle(context: KafkaContext, request: Request) -> Any:
     body = request.body
     acks = body.acks
-    jobs: list[tuple[str, int, asyncio.Future[Outcome | Refused] | int | Refused]] = []
+    jobs: list[tuple[str, int, Awaitable[Outcome | Refused] | int | Refused]] = []
     for topic in body.topic_data or ():  # an array sent as null: none
         for part in topic.partition_data or ():
             jobs.append((topic.name, part.index, _start(context, request, topic.name, part)))
     # The appends were all queued in this turn (one pipeline); now collect the answers.
+    try:
+        outcomes = [job if isinstance(job, int | Refused) else await job for _, _, job in jobs]
+    finally:
+        for _, _, job in jobs:  # left unawaited by a failure: closed, not warned about
+            if inspect.iscoroutine(job):
+                job.close()
     answers: dict[str, list[Any]] = {}
-    for name, index, job in jobs:
-        outcome = job if isinstance(job, int | Refused) else await job
+    for (name, index, _), outcome in zip(jobs, outcomes, strict=True):
         refused = outcome if isinstance(outcome, Refused) else None
         if refused is not None:
             code, base, append_time = refused.code, -1, -1
         else:
             code, base, append_time = (outcome, -1, -1) if isinstance(outcome, int) else outcome
         answers.setdefault(name, []).append(
-            PartitionResponse(
-                index=index,
-                error_code=code,
-                base_offset=base,
-                log_append_time_ms=append_time,
-                log_start_offset=-1,
-                record_errors=[
-                    RecordError(batch_index=i, batch_index_error_message=m)
-                    for i, m in (refused.record_errors if refused else ())
-                ],
-                error_message=refused.message if refused else None,
+            PartitionAnswer(
+                index,
+                code,
+                base,
+                append_time,
+                -1,
+                [RecordError(i, m) for i, m in (refused.record_errors if refused else ())],
+                refused.message if refused else None,
             )
         )
     if acks == 0:
         return None
-    return Response[request.version](
-        responses=[
-            TopicResponse(name=name, partition_responses=parts) for name, parts in answers.items()
-        ],
-        throttle_time_ms=0,
-    )
+    return ProduceAnswer([TopicAnswer(name, parts) for name, parts in answers.items()])
 
 
 # A partition's answer: (error code, base offset, log append time; -1 where none).
@@ -93,7 +87,8 @@ Outcome = tuple[int, int, int]
 
 
 def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any:
-    """Queue one partition's append now; an int is an error known at once."""
+    """Queue one partition's append now and return what answers it: a coroutine (a known
+    topic), a task (the topic is looked up first), an int (an error known at once)."""
     body = request.body
     if body.acks not in (0, 1, -1):
         return errors.INVALID_REQUIRED_ACKS
@@ -130,7 +125,10 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
         return refused
     # known topic: queued right now, so all of a request's appends share one pipeline
     pending = _queue(context, config, part.index, batches)
-    return asyncio.ensure_future(_finish(context, body, config, part.index, pending))
+    answer = _finish(context, body, config, part.index, pending)
+    if body.acks == -1:  # its wait for the ISR runs beside the other partitions'
+        return asyncio.ensure_future(answer)
+    return answer  # awaited by the request's handler, with no task of its own
 
 
 def _decode(data: bytes, version: int) -> list[ProducedBatch]:

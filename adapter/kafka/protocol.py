@@ -22,8 +22,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.kafka import errors
-from adapter.kafka.versions import API_VERSIONS, IMPLEMENTED, Api, supported_versions
+from adapter.kafka import errors, produce_codec
+from adapter.kafka.versions import API_VERSIONS, IMPLEMENTED, PRODUCE, Api, supported_versions
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,9 @@ def parse_request(data: bytes) -> Request:
             f"{api.name} v{version} is not served (v{api.min_version}-v{api.max_version})"
         )
     try:
+        if api is PRODUCE:  # the hot path: its own codec (produce_codec.py)
+            client_id, body = produce_codec.decode_request(data, version)
+            return Request(api, version, correlation_id, client_id, body)
         body = api.request.decode(data, version=version, header=True)
     except Exception as exc:  # any malformed body: struct, unicode, index errors...
         log.info("undecodable %s v%d request: %r", api.name, version, exc)
@@ -68,7 +71,10 @@ def parse_request(data: bytes) -> Request:
 
 
 def encode_response(request: Request, response: Any) -> bytes:
-    """The response frame for ``request``: header and ``response`` in the request's version."""
+    """The response frame for ``request``: header and ``response`` in the request's version
+    (a hand-coded answer, produce_codec.ProduceAnswer, frames itself)."""
+    if isinstance(response, produce_codec.ProduceAnswer):
+        return response.frame(request.version, request.correlation_id)
     response.API_VERSION = request.version  # before the header: a response header has none
     response.with_header(correlation_id=request.correlation_id)
     return bytes(response.encode(header=True, framed=True))

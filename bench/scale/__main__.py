@@ -53,6 +53,13 @@ QUICK_CONFIGS = "1,1,1;2,2,1"
     help="Partitions of every topic, spread over the primaries.",
 )
 @click.option("--value-size", type=click.IntRange(1), default=100, help="Bytes per value.")
+@click.option(
+    "--batch-records",
+    type=click.IntRange(1),
+    default=10_000,
+    help="Kafka produce: the most records in one of librdkafka's batches (batch.num.messages); "
+    "a few, as many producers over many partitions make them, measure the per-batch costs.",
+)
 @click.option("--v1-connections", type=click.IntRange(1), default=8, help="V1 connections per pod.")
 @click.option(
     "--workloads",
@@ -109,6 +116,7 @@ def main(
     duration: float,
     partitions: int,
     value_size: int,
+    batch_records: int,
     v1_connections: int,
     workloads: str,
     idle_partitions: int,
@@ -137,7 +145,7 @@ def main(
         raise click.BadParameter(f"known: {', '.join(WORKLOADS)}", param_hint="--workloads")
     options = Options(
         records, duration, warmup, partitions, value_size, consumers, v1_connections,
-        idle_partitions, idle_consumers, idle_connections,
+        idle_partitions, idle_consumers, idle_connections, batch_records,
     )  # fmt: skip
     results = run(shapes, options, names, more_loaders, adapter_args.split(),
                   log=lambda line: click.echo(line, err=True))  # fmt: skip

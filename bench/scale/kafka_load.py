@@ -15,8 +15,9 @@ STATS_MS = 100
 
 
 def produce(bootstrap: str, topic: str, partitions: int, records: int, value_size: int,
-            ready: Any, go: Any) -> Report:  # fmt: skip
-    """A producer (acks=1, linger 5 ms, no idempotence, librdkafka's own partitioner: null
+            batch_records: int, ready: Any, go: Any) -> Report:  # fmt: skip
+    """A producer (acks=1, linger 5 ms, batches of at most ``batch_records``, no
+    idempotence, librdkafka's own partitioner: null
     keys stick to one partition per batch) writing ``records`` values of ``value_size``
     bytes; first one record to every partition, before the word (connected to every leader,
     metadata known). Its report counts the records from the word until the last was
@@ -37,7 +38,7 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, value_siz
 
     producer = Producer({
         "bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
-        "enable.idempotence": False, "batch.num.messages": 10_000,
+        "enable.idempotence": False, "batch.num.messages": batch_records,
         "queue.buffering.max.messages": 1_000_000, "delivery.report.only.error": True,
         "on_delivery": failed, "statistics.interval.ms": STATS_MS, "stats_cb": stats,
     })  # fmt: skip

@@ -45,6 +45,7 @@ class Options:
     idle_partitions: int = 2000
     idle_consumers: int = 10
     idle_connections: int = 1000  # over all pods
+    batch_records: int = 10_000  # librdkafka's batch.num.messages
 
 
 @dataclass
@@ -84,7 +85,7 @@ def kafka_produce(stage: Stage) -> Pair:
     shares = stage.split(o.records, stage.loaders)
     outcome = harness.run(
         kafka_load.produce,
-        [(d.bootstrap, topic, o.partitions, n, o.value_size) for n in shares],
+        [(d.bootstrap, topic, o.partitions, n, o.value_size, o.batch_records) for n in shares],
         stage.watched, TIMEOUT_S, probe=stage.commands,
     )  # fmt: skip
     made = sum(r.extra.get("batch_records", 0) for r in outcome.reports)
