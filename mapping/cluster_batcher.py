@@ -20,9 +20,10 @@ calls, NOSCRIPT reloads (SCRIPT LOAD reaches every primary) and script error cod
 ``RedisBatcher``'s.
 
 A failed call is answered by its kind (mapping/redis_errors.py): not run, or outcome
-unknown. Once one of a slot's calls failed so, the slot's later calls in the batch are not
-sent (answered "not run"): they keep their order behind it, as a failed pipeline's calls do
-on a single Redis.
+unknown. In a pipeline a slot's later calls went with it, as on a single Redis (a node
+refuses them alike: CLUSTERDOWN, MOVED). Through redis-py, once one of a slot's calls failed
+so, the slot's later calls in the batch are not sent (answered "not run"): they keep their
+order behind it.
 """
 
 from __future__ import annotations
@@ -34,12 +35,7 @@ from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
-from redis.exceptions import (
-    AskError,
-    RedisClusterException,
-    RedisError,
-    TryAgainError,
-)
+from redis.exceptions import AskError, RedisClusterException, RedisError, TryAgainError
 
 from mapping.batcher import PipelineFailed, RedisBatcher, ready, send_pipeline
 from mapping.errors import OutcomeUnknown, Unavailable
