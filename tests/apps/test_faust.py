@@ -26,9 +26,9 @@ pytestmark = pytest.mark.slow
 
 
 def test_table_app_recovers_its_table_from_the_changelog(
-    kafka_pods: tuple[Pod, Pod], tmp_path: Path
+    app_pods: tuple[Pod, Pod], tmp_path: Path
 ) -> None:
-    bootstrap = ",".join(pod.bootstrap for pod in kafka_pods)
+    bootstrap = ",".join(pod.bootstrap for pod in app_pods)
     name = uuid.uuid4().hex[:8]
     app_id, source, sink = f"faust-{name}", f"faust-in-{name}", f"faust-out-{name}"
     data_dir = tmp_path / "data"
@@ -36,7 +36,7 @@ def test_table_app_recovers_its_table_from_the_changelog(
     def start_app(run: int) -> AppRun:
         command = [sys.executable, "-m", "tests.apps.faust_app", bootstrap, app_id, source,
                    sink, str(data_dir), str(PARTITIONS)]  # fmt: skip
-        return AppRun(command, tmp_path / f"run-{run}.log").start()
+        return AppRun(command, tmp_path / f"run-{run}.log", "Worker ready").start()
 
     outcome = crash_and_recover(bootstrap, app_id, source, sink, data_dir, start_app)
 

@@ -41,9 +41,9 @@ def quix_python() -> Path:
 
 
 def test_stateful_app_recovers_its_state_from_the_changelog(
-    kafka_pods: tuple[Pod, Pod], quix_python: Path, tmp_path: Path
+    app_pods: tuple[Pod, Pod], quix_python: Path, tmp_path: Path
 ) -> None:
-    bootstrap = ",".join(pod.bootstrap for pod in kafka_pods)
+    bootstrap = ",".join(pod.bootstrap for pod in app_pods)
     name = uuid.uuid4().hex[:8]
     group, source, sink = f"quix-{name}", f"quix-in-{name}", f"quix-out-{name}"
     state_dir = tmp_path / "state"
@@ -65,9 +65,9 @@ def test_stateful_app_recovers_its_state_from_the_changelog(
 
 
 def test_exactly_once_app_sigkilled_gives_exact_output(
-    kafka_pods: tuple[Pod, Pod], quix_python: Path, tmp_path: Path
+    app_pods: tuple[Pod, Pod], quix_python: Path, tmp_path: Path
 ) -> None:
-    bootstrap = ",".join(pod.bootstrap for pod in kafka_pods)
+    bootstrap = ",".join(pod.bootstrap for pod in app_pods)
     name = uuid.uuid4().hex[:8]
     group, source, sink = f"quixeos-{name}", f"quixeos-in-{name}", f"quixeos-out-{name}"
     state_dir = tmp_path / "state"
