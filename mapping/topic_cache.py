@@ -26,6 +26,9 @@ class TopicCache:
         self._pending: dict[str, asyncio.Future[TopicConfig]] = {}  # lookups in flight
         self._known: OrderedDict[str, TopicConfig] = OrderedDict()  # LRU: no await needed
         self._dropped: list[Dropped] = []
+        # counts forgets: settings read before one may be stale (a config change heard
+        # while the read was in flight) and are not remembered (remember_read)
+        self.generation = 0
 
     def on_drop(self, callback: Dropped) -> None:
         """Call ``callback`` with a topic's settings when the cache drops them (deleted,
@@ -51,10 +54,11 @@ class TopicCache:
             future.add_done_callback(partial(self._resolved, name))
         return asyncio.shield(future)
 
-    def remember_read(self, config: TopicConfig) -> None:
+    def remember_read(self, config: TopicConfig, generation: int) -> None:
         """Remember settings just read, unless a shared load of that name is in flight (its
-        answer will be remembered)."""
-        if config.name not in self._pending:
+        answer will be remembered) or the cache forgot something since the read began
+        (``generation`` then: it may be the settings a change replaced)."""
+        if config.name not in self._pending and generation == self.generation:
             self.remember(config)
 
     def _resolved(self, name: str, future: asyncio.Future[TopicConfig]) -> None:
@@ -78,6 +82,7 @@ class TopicCache:
     def forget(self, name: str) -> None:
         """Drop what this pod knows of topic ``name`` (deleted, changed): the next command
         naming it looks it up (or creates it) afresh."""
+        self.generation += 1
         self._pending.pop(name, None)
         config = self._known.pop(name, None)
         if config is not None:
@@ -91,6 +96,7 @@ class TopicCache:
 
     def forget_all(self) -> None:
         """Drop every cached topic (deletions may have been missed)."""
+        self.generation += 1
         self._pending.clear()
         self._known.clear()
         self._drop(None)

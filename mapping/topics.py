@@ -239,9 +239,10 @@ class Topics:
         known = self.cache.known(name)
         if known is not None:
             return known
+        generation = self.cache.generation
         config = await self._read(name, create=False)
         if config is not None:
-            self.cache.remember_read(config)
+            self.cache.remember_read(config, generation)
         return config
 
     async def partition_of(self, topic: str, partition: int) -> TopicConfig:
