@@ -85,10 +85,10 @@ class ClusterBatcher(RedisBatcher):
         nodes: dict[str, Any] = {}
         by_node: dict[str, list[int]] = {}
         uncovered: list[int] = []
-        slots = self._client.nodes_manager
+        nodes_manager = self._client.nodes_manager
         for index, command in enumerate(commands):
             try:
-                node = slots.get_node_from_slot(slot_of(command))
+                node = nodes_manager.get_node_from_slot(slot_of(command))
             except Exception:  # a slot no node covers: redis-py answers it
                 uncovered.append(index)
                 continue

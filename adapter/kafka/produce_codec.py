@@ -25,7 +25,6 @@ FLEXIBLE_SINCE = 9
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
 _HEADER = struct.Struct(">hhi")  # api key, version, correlation id
 _ACKS_TIMEOUT = struct.Struct(">hi")
 # a partition's answer: Index ErrorCode BaseOffset, LogAppendTimeMs v2+, LogStartOffset v5+

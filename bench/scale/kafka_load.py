@@ -17,11 +17,11 @@ STATS_MS = 100
 def produce(bootstrap: str, topic: str, partitions: int, records: int, value_size: int,
             batch_records: int, ready: Any, go: Any) -> Report:  # fmt: skip
     """A producer (acks=1, linger 5 ms, batches of at most ``batch_records``, no
-    idempotence, librdkafka's own partitioner: null
-    keys stick to one partition per batch) writing ``records`` values of ``value_size``
-    bytes; first one record to every partition, before the word (connected to every leader,
-    metadata known). Its report counts the records from the word until the last was
-    acknowledged, and librdkafka's batches: ``extra`` batch_records / batches."""
+    idempotence, librdkafka's own partitioner: null keys stick to one partition per batch)
+    writing ``records`` values of ``value_size`` bytes; first one record to every partition,
+    before the word (connected to every leader, metadata known). Its report counts the
+    records from the word until the last was acknowledged, and librdkafka's batches:
+    ``extra`` batch_records / batches."""
     from confluent_kafka import Producer
 
     failures: list[str] = []
