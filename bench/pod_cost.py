@@ -12,6 +12,10 @@ record"):
   librdkafka sends when many producers share many partitions) read, and its answer written,
   by the hand-written codec (adapter/kafka/produce_codec.py) against kafka-python's
   generic messages: the pod's cost per partition of a Produce beside the append;
+- **answer**: a Fetch answer of ``--fetch-partitions`` partitions with nothing new (what a
+  caught-up librdkafka consumer, which fetches without a session, gets twice a second),
+  built and written by the hand-written codec (adapter/kafka/fetch_codec.py) against
+  kafka-python's generic message: the pod's cost per partition of an idle Fetch's answer;
 - **cluster**: batches of ``--calls`` small calls (HGET) over 24 partitions' keys on a
   Redis Cluster of three primaries on loopback, one pipeline per primary against one
   redis-py call each (the cluster batcher's two paths): the pod's CPU per call.
@@ -33,9 +37,9 @@ from typing import Any
 import click
 import hiredis
 
-from adapter.kafka import produce_codec, protocol
-from adapter.kafka.fetch_reads import _encode
-from adapter.kafka.versions import PRODUCE
+from adapter.kafka import fetch, produce_codec, protocol
+from adapter.kafka.fetch_reads import Answer, Wanted, _encode
+from adapter.kafka.versions import FETCH, PRODUCE
 from mapping.cluster import connect_async
 from mapping.cluster_batcher import ClusterBatcher
 from mapping.records import ProducedRecord, append_args, append_resp
@@ -142,6 +146,41 @@ def request_row(partitions: int, value_size: int, repeat: int) -> tuple[float, f
     return best_of(repeat, ours) * 1e6 / partitions, best_of(repeat, theirs) * 1e6 / partitions
 
 
+def answer_row(partitions: int, repeat: int) -> tuple[float, float]:
+    """(µs per partition of an idle Fetch v11's answer, by fetch_codec; by kafka-python's
+    message, built as fetch.py built it before)."""
+    request = protocol.Request(FETCH, 11, 1, "bench", None)
+    answered = [
+        (Wanted(f"topic-{p % 4}", p, 1 << 50, 1 << 20), Answer(0, 1 << 50, 0, None, 1 << 50))
+        for p in range(partitions)
+    ]
+    Response = FETCH.response
+    Topic = Response.FetchableTopicResponse
+    Partition = Topic.PartitionData
+
+    def ours() -> None:
+        protocol.encode_response(request, fetch._response(request, 0, 0, answered))
+
+    def theirs() -> None:
+        by_topic: dict[str, list[Any]] = {}
+        for w, a in answered:
+            by_topic.setdefault(w.topic, []).append(Partition(
+                version=11, partition_index=w.partition, error_code=a.error,
+                high_watermark=a.high_watermark, last_stable_offset=a.last_stable,
+                log_start_offset=a.log_start, aborted_transactions=None,
+                preferred_read_replica=-1, records=a.records or b"",
+            ))  # fmt: skip
+        reply = Response[11](
+            throttle_time_ms=0,
+            error_code=0,
+            session_id=0,
+            responses=[Topic(version=11, topic=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+        protocol.encode_response(request, reply)
+
+    return best_of(repeat, ours) * 1e6 / partitions, best_of(repeat, theirs) * 1e6 / partitions
+
+
 async def cluster_row(url: str, calls: int, batches: int) -> tuple[float, float]:
     """(µs of this process's CPU per call pipelined, through redis-py one by one)."""
     keys = [f"{{bench:{p}}}:state" for p in range(24)]
@@ -186,6 +225,9 @@ def _line(name: str, unit: str, now: float, before: float, labels: tuple[str, st
 @click.option("--value-size", default=100, show_default=True)
 @click.option("--repeat", default=7, show_default=True)
 @click.option("--partitions", default=24, show_default=True, help="partitions per Produce")
+@click.option(
+    "--fetch-partitions", default=200, show_default=True, help="partitions per Fetch answer"
+)
 @click.option("--calls", default=72, show_default=True, help="calls per cluster batch")
 @click.option("--batches", default=200, show_default=True)
 @click.option("--cluster/--no-cluster", default=True, help="the cluster row (3 redis-servers)")
@@ -196,6 +238,7 @@ def main(
     value_size: int,
     repeat: int,
     partitions: int,
+    fetch_partitions: int,
     calls: int,
     batches: int,
     cluster: bool,
@@ -209,6 +252,8 @@ def main(
     _line("walk", "µs/rec", fast, general, ("fast path", "general (a header)"))
     ours, theirs = request_row(partitions, value_size, repeat)
     _line("request", "µs/part", ours, theirs, ("own codec", "kafka-python"))
+    ours, theirs = answer_row(fetch_partitions, repeat)
+    _line("answer", "µs/part", ours, theirs, ("own codec", "kafka-python"))
     if cluster:
         from tests.support.cluster import LoopbackCluster
 

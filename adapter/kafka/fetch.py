@@ -37,18 +37,13 @@ from typing import Any
 
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext, topic_id_of
+from adapter.kafka.fetch_codec import AbortedTransaction, FetchAnswer, PartitionData, TopicResponse
 from adapter.kafka.fetch_reads import Answer, Wanted, list_aborted, magic_of, read_all, refusal
 from adapter.kafka.fetch_sessions import FetchSession, PartitionKey, SessionPartition
 from adapter.kafka.protocol import Request
 from adapter.kafka.session_follow import SessionFollower
-from adapter.kafka.versions import FETCH
 from mapping.errors import BrokerError
 from mapping.topic_config import TopicConfig
-
-Response = FETCH.response
-TopicResponse = Response.FetchableTopicResponse
-PartitionData = TopicResponse.PartitionData
-Aborted = PartitionData.AbortedTransaction
 
 STORAGE_ERROR_SINCE = 6  # the first Fetch version whose clients know KAFKA_STORAGE_ERROR
 TOPIC_IDS_SINCE = 13  # the first Fetch version naming topics by id (KIP-516)
@@ -284,32 +279,24 @@ async def _long_poll(reading: _Reading, wanted: list[Wanted]) -> list[Answer]:
 
 def _response(
     request: Request, error: int, session_id: int, answered: list[tuple[Wanted, Answer]]
-) -> Any:
-    by_topic: dict[str | uuid.UUID | None, list[Any]] = {}  # by name, or by id in v13+
+) -> FetchAnswer:
+    by_topic: dict[str | uuid.UUID | None, list[PartitionData]] = {}  # by name, or id in v13+
     for w, a in answered:
+        aborted = a.aborted
         by_topic.setdefault(w.key[0], []).append(
             PartitionData(
-                version=request.version,  # the version's other fields set: faster to encode
-                partition_index=w.partition,
-                error_code=a.error,
-                high_watermark=a.high_watermark,
-                last_stable_offset=a.last_stable,
-                log_start_offset=a.log_start,
-                aborted_transactions=None
-                if a.aborted is None
-                else [Aborted(producer_id=p, first_offset=f) for p, f in a.aborted],
-                preferred_read_replica=-1,
-                records=a.records or b"",  # librdkafka refuses a null record set
+                w.partition,
+                a.error,
+                a.high_watermark,
+                a.last_stable,
+                a.log_start,
+                None if aborted is None else [AbortedTransaction(p, f) for p, f in aborted],
+                -1,
+                a.records or b"",  # librdkafka refuses a null record set
             )
         )
-    version = request.version
-    name = "topic_id" if version >= TOPIC_IDS_SINCE else "topic"
-    return Response[version](
-        throttle_time_ms=0,
-        error_code=error,
-        session_id=session_id,
-        responses=[
-            TopicResponse(version=version, partitions=parts, **{name: t})
-            for t, parts in by_topic.items()
-        ],
-    )
+    if request.version >= TOPIC_IDS_SINCE:
+        topics = [TopicResponse(None, t, parts) for t, parts in by_topic.items()]
+    else:
+        topics = [TopicResponse(t, None, parts) for t, parts in by_topic.items()]
+    return FetchAnswer(topics, error, session_id)

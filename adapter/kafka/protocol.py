@@ -22,12 +22,14 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.kafka import errors, produce_codec
+from adapter.kafka import errors, fetch_codec, produce_codec
 from adapter.kafka.versions import API_VERSIONS, IMPLEMENTED, PRODUCE, Api, supported_versions
 
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
+# the hot paths' answers, coded by hand: they frame themselves
+_HAND_CODED = (produce_codec.ProduceAnswer, fetch_codec.FetchAnswer)
 
 
 class CloseConnection(Exception):
@@ -72,8 +74,8 @@ def parse_request(data: bytes) -> Request:
 
 def encode_response(request: Request, response: Any) -> bytes:
     """The response frame for ``request``: header and ``response`` in the request's version
-    (a hand-coded answer, produce_codec.ProduceAnswer, frames itself)."""
-    if isinstance(response, produce_codec.ProduceAnswer):
+    (a hand-coded answer, Produce's or Fetch's, frames itself)."""
+    if isinstance(response, _HAND_CODED):
         return response.frame(request.version, request.correlation_id)
     response.API_VERSION = request.version  # before the header: a response header has none
     response.with_header(correlation_id=request.correlation_id)

@@ -17,7 +17,7 @@ def test_pod_cost_quick_run() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
-    assert set(rows) == {"pack", "walk", "request", "cluster"}
+    assert set(rows) == {"pack", "walk", "request", "answer", "cluster"}
     for line in rows.values():
         costs = re.findall(r"([\d.]+) µs/(?:rec|part|call)", line)
         assert len(costs) == 2 and all(float(cost) > 0 for cost in costs), line

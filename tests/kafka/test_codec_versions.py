@@ -194,18 +194,20 @@ def test_fetch_v16_node_endpoints_and_current_leader_are_read_and_written() -> N
         (2, "pod-2", 9093, None),
         (3, "pod-3", 9094, "r"),
     ]
-    data = fetch.PartitionData
-    built = fetch.Response[16](
+    # (kafka-python's message: the pod's own answer, fetch_codec.py, writes no tagged field)
+    response = FETCH.response
+    data = response.FetchableTopicResponse.PartitionData
+    built = response[16](
         throttle_time_ms=0, error_code=0, session_id=0,
-        responses=[fetch.TopicResponse(version=16, topic_id=TOPIC_ID, partitions=[data(
+        responses=[response.FetchableTopicResponse(version=16, topic_id=TOPIC_ID, partitions=[data(
             version=16, partition_index=0, error_code=errors.NOT_LEADER_OR_FOLLOWER,
             high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
             current_leader=data.LeaderIdAndEpoch(leader_id=2, leader_epoch=5),
             aborted_transactions=None, preferred_read_replica=-1, records=b"",
         )])],
         node_endpoints=[
-            fetch.Response.NodeEndpoint(node_id=2, host="pod-2", port=9093, rack=None),
-            fetch.Response.NodeEndpoint(node_id=3, host="pod-3", port=9094, rack="r"),
+            response.NodeEndpoint(node_id=2, host="pod-2", port=9093, rack=None),
+            response.NodeEndpoint(node_id=3, host="pod-3", port=9094, rack="r"),
         ],
     )  # fmt: skip
     request = protocol.Request(FETCH, 16, 5, "c", None)
