@@ -129,6 +129,7 @@ class RedisBatcher:
         self._open: dict[Hashable, _Combined] = {}
         self._connection: Any = None  # the flusher's own connection (see _execute)
         self._wakeup = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the flusher's, once it runs
         self.pipelines_sent = 0
         self.calls_sent = 0
         self.on_flush: Callable[[int], None] | None = None  # metrics: called with batch size
@@ -149,7 +150,7 @@ class RedisBatcher:
 
     def submit(self, *command: Any) -> asyncio.Future[Any]:
         """``call`` without the coroutine: queue now, await the future later."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Any] = (self._loop or asyncio.get_running_loop()).create_future()
         self._queue.append((command, future))
         if self._open:  # a later call must not overtake this one
             self._open.clear()
@@ -165,7 +166,7 @@ class RedisBatcher:
         command when the batch is sent."""
         combined = self._open.get(group)
         if combined is None or len(combined.items) + len(items) > MAX_COMBINED_ITEMS:
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            future: asyncio.Future[Any] = (self._loop or asyncio.get_running_loop()).create_future()
             combined = self._open[group] = _Combined(build, future)
             self._queue.append(combined)
             self._wakeup.set()
@@ -175,6 +176,9 @@ class RedisBatcher:
 
     async def run(self) -> None:
         """The flusher: runs until cancelled."""
+        # Calls are queued on its loop (asyncio.get_running_loop() on each would cost a
+        # getpid() system call in CPython 3.11).
+        self._loop = asyncio.get_running_loop()
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
@@ -340,18 +344,7 @@ async def send_pipeline(
     try:
         for chunk in _chunks(_pack(commands, connection)):
             await connection.send_packed_command(chunk, check_health=False)
-        for command in commands:
-            try:
-                reply = await connection.read_response()
-            except ResponseError as exc:
-                replies.append(exc)
-                continue
-            callback = callbacks.get(command[0])
-            if callback is not None:
-                reply = callback(reply)
-                if inspect.isawaitable(reply):
-                    reply = await reply
-            replies.append(reply)
+        await _read_replies(connection, commands, callbacks, replies)
     except Exception as exc:
         # Replies may be left unread: the connection is out of step, drop it. What was
         # sent may have run: the calls without a reply have an unknown outcome.
@@ -364,6 +357,75 @@ async def send_pipeline(
         await connection.disconnect(nowait=True)
         raise
     return replies
+
+
+async def _read_replies(
+    connection: Any, commands: list[tuple], callbacks: dict[str, Any], replies: list[Any]
+) -> None:
+    """Each command's reply into ``replies``, each within the socket timeout of the one
+    before it (RedisTimeoutError otherwise). redis-py would put an ``asyncio.timeout``
+    around every reply, a timer made and cancelled each time (3.7 µs, more than a small
+    batch's reply costs to read): one ``_Stall`` watches the whole pipeline instead, while
+    the connection's own timeout is set aside (the flusher owns the connection meanwhile)."""
+    timeout = connection.socket_timeout
+    stall = None if timeout is None else _Stall(timeout)
+    connection.socket_timeout = None
+    try:
+        for command in commands:
+            try:
+                reply = await connection.read_response()
+            except ResponseError as exc:
+                replies.append(exc)
+            else:
+                callback = callbacks.get(command[0])
+                if callback is not None:
+                    reply = callback(reply)
+                    if inspect.isawaitable(reply):
+                        reply = await reply
+                replies.append(reply)
+            if stall is not None:
+                stall.progress()
+    except asyncio.CancelledError:
+        if stall is None or not stall.took_back():  # not the stall's: the pod stops
+            raise
+        raise RedisTimeoutError(f"no reply from redis in {timeout}s") from None
+    finally:
+        connection.socket_timeout = timeout
+        if stall is not None:
+            stall.close()
+
+
+class _Stall:
+    """Cancels the task that made it once ``timeout`` seconds pass with no ``progress``."""
+
+    __slots__ = ("loop", "task", "timeout", "last", "fired", "timer")
+
+    def __init__(self, timeout: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+        self.timeout = timeout
+        self.last = self.loop.time()
+        self.fired = False
+        self.timer = self.loop.call_at(self.last + timeout, self._check)
+
+    def progress(self) -> None:
+        self.last = self.loop.time()
+
+    def _check(self) -> None:
+        due = self.last + self.timeout
+        if self.loop.time() < due:  # progress since: look again when it would be due
+            self.timer = self.loop.call_at(due, self._check)
+        elif self.task is not None:
+            self.fired = True
+            self.task.cancel()
+
+    def took_back(self) -> bool:
+        """Whether the cancellation being raised was this stall's alone: then it is taken
+        back (``uncancel``), to be raised as a timeout."""
+        return self.fired and self.task is not None and self.task.uncancel() == 0
+
+    def close(self) -> None:
+        self.timer.cancel()
 
 
 def _repeatable(command: tuple) -> bool:

@@ -4,7 +4,7 @@ connection's SASL gate (sasl.SaslGate) answers SaslHandshake and SaslAuthenticat
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from adapter.kafka import (
@@ -62,7 +62,7 @@ from adapter.kafka.versions import (
     TXN_OFFSET_COMMIT,
 )
 
-Handler = Callable[[Any, Any], Awaitable[Any]]
+Handler = Callable[[Any, Any], Coroutine[Any, Any, Any]]
 
 HANDLERS: dict[int, Handler] = {
     PRODUCE.key: produce.handle,

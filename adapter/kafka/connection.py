@@ -213,7 +213,7 @@ class KafkaConnection(ServedConnection):
             self._authenticating = True
             task.add_done_callback(self._on_authentication_done)  # before _on_done's flush
         else:
-            task = asyncio.ensure_future(self.handlers[request.api.key](self.context, request))
+            task = self.loop.create_task(self.handlers[request.api.key](self.context, request))
         if size:  # before _on_done: its flush may start this connection's next Produce
             task.add_done_callback(partial(self._appended, size))
         self._open.append((request, task, self.loop.time()))

@@ -225,9 +225,17 @@ class Burrow:
         return True
 
     def stop(self) -> None:
+        """SIGTERM, and SIGKILL if Burrow is not gone in 10 s: it stops in milliseconds
+        here, but once, late in a whole CI run, it took longer than that (its log's end is
+        printed, for a test that fails later)."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(timeout=10)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                print(f"Burrow did not stop in 10 s; killed. Its log's end:\n{self.log()[-3000:]}")
+                self.process.kill()
+                self.process.wait(timeout=10)
 
     def log(self) -> str:
         return self.log_path.read_text() if self.log_path.exists() else ""

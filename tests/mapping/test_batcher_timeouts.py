@@ -91,3 +91,49 @@ def test_a_call_never_sent_is_unavailable_not_unknown() -> None:
 
     error = asyncio.run(_with_batcher(f"redis://127.0.0.1:{free_port()}/0", 1.0, work))
     assert not isinstance(error, OutcomeUnknown), error
+
+
+def test_every_stalled_pipeline_times_out_and_a_healthy_one_after_it_does_not(
+    redis_url: str,
+) -> None:
+    """The pipeline's replies are watched by one timer (batcher._Stall) while the
+    connection's own timeout is set aside: it comes back after each pipeline, so a second
+    stall times out as the first did, and the calls after it go through."""
+    key = f"stalls-{uuid.uuid4().hex[:8]}"
+
+    async def work(batcher: RedisBatcher) -> list[Any]:
+        outcomes = []
+        for _ in range(2):
+            stalled = batcher.submit("EVAL", BUSY, 1, key, 400_000)
+            outcomes.append(await asyncio.gather(stalled, return_exceptions=True))
+            await asyncio.sleep(0.4)  # (the script finishes)
+            outcomes.append(await batcher.call("INCR", key))
+        return outcomes
+
+    started = time.monotonic()
+    first, after_first, second, after_second = asyncio.run(_with_batcher(redis_url, 0.15, work))
+    assert isinstance(first[0], OutcomeUnknown) and isinstance(second[0], OutcomeUnknown)
+    assert (after_first, after_second) == (2, 4)  # each script ran, unseen, then the INCR
+    assert time.monotonic() - started < 5
+
+
+def test_cancelling_the_flusher_mid_pipeline_stops_it(redis_url: str) -> None:
+    """A cancellation that is not the stall's (the pod stops) is not taken for a timeout:
+    the flusher ends, cancelled, while it waits on a reply."""
+    key = f"cancel-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> bool:
+        client = connect(redis_url, 5.0)
+        batcher = RedisBatcher(client)
+        runner = asyncio.create_task(batcher.run())
+        try:
+            pending = batcher.submit("EVAL", BUSY, 1, key, 300_000)
+            await asyncio.sleep(0.1)  # the script is running, its reply awaited
+            runner.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await runner
+            return pending.done()
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) is False  # (its call stays unanswered: the pod is stopping)
