@@ -1,4 +1,4 @@
-"""``python -m bench.pod_cost``: the pod's CPU in its three hottest loops, each beside the way
+"""``python -m bench.pod_cost``: the pod's CPU in its hottest loops, each beside the way
 it did the same work before, in the same run, with the ratio (docs/scale.md, "Pod CPU per
 record"):
 

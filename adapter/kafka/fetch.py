@@ -37,7 +37,13 @@ from typing import Any
 
 from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext, topic_id_of
-from adapter.kafka.fetch_codec import AbortedTransaction, FetchAnswer, PartitionData, TopicResponse
+from adapter.kafka.fetch_codec import (
+    TOPIC_IDS_SINCE,  # the first Fetch version naming topics by id (KIP-516)
+    AbortedTransaction,
+    FetchAnswer,
+    PartitionData,
+    TopicResponse,
+)
 from adapter.kafka.fetch_reads import Answer, Wanted, list_aborted, magic_of, read_all, refusal
 from adapter.kafka.fetch_sessions import FetchSession, PartitionKey, SessionPartition
 from adapter.kafka.protocol import Request
@@ -46,7 +52,6 @@ from mapping.errors import BrokerError
 from mapping.topic_config import TopicConfig
 
 STORAGE_ERROR_SINCE = 6  # the first Fetch version whose clients know KAFKA_STORAGE_ERROR
-TOPIC_IDS_SINCE = 13  # the first Fetch version naming topics by id (KIP-516)
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
