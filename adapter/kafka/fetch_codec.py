@@ -25,10 +25,12 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from adapter.kafka.primitives import count as _count
+from adapter.kafka.primitives import string as _string
+
 FLEXIBLE_SINCE = 12
 TOPIC_IDS_SINCE = 13
 
-_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _ABORTED = struct.Struct(">qq")  # ProducerId FirstOffset
 # a partition's fixed head: PartitionIndex ErrorCode HighWatermark, LastStableOffset v4+,
@@ -76,34 +78,6 @@ class FetchAnswer:
     def frame(self, version: int, correlation_id: int) -> bytes:
         """The response frame: size, header, this answer in ``version``."""
         return encode_response(self, version, correlation_id)
-
-
-def _uvarint(value: int) -> bytes:
-    if value < 0x80:  # the common case: one byte
-        return _ONE_BYTE[value]
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_ONE_BYTE = [bytes((n,)) for n in range(0x80)]
-
-
-def _count(count: int | None, compact: bool) -> bytes:
-    """An array's (or bytes') length; None: null."""
-    if count is None:
-        return b"\x00" if compact else b"\xff\xff\xff\xff"
-    return _uvarint(count + 1) if compact else _INT32.pack(count)
-
-
-def _string(value: str | None, compact: bool) -> bytes:
-    if value is None:
-        return b"\x00" if compact else b"\xff\xff"
-    data = value.encode()
-    return (_uvarint(len(data) + 1) if compact else _INT16.pack(len(data))) + data
 
 
 def encode_response(answer: FetchAnswer, version: int, correlation_id: int) -> bytes:

@@ -21,6 +21,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from adapter.kafka.primitives import count as _count
+from adapter.kafka.primitives import string as _string
+
 FLEXIBLE_SINCE = 9
 
 _INT16 = struct.Struct(">h")
@@ -189,26 +192,6 @@ def _skip_tags(data: bytes, at: int) -> int:
         if at > len(data):
             raise Truncated(f"a tagged field past the end ({len(data)} bytes)")
     return at
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _string(value: str | None, compact: bool) -> bytes:
-    if value is None:
-        return b"\x00" if compact else b"\xff\xff"
-    data = value.encode()
-    return (_uvarint(len(data) + 1) if compact else _INT16.pack(len(data))) + data
-
-
-def _count(count: int, compact: bool) -> bytes:
-    return _uvarint(count + 1) if compact else _INT32.pack(count)
 
 
 def encode_response(answer: ProduceAnswer, version: int, correlation_id: int) -> bytes:
