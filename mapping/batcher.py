@@ -179,6 +179,8 @@ class RedisBatcher:
         # Calls are queued on its loop (asyncio.get_running_loop() on each would cost a
         # getpid() system call in CPython 3.11).
         self._loop = asyncio.get_running_loop()
+        flusher = asyncio.current_task()
+        assert flusher is not None
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
@@ -188,6 +190,12 @@ class RedisBatcher:
             self._open.clear()
             if batch:
                 await self._flush(self._expand(batch))
+                if flusher.cancelling():
+                    # Cancelled during the pipeline, and the cancellation was swallowed:
+                    # CPython 3.11's asyncio.wait_for (redis-py's write) drops one that
+                    # comes as the write completes (fixed in 3.12). Waiting on, the flusher
+                    # held the pod's shutdown forever.
+                    raise asyncio.CancelledError
 
     @staticmethod
     def _expand(batch: list[_Call]) -> list[tuple[tuple, Any]]:

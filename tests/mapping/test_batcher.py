@@ -128,3 +128,38 @@ def test_pack_matches_redis_py_and_falls_back() -> None:
     assert b"".join(_pack(commands, connection)) == b"".join(connection.pack_commands(commands))
     with pytest.raises(DataError):
         _pack([("SET", "k", True)], connection)
+
+
+class _SwallowingPipe(_Pipe):
+    """A pipeline whose reply comes as the flusher is cancelled, and which drops that
+    cancellation, as CPython 3.11's asyncio.wait_for (redis-py's write) does when the
+    awaited work completes at the same time."""
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            pass
+        return await super().execute(raise_on_error)
+
+
+def test_a_cancellation_swallowed_during_a_pipeline_still_stops_the_flusher() -> None:
+    """The pod's shutdown cancels the flusher; had it gone on waiting for calls, the pod
+    never exited on SIGTERM (tests/kafka/test_pods.py saw it)."""
+
+    class Client(_Client):
+        def pipeline(self, transaction: bool = False) -> _Pipe:
+            return _SwallowingPipe(self.sent)
+
+    async def main() -> tuple[bool, Any]:
+        batcher = RedisBatcher(Client())  # type: ignore[arg-type]
+        runner = asyncio.create_task(batcher.run())
+        call = batcher.submit("GET", "k")
+        await asyncio.sleep(0.05)  # the pipeline is in flight
+        runner.cancel()
+        done, _ = await asyncio.wait([runner], timeout=5)
+        return runner in done and runner.cancelled(), await call
+
+    stopped, reply = asyncio.run(main())
+    assert stopped
+    assert reply == "GET"  # the call that went out still got its reply
