@@ -15,6 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -23,6 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from adapter.settings import Settings
+from mapping import resilient
 from mapping.batcher import RedisBatcher
 from mapping.broker_configs import ConfigStore
 from mapping.client import connect, make_batcher
@@ -78,24 +80,21 @@ class Pod:
     async def run(self) -> None:
         """The pod's background work, until cancelled."""
         self.subscriber.on_reconnect(self._configs_changed)
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self.batcher.run())
-            tasks.create_task(self.subscriber.run())
-            tasks.create_task(
-                self.subscriber.subscribe(self.keys.broker_configs_channel, self._configs_changed)
-            )
-            tasks.create_task(self.load_configs())
-            tasks.create_task(
-                self.subscriber.subscribe(self.keys.topics_deleted_channel, self._topic_deleted)
-            )
-            tasks.create_task(
-                self.subscriber.subscribe(self.keys.topics_changed_channel, self._topic_changed)
-            )
-            tasks.create_task(self.replication.run())
-            tasks.create_task(self.retention.run())
-            tasks.create_task(self.txn_completer.run())
-            if self.offsets_mirror is not None:
-                tasks.create_task(self.offsets_mirror.run())
+        subscriber = self.subscriber
+        work = [
+            self.batcher.run,
+            subscriber.run,
+            partial(subscriber.subscribe, self.keys.broker_configs_channel, self._configs_changed),
+            self.load_configs,
+            partial(subscriber.subscribe, self.keys.topics_deleted_channel, self._topic_deleted),
+            partial(subscriber.subscribe, self.keys.topics_changed_channel, self._topic_changed),
+            self.replication.run,
+            self.retention.run,
+            self.txn_completer.run,
+        ]
+        if self.offsets_mirror is not None:
+            work.append(self.offsets_mirror.run)
+        await resilient.together(*work)
 
     async def load_configs(self) -> None:
         """Read the cluster-wide broker configs; the topics get them as their defaults."""

@@ -281,7 +281,8 @@ class _Runner:
             self.result.cpu = Cpu(loaders=used[:1], watched=used[1:], host=host)
         # Let what is in flight come back (bounded), then close.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*(p.closed for p in connections)), 10)
+            async with asyncio.timeout(10):
+                await asyncio.gather(*(p.closed for p in connections))
         for protocol in connections:
             if protocol.transport is not None:
                 protocol.transport.close()

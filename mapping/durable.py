@@ -83,7 +83,8 @@ class _Lane:
         future = self._next
         self._start()
         try:
-            return await asyncio.wait_for(asyncio.shield(future), max(0.0, deadline - loop.time()))
+            async with asyncio.timeout_at(deadline):
+                return await asyncio.shield(future)
         except TimeoutError:
             return -1
 

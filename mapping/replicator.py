@@ -33,7 +33,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
+from functools import partial
 
+import anyio
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
@@ -98,23 +100,23 @@ class Replicator:
     async def run(self) -> None:
         self.subscriber.on_reconnect(self._mark_all_dirty)
         try:
-            async with asyncio.TaskGroup() as tasks:
-                # Neither ever ends for Redis trouble (nor for a bug): the pod goes on.
-                tasks.create_task(
-                    resilient.every(
-                        "replicator tick",
-                        self._lease_step,
-                        self.lease_ms / 3000,
-                        wait=self._discovered,
-                        on_failure=self._trouble,
-                    )
-                )
-                tasks.create_task(resilient.supervised("replicator fetches", self._fetch_loop))
-                tasks.create_task(
-                    self.subscriber.subscribe(
-                        self.topics.keys.topics_channel, lambda _: self._discover.set()
-                    )
-                )
+            # Neither ever ends for Redis trouble (nor for a bug): the pod goes on.
+            await resilient.together(
+                partial(
+                    resilient.every,
+                    "replicator tick",
+                    self._lease_step,
+                    self.lease_ms / 3000,
+                    wait=self._discovered,
+                    on_failure=self._trouble,
+                ),
+                partial(resilient.supervised, "replicator fetches", self._fetch_loop),
+                partial(
+                    self.subscriber.subscribe,
+                    self.topics.keys.topics_channel,
+                    lambda _: self._discover.set(),
+                ),
+            )
         finally:
             await self._release()
 
@@ -132,10 +134,10 @@ class Replicator:
             replicator_tick_call(self._keys, self.pod_id, self.lease_ms, True)
         )
         try:
-            with_timeout = asyncio.timeout(1.0)
-            async with with_timeout:
-                await asyncio.shield(self.client.execute_command(*release))
-        except (Exception, asyncio.CancelledError) as exc:
+            # Shielded: this runs while the pod's tasks are being cancelled.
+            with anyio.move_on_after(1.0, shield=True):
+                await self.client.execute_command(*release)
+        except Exception as exc:
             log.debug("could not release replicator leases: %s", exc)
 
     async def _lease_step(self) -> None:
@@ -155,7 +157,8 @@ class Replicator:
     async def _discovered(self, seconds: float) -> None:
         """Until the next tick: ``seconds``, or sooner when a topic was created."""
         try:
-            await asyncio.wait_for(self._discover.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._discover.wait()
         except TimeoutError:
             pass
 

@@ -5,7 +5,7 @@ cancellation (the pod stops) ends it.
 
 ``every`` runs one step at an interval; ``supervised`` runs a loop and starts it again
 should it ever raise (a bug must not take the pod down with it either: every connection of
-the pod would go with it).
+the pod would go with it); ``together`` runs such tasks side by side until cancelled.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
+import anyio
 from redis.exceptions import RedisClusterException, RedisError
 
 from mapping.errors import BrokerError
@@ -87,3 +88,14 @@ async def supervised(
             log_failure(what, exc)
         await asyncio.sleep(retry_s)
         retry_s = min(retry_s * 2, max_retry_s)
+
+
+async def together(*work: Callable[[], Awaitable[Any]]) -> None:
+    """Run ``work`` side by side until cancelled (or one fails: the others are cancelled).
+    Cancellation is delivered again until every one has ended (anyio's task group), not
+    once (asyncio.TaskGroup): in CPython 3.11 ``asyncio.wait_for``, which redis-py writes
+    through, drops a cancellation that comes as the write completes, and a task that lost
+    its cancellation would keep the pod from ever stopping."""
+    async with anyio.create_task_group() as tasks:
+        for one in work:
+            tasks.start_soon(one)

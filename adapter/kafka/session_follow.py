@@ -94,7 +94,8 @@ class SessionFollower:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._wake = future
         try:
-            await asyncio.wait_for(future, max(0.0, timeout_s))
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                await future
             return True
         except TimeoutError:
             return False

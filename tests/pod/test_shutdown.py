@@ -3,6 +3,7 @@ and exits 0; nothing it acknowledged is lost, nothing it applied goes unanswered
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import uuid
@@ -11,10 +12,14 @@ import pytest
 import redis
 
 from adapter.client import Client
+from adapter.pod import build_pod
+from adapter.settings import Settings
 from adapter.v1 import protocol
+from mapping import resilient
+from mapping.client import connect
 from mapping.keys import Keys
 from tests.support.v1 import raw_connection
-from tests.support.waiting import port_open, wait_until
+from tests.support.waiting import port_open, wait_until, wait_until_async
 
 
 def _replies_until_close(sock: socket.socket) -> list[protocol.Response]:
@@ -110,3 +115,86 @@ def test_a_new_pod_serves_after_a_drained_one(redis_url: str, start_pod, topic: 
     with Client("127.0.0.1", second.port) as client:
         records = client.consume(topic, sent.partition, sent.offset).records
     assert records == [(sent.offset, b"kept")]
+
+
+# --- the pod's background tasks, in process -------------------------------------------------
+
+
+async def _loses_its_first_cancellation() -> None:
+    """A task as CPython 3.11's ``asyncio.wait_for`` can leave one (redis-py writes through
+    it): the cancellation that came as its write completed is gone, and it goes on."""
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        pass
+    await asyncio.Event().wait()
+
+
+def test_tasks_run_together_stop_though_one_lost_its_cancellation() -> None:
+    async def main() -> None:
+        others_stopped = asyncio.Event()
+
+        async def other() -> None:
+            try:
+                await asyncio.Event().wait()
+            finally:
+                others_stopped.set()
+
+        running = asyncio.create_task(resilient.together(_loses_its_first_cancellation, other))
+        await asyncio.sleep(0.05)
+        running.cancel()
+        done, _ = await asyncio.wait([running], timeout=5)
+        assert done, "a task that lost its cancellation kept the others' group from ending"
+        assert others_stopped.is_set()
+
+    asyncio.run(main())
+
+
+def _lease_holders(admin: redis.Redis, keys: Keys) -> dict[str, bytes | None]:
+    leases = [*keys.replicator_leases(16)[1:], keys.retention_lease[1], keys.txn_lease[1]]
+    return {key: admin.get(key) for key in leases}
+
+
+def test_a_stopping_pod_gives_its_leases_back_though_a_task_lost_its_cancellation(
+    redis_url: str,
+) -> None:
+    """Cancelling ``Pod.run`` (what SIGTERM does, once connections are drained) ends every
+    background task, one that lost its cancellation too, and the lease holders (replicator,
+    retention, transaction completer) give their leases back on the way out, for another
+    pod to take at once rather than after the lease expires."""
+    prefix = f"s{uuid.uuid4().hex[:8]}"
+    keys = Keys(prefix)
+    settings = Settings(
+        key_prefix=prefix,
+        replicator=True,
+        retention_interval_ms=100,
+        transaction_check_interval_ms=100,
+        replica_lag_max_ms=60_000,  # leases of 30 s: released, not expired, in this test
+    )
+    admin = redis.Redis.from_url(redis_url)
+
+    async def main() -> None:
+        client = connect(redis_url)
+        pod = build_pod(settings, client, pod_id="stopping-pod")
+        pod.load_configs = _loses_its_first_cancellation  # type: ignore[method-assign]
+        running = asyncio.create_task(pod.run())
+        try:
+            await wait_until_async(
+                lambda: all(
+                    holder == b"stopping-pod" for holder in _lease_holders(admin, keys).values()
+                ),
+                timeout=15,
+            )
+            running.cancel()
+            done, _ = await asyncio.wait([running], timeout=10)
+            assert done, "the pod's tasks did not stop"
+        finally:
+            running.cancel()
+            await client.aclose()
+
+    try:
+        asyncio.run(main())
+        assert _lease_holders(admin, keys) == dict.fromkeys(_lease_holders(admin, keys))
+        assert admin.zscore(keys.replicator_leases(16)[0], "stopping-pod") is None
+    finally:
+        admin.close()
