@@ -81,17 +81,6 @@ class HwWaits(Waits[str, HwChannel]):
             return None
         return view.read
 
-    def hold(self, name: str) -> HwChannel:
-        """Channel ``name``, listened to until ``release``d (a watch that waits on nothing):
-        subscribed now if it is not yet."""
-        channel = self.watch(name).channel
-        if not channel.known:
-            channel._activate()
-        return channel
-
-    def release(self, channel: HwChannel) -> None:
-        channel._release(asyncio.get_running_loop().time())
-
     def start_read(
         self,
         kafka: KafkaStore,

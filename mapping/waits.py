@@ -21,7 +21,9 @@ the level reaches its own (``Watch.until``): a heap by level per channel, so a n
 costs the watchers it wakes, not all of them, and the Redis calls are per channel, never per
 watcher. The base ``Channel`` counts notifications, so ``Watch.next`` wakes at any message on
 any of the watch's channels (Kafka Fetch long-polls on hw channels; JoinGroup/SyncGroup on a
-group's events channel).
+group's events channel). A watch is on its channels from ``watch`` to ``close`` (each
+channel keeps its open watches) and a channel that moves marks them, so ``next`` costs the
+same on one channel or on the thousands of a consumer's sessionless Fetch.
 
 A new kind of wait (transactions' last stable offset, say) is a few lines: subclass
 ``Channel``; its ``on_message`` turns a notification into the level (``self.advance(lso)``),
@@ -66,7 +68,8 @@ class Channel:
         self.name = name
         self.level = 0
         self.known = False  # subscribed and read: the level is current
-        self.users = 0  # open watches
+        self.users = 0  # open watches and holds
+        self._watches: set[Watch[Any]] = set()  # open watches, marked when the level moves
         self._heap: list[tuple[int, int, asyncio.Future[int]]] = []
         self._waiting = 0  # watchers in the heap that still wait
         self._waits: Waits[Any, Any] | None = None  # set by the Waits that made it
@@ -96,8 +99,12 @@ class Channel:
     # What a kind calls ------------------------------------------------------------------------
 
     def advance(self, level: int) -> None:
-        """The channel got to ``level``: wake the watchers it satisfies (once known)."""
-        self.level = level
+        """The channel got to ``level``: mark its watches if it moved, and wake the watchers
+        ``level`` satisfies (once known)."""
+        if level != self.level:
+            self.level = level
+            for watch in self._watches:
+                watch._notify()
         if not self.known:
             return
         heap = self._heap
@@ -114,7 +121,7 @@ class Channel:
     @property
     def watched(self) -> bool:
         """Whether watchers wait on this channel."""
-        return bool(self._heap)
+        return bool(self._heap) or any(w._waiter is not None for w in self._watches)
 
     def recheck_in(self, delay_s: float) -> None:
         """``read`` again in ``delay_s`` if watchers still wait then (the earliest asked for
@@ -135,6 +142,8 @@ class Channel:
             if not future.done():
                 future.set_exception(Dropped(self.name))
         self._heap.clear()
+        for watch in self._watches:
+            watch._drop(self.name)
         if self._waits is not None:
             self._waits._remove(self)
 
@@ -160,7 +169,7 @@ class Channel:
 
     async def _reread(self) -> None:
         self._recheck = None
-        if not self._heap:
+        if not self.watched:
             return
         try:
             await self.read()
@@ -177,9 +186,6 @@ class Channel:
         self._waiting -= 1
         if self._waiting == 0:
             self._heap.clear()
-
-    def _hold(self) -> None:
-        self.users += 1
 
     def _release(self, now: float) -> None:
         self.users -= 1
@@ -225,15 +231,31 @@ class Waits(Generic[K, C]):
 
     def watch(self, *keys: K) -> Watch[C]:
         """A watch on the keys' channels (``close`` it, or use it as a context manager)."""
-        channels = []
+        watch: Watch[C] = Watch([])
+        channels = watch.channels
+        known = self._channels
         for key in keys:
-            channel = self._channels.get(key)
+            channel = known.get(key)
             if channel is None:
-                channel = self._channels[key] = self._make(key)
-                channel._waits, channel._key = self, key
-            channel._hold()
+                channel = self._new(key)
+            channel.users += 1
+            channel._watches.add(watch)
             channels.append(channel)
-        return Watch(channels)
+        return watch
+
+    def hold(self, key: K) -> C:
+        """Key's channel, listened to until ``release``d (a watch that waits on nothing):
+        subscribed now if it is not yet."""
+        channel = self._channels.get(key)
+        if channel is None:
+            channel = self._new(key)
+        channel.users += 1
+        if not channel.known:
+            channel._activate()
+        return channel
+
+    def release(self, channel: C) -> None:
+        channel._release(asyncio.get_running_loop().time())
 
     def all_known(self, keys: Iterable[K]) -> bool:
         """Whether the pod listens on every key's channel now (subscribed and read): a watch
@@ -249,6 +271,11 @@ class Waits(Generic[K, C]):
         """End the waits of every channel whose key ``matches`` (``Channel.drop``)."""
         for key in [key for key in self._channels if matches(key)]:
             self._channels[key].drop()
+
+    def _new(self, key: K) -> C:
+        channel = self._channels[key] = self._make(key)
+        channel._waits, channel._key = self, key
+        return channel
 
     def _remove(self, channel: Channel) -> None:
         """Forget ``channel`` (if still this key's) and leave it on Redis."""
@@ -270,7 +297,9 @@ class Watch(Generic[C]):
 
     def __init__(self, channels: list[C]) -> None:
         self.channels = channels
-        self._seen = [c.level for c in channels]
+        self._notified = False  # a channel moved since ``subscribed`` or the last ``next``
+        self._waiter: asyncio.Future[None] | None = None  # ``next`` waits on it
+        self._dropped: str | None = None  # a channel dropped meanwhile: its name
 
     @property
     def channel(self) -> C:
@@ -288,7 +317,7 @@ class Watch(Generic[C]):
             )
             if late:
                 return False
-        self._seen = [c.level for c in self.channels]
+        self._notified = False
         return all(c.known for c in self.channels)
 
     async def until(self, level: int, timeout_s: float) -> int | None:
@@ -300,7 +329,8 @@ class Watch(Generic[C]):
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         channel._watch(level, future)
         try:
-            return await asyncio.wait_for(future, max(0.0, timeout_s))
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                return await future
         except TimeoutError:
             return None
         finally:
@@ -308,28 +338,41 @@ class Watch(Generic[C]):
 
     async def next(self, timeout_s: float) -> bool:
         """True at a notification on any of the channels since ``subscribed`` or the last
-        ``next`` returned (at once when one came meanwhile); False at the timeout."""
+        ``next`` returned (at once when one came meanwhile); False at the timeout.
+        ``Dropped`` when a channel is dropped."""
+        if self._dropped is not None:
+            raise Dropped(self._dropped)
+        if self._notified:
+            self._notified = False
+            return True
+        self._waiter = waiter = asyncio.get_running_loop().create_future()
         try:
-            if any(c.level != seen for c, seen in zip(self.channels, self._seen, strict=True)):
-                return True
-            future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-            for channel, seen in zip(self.channels, self._seen, strict=True):
-                channel._watch(seen + 1, future)
-            try:
-                await asyncio.wait_for(future, max(0.0, timeout_s))
-                return True
-            except TimeoutError:
-                return False
-            finally:
-                for channel in self.channels:
-                    channel._unwatch()
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                await waiter
+            return True
+        except TimeoutError:
+            return False
         finally:
-            self._seen = [c.level for c in self.channels]
+            self._waiter = None
+            self._notified = False
 
     def close(self) -> None:
         now = asyncio.get_running_loop().time()
         for channel in self.channels:
+            channel._watches.discard(self)
             channel._release(now)
+
+    def _notify(self) -> None:
+        self._notified = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _drop(self, name: str) -> None:
+        self._dropped = name
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(Dropped(name))
 
     def __enter__(self) -> Watch[C]:
         return self
