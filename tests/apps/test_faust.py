@@ -38,7 +38,11 @@ def test_table_app_recovers_its_table_from_the_changelog(
                    sink, str(data_dir), str(PARTITIONS)]  # fmt: skip
         return AppRun(command, tmp_path / f"run-{run}.log", "Worker ready").start()
 
-    outcome = crash_and_recover(bootstrap, app_id, source, sink, data_dir, start_app)
+    # Killed once it committed what it read: records uncommitted at the kill are read again
+    # during run 2's recovery, where Faust may skip one (docs/apps.md).
+    outcome = crash_and_recover(
+        bootstrap, app_id, source, sink, data_dir, start_app, kill_when_committed=True
+    )
 
     assert outcome.states == expected_states([*early_records(), *late_records()])
     # run 2 never read the early records again (their offsets were committed before the
