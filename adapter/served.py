@@ -11,6 +11,7 @@ what was read, then close) and what its timer does (``_arm_timer``/``_on_timer``
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 
 from adapter.limits import ConnectionSlots, tune_socket
@@ -98,6 +99,17 @@ class ServedConnection(asyncio.Protocol):
         self._write_stalled_at = None
         self._last_activity = self.loop.time()
         self._pump()
+
+    def _input_waiting(self) -> bool:
+        """Whether the socket holds bytes not read yet. A pod that was stalled past a
+        connection's deadline (a starved CPU, a long pause) may run its timers before it
+        reads its sockets: such a connection is not idle, its request is there unread."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return False
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
 
     # --- reading and closing --------------------------------------------------------------
 

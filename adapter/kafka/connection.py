@@ -334,7 +334,12 @@ class KafkaConnection(ServedConnection):
             log.info("closing a Kafka connection whose peer took no answer for %ss", self.idle_s)
             self.abort()
             return
-        if not self._open and not self._frames and now - self._last_activity >= self.idle_s:
+        if (
+            not self._open
+            and not self._frames
+            and now - self._last_activity >= self.idle_s
+            and not self._input_waiting()
+        ):
             self.close()  # quietly, as Kafka does (connections.max.idle.ms)
             return
         self._arm_timer()

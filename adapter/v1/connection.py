@@ -366,7 +366,8 @@ class Connection(ServedConnection):
         if idle and not self.transport.is_closing():
             auth_deadline = self.gate.closes_at
             idle_too_long = self.idle_s is not None and now - self._last_activity >= self.idle_s
-            if idle_too_long or (auth_deadline is not None and now >= auth_deadline):
+            expired = idle_too_long or (auth_deadline is not None and now >= auth_deadline)
+            if expired and not self._input_waiting():
                 self.close()  # quietly, as Kafka does
                 return
         self._arm_timer()

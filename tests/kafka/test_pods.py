@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import socket
 import struct
+import time
 import uuid
 
 import pytest
@@ -402,3 +403,20 @@ def test_a_client_that_reads_no_answers_is_cut_off(start_pod, redis_url: str, to
         wait_until(lambda: "took no answer" in pod.log(), timeout=20)
     finally:
         greedy.close()
+
+
+def test_a_request_waiting_while_the_pod_was_stalled_is_answered(start_pod, redis_url: str) -> None:
+    """A pod held up past the idle timeout (here SIGSTOP; in life a starved CPU or a long
+    pause) runs its timers before it reads its sockets: a request that came meanwhile is
+    read and answered, not closed unread as an idle connection (seen once in CI)."""
+    pod = start_pod(redis_url, *RF1, "--idle-timeout-s", "1")
+    assert pod.process is not None
+    with RawKafka(pod.kafka_port) as raw:
+        time.sleep(0.2)  # accepted
+        pod.process.send_signal(signal.SIGSTOP)
+        try:
+            raw.send(API_VERSIONS, 0, API_VERSIONS.request[0]())
+            time.sleep(1.5)
+        finally:
+            pod.process.send_signal(signal.SIGCONT)
+        assert raw.receive(API_VERSIONS, 0).error_code == 0

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import select
 import shutil
+import signal
 import socket
 import subprocess
+import time
 from collections.abc import Callable
 
 import pytest
@@ -51,6 +53,27 @@ def test_idle_connection_is_closed(start_pod: StartPod, redis_url: str) -> None:
     idle.close()
     with pod.client() as client:
         assert client.ping() == "pong"
+
+
+def test_a_request_waiting_while_the_pod_was_stalled_is_answered(
+    start_pod: StartPod, redis_url: str
+) -> None:
+    """A pod held up past the idle timeout (SIGSTOP here) runs its timers before it reads
+    its sockets: the request that came meanwhile is answered, not closed unread."""
+    pod = start_pod(redis_url, *RF1, "--idle-timeout-s", "1")
+    assert pod.process is not None
+    sock = raw_connection(pod.port, timeout=30)
+    try:
+        time.sleep(0.2)  # accepted
+        pod.process.send_signal(signal.SIGSTOP)
+        try:
+            sock.sendall(b"V1|1|PING|\n")
+            time.sleep(1.5)
+        finally:
+            pod.process.send_signal(signal.SIGCONT)
+        assert read_lines(sock, 1) == [b"V1|1|OK|pong"]
+    finally:
+        sock.close()
 
 
 def test_keepalive_is_set_on_a_socket() -> None:
