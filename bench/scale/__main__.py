@@ -3,11 +3,14 @@ bench/scale/__init__.py; how to read it: docs/scale.md)."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import click
 
 from bench.report import save
+from bench.scale import profile
 from bench.scale.deployment import Shape
 from bench.scale.report import format_table, plot
 from bench.scale.run import run
@@ -99,7 +102,16 @@ QUICK_CONFIGS = "1,1,1;2,2,1"
     "json_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="Where the JSON goes (default bench-results/scale-<time>.json).",
+    help="Where the JSON goes (default bench-results/scale-<time>.json); it is written after "
+    "each configuration too, so a run cut short keeps the ones it finished.",
+)
+@click.option(
+    "--profile",
+    "profile_folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Record every pod with py-spy through each row, a file of raw collapsed stacks per "
+    "pod and row in this folder (needs py-spy: the 'bench' extra).",
 )
 @click.option(
     "--plot",
@@ -125,6 +137,7 @@ def main(
     adapter_args: str,
     quick: bool,
     json_path: Path | None,
+    profile_folder: Path | None,
     plot_path: Path | None,
 ) -> None:
     """Throughput as Redis primaries and pods are added, beside raw Redis in the same run."""
@@ -140,6 +153,11 @@ def main(
         shapes = Shape.parse(configs)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--configs") from exc
+    if profile_folder is not None and profile.executable() is None:
+        raise click.BadParameter("needs py-spy: pip install py-spy", param_hint="--profile")
+    if json_path is None:
+        json_path = ROOT / "bench-results" / f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
     names = [name.strip() for name in workloads.split(",") if name.strip()]
     if not names or any(name not in WORKLOADS for name in names):
         raise click.BadParameter(f"known: {', '.join(WORKLOADS)}", param_hint="--workloads")
@@ -148,7 +166,9 @@ def main(
         idle_partitions, idle_consumers, idle_connections, batch_records,
     )  # fmt: skip
     results = run(shapes, options, names, more_loaders, adapter_args.split(),
-                  log=lambda line: click.echo(line, err=True))  # fmt: skip
+                  log=lambda line: click.echo(line, err=True),
+                  checkpoint=lambda partial: json_path.write_text(json.dumps(partial, indent=2)),
+                  profile_folder=profile_folder)  # fmt: skip
     if quick:
         results["notes"].append("--quick: a smoke run, its numbers mean nothing")
     click.echo(format_table(results))

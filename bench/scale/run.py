@@ -3,6 +3,7 @@ workloads run (again with more load processes for ``--loaders``), stopped."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import machine
+from bench.scale import profile
 from bench.scale.deployment import Deployment, Shape
 from bench.scale.report import Row, finish, format_row
 from bench.scale.workloads import IDLE, WORKLOADS, Options, Stage
@@ -34,10 +36,15 @@ def run(
     more_loaders: int | None,
     adapter_args: list[str],
     log: Callable[[str], None] = print,
+    checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    profile_folder: Path | None = None,
 ) -> dict[str, Any]:
+    """Every configuration in turn; ``checkpoint`` gets the results so far after each one
+    (a run cut short keeps what it finished); with ``profile_folder``, every pod is
+    recorded by py-spy through each row (profile.py)."""
     rows: list[Row] = []
     names = with_needs(workloads)
-    for shape in shapes:
+    for done, shape in enumerate(shapes, 1):
         with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
             deployment = Deployment(Path(folder), shape.primaries, shape.pods,
                                     options.partitions, adapter_args)  # fmt: skip
@@ -55,8 +62,9 @@ def run(
                         if loaders != shape.loaders and name in IDLE:
                             continue  # (no load to add)
                         began = time.monotonic()
-                        pair = WORKLOADS[name][0](stage)
                         config = Shape(shape.primaries, shape.pods, loaders)
+                        with _profiled(deployment, profile_folder, config.label, name):
+                            pair = WORKLOADS[name][0](stage)
                         row = Row(config.label, shape.primaries, shape.pods, loaders,
                                   pair.workload, pair.adapter, pair.raw,
                                   check=loaders != shape.loaders, extra=pair.extra)  # fmt: skip
@@ -64,6 +72,28 @@ def run(
                         log(f"{format_row(row)}  ({time.monotonic() - began:.1f} s)")
             finally:
                 deployment.stop()
+        if checkpoint is not None and done < len(shapes):
+            partial = _results(rows, shapes, options, workloads, more_loaders, adapter_args)
+            partial["notes"].append(f"partial: {done} of {len(shapes)} configurations so far")
+            checkpoint(partial)
+    return _results(rows, shapes, options, workloads, more_loaders, adapter_args)
+
+
+def _profiled(deployment: Deployment, folder: Path | None, label: str,
+              workload: str) -> contextlib.AbstractContextManager[Any]:  # fmt: skip
+    if folder is None:
+        return contextlib.nullcontext()
+    return profile.recording(deployment.pod_pids(), folder, label, workload)
+
+
+def _results(
+    rows: list[Row],
+    shapes: list[Shape],
+    options: Options,
+    workloads: list[str],
+    more_loaders: int | None,
+    adapter_args: list[str],
+) -> dict[str, Any]:
     finish(rows)
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

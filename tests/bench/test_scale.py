@@ -7,14 +7,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bench.scale import run as scale_run
 from bench.scale.commands import Reading, per_record, summary
 from bench.scale.deployment import Shape
-from bench.scale.report import Row, Side, bottlenecks, finish
+from bench.scale.report import Pair, Row, Side, bottlenecks, finish
 from bench.scale.run import with_needs
+from bench.scale.workloads import Options, Stage
 from tests.support import ROOT
 
 WORKLOADS = ("Kafka produce", "Kafka fetch", "V1 PRODUCE", "V1 CONSUME")
@@ -161,3 +165,59 @@ def test_busy_loaders_and_the_loaders_check_are_read_out() -> None:
         "6,6,8 Kafka produce: 10 load processes give 1.33x 8: faster, though no load process "
         "was busy: more in flight, or noise",
     ]
+
+
+# A pod stand-in that spends its CPU in one function py-spy can name
+BUSY_POD = "def spin_like_a_pod():\n    while True:\n        sum(range(1000))\nspin_like_a_pod()\n"
+
+
+class _FakeDeployment:
+    """What run() uses of a Deployment, with one busy Python process as its pod."""
+
+    def __init__(self, base: Path, primaries: int, pods: int, partitions: int,
+                 adapter_args: list[str]) -> None:  # fmt: skip
+        self.redis_url = f"redis://fake/{primaries}"
+        self.pod: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> _FakeDeployment:
+        self.pod = subprocess.Popen([sys.executable, "-c", BUSY_POD])
+        return self
+
+    def stop(self) -> None:
+        assert self.pod is not None
+        self.pod.kill()
+        self.pod.wait()
+
+    def pod_pids(self) -> list[int]:
+        assert self.pod is not None
+        return [self.pod.pid]
+
+
+def test_results_after_each_configuration_and_pod_profiles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run cut short keeps the configurations it finished (``checkpoint`` after each but
+    the last); ``--profile`` leaves each pod's py-spy stacks of each row."""
+
+    def workload(stage: Stage) -> Pair:
+        time.sleep(1.5)  # the row's work, while py-spy samples the pod
+        side = Side(10, 5.0, {"pods": [1.0], "redis": [0.1], "loaders": [0.5]})
+        return Pair("Kafka produce", side, Side(10, 10.0, {"redis": [0.2], "loaders": [0.5]}))
+
+    monkeypatch.setattr(scale_run, "Deployment", _FakeDeployment)
+    monkeypatch.setitem(scale_run.WORKLOADS, "kafka-produce", (workload, ()))
+    checkpoints: list[dict[str, Any]] = []
+    options = Options(10, 0.1, 0.0, 2, 10, None, 1)
+    results = scale_run.run(
+        [Shape(1, 1, 1), Shape(2, 2, 1)], options, ["kafka-produce"], None, [],
+        log=lambda line: None, checkpoint=checkpoints.append, profile_folder=tmp_path / "prof",
+    )  # fmt: skip
+    assert [[r["config"] for r in c["rows"]] for c in checkpoints] == [["1,1,1"]]
+    assert checkpoints[0]["notes"] == ["partial: 1 of 2 configurations so far"]
+    assert checkpoints[0]["rows"][0]["ratio"] == 0.5  # finished, as the final results
+    assert [r["config"] for r in results["rows"]] == ["1,1,1", "2,2,1"] and not results["notes"]
+    profiles = sorted(p.name for p in (tmp_path / "prof").iterdir())
+    assert profiles == ["1-1-1-kafka-produce-pod0.txt", "2-2-1-kafka-produce-pod0.txt"]
+    for name in profiles:
+        stacks = (tmp_path / "prof" / name).read_text()
+        assert "spin_like_a_pod" in stacks, stacks[:500]
