@@ -72,6 +72,16 @@ class Outcome:
         return next((r.note for r in self.reports if r.note), "")
 
     @property
+    def spans(self) -> list[list[float]]:
+        """Each working process's [start, end] in seconds from the window's start: a row
+        whose window one late starter or straggler stretched shows it here."""
+        busy = [r for r in self.reports if r.records]
+        if not busy:
+            return []
+        origin = min(r.started for r in busy)
+        return [[round(r.started - origin, 3), round(r.ended - origin, 3)] for r in busy]
+
+    @property
     def rate(self) -> float:
         """Records per second from the first process's start to the last one's end."""
         busy = [r for r in self.reports if r.records]

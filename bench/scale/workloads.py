@@ -70,6 +70,7 @@ class Stage:
 def _side(outcome: harness.Outcome, **extra: Any) -> Side:
     if outcome.probed is not None:  # Redis' work per record, by command
         extra["redis_per_record"] = commands.per_record(*outcome.probed, outcome.records)
+    extra["process_spans_s"] = outcome.spans
     return Side(outcome.records, outcome.rate, outcome.cpu, outcome.errors, outcome.note,
                 extra)  # fmt: skip
 

@@ -83,6 +83,10 @@ def test_scale_quick_run(tmp_path: Path) -> None:
         # XADD of each record inside it (the pods' own background calls are few)
         for side in (adapter, row["raw"]):
             assert side["extra"]["redis_per_record"]["cpu_us"] > 0, side
+            # each process's [start, end] from the window's start: the first starts it
+            spans = side["extra"]["process_spans_s"]
+            assert len(spans) == row["loaders"] and min(start for start, _ in spans) == 0
+            assert all(0 <= start <= end for start, end in spans), spans
         raw_commands = row["raw"]["extra"]["redis_per_record"]["commands"]
         # a call per batch, and the few of the pods' background tasks (leases, registrations)
         script_calls = round(raw_commands["evalsha"][0] * row["raw"]["records"])
