@@ -10,14 +10,12 @@ CONSUME were found (see the README's Performance section).
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 import click
 
-from bench import loadgen
+from bench import loadgen, profile
 from bench.run import PARTITIONS, prefill_topic, start_pod
 from mapping.embedded import RedisProcess
 from tests.support.procfs import cpu_seconds
@@ -46,7 +44,7 @@ def main(
     py_spy: Path | None,
 ) -> None:
     """Run KIND (produce, consume or groups) against a fresh redis-server and pod."""
-    if py_spy is not None and shutil.which("py-spy") is None:
+    if py_spy is not None and profile.executable() is None:
         raise click.ClickException("--py-spy needs py-spy: pip install py-spy")
     with tempfile.TemporaryDirectory(prefix="bench-one-") as tmp:
         server = RedisProcess(Path(tmp) / "redis", appendonly=False)
@@ -63,21 +61,12 @@ def main(
                 duration_s=duration, topic="one-c" if kind == "consume" else "one-p",
                 acks=acks, pages=tuple(pages), group_prefix="one-g",
             )  # fmt: skip
-            spy = None
-            if py_spy is not None:
-                spy = subprocess.Popen(
-                    ["py-spy", "record", "--nonblocking", "--rate", "500",
-                     "--pid", str(pod.pids()[0]), "--duration", str(int(duration) + 1),
-                     "--format", "flamegraph" if py_spy.suffix == ".svg" else "raw",
-                     "--output", str(py_spy)],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                )  # fmt: skip
+            spying = [(pod.pids()[0], py_spy)] if py_spy is not None else []
             watched = [*pod.pids(), server.process.pid]  # type: ignore[union-attr]
             before = [cpu_seconds(pid) for pid in watched]
-            result = loadgen.run_load(load)
+            with profile.recording(spying, rate=500):
+                result = loadgen.run_load(load)
             used = [cpu_seconds(pid) - b for pid, b in zip(watched, before, strict=True)]
-            if spy is not None:
-                spy.wait()
         finally:
             pod.stop(timeout=15)
             server.stop()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
+from bench import profile
 from bench.report import save
-from bench.scale import profile
 from bench.scale.deployment import Shape
 from bench.scale.report import format_table, plot
 from bench.scale.run import run

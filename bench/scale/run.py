@@ -11,8 +11,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench import profile
 from bench.report import machine
-from bench.scale import profile
 from bench.scale.deployment import Deployment, Shape
 from bench.scale.report import Row, finish, format_row
 from bench.scale.workloads import IDLE, WORKLOADS, Options, Stage
@@ -41,7 +41,7 @@ def run(
 ) -> dict[str, Any]:
     """Every configuration in turn; ``checkpoint`` gets the results so far after each one
     (a run cut short keeps what it finished); with ``profile_folder``, every pod is
-    recorded by py-spy through each row (profile.py)."""
+    recorded by py-spy through each row (``_profiled``)."""
     rows: list[Row] = []
     names = with_needs(workloads)
     for done, shape in enumerate(shapes, 1):
@@ -79,11 +79,19 @@ def run(
     return _results(rows, shapes, options, workloads, more_loaders, adapter_args)
 
 
+PROFILE_RATE = 200  # py-spy samples a second: enough for a row of seconds, little cost
+
+
 def _profiled(deployment: Deployment, folder: Path | None, label: str,
               workload: str) -> contextlib.AbstractContextManager[Any]:  # fmt: skip
+    """``--profile``: every pod recorded through the row (both its sides and their set-up:
+    the pods are all but idle through the raw side), a file of raw collapsed stacks per
+    pod and row, ``1-1-4-kafka-produce-pod0.txt`` (letters, digits and dashes alone)."""
     if folder is None:
         return contextlib.nullcontext()
-    return profile.recording(deployment.pod_pids(), folder, label, workload)
+    stem = f"{label.replace(',', '-')}-{workload}"
+    targets = [(pid, folder / f"{stem}-pod{i}.txt") for i, pid in enumerate(deployment.pod_pids())]
+    return profile.recording(targets, PROFILE_RATE)
 
 
 def _results(
