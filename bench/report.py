@@ -169,6 +169,11 @@ def machine() -> dict[str, Any]:
     }
 
 
+def default_json_path(default_dir: Path, kind: str) -> Path:
+    """``default_dir/<kind>-<time>.json``."""
+    return default_dir / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+
+
 def save(
     results: dict[str, Any],
     json_path: Path | None,
@@ -180,7 +185,7 @@ def save(
     """Write ``results`` as JSON (default ``default_dir/<kind>-<time>.json``) and, when asked,
     draw them; say where."""
     if json_path is None:
-        json_path = default_dir / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        json_path = default_json_path(default_dir, kind)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=2))
     click.echo(f"JSON: {json_path}")

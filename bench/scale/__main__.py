@@ -4,13 +4,12 @@ bench/scale/__init__.py; how to read it: docs/scale.md)."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import click
 
 from bench import profile
-from bench.report import save
+from bench.report import default_json_path, save
 from bench.scale.deployment import Shape
 from bench.scale.report import format_table, plot
 from bench.scale.run import run
@@ -156,7 +155,7 @@ def main(
     if profile_folder is not None and profile.executable() is None:
         raise click.BadParameter("needs py-spy: pip install py-spy", param_hint="--profile")
     if json_path is None:
-        json_path = ROOT / "bench-results" / f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        json_path = default_json_path(ROOT / "bench-results", "scale")
     json_path.parent.mkdir(parents=True, exist_ok=True)
     names = [name.strip() for name in workloads.split(",") if name.strip()]
     if not names or any(name not in WORKLOADS for name in names):
