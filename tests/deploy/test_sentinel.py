@@ -144,7 +144,8 @@ def test_a_pod_follows_a_failover_without_a_restart(deployment: SentinelDeployme
         deployment.primary.kill()
         took = _produce_until_ok(client, topic, "first", FAILOVER_BOUND_S)
         acked.add(b"first")
-        assert deployment.master_port() == deployment.replica.port
+        # the pod found the new primary through one sentinel; the others learn of it in turn
+        deployment.wait(lambda: deployment.master_port() == deployment.replica.port)
         # acks=all keeps working: each answer comes from an hw notification or a status call,
         # well within the acks timeout
         for i in range(10):
@@ -172,7 +173,7 @@ def test_a_pod_follows_a_failover_without_a_restart(deployment: SentinelDeployme
         deployment.replica.kill()
         took_back = _produce_until_ok(client, topic, "second", FAILOVER_BOUND_S)
         acked.add(b"second")
-        assert deployment.master_port() == deployment.primary.port
+        deployment.wait(lambda: deployment.master_port() == deployment.primary.port)
         acked |= kafka_produce([f"kafka-back-{i}" for i in range(10)])
         v1_now = _v1_values(client, topic, 3)
         assert acked <= v1_now, acked - v1_now
