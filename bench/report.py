@@ -174,6 +174,12 @@ def default_json_path(default_dir: Path, kind: str) -> Path:
     return default_dir / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
 
 
+def write_json(json_path: Path, results: dict[str, Any]) -> None:
+    """``results`` as indented JSON at ``json_path`` (its folder made if missing)."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(results, indent=2))
+
+
 def save(
     results: dict[str, Any],
     json_path: Path | None,
@@ -186,8 +192,7 @@ def save(
     draw them; say where."""
     if json_path is None:
         json_path = default_json_path(default_dir, kind)
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(results, indent=2))
+    write_json(json_path, results)
     click.echo(f"JSON: {json_path}")
     if plot_path is not None and draw is not None:
         draw(results, plot_path)

@@ -3,13 +3,12 @@ bench/scale/__init__.py; how to read it: docs/scale.md)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from bench import profile
-from bench.report import default_json_path, save
+from bench.report import default_json_path, save, write_json
 from bench.scale.deployment import Shape
 from bench.scale.report import format_table, plot
 from bench.scale.run import run
@@ -156,7 +155,6 @@ def main(
         raise click.BadParameter("needs py-spy: pip install py-spy", param_hint="--profile")
     if json_path is None:
         json_path = default_json_path(ROOT / "bench-results", "scale")
-    json_path.parent.mkdir(parents=True, exist_ok=True)
     names = [name.strip() for name in workloads.split(",") if name.strip()]
     if not names or any(name not in WORKLOADS for name in names):
         raise click.BadParameter(f"known: {', '.join(WORKLOADS)}", param_hint="--workloads")
@@ -166,7 +164,7 @@ def main(
     )  # fmt: skip
     results = run(shapes, options, names, more_loaders, adapter_args.split(),
                   log=lambda line: click.echo(line, err=True),
-                  checkpoint=lambda partial: json_path.write_text(json.dumps(partial, indent=2)),
+                  checkpoint=lambda partial: write_json(json_path, partial),
                   profile_folder=profile_folder)  # fmt: skip
     if quick:
         results["notes"].append("--quick: a smoke run, its numbers mean nothing")

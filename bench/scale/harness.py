@@ -72,10 +72,15 @@ class Outcome:
         return next((r.note for r in self.reports if r.note), "")
 
     @property
+    def _working(self) -> list[Report]:
+        """The reports of the processes that did some work (they make the window)."""
+        return [r for r in self.reports if r.records]
+
+    @property
     def spans(self) -> list[list[float]]:
         """Each working process's [start, end] in seconds from the window's start: a row
         whose window one late starter or straggler stretched shows it here."""
-        busy = [r for r in self.reports if r.records]
+        busy = self._working
         if not busy:
             return []
         origin = min(r.started for r in busy)
@@ -84,7 +89,7 @@ class Outcome:
     @property
     def rate(self) -> float:
         """Records per second from the first process's start to the last one's end."""
-        busy = [r for r in self.reports if r.records]
+        busy = self._working
         if not busy:
             return 0.0
         span = max(r.ended for r in busy) - min(r.started for r in busy)
