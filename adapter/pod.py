@@ -28,20 +28,22 @@ from mapping import resilient
 from mapping.batcher import RedisBatcher
 from mapping.broker_configs import ConfigStore
 from mapping.client import connect, make_batcher
-from mapping.cluster import redact
+from mapping.cluster import is_cluster_url, redact
+from mapping.durable_reads import store_wait_replicas
 from mapping.errors import ConfigurationError
 from mapping.groups import Groups
 from mapping.hw_views import HwWaits
 from mapping.kafka import KafkaStore
 from mapping.kafka_groups import KafkaGroups
 from mapping.keys import Keys
+from mapping.leader_epochs import LeaderEpochs
 from mapping.offsets_mirror import OffsetsMirror
 from mapping.partition_txns import PartitionTxns
 from mapping.partitions import Partitions
 from mapping.pubsub import Subscriber
 from mapping.replication import Replication, new_pod_id
 from mapping.retention import RetentionTask
-from mapping.startup import check_redis
+from mapping.startup import check_redis, failover_loss
 from mapping.topic_configs import DEFAULT_MAX_MESSAGE_BYTES, broker_default_fields
 from mapping.topics import Topics
 from mapping.transactions import Transactions
@@ -75,6 +77,8 @@ class Pod:
     txn_completer: TransactionCompleter  # timeouts, half-ended transactions, expiry
     # __consumer_offsets' writer (--offsets-topic); None: no mirror
     offsets_mirror: OffsetsMirror | None = None
+    # Kafka leader epochs: the Redis primaries that served the data (KIP-320)
+    leader_epochs: LeaderEpochs = field(default_factory=LeaderEpochs)
     _reloads: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def run(self) -> None:
@@ -233,12 +237,23 @@ async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
     """Connect to ``settings.redis_url``, check the deployment (mapping/startup.py; retried
     while Redis is still coming up) and yield the pod's parts; the client closes on exit."""
     assert settings.redis_url is not None
+    keys = Keys(settings.key_prefix)
+    # each connection registers the primary it reached as a leader epoch before its first
+    # command (mapping/leader_epochs.py); a Cluster's nodes fail over one by one: none
+    epochs = LeaderEpochs(None if is_cluster_url(settings.redis_url) else keys.kafka_leader_epochs)
+    hook = {} if epochs.registry_key is None else {"redis_connect_func": epochs.on_connect}
     client = connect(
-        settings.redis_url, settings.redis_timeout_ms / 1000, **settings.redis_options()
+        settings.redis_url, settings.redis_timeout_ms / 1000, **settings.redis_options(), **hook
     )
     try:
-        await wait_for_redis(settings, Keys(settings.key_prefix), client)
-        yield build_pod(settings, client)
+        await wait_for_redis(settings, keys, client)
+        pod = build_pod(settings, client)
+        pod.leader_epochs = epochs
+        # what readers outside pods (command lines, Spark) wait for (mapping/durable_reads.py)
+        await store_wait_replicas(
+            client, keys, settings.redis_wait_replicas, settings.acks_timeout_ms
+        )
+        yield pod
     finally:
         await client.aclose()
 
@@ -257,6 +272,9 @@ async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
                 url=redis_at,
                 allow_evicting=settings.allow_evicting_redis,
             )
+            loss = await failover_loss(client, redis_at, settings.redis_wait_replicas)
+            if loss is not None:
+                log.warning(loss)
             return
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             error = exc

@@ -112,7 +112,9 @@ class Settings:
         0,
         "acks=all and commits also wait until this many Redis replicas have the write "
         "(Redis WAIT on the node that took it, within the acks timeout), and readers see only "
-        "records the replicas have (docs/durability.md); 0: off.",
+        "records the replicas have (docs/durability.md); 0: off (a pod whose Redis can fail "
+        "over, Sentinel or replicas, then warns at start that a failover can lose "
+        "acknowledged writes).",
         click.IntRange(0),
     )
     redis_appendfsync: str = option(

@@ -35,6 +35,12 @@ from tests.support import ROOT
     help="Extra 'adapter serve' options for the pods, e.g. '--no-uvloop'.",
 )
 @click.option(
+    "--redis-replicas",
+    type=click.IntRange(0, 4),
+    default=0,
+    help="Replicas following the Redis, for --adapter-args '--redis-wait-replicas N'.",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(path_type=Path),
@@ -57,6 +63,7 @@ def main(
     kafka_records: int,
     soak: float,
     adapter_args: str,
+    redis_replicas: int,
     json_path: Path | None,
     plot_path: Path | None,
 ) -> None:
@@ -82,6 +89,7 @@ def main(
         adapter_args.split(),
         kafka_records if kafka else 0,
         kafka_latency,
+        redis_replicas,
     )
     results = run(options, log=lambda line: click.echo(line, err=True))
     click.echo(format_table(results))

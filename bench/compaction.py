@@ -5,8 +5,9 @@ A redis-server of its own; a compacted topic prefilled with ``--records`` record
 ``--keys`` keys (all but the last version of each key superseded); then, against the same
 Redis, a producer appends one record at a time to another topic for ``--duration`` seconds
 alone (the baseline), and again while the compacted partition is compacted
-(mapping/compaction.py, the pods' code, bounded script calls). Prints one row: records
-removed, the rate, and the producer's p50/p99 without and with compaction beside it.
+(mapping/compaction.py, the pods' code, bounded script calls; finding the segments first,
+mapping/segments.py). Prints one row: records removed, the rate, and the producer's p50/p99
+without and with compaction beside it.
 """
 
 from __future__ import annotations
@@ -88,12 +89,16 @@ async def _measure(
         topics = Topics(batcher, names, topic_defaults=TopicDefaults(1, 1, 1))
         partitions = Partitions(batcher, names, topics, sequence_bits=BITS)
         await topics.topic(COMPACTED)
-        await topics.alter_configs(COMPACTED, {"cleanup_policy": "compact"})
+        # a small segment.ms, as Kafka users set to see compaction at work: the record after
+        # the prefill rolls its segment, so the cleaner may clean all of it
+        await topics.alter_configs(COMPACTED, {"cleanup_policy": "compact", "segment_ms": "1"})
         topics.cache.forget(COMPACTED)
         config = await topics.topic(COMPACTED)
         for start in range(0, records, 1000):
             chunk = range(start, min(start + 1000, records))
             await partitions.produce(config, 0, [(b"k%d" % (i % keys), VALUE) for i in chunk])
+        await asyncio.sleep(0.01)  # past segment.ms
+        await partitions.produce(config, 0, [(b"roll", VALUE)])
 
         alone = await _produce_for(partitions, None, duration)
         stop = asyncio.Event()

@@ -3,7 +3,9 @@
 What runs where (a 2-core machine is the reference):
 
 - one ``redis-server`` started here (``mapping.embedded.RedisProcess``, a free port, never
-  6379; AOF off: the benchmark measures CPU, not the disk), shared by every row;
+  6379; AOF off: the benchmark measures CPU, not the disk), shared by every row; with
+  ``--redis-replicas N``, N replicas following it (the cost of ``--adapter-args
+  '--redis-wait-replicas 1'``, docs/durability.md);
 - the baseline: this process, redis-py + hiredis straight to that Redis, while nothing
   else runs: the adapter's produce script one record per EVALSHA, 1024 per pipeline round
   trip; the same one at a time (the raw round trip); XRANGE ... COUNT 1000 pages, 16 per
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import redis
 
 from adapter.client import Client
 from bench import baseline, compaction, loadgen
@@ -69,6 +72,15 @@ def start_pod(redis_url: str, workers: int, log_dir: Path, extra: list[str]) -> 
     ).start(timeout=30)  # fmt: skip
 
 
+def _wait_for_replicas(port: int, count: int, timeout_s: float = 60.0) -> None:
+    """Until ``count`` replicas finished their first sync with the Redis on ``port``."""
+    deadline = time.monotonic() + timeout_s
+    with redis.Redis(port=port) as admin:
+        while admin.execute_command("WAIT", count, 1000) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{count} replica(s) not in sync within {timeout_s:g}s")
+
+
 def _rss_mib(pod: Pod) -> float:
     return sum(rss_bytes(pid) for pid in pod.pids()) / (1 << 20)
 
@@ -90,6 +102,7 @@ class Options:
     adapter_args: list[str] = field(default_factory=list)
     kafka_records: int = 200_000  # 0: no Kafka rows
     kafka_latency_s: float = 5.0
+    redis_replicas: int = 0  # replicas following the Redis (for --redis-wait-replicas rows)
 
 
 def prefill_topic(port: int, topic: str, count: int, value_size: int) -> list[tuple[int, int]]:
@@ -137,10 +150,20 @@ def run(options: Options, log: Any = print) -> dict[str, Any]:
     run_id = uuid.uuid4().hex[:6]
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
-        server = RedisProcess(tmp / "redis", appendonly=False)
+        # a replica's first sync at once (Redis 7 waits 5 s for more replicas by default)
+        fast_sync = ["--repl-diskless-sync-delay", "0"] if options.redis_replicas else []
+        server = RedisProcess(tmp / "redis", appendonly=False, extra_args=fast_sync)
         stack.callback(server.stop)
         server.start()
         log(f"redis-server on {server.url}; adapter logs in {tmp}")
+        for index in range(options.redis_replicas):
+            follow = ["--replicaof", "127.0.0.1", str(server.port)]
+            replica = RedisProcess(tmp / f"replica{index}", appendonly=False, extra_args=follow)
+            stack.callback(replica.stop)
+            replica.start()
+        if options.redis_replicas:
+            _wait_for_replicas(server.port, options.redis_replicas)
+            log(f"{options.redis_replicas} replica(s) in sync")
 
         def started_pod(workers: int) -> Pod:
             pod = start_pod(server.url, workers, tmp, options.adapter_args)

@@ -143,7 +143,7 @@ def _delete_partitions(topics: Topics, name: str, topic_id: str, partitions: ran
     for p in partitions:
         pk = keys.partition(name, p)
         owned = [pk.log, pk.state, pk.producers, pk.producer_times, keys.sink_markers(name, p)]
-        owned += pk.compaction()
+        owned += [*pk.compaction(), pk.segments]
         owned += [pk.txn_open, pk.txn_aborted]
         owned += [pk.replica(r) for r in range(1, MAX_REPLICAS + 1)]
         calls.append(topics.batcher.call(*partition_delete_call(owned, TOMBSTONE_MS, topic_id)))

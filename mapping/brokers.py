@@ -4,11 +4,20 @@ address with a TTL it keeps refreshing; Metadata lists the live ones.
 Node ids come from INCR, one per advertised address, so pods behind one load balancer
 address are one broker to clients, and a pod that restarts on the same address keeps its
 id. A pod removes itself on shutdown; a killed one expires after the TTL.
+
+While Redis cannot be read a pod answers with the brokers it last read (``last_live``), as a
+Kafka broker answers from its metadata cache: never fewer, so clients do not forget the
+other brokers (and the coordinators they had found on them) over an outage. Nor right after
+it: no pod could refresh its registration meanwhile, so an outage longer than the TTL leaves
+every entry expired by Redis' clock, and the first reads would list only the pods that
+registered again so far. For one TTL after an outage the brokers listed before it stay
+listed: a live pod registers again within a third of the TTL, one still missing then is gone.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from mapping import partitioner, resilient, scripts
 from mapping.batcher import RedisBatcher
@@ -88,6 +97,12 @@ class BrokerRegistry:
         self.address = address
         self.ttl_ms = ttl_ms
         self.node_id: int | None = None
+        # the live brokers as last read from Redis (by node id): what an outage answers
+        self.last_live: list[tuple[int, str, int]] = []
+        self._in_outage = False  # a read or refresh failed, none succeeded since
+        # the brokers listed before the last outage, kept until _kept_until (monotonic s)
+        self._kept: list[tuple[int, str, int]] = []
+        self._kept_until = 0.0
 
     async def register(self) -> int:
         reply = await self.batcher.call(
@@ -101,8 +116,18 @@ class BrokerRegistry:
         ``unregister`` on shutdown, while its batcher still runs). Any failure (Redis down,
         a cluster failing over) is logged and retried soon: it never ends the task."""
         await resilient.every(
-            "refreshing the Kafka broker registration", self.register, self.ttl_ms / 3000
+            "refreshing the Kafka broker registration", self.refresh, self.ttl_ms / 3000
         )
+
+    async def refresh(self) -> None:
+        """Renew the registration, then read the live brokers: ``last_live`` is recent even
+        in a worker no client asked yet, for an outage to answer with."""
+        try:
+            await self.register()
+        except Exception:
+            self._outage_began()
+            raise
+        await self.live()
 
     async def unregister(self) -> None:
         live, pods = self.keys[0], self.keys[1]
@@ -113,5 +138,25 @@ class BrokerRegistry:
             log.info("cannot remove the Kafka broker registration: %s", exc)
 
     async def live(self) -> list[tuple[int, str, int]]:
-        """(node id, host, port) of every live broker, by node id."""
-        return live_brokers(await self.batcher.call(*kafka_brokers_call(self.keys)))
+        """(node id, host, port) of every live broker, by node id, with those listed before
+        an outage that ended less than a TTL ago; remembered in ``last_live``."""
+        try:
+            reply = await self.batcher.call(*kafka_brokers_call(self.keys))
+        except Exception:
+            self._outage_began()
+            raise
+        brokers = live_brokers(reply)
+        now = time.monotonic()
+        if self._in_outage:
+            self._in_outage = False
+            self._kept_until = now + self.ttl_ms / 1000
+        if self._kept and now < self._kept_until:
+            listed = {node for node, _, _ in brokers}
+            brokers = sorted([*brokers, *(b for b in self._kept if b[0] not in listed)])
+        self.last_live = brokers
+        return brokers
+
+    def _outage_began(self) -> None:
+        if not self._in_outage:
+            self._in_outage = True
+            self._kept = list(self.last_live)

@@ -2,8 +2,9 @@
 
 The appends keep, per partition, each key's latest entry, the superseded entries and the
 tombstones (lib/append.lua); ``partition/compact.lua`` removes, in bounded steps, what
-Kafka's rules allow. Records the appends did not index (written before the topic became
-compacted, or by a pod with a stale config) are indexed first by a cursor
+Kafka's rules allow, below the active segment (mapping/segments.py). Records the appends
+did not index (written before the topic became compacted, or by a pod with a stale config)
+are indexed first by a cursor
 (``partition/compact_index.lua``), and index entries of records retention or DeleteRecords
 trimmed are swept (``partition/compact_sweep.lua``), in bounded steps too. The pod's
 retention task runs it (one pod at a time, under the retention lease: mapping/retention.py),
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from mapping import scripts
 from mapping.partition_scripts import PartitionHead
 from mapping.partitions import Partitions
+from mapping.segments import roll_partition
 from mapping.topic_config import TopicConfig
 from mapping.topic_rules import Compaction, compaction_of
 
@@ -109,6 +111,8 @@ async def compact_partition(
         swept += int(reply[0]) + int(reply[2])
         if int(reply[1]):
             break
+    # the cleaner's range ends at the active segment: find where it starts now
+    await roll_partition(partitions, config, partition)
     removed = tombstones = dirty = 0
     triggered = False
     for _ in range(max_calls):

@@ -103,7 +103,7 @@ class HwWaits(Waits[str, HwChannel]):
             old = channel.view
             if old is None or old.level <= level:
                 state = FetchRead(
-                    read.high_watermark, read.log_start, [], False, read.txn_first,
+                    read.high_watermark, read.log_start, [], False, read.stable_end,
                     read.next_change_ms,
                 )  # fmt: skip
                 change = read.next_change_ms

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from mapping import codec, scripts
 from mapping.cluster import SyncClient
+from mapping.durable_reads import confirm_read_sync
 from mapping.keys import Keys, parse_group_entry
 from mapping.partition_scripts import PartitionHead
 from mapping.topic_config import RETENTION_BYTES, RETENTION_IGNORE_GROUPS, RETENTION_MS
@@ -180,7 +181,11 @@ def group_pairs(client: SyncClient, keys: Keys) -> list[tuple[str, str]]:
 
 
 def committed_offsets(client: SyncClient, keys: Keys, group: str, topic_name: str) -> dict:
-    raw = client.hgetall(keys.group(group, topic_name).offsets)
+    """The group's committed offsets on the topic, once the Redis replicas have them when
+    the pods wait for replicas (mapping/durable_reads.py)."""
+    key = keys.group(group, topic_name).offsets
+    raw = client.hgetall(key)
+    confirm_read_sync(client, keys, [key])
     return {int(codec.to_str(p)): int(codec.to_str(o)) for p, o in raw.items()}
 
 

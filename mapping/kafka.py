@@ -16,7 +16,8 @@ from typing import Any
 from mapping import codec, scripts
 from mapping.batcher import Pending, mark_retrieved
 from mapping.errors import Unavailable
-from mapping.kafka_errors import OUT_OF_ORDER_SEQUENCE_NUMBER
+from mapping.kafka_errors import UNKNOWN_PRODUCER_ID
+from mapping.keys import Keys
 from mapping.partition_scripts import (
     PartitionHead,
     compaction_keys,
@@ -56,19 +57,20 @@ class FetchRead:
     log_start: int  # offsets below it were removed (-1: nothing ever was)
     entries: list[Any]  # raw XRANGE entries at or after the position (may pass the hw)
     page_full: bool  # the XRANGE returned its COUNT: more may follow
-    txn_first: int = -1  # the oldest open transaction's first offset (-1: none open)
+    stable_end: int = -1  # the last stable offset while a transaction is open (-1: none open)
     next_change_ms: int = -1  # ms until time alone moves the hw (an ISR member lags; -1: never)
 
     @property
     def stable_bound(self) -> int:
         """The last offset read_committed may read (V1's, inclusive): below the LSO."""
-        return last_stable_offset(self.high_watermark, self.txn_first) - 1
+        return last_stable_offset(self.high_watermark, self.stable_end) - 1
 
 
 # Kafka's producer.id.expiration.ms
 PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 KAFKA_PRODUCE = scripts.load("kafka/produce")
+KAFKA_PRODUCER_ID = scripts.load("kafka/producer_id")
 PARTITION_DELETE_RECORDS = scripts.load("partition/delete_records")
 
 
@@ -83,13 +85,16 @@ def kafka_produce_call(
     compaction: Sequence[str] = (),
     transactional: bool = False,
     packed: bool = False,
+    lost_gap: bool = False,
 ) -> tuple:
     """kafka/produce.lua appending one RecordBatch (producer id -1: not idempotent);
     ``create_time`` False (a LogAppendTime topic): the records keep no timestamp of their
     own, so every reader sees their append time; ``compaction``: the partition's compaction
     keys on a compacted topic (compaction_keys); ``transactional``: a transactional batch
     (appended only within the producer's registered transaction, mapping/partition_txns.py);
-    ``packed``: the records' arguments already in RESP (mapping/resp.py), for the batcher."""
+    ``packed``: the records' arguments already in RESP (mapping/resp.py), for the batcher;
+    ``lost_gap``: the pod failed this batch and none before it of its producer, so a gap
+    before it is records a failover took back (appended after it, see kafka/produce.lua)."""
     k = head.keys
     batch: list[Any] = [
         producer_id,
@@ -98,6 +103,7 @@ def kafka_produce_call(
         len(records),
         producer_id_expiration_ms,
         int(transactional),
+        int(lost_gap),
     ]
     short = not transactional
     if packed:
@@ -106,6 +112,11 @@ def kafka_produce_call(
         batch += append_args(records, create_time, short)
     keys = (k.producers, k.producer_times, k.txn_open, *compaction)
     return head.command(KAFKA_PRODUCE, keys, batch)
+
+
+def kafka_producer_id_call(keys: Keys) -> tuple:
+    """kafka/producer_id.lua: a new producer id, never one handed out before."""
+    return KAFKA_PRODUCER_ID.command([keys.kafka_producer_ids], [])
 
 
 def partition_delete_records_call(head: PartitionHead, cut: int) -> tuple:
@@ -151,6 +162,7 @@ class KafkaStore:
         topic says LogAppendTime); ``create_time`` False: its records have no timestamp of
         their own (magic-0 messages), readers see their append time."""
         head = self.partitions.head(config, partition)
+        key = (config.name, partition, producer_id, producer_epoch)
         call = kafka_produce_call(
             head,
             records,
@@ -162,6 +174,8 @@ class KafkaStore:
             compaction=compaction_keys(config, head.keys),
             transactional=transactional,
             packed=self.partitions.batcher.packs_commands,
+            # the first batch this pod failed: a gap before it is records a failover lost
+            lost_gap=producer_id >= 0 and self.fence.first_failed(key, base_sequence),
         )
         future = self.partitions.batcher.submit(*call)
         # a caller that goes away (its connection closed) leaves the failure unread
@@ -169,7 +183,6 @@ class KafkaStore:
         if producer_id < 0:
             return Pending(future, _append_result)
         # an idempotent producer's batches keep their order across a failed one
-        key = (config.name, partition, producer_id, producer_epoch)
         future.add_done_callback(partial(self._settled, key, base_sequence))
         return Pending(future, partial(self._appended, key, base_sequence))
 
@@ -184,9 +197,7 @@ class KafkaStore:
 
     def _appended(self, key: tuple, base_sequence: int, reply: Any) -> AppendResult:
         result = _append_result(reply)
-        if result.status == OUT_OF_ORDER_SEQUENCE_NUMBER and self.fence.behind_failure(
-            key, base_sequence
-        ):
+        if result.status == UNKNOWN_PRODUCER_ID and self.fence.behind_failure(key, base_sequence):
             # The gap is an earlier batch this pod failed: "not written", send that first.
             raise Unavailable("redis unavailable: an earlier batch of this producer failed")
         return result
@@ -289,7 +300,9 @@ class KafkaStore:
         return None if int(status) else int(low)
 
     async def new_producer_id(self) -> int:
-        return int(await self.partitions.batcher.call("INCR", self.keys.kafka_producer_ids))
+        """A producer id never handed out before, even by a primary a failover replaced
+        (kafka/producer_id.lua)."""
+        return int(await self.partitions.batcher.call(*kafka_producer_id_call(self.keys)))
 
 
 def _fetchable_end(status: list[Any], committed: bool) -> int:

@@ -2,7 +2,8 @@
 
 Each key carries a hash tag so that every script touches one slot (Redis Cluster):
 
-    <prefix>:meta                              hash    deployment settings (sequence_bits)
+    <prefix>:meta                              hash    deployment settings (sequence_bits,
+                                                       redis_wait_replicas, redis_wait_timeout_ms)
     <prefix>:topics                            set     topic names
     <prefix>:topics:ids                        hash    topic id -> topic name (Kafka asks by id)
     <prefix>:topic:{<topic>}                   hash    partitions, replication_factor, topic_id,
@@ -21,6 +22,9 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        offset of the record superseding it
     <prefix>:part:{<topic>:<p>}:compact:tombstones zset  entry id of a tombstone (null value)
                                                        -> its own offset
+    <prefix>:part:{<topic>:<p>}:segments       zset    roll points (first offsets of the
+                                                       segments after the first) of topics with
+                                                       time retention (docs/compaction.md)
     <prefix>:topics:created                    channel names of newly created topics
     <prefix>:topics:deleted                    channel names of deleted topics (pods forget them)
     <prefix>:topics:changed                    channel names of topics given more partitions
@@ -92,6 +96,10 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        aborted transaction -> its abort
                                                        marker's offset (read_committed)
     <prefix>:kafka:producer_ids                string  the last Kafka producer id (INCR)
+    <prefix>:kafka:{leader_epochs}             list    "<epoch> <start ms> <replid>": the
+                                                       Kafka leader epochs, one per Redis
+                                                       primary that served the data
+                                                       (mapping/leader_epochs.py)
     <prefix>:kafka:{brokers}:live              zset    pod id -> registration expiry (ms)
     <prefix>:kafka:{brokers}:pods              hash    pod id -> advertised HOST:PORT
     <prefix>:kafka:{brokers}:ids               hash    advertised HOST:PORT -> node id
@@ -204,6 +212,8 @@ class PartitionKeys:
     compact_index: str
     compact_dirty: str
     compact_tombstones: str
+    # Roll points of the log's segments (partition/segment_roll.lua): where time retention cuts.
+    segments: str
     # Transactions (mapping/partition_txns.py): the open ones and the aborted index.
     txn_open: str
     txn_aborted: str
@@ -371,6 +381,10 @@ class Keys:
         return f"{self.prefix}:kafka:producer_ids"
 
     @property
+    def kafka_leader_epochs(self) -> str:
+        return f"{self.prefix}:kafka:{{leader_epochs}}"
+
+    @property
     def kafka_brokers(self) -> list[str]:
         """The Kafka broker registry: live, pods, ids, next_id (one hash tag: one slot)."""
         base = f"{self.prefix}:kafka:{{brokers}}"
@@ -392,6 +406,7 @@ class Keys:
             compact_index=f"{base}:compact:keys",
             compact_dirty=f"{base}:compact:dirty",
             compact_tombstones=f"{base}:compact:tombstones",
+            segments=f"{base}:segments",
             txn_open=f"{base}:txn:open",
             txn_aborted=f"{base}:txn:aborted",
         )

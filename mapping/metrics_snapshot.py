@@ -19,6 +19,7 @@ from typing import Any
 from mapping import codec, scripts
 from mapping.brokers import kafka_brokers_call, live_brokers, partition_replicas
 from mapping.cluster import SyncClient
+from mapping.durable_reads import confirm_read_sync
 from mapping.groups import kafka_group_live_call
 from mapping.inspection import (
     LAG_COUNT_CAP,
@@ -181,6 +182,8 @@ def _groups(
         ]
     commands += [kafka_group_live_call(keys.kafka_group(group)) for group in kafka_groups]
     replies = _many(client, commands)
+    # no committed offset (nor a lag from it) is shown before the Redis replicas have it
+    confirm_read_sync(client, keys, [keys.group(g, t).offsets for g, t in pairs])
     members = dict.fromkeys(kafka_groups, 0)
     for group, live in zip(kafka_groups, replies[2 * len(pairs) :], strict=True):
         members[group] += int(live)

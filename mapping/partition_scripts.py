@@ -131,17 +131,22 @@ class PartitionStatus:
     log_end: int
     isr: list[int]
     role: str
-    txn_first: int = -1  # the oldest open transaction's first offset (-1: none open)
+    # the last stable offset while a transaction is open (-1: none open): one past the last
+    # entry before the oldest open transaction (partition/status.lua)
+    stable_end: int = -1
 
     @property
     def last_stable_offset(self) -> int:
         """Kafka's LSO (exclusive, like its high watermark): below every open transaction."""
-        return last_stable_offset(self.high_watermark, self.txn_first)
+        return last_stable_offset(self.high_watermark, self.stable_end)
 
 
-def last_stable_offset(high_watermark: int, txn_first: int) -> int:
-    """Kafka's last stable offset from V1's hw and the state's txn_first (-1: none open): the
-    first offset of the oldest open transaction, at most Kafka's high watermark (hw + 1)."""
-    if 0 <= txn_first <= high_watermark:
-        return txn_first
+def last_stable_offset(high_watermark: int, stable_end: int) -> int:
+    """Kafka's last stable offset from V1's hw and the stable end partition/status.lua
+    answers (-1: no transaction open): one past the last entry before the oldest open
+    transaction, the position a read_committed reader that read everything stable reaches
+    (offsets are sparse: its first offset would be past that position), at most Kafka's
+    high watermark (hw + 1)."""
+    if 0 <= stable_end <= high_watermark + 1:
+        return stable_end
     return high_watermark + 1

@@ -10,9 +10,10 @@ Per partition (mapping/keys.py, the partition's slot):
   the producer's transactions it is; lua/lib/txn_open.lua);
 - ``txn:aborted`` sorted set: "<producer id> <first offset>" -> the abort marker's offset;
 - the state hash's ``txn_first``: the smallest first offset among the open transactions,
-  absent when none is. So LSO = txn_first when present (and at most Kafka's high watermark),
-  else hw + 1, read with the hw in the readers' one status call: a partition without open
-  transactions costs nothing more.
+  absent when none is. So LSO = one past the last entry before txn_first when present (the
+  position a reader of every stable record reaches: offsets are sparse, so txn_first itself
+  may lie past it; lib/partition.lua reader_bounds), else hw + 1, read with the hw in the
+  readers' one status call: a partition without open transactions costs nothing more.
 
 A marker (commit or abort) is a control entry appended like any record (txn/marker.lua, through
 lib/append.lua), rendered by Kafka Fetch as a control batch and skipped by V1 and Spark.

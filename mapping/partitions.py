@@ -411,5 +411,5 @@ class Partitions:
             log_end=int(reply[3]),
             isr=[int(r) for r in reply[4].split()],
             role=reply[5].decode() if isinstance(reply[5], bytes) else str(reply[5]),
-            txn_first=int(reply[6]),
+            stable_end=int(reply[6]),
         )

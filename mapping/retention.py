@@ -34,6 +34,7 @@ from mapping.offsets_mirror import OffsetsMirror
 from mapping.partition_scripts import PartitionHead
 from mapping.partitions import Partitions
 from mapping.replicator import replicator_tick_call
+from mapping.segments import roll_partition
 from mapping.topic_rules import compaction_of
 from mapping.topics import Topics
 
@@ -50,7 +51,8 @@ def partition_retention_trim_call(
 ) -> tuple:
     """partition/retention_trim.lua (-1: no limit, no floor), the replica streams too."""
     args = [retention_ms, retention_bytes, floor, max_trim]
-    return head.command(PARTITION_RETENTION_TRIM, head.replicas(), args)
+    keys = [head.keys.segments, *head.replicas()]
+    return head.command(PARTITION_RETENTION_TRIM, keys, args)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,10 @@ async def enforce_topic(partitions: Partitions, topic: str) -> list[TrimResult]:
     if not compaction_of(config).delete:  # cleanup.policy=compact: Kafka trims nothing
         return []
     floors = {} if settings.ignore_groups else await group_floors(topics, topic, config.partitions)
+    if settings.ms >= 0:
+        # time retention cuts at roll points: find them up to the log ends first
+        for p in range(config.partitions):
+            await roll_partition(partitions, config, p)
     calls = []
     for p in range(config.partitions):
         head = partitions.head(config, p)

@@ -11,10 +11,20 @@ failover test, tests/deploy/test_cluster_failover.py). A Kafka broker never answ
 leader that could not take a batch cannot take the next one either.
 
 So a pod remembers, per (topic, partition, producer id, epoch), the first batch it failed,
-and answers a later batch of that producer that the script refused as out of order with
-the same retriable "not written" error: the client sends the failed batch again first, and
-the gap closes. A gap with no failed batch before it (acknowledged records lost with a
-failed-over Redis) is answered OUT_OF_ORDER_SEQUENCE_NUMBER as before.
+and answers a later batch of that producer that the script refused as ahead of its state
+(UNKNOWN_PRODUCER_ID) with the same retriable "not written" error: the client sends the
+failed batch again first, and the gap closes.
+
+A gap before the first batch the pod failed is none of the pod's: every earlier batch of
+that producer was answered (a producer sends its batches in order, and a failed one again
+before the rest), so the gap is acknowledged records a Redis failover took back (the
+promoted replica lacked them; without --redis-wait-replicas, docs/durability.md). That
+batch, sent again, is appended after the gap (``first_failed``: kafka/produce.lua's
+lost_gap): the lost records stay lost, nothing is stored twice, and the producer goes on,
+where any error would be fatal to librdkafka (the batch is its head of line and a retry).
+Any other gap is answered UNKNOWN_PRODUCER_ID, as Kafka answered a producer whose state it
+lost before KIP-360: librdkafka bumps its epoch and sends its batches again from sequence 0
+when that batch is its first unacknowledged one and not a retry (docs/kafka.md).
 """
 
 from __future__ import annotations
@@ -49,6 +59,16 @@ class SequenceFence:
     def written(self, key: Hashable) -> None:
         """A batch of ``key`` was stored (or found stored): the sequence has no gap there."""
         self._failed.pop(key, None)
+
+    def first_failed(self, key: Hashable, base_sequence: int) -> bool:
+        """Whether the batch of ``key`` at ``base_sequence`` is the first one this pod failed
+        (and none of that producer was stored since): a gap before it was not this pod's."""
+        known = self._failed.get(key)
+        return (
+            known is not None
+            and known[0] == base_sequence
+            and time.monotonic() - known[1] < self.hold_s
+        )
 
     def behind_failure(self, key: Hashable, base_sequence: int) -> bool:
         """Whether a batch of ``key`` comes after one that failed (its gap is the pod's)."""

@@ -2,7 +2,8 @@
 what to change: Redis unreachable or refusing the credentials, a Redis too old for the
 scripts, a sequence-bits mismatch with the deployment, a Redis that evicts keys when memory
 is full (records, offsets and group state would vanish without an error), AOF off when
-durability is required.
+durability is required. And one that warns without refusing: a Redis that can fail over
+(Sentinel, or replicas) while the pods do not wait for a replica (``failover_loss``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from mapping import codec
 from mapping.codec import to_str
 from mapping.errors import ConfigurationError
 from mapping.keys import Keys
+from mapping.sentinel import is_sentinel_url
 
 # XRANGE/XREVRANGE with exclusive "(" bounds (6.2), scripts that call TIME before writing
 # (effects replication, default since 5.0), ACL users (6.0).
@@ -128,3 +130,41 @@ async def _check_aof(client: Redis, url: str) -> None:
             "on a Redis restart; turn it on (CONFIG SET appendonly yes, and appendonly yes in "
             "redis.conf) or start the pod without --require-aof"
         )
+
+
+async def failover_loss(client: Redis | RedisCluster, url: str, wait_replicas: int) -> str | None:
+    """Why a failover of this Redis can take back what the pods acknowledged (a warning's
+    text), or None: with ``--redis-wait-replicas`` 0, a Redis reached through Sentinel, or
+    a primary (every primary of a cluster included) with replicas, promotes a replica that
+    may lack the last writes (docs/durability.md). A Redis user without INFO: only the
+    Sentinel URL tells."""
+    if wait_replicas > 0:
+        return None
+    if is_sentinel_url(url):
+        reason = "is reached through Sentinel, which promotes a replica when it fails"
+    else:
+        try:
+            replicas = await _replica_counts(client)
+        except (NoPermissionError, ResponseError):
+            return None
+        if not any(replicas):
+            return None
+        counts = ", ".join(map(str, replicas))
+        reason = f"has replicas ({counts} per primary), which a failover promotes"
+    return (
+        f"Redis at {url} {reason}, and --redis-wait-replicas is 0: a failover loses the "
+        "writes the promoted replica had not received, acknowledged ones included (acks=all "
+        "records, committed offsets, group generations, idempotent producers' sequences); "
+        "start the pods with --redis-wait-replicas 1 so that nothing is acknowledged or "
+        "served before a replica has it (docs/durability.md)"
+    )
+
+
+async def _replica_counts(client: Redis | RedisCluster) -> list[int]:
+    """connected_slaves of the Redis, or of every primary of a cluster."""
+    if isinstance(client, RedisCluster):
+        replies = await client.info("replication", target_nodes=RedisCluster.PRIMARIES)
+        infos = list(replies.values()) if "connected_slaves" not in replies else [replies]
+    else:
+        infos = [await client.info("replication")]
+    return [int(info.get("connected_slaves", 0)) for info in infos]

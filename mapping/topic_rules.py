@@ -36,6 +36,19 @@ class Compaction:
 
 
 @dataclass(frozen=True, slots=True)
+class Segments:
+    """Where a topic's partitions roll their segments (docs/compaction.md, "Segments")."""
+
+    segment_ms: int = 604_800_000
+    segment_bytes: int = 1024**3
+    jitter_ms: int = 0
+    # Kafka's LogConfig.maxSegmentMs: a compacted topic rolls by max.compaction.lag.ms too,
+    # so that no record waits longer than that in the active segment, out of the cleaner's
+    # reach
+    roll_ms: int = 604_800_000
+
+
+@dataclass(frozen=True, slots=True)
 class TopicRules:
     max_message_bytes: int  # the largest RecordBatch a producer may send
     log_append_time: bool  # message.timestamp.type LogAppendTime: records carry append time
@@ -45,6 +58,7 @@ class TopicRules:
     timestamp_after_ms: int
     compression_codec: int  # what Fetch compresses this topic's batches with (0: none)
     compaction: Compaction
+    segments: Segments
     down_conversion: bool = True  # message.downconversion.enable: Fetch v0-3 answered
 
 
@@ -64,6 +78,8 @@ def _rules(
     before = value_of(config, "message.timestamp.before.max.ms")
     after = value_of(config, "message.timestamp.after.max.ms")
     policy = {word.strip().lower() for word in value_of(config, "cleanup.policy")}
+    segment_ms = value_of(config, "segment.ms")
+    max_lag = value_of(config, "max.compaction.lag.ms")
     return TopicRules(
         max_message_bytes=value_of(config, "max.message.bytes"),
         log_append_time=value_of(config, "message.timestamp.type") == "LogAppendTime",
@@ -78,12 +94,22 @@ def _rules(
             max_compaction_lag_ms=value_of(config, "max.compaction.lag.ms"),
             min_cleanable_dirty_ratio=value_of(config, "min.cleanable.dirty.ratio"),
         ),
+        segments=Segments(
+            segment_ms=segment_ms,
+            segment_bytes=value_of(config, "segment.bytes"),
+            jitter_ms=value_of(config, "segment.jitter.ms"),
+            roll_ms=min(segment_ms, max_lag) if "compact" in policy and max_lag > 0 else segment_ms,
+        ),
         down_conversion=value_of(config, "message.downconversion.enable"),
     )
 
 
 def compaction_of(config: TopicConfig) -> Compaction:
     return rules_of(config).compaction
+
+
+def segments_of(config: TopicConfig) -> Segments:
+    return rules_of(config).segments
 
 
 def is_compacted(config: TopicConfig) -> bool:

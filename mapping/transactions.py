@@ -7,14 +7,18 @@ writes a marker into every partition of the transaction (``PartitionTxns.write_m
 ends the transactional offsets of every group (``KafkaGroups.end_txn_offsets``), then
 persists CompleteCommit / CompleteAbort. A pod that dies in between leaves a Prepare* that
 whichever pod looks at it after ``grace_ms`` finishes: the completer (mapping/txn_completer.py,
-under a lease), or a retried EndTxn / InitProducerId. Markers are idempotent (a partition
+under a lease), or a retried EndTxn / InitProducerId. A pod whose Redis failed after the
+outcome was persisted answers the EndTxn all the same (as Kafka answers once PrepareCommit is
+written); the producer's next AddPartitionsToTxn / AddOffsetsToTxn, on any pod, finishes it at
+once (nobody else is: the pod answered), then goes on. Markers are idempotent (a partition
 writes one only while the producer's transaction is open there), so a second finisher adds
-nothing.
+nothing; a claim (lib/txn_coord.lua ``claim_prepare``) keeps finishers from overlapping.
 
 Every transactional id is in one index (``Keys.txn_index``) by when the completer looks at it
 next: requests move that look earlier before they change the state (``txn_coord/index_touch.lua``,
-in the same pipeline as the change), so a transaction whose producer vanished, or whose pod
-died, is always looked at; the completer sets the next look from the state it finds.
+in the same pipeline as the change), and never later once it is due, so a transaction whose
+producer vanished, or whose pod died, is always looked at, however often its producer
+retries; the completer sets the next look from the state it finds.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from mapping.keys import Keys, TxnKeys, group_name, group_part
 from mapping.topic_config import TopicConfig
 from mapping.topics import Topics
 from mapping.txn_state import (
+    DEFAULT_GRACE_MS,
     PREPARE_ABORT,
     PREPARE_COMMIT,
     InitResult,
@@ -73,11 +78,12 @@ def txn_coord_init_call(
 
 
 def txn_coord_add_call(
-    keys: TxnKeys, producer_id: int, epoch: int, kind: str, members: Iterable[str]
-) -> tuple:
+    keys: TxnKeys, producer_id: int, epoch: int, kind: str, members: Iterable[str],
+    grace_ms: int = DEFAULT_GRACE_MS,
+) -> tuple:  # fmt: skip
     """txn_coord/add.lua: ``kind`` ADD_PARTITIONS / ADD_GROUPS / VERIFY."""
     return TXN_COORD_ADD.command(
-        [*keys.script_keys(), keys.registering], [producer_id, epoch, kind, *members]
+        [*keys.script_keys(), keys.registering], [producer_id, epoch, kind, grace_ms, *members]
     )
 
 
@@ -127,10 +133,11 @@ class Transactions:
         self.on_end: Callable[[bool, str], None] | None = None
 
     def _touch(self, transactional_id: str) -> asyncio.Future:
-        """The completer looks at the id within grace_ms (queued: sent with the change)."""
+        """The completer looks at the id within grace_ms (queued: sent with the change); a
+        look already due stays due (revisit 0), however often the producer retries."""
         grace = self.settings.grace_ms
         return self.batcher.submit(
-            *txn_coord_index_touch_call(self.keys.txn_index, transactional_id, grace, grace)
+            *txn_coord_index_touch_call(self.keys.txn_index, transactional_id, grace, 0)
         )
 
     async def _changed(self, transactional_id: str, call: tuple) -> list:
@@ -174,9 +181,10 @@ class Transactions:
             }
         members = [partition_member(t, p) for t, p in partitions]
         keys = self.keys.txn(transactional_id)
-        reply = await self._changed(
-            transactional_id, txn_coord_add_call(keys, producer_id, epoch, ADD_PARTITIONS, members)
+        call = txn_coord_add_call(
+            keys, producer_id, epoch, ADD_PARTITIONS, members, self.settings.grace_ms
         )
+        reply = await self._add(transactional_id, call)
         code, start = int(reply[0]), int(reply[1])
         if code != NONE:
             return dict.fromkeys(partitions, code)
@@ -203,7 +211,7 @@ class Transactions:
         abort marker would hold the partition's LSO forever, so it is aborted here."""
         members = [partition_member(t, p) for t, p in configs]
         reply = await self.batcher.call(
-            *txn_coord_add_call(keys, producer_id, epoch, VERIFY, members)
+            *txn_coord_add_call(keys, producer_id, epoch, VERIFY, members, self.settings.grace_ms)
         )
         code = int(reply[0])
         if code == NONE:
@@ -226,8 +234,9 @@ class Transactions:
         transaction, else TRANSACTION_ABORTABLE (or the transaction's error)."""
         members = [partition_member(t, p) for t, p in partitions]
         call = txn_coord_add_call(
-            self.keys.txn(transactional_id), producer_id, epoch, VERIFY, members
-        )
+            self.keys.txn(transactional_id), producer_id, epoch, VERIFY, members,
+            self.settings.grace_ms,
+        )  # fmt: skip
         reply = await self.batcher.call(*call)
         code = int(reply[0])
         if code != NONE:
@@ -240,10 +249,25 @@ class Transactions:
         """AddOffsetsToTxn: the group's offsets committed with TxnOffsetCommit end with the
         transaction."""
         call = txn_coord_add_call(
-            self.keys.txn(transactional_id), producer_id, epoch, ADD_GROUPS, [group_part(group)]
-        )
-        reply = await self._changed(transactional_id, call)
+            self.keys.txn(transactional_id), producer_id, epoch, ADD_GROUPS, [group_part(group)],
+            self.settings.grace_ms,
+        )  # fmt: skip
+        reply = await self._add(transactional_id, call)
         return int(reply[0])
+
+    async def _add(self, transactional_id: str, call: tuple) -> list:
+        """txn_coord/add.lua; when it claimed the previous transaction, whose EndTxn was
+        answered but whose finish Redis failed (markers or offsets written, Complete* not),
+        that transaction is finished here first, then the add is asked again: the producer
+        goes on instead of waiting on CONCURRENT_TRANSACTIONS for a finisher that is gone.
+        A failure while finishing answers as Redis being out of reach (the client retries)."""
+        reply = await self._changed(transactional_id, call)
+        if len(reply) > 3 and to_str(reply[3]) == "finish":
+            log.info("transaction %r: finishing the previous transaction, left half-ended",
+                     transactional_id)  # fmt: skip
+            await self.finish(transactional_id)
+            reply = await self._changed(transactional_id, call)
+        return reply
 
     async def end_txn(
         self, transactional_id: str, producer_id: int, epoch: int, commit: bool

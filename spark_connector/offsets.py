@@ -20,6 +20,7 @@ from pyspark.sql.datasource import InputPartition
 
 from mapping import codec
 from mapping.cluster import connect_sync, credentials, redact
+from mapping.durable_reads import confirm_read_sync
 from mapping.keys import Keys
 from spark_connector.errors import DataLoss, RedisUnreachable, TopicNotFound
 from spark_connector.offset_specs import TopicPartition
@@ -189,8 +190,12 @@ def log_starts(client: redis.Redis, keys: Keys, topic: str, partitions: int) -> 
 def group_positions(
     client: redis.Redis, keys: Keys, group: str, topic: str, partitions: int
 ) -> PartitionPositions:
-    """A group's committed offsets: the next offset to read, 0 (beginning) when absent."""
-    raw = client.hgetall(keys.group(group, topic).offsets)
+    """A group's committed offsets: the next offset to read, 0 (beginning) when absent;
+    read once the Redis replicas have them when the pods wait for replicas (a failover must
+    not take back the offsets a query started from)."""
+    key = keys.group(group, topic).offsets
+    raw = client.hgetall(key)
+    confirm_read_sync(client, keys, [key])
     committed = {int(field): max(int(value), 0) for field, value in raw.items()}
     return {p: committed.get(p, 0) for p in range(partitions)}
 

@@ -18,7 +18,7 @@ from adapter.client import Client
 from mapping.embedded import RedisProcess
 from tests.support.cluster import LoopbackCluster
 from tests.support.kafka import KAFKA_PODS_PREFIX
-from tests.support.pods import RF1, Pod
+from tests.support.pods import RF1, Pod, start_all
 from tests.support.redis import shared_redis
 from tests.support.tls import Certs, TLSProxy, make_certs, running_tls_proxy
 
@@ -120,8 +120,7 @@ def kafka_pods(redis_url: str) -> Iterator[tuple[Pod, Pod]]:
     produce through one and fetch through the other."""
     args = (*RF1, "--kafka-max-message-bytes", str(4 << 20), "--key-prefix", KAFKA_PODS_PREFIX)
     pods = [Pod(redis_url, *args) for _ in range(2)]
-    for pod in pods:
-        pod.start()
+    start_all(pods)
     # (log files are per port and appended to: only this run's part counts)
     starts = [len(pod.log()) for pod in pods]
     yield pods[0], pods[1]

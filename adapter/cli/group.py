@@ -33,6 +33,7 @@ from adapter.cli.options import RedisTarget
 from adapter.pod import Pod
 from adapter.settings import Settings
 from mapping.admin import DELETED, NON_EMPTY, GroupDeletion, delete_groups
+from mapping.durable_reads import confirm_read
 from mapping.group_overview import GroupOverview, group_names, overview
 from mapping.keys import is_valid_name
 
@@ -106,7 +107,12 @@ def read_overview(target: RedisTarget, group_name: str, session_timeout_ms: int)
     """GROUP across its protocols; a one-line error when it does not exist."""
 
     async def work(pod: Pod) -> GroupOverview | None:
-        return await overview(pod.kafka_groups, group_name, pod.partitions.sequence_bits)
+        found = await overview(pod.kafka_groups, group_name, pod.partitions.sequence_bits)
+        if found is not None:  # committed offsets shown once the Redis replicas have them
+            topics = {p.topic for p in found.partitions}
+            read = [pod.keys.group(group_name, t).offsets for t in sorted(topics)]
+            await confirm_read(pod.client, pod.keys, read)
+        return found
 
     found = run_on_pod(target, work, session_timeout_ms=session_timeout_ms)
     if found is None:

@@ -84,11 +84,17 @@ class KafkaContext:
             raise
 
     async def brokers(self) -> list[tuple[int, str, int]]:
-        """The live brokers (this pod alone until its registration is visible)."""
+        """The live brokers (this pod alone until its registration is visible). While Redis
+        cannot be read: the ones last read (never fewer: clients would drop the others and
+        the coordinators they found there), this pod among them."""
         try:
             live = await self.registry.live()
         except BrokerError:
-            live = []
+            live = list(self.registry.last_live)
+            here = (self.advertised_host, self.advertised_port)
+            node_id = self.registry.node_id
+            if live and node_id is not None and all((h, p) != here for _, h, p in live):
+                live = sorted([*live, (node_id, *here)])
         if not live:
             live = [(self.registry.node_id or 0, self.advertised_host, self.advertised_port)]
         return live

@@ -148,16 +148,19 @@ def _requested(
     name it resolved to (``names``)."""
     return [
         SessionPartition(names.get(t.topic_id), p.partition, p.fetch_offset,
-                         p.partition_max_bytes, topic_id=t.topic_id)
+                         p.partition_max_bytes, topic_id=t.topic_id,
+                         current_leader_epoch=getattr(p, "current_leader_epoch", -1))
         if ids
-        else SessionPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        else SessionPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                              current_leader_epoch=getattr(p, "current_leader_epoch", -1))
         for t in topics
         for p in t.partitions or ()
     ]  # fmt: skip
 
 
 def _wanted(p: SessionPartition) -> Wanted:
-    return Wanted(p.topic, p.partition, p.offset, p.max_bytes, topic_id=p.topic_id)
+    return Wanted(p.topic, p.partition, p.offset, p.max_bytes, topic_id=p.topic_id,
+                  current_leader_epoch=p.current_leader_epoch)  # fmt: skip
 
 
 async def _names(context: KafkaContext, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str | None]:

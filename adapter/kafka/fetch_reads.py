@@ -39,8 +39,10 @@ from adapter.kafka.message_sets import MessageSetBuilder
 from adapter.kafka.records import batch_builder, finish_batch
 from mapping import codec
 from mapping.batcher import Pending
+from mapping.codec import entry_offset
 from mapping.errors import BrokerError
 from mapping.kafka import FetchRead
+from mapping.leader_epochs import LeaderEpochs
 from mapping.record_walk import is_control, walk_entries
 from mapping.topic_config import TopicConfig
 from mapping.topic_rules import rules_of
@@ -85,6 +87,7 @@ class Wanted:
     channel: str = ""
     topic_id: uuid.UUID | None = None
     missing: int = errors.UNKNOWN_TOPIC_OR_PARTITION
+    current_leader_epoch: int = -1  # the client's (v9+; -1: not checked), KIP-320
 
     @property
     def key(self) -> PartitionKey:
@@ -181,17 +184,24 @@ async def read_all(
     budget = limit
     answers: list[Answer] = []
     any_records = False
+    current_epoch = context.pod.leader_epochs.current  # (as of the reads: after them)
     for w, result in zip(wanted, results, strict=True):
         assert result is not None
         answer, taken = result
+        if 0 <= w.current_leader_epoch < current_epoch:
+            # the client's metadata predates a failover: Kafka fences it, so that it learns
+            # the new epoch and validates its position (KIP-320) before reading on
+            answers.append(Answer(errors.FENCED_LEADER_EPOCH))
+            continue
         if taken is not None and taken.batches:
             assert w.config is not None
             batches = taken.batches
             if taken.used > budget:  # the response's limit cuts this partition: re-encode
                 entries = [entry for page in taken.pages for entry in page]
                 batches, _, used, _, transactional = _encode(
-                    entries, bits, answer.bound, budget, not any_records, w.config, magic
-                )
+                    entries, bits, answer.bound, budget, not any_records, w.config, magic,
+                    context.pod.leader_epochs,
+                )  # fmt: skip
             else:
                 used, transactional = taken.used, taken.transactional
             if batches:
@@ -244,6 +254,7 @@ def _encode(
     take_first: bool,
     config: TopicConfig,
     magic: int = 2,
+    epochs: LeaderEpochs | None = None,
 ) -> tuple[list[bytes], int, int, bool, bool]:
     """(batches, entries taken, their bytes, stopped at the hw or the budget, a transactional
     batch among them) of raw XRANGE
@@ -251,7 +262,9 @@ def _encode(
     entry whatever its size when ``take_first``), as topic ``config`` has its batches
     (compression.type, message.timestamp.type). Budgets count uncompressed bytes.
     ``magic`` 0 or 1 (Fetch v0-3): each run is a MessageSet of that format instead, and
-    transaction markers are taken and dropped, as Kafka's down-conversion drops them."""
+    transaction markers are taken and dropped, as Kafka's down-conversion drops them.
+    ``epochs``: each batch carries the leader epoch of its last record (a position after
+    it is in that epoch: KIP-320's validation asks where that epoch ended)."""
     rules = rules_of(config)
     codec, append_time = rules.compression_codec, rules.log_append_time
     batches: list[bytes] = []
@@ -273,9 +286,11 @@ def _encode(
                 if not control:
                     batches.append(builder.build(walked.base, append_time))
             else:
+                last_ms = entry_offset(entries[walked.end - 1][0], bits) >> bits
                 batches.append(finish_batch(
                     builder, walked.base, append_time and not control, walked.producer_id,
                     walked.producer_epoch, control,
+                    epochs.epoch_at(last_ms) if epochs is not None else 0,
                 ))  # fmt: skip
                 transactional = transactional or walked.producer_id >= 0
             used += walked.used
@@ -307,8 +322,9 @@ async def _partition(
     while True:
         entries = read.entries
         batches, end, used, done, transactional = _encode(
-            entries, bits, bound, budget - taken.used, not taken.batches, w.config, magic
-        )
+            entries, bits, bound, budget - taken.used, not taken.batches, w.config, magic,
+            context.pod.leader_epochs,
+        )  # fmt: skip
         if end:
             taken.batches += batches
             taken.used += used

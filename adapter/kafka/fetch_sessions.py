@@ -91,6 +91,7 @@ class SessionPartition:
     log_start: int = -1
     last_stable: int = -1
     topic_id: uuid.UUID | None = None
+    current_leader_epoch: int = -1  # the client's (v9+; -1: not checked), KIP-320
 
     @property
     def key(self) -> PartitionKey:
@@ -171,6 +172,7 @@ class FetchSession:
                 self.added.append(key)
             else:
                 known.offset, known.max_bytes = p.offset, p.max_bytes
+                known.current_leader_epoch = p.current_leader_epoch
                 if known.topic is None and p.topic is not None:
                     self.resolve(key, p.topic)
             self.dirty.add(key)

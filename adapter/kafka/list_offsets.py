@@ -16,7 +16,8 @@ There is no tiered storage (KIP-405) here: earliest local (-4) is earliest, and 
 tiered (-5) answers offset -1 and leader epoch -1, as UnifiedLog.fetchOffsetByTimestamp
 does without remote storage. A negative timestamp a version does not know (-3 before v7,
 -4 before v8, -5 before v9, any other) is UNSUPPORTED_VERSION for its partition, as Kafka
-answers. The leader epoch answered is 0 (Metadata's) with an offset, else -1.
+answers. The leader epoch answered with an offset is its record's (mapping/leader_epochs.py):
+the current one for latest, as Kafka answers; -1 without an offset.
 
 Version 0 answers a list of at most ``max_num_offsets`` offsets, newest first, as Kafka 3.9's
 legacyFetchOffsetsBefore does over a log's segments: here a partition's log is one segment,
@@ -63,11 +64,21 @@ async def handle(context: KafkaContext, request: Request) -> Any:
                     error_code=code,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=0 if offset >= 0 else -1,
+                    leader_epoch=_epoch_of(context, offset, p.timestamp),
                 )
             )
         topics.append(TopicResponse(name=topic.name, partitions=parts))
     return Response[request.version](throttle_time_ms=0, topics=topics)
+
+
+def _epoch_of(context: KafkaContext, offset: int, spec: int) -> int:
+    """The leader epoch of the record at ``offset`` (latest: the current epoch)."""
+    epochs = context.pod.leader_epochs
+    if offset < 0:
+        return -1
+    if spec == LATEST:
+        return epochs.current
+    return epochs.epoch_at(offset >> context.pod.kafka.bits)
 
 
 async def _one(

@@ -139,7 +139,7 @@ async def _topic(
                 error_code=errors.NONE,
                 partition_index=p,
                 leader_id=isr[0],
-                leader_epoch=0,
+                leader_epoch=context.pod.leader_epochs.current,  # (KIP-320)
                 replica_nodes=replicas,
                 isr_nodes=isr,
                 offline_replicas=[node for node in replicas if node not in isr],

@@ -89,7 +89,13 @@ async def _fetch_one(
 
     async def fetch() -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
         groups = context.pod.kafka_groups
-        return errors.NONE, await groups.fetch_offsets(group, topics, require_stable)
+        found = await groups.fetch_offsets(group, topics, require_stable)
+        # --redis-wait-replicas: no offset is served before the Redis replicas have it (a
+        # failover could take it back); unconfirmed, the group answers
+        # COORDINATOR_LOAD_IN_PROGRESS, which clients retry
+        if (await context.pod.replication.acks.await_durable()).outcome is not AckOutcome.ACKED:
+            return errors.COORDINATOR_LOAD_IN_PROGRESS, {}
+        return errors.NONE, found
 
     return await coordinator_call(fetch(), lambda code: (code, {}))
 

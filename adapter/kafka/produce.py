@@ -201,9 +201,12 @@ async def _finish(
         return _failed_append(failures, some_written=bool(results)), -1, -1
     first = results[0]
     for result in results:
-        if result.status == errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            return errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, -1
-        if result.status in (errors.INVALID_PRODUCER_EPOCH, errors.INVALID_TXN_STATE):
+        if result.status in (
+            errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+            errors.UNKNOWN_PRODUCER_ID,  # its state is behind it (mapping/sequence_fence.py)
+            errors.INVALID_PRODUCER_EPOCH,
+            errors.INVALID_TXN_STATE,
+        ):
             return result.status, -1, -1
     if body.acks == -1:
         code = await _acks_all(context, config, index, results[-1], body.timeout_ms)

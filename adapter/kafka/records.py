@@ -30,6 +30,7 @@ _BATCH_LENGTH = struct.Struct(">i")  # at byte 8: the bytes after the first 12
 _BASE_OFFSET = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 _ATTRIBUTES = struct.Struct(">h")
+_LEADER_EPOCH = struct.Struct(">i")  # at byte 12: PartitionLeaderEpoch (not under the CRC)
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17  # the CRC-32C covers the bytes from the attributes on
 ATTRIBUTES_OFFSET = 21
@@ -123,19 +124,22 @@ def finish_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     control: bool = False,
+    leader_epoch: int = 0,
 ) -> bytes:
     """The built batch at ``base_offset``; ``log_append_time``: marked as stamped by the log
     (its records' timestamps, first and max, are their one append time), so clients report
     TIMESTAMP_LOG_APPEND_TIME with the batch's max timestamp. ``producer_id`` (not -1): a
     transactional batch of that producer and epoch (the transactional attribute, which
     read_committed consumers match against the aborted transactions); ``control``: a
-    transaction marker's batch (its one record Kafka's control key and value)."""
+    transaction marker's batch (its one record Kafka's control key and value);
+    ``leader_epoch``: the leader epoch of its records (KIP-320, mapping/leader_epochs.py)."""
     bits = LOG_APPEND_TIME_ATTRIBUTE if log_append_time else 0
     if producer_id != NO_PRODUCER_ID:
         builder.set_producer_state(producer_id, producer_epoch, -1)
         bits |= TRANSACTIONAL_ATTRIBUTE | (CONTROL_ATTRIBUTE if control else 0)
     batch = builder.build()
     _BASE_OFFSET.pack_into(batch, 0, base_offset)  # not covered by the CRC
+    _LEADER_EPOCH.pack_into(batch, 12, leader_epoch)  # nor is this
     if bits:
         (attributes,) = _ATTRIBUTES.unpack_from(batch, ATTRIBUTES_OFFSET)
         _ATTRIBUTES.pack_into(batch, ATTRIBUTES_OFFSET, attributes | bits)

@@ -108,6 +108,8 @@ from adapter.kafka.schemas import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
 )
 
 
@@ -134,6 +136,11 @@ PRODUCE = Api(0, "Produce", ProduceRequest, ProduceResponse, 0, 11)
 FETCH = Api(1, "Fetch", FetchRequest, FetchResponse, 0, 17)
 LIST_OFFSETS = Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 0, 9)
 METADATA = Api(3, "Metadata", MetadataRequest, MetadataResponse, 0, 12)
+# KIP-320's position validation (offset_for_leader_epoch.py); Kafka 3.9's versions, schemas
+# from adapter/kafka/schemas/ (kafka-python's start at Kafka 4's v2)
+OFFSET_FOR_LEADER_EPOCH = Api(
+    23, "OffsetForLeaderEpoch", OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 4
+)
 API_VERSIONS = Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 4)
 INIT_PRODUCER_ID = Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 5)
 CREATE_TOPICS = Api(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, 0, 7)
@@ -209,6 +216,7 @@ IMPLEMENTED: dict[int, Api] = {
         FETCH,
         LIST_OFFSETS,
         METADATA,
+        OFFSET_FOR_LEADER_EPOCH,
         API_VERSIONS,
         INIT_PRODUCER_ID,
         CREATE_TOPICS,

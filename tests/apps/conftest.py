@@ -15,17 +15,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.pods import RF1, Pod
-
-APPS_PREFIX = "appstests"
+from tests.apps.streams import APPS_PREFIX
+from tests.support.pods import RF1, Pod, start_all
 
 
 @pytest.fixture(scope="session")
 def app_pods(redis_url: str) -> Iterator[tuple[Pod, Pod]]:
     args = (*RF1, "--key-prefix", APPS_PREFIX, "--sequence-bits", "1")
     pods = [Pod(redis_url, *args) for _ in range(2)]
-    for pod in pods:
-        pod.start()
+    start_all(pods)
     yield pods[0], pods[1]
     for pod in pods:
         pod.stop()

@@ -23,14 +23,38 @@ state or the output saw twice would show as a wrong count, total or a repeated o
 
 Each record processed prints ``processed <key> <seq> <applied|skipped>`` on stdout, so a
 test sees which records a run read.
+
+With ``$QUIX_EXIT_IN_CHECKPOINT`` = n the app dies (exit status 9, no clean-up, as a
+SIGKILL) inside the first checkpoint after it processed n records: once the checkpoint
+has flushed the changelog and before it commits the consumed offsets, the window where a
+recovery must fall back on each key's previous changelog record.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 from quixstreams import Application, State
+from quixstreams.kafka.consumer import BaseConsumer
+
+EXIT_IN_CHECKPOINT = int(os.environ.get("QUIX_EXIT_IN_CHECKPOINT", "0"))
+processed_count = 0
+
+
+def exit_inside_checkpoints() -> None:
+    """Make the checkpoint's offset commit (its step after the changelog flush) die once
+    EXIT_IN_CHECKPOINT records were processed."""
+    commit = BaseConsumer.commit
+
+    def commit_or_die(self: BaseConsumer, *args: Any, **kwargs: Any) -> Any:
+        if processed_count >= EXIT_IN_CHECKPOINT:
+            print("exiting inside the checkpoint", flush=True)
+            os._exit(9)
+        return commit(self, *args, **kwargs)
+
+    BaseConsumer.commit = commit_or_die  # type: ignore[method-assign]
 
 
 def main(
@@ -38,6 +62,8 @@ def main(
     guarantee: str = "at-least-once",
 ) -> None:  # fmt: skip
     exactly_once = guarantee == "exactly-once"
+    if EXIT_IN_CHECKPOINT:
+        exit_inside_checkpoints()
     app = Application(
         broker_address=bootstrap,
         consumer_group=group,
@@ -54,6 +80,8 @@ def main(
     output_topic = app.topic(output_name, key_serializer="str", value_serializer="json")
 
     def add(value: dict[str, Any], key: str, _timestamp: int, _headers: Any, state: State) -> dict:
+        global processed_count
+        processed_count += 1
         current = state.get("total", {"seq": -1, "count": 0, "total": 0})
         applied = exactly_once or value["seq"] > current["seq"]
         if applied:

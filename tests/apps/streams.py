@@ -27,6 +27,8 @@ from tests.support.kafka import read_committed
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3
+# The key prefix of the applications' pods (conftest.py's app_pods)
+APPS_PREFIX = "appstests"
 KEYS = [f"k{n}" for n in range(8)]
 LATE_KEYS = KEYS[4:]  # keys that get records after the crash too
 EARLY = 20  # records per key before the crash (seq 0..EARLY-1)
@@ -187,6 +189,11 @@ class AppRun:
 
         wait_until(ready, timeout=timeout, interval=0.2)
 
+    def wait_exit(self, timeout: float) -> int:
+        """Until the app exits by itself; its exit status."""
+        assert self.process is not None
+        return self.process.wait(timeout)
+
     def kill(self) -> None:
         """SIGKILL: no commit, no flush, no LeaveGroup."""
         assert self.process is not None
@@ -221,6 +228,8 @@ def crash_and_recover(
     read_states: Callable[[str, str], dict[str, dict[str, Any]]] = latest_states,
     *,
     kill_when_committed: bool = False,
+    dies_in_checkpoint: bool = False,
+    after_crash: Callable[[], None] | None = None,
 ) -> Outcome:
     """The scenario both applications go through. ``start_app(run)`` starts run 1 or 2 of
     the application (an `AppRun`); ``read_states(bootstrap, sink)`` reads the output's last
@@ -229,7 +238,9 @@ def crash_and_recover(
     1. the early records in, run 1 processes them and commits their offsets;
     2. half the late records in, and run 1 is SIGKILLed once it has started on them (with
        ``kill_when_committed``: once it has processed and committed them all, so that run 2
-       reads nothing during its recovery: Faust, docs/apps.md);
+       reads nothing during its recovery: Faust, docs/apps.md; with ``dies_in_checkpoint``:
+       run 1 dies by itself inside a checkpoint, quix_app.py's $QUIX_EXIT_IN_CHECKPOINT);
+       then ``after_crash()`` (compaction, say);
     3. its local state directory is deleted; run 2 starts: its state must come from the
        changelog, since the early records' offsets were committed and run 2 never reads
        them again;
@@ -244,14 +255,19 @@ def crash_and_recover(
         first.wait_processed(len(early), timeout=60)
         wait_until(lambda: committed_to_end(bootstrap, group, source), timeout=30, interval=0.5)
         produce(bootstrap, source, late[: len(late) // 2])
-        if kill_when_committed:
+        if dies_in_checkpoint:
+            assert first.wait_exit(timeout=30) == 9, f"see {first.log_path}"
+        elif kill_when_committed:
             first.wait_processed(len(early) + len(late) // 2, timeout=30)
             wait_until(lambda: committed_to_end(bootstrap, group, source), timeout=30, interval=0.5)
         else:
             first.wait_processed(len(early) + 1, timeout=30)
-        first.kill()
+        if not dies_in_checkpoint:
+            first.kill()
     finally:
         first.stop()
+    if after_crash is not None:
+        after_crash()
     assert state_dir.exists(), "the app kept no local state"
     shutil.rmtree(state_dir)
     # Run 2 joins once run 1's session has expired: joining beside the dead member takes two

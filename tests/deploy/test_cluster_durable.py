@@ -111,8 +111,8 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_cluster_failover(
     filler so later writes stay in the primary's output buffer); acks=all to partition 0 and
     commits answer REPLICATION_TIMEOUT and no reader (V1 CONSUME, Kafka Fetch) sees the cut
     records; then that primary is SIGKILLed and its lagging replica promoted. Twice: 0
-    acknowledged records lost, 0 records read that then vanished, commits never backwards,
-    both pods up."""
+    acknowledged records lost, 0 records read that then vanished, no committed offset
+    answered by OFFSET lower than one answered before, both pods up."""
     topic = f"f-{uuid.uuid4().hex[:10]}"
     keys = Keys(DEFAULT_PREFIX)
     args = ("--redis-wait-replicas", "1", "--acks-timeout-ms", "800")
@@ -121,6 +121,19 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_cluster_failover(
     acked: set[bytes] = set()
     read: set[bytes] = set()
     committed = 0  # the highest commit answered OK
+    served = 0  # the highest committed offset V1 OFFSET answered
+
+    def observe() -> None:
+        """OFFSET through the other pod: an answer below one given before fails the test."""
+        nonlocal served
+        response = reader.request("OFFSET", f"billing {topic} 0")
+        if not response.ok:
+            assert response.code in ("REPLICATION_TIMEOUT", "UNAVAILABLE"), response
+            return
+        offset = int(response.payload.removeprefix("offset="))
+        assert offset >= served, f"OFFSET went back: {served} -> {offset}"
+        served = offset
+
     try:
         for run in range(2):
             for p in range(PARTITIONS):  # the first ones wait for the followers to start
@@ -130,6 +143,7 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_cluster_failover(
             member = writer.join("billing", topic, "c1")
             committed += 10
             writer.commit("billing", topic, "c1", member.generation, 0, committed)
+            observe()
 
             primary = failover_cluster.primary_of(keys.partition(topic, 0).state)
             replica = failover_cluster.replica_of(primary)
@@ -153,6 +167,7 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_cluster_failover(
                     "COMMIT", f"billing {topic} c1 {member.generation} 0 {committed + 5}"
                 )
                 assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
+                observe()  # not served: the cut node's replica may lack it
                 during |= consume_values(reader, topic, PARTITIONS)
                 during |= kafka_read_for(pods[1].bootstrap, topic, PARTITIONS, 1.5)  # Fetch as well
                 assert not any(v.startswith(f"cut{run}".encode()) for v in during), during
@@ -169,6 +184,7 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_cluster_failover(
             assert acked <= now, acked - now  # 0 acknowledged lost
             assert read <= now, read - now  # 0 phantom reads
             assert writer.committed("billing", topic, 0) >= committed  # never backwards
+            observe()
             read |= now
             kept = sorted(v for v in now if v.startswith(f"cut{run}".encode()))
             print(f"run {run}: unacknowledged records kept by the promoted replica: {kept}")

@@ -25,7 +25,7 @@ from adapter.cli import main
 from adapter.client import Client
 from mapping.embedded import free_port
 from tests.support import ROOT
-from tests.support.pods import Pod
+from tests.support.pods import Pod, start_all
 from tests.support.waiting import wait_until
 
 DOCKER = ROOT / "docker"
@@ -209,14 +209,14 @@ def test_haproxy_balances_three_real_pods(redis_url: str, tmp_path: Path) -> Non
     config = HAPROXY.read_text().replace("bind :9092", f"bind 127.0.0.1:{lb_port}")
     config = config.replace("bind :8404", f"bind 127.0.0.1:{health_port}")
     config = config.replace("bind :9093", f"bind 127.0.0.1:{free_port()}")
-    for name, pod in zip(ADAPTERS, pods, strict=True):
-        config = config.replace(f"{name}:9092", f"127.0.0.1:{pod.port}")
-    (tmp_path / "haproxy.cfg").write_text(config)
     haproxy = None
     clients: list[Client] = []
     try:
-        for pod in pods:
-            pod.start()
+        start_all(pods)
+        # their ports once started (a start that lost a port race moved to new ones)
+        for name, pod in zip(ADAPTERS, pods, strict=True):
+            config = config.replace(f"{name}:9092", f"127.0.0.1:{pod.port}")
+        (tmp_path / "haproxy.cfg").write_text(config)
         haproxy = subprocess.Popen(
             [_haproxy(), "-db", "-f", str(tmp_path / "haproxy.cfg")],
             stdout=(tmp_path / "haproxy.log").open("w"), stderr=subprocess.STDOUT,

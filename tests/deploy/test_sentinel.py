@@ -24,6 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from adapter.cli import main
 from adapter.client import Client
+from adapter.kafka import errors as kafka_errors
 from adapter.settings import Settings
 from mapping.client import connect, make_batcher
 from mapping.cluster import connect_sync, redact
@@ -39,7 +40,7 @@ from spark_connector import offsets
 from spark_connector.options import OptionError, parse_options
 from spark_connector.sink_options import parse_sink_options
 from tests.deploy.sentinels import DATA_PASSWORD, MASTER, SENTINEL_PASSWORD, SentinelDeployment
-from tests.support.kafka import kafka_read_for
+from tests.support.kafka import commit_offsets, fetch_offsets_answer, kafka_read_for
 from tests.support.pods import Pod
 from tests.support.v1 import consume_values
 
@@ -269,16 +270,37 @@ def test_a_readonly_reply_makes_the_client_ask_the_sentinels_again(
 def test_nothing_served_or_acknowledged_is_taken_back_by_a_failover(
     deployment: SentinelDeployment,
 ) -> None:
-    """--redis-wait-replicas 1 (issue 26): the replica's link cut (SIGSTOP), acks=all and
-    commits meanwhile must not succeed and readers must not see the records the replica
-    lacks; then the primary SIGKILLed and the lagging replica promoted. Several times: 0
-    acknowledged records lost, 0 records read that then vanished, commits never backwards."""
+    """--redis-wait-replicas 1: the replica's link cut (SIGSTOP), acks=all and commits
+    meanwhile must not succeed and readers must not see the records the replica lacks; then
+    the primary SIGKILLed and the lagging replica promoted. Several times: 0 acknowledged
+    records lost, 0 records read that then vanished, and no committed offset answered by V1
+    OFFSET or Kafka OffsetFetch ever answered lower afterwards (the commits made during the
+    cut are stored on the primary alone: no reader may serve them)."""
     topic = f"d-{uuid.uuid4().hex[:10]}"
     pod = SentinelPod(deployment, "--redis-wait-replicas", "1", "--acks-timeout-ms", "800").start()
     client = pod.client()
     acked: set[bytes] = set()
     read: set[bytes] = set()
     committed = 0  # the highest commit answered OK
+    served = {"v1": 0, "kafka": 0}  # the highest committed offset each reader answered
+
+    def observe() -> None:
+        """Ask both readers; an answer below one given before fails the test."""
+        response = client.request("OFFSET", f"billing {topic} 0")
+        if response.ok:
+            offset = int(response.payload.removeprefix("offset="))
+            assert offset >= served["v1"], f"OFFSET went back: {served['v1']} -> {offset}"
+            served["v1"] = offset
+        else:
+            assert response.code in ("REPLICATION_TIMEOUT", "UNAVAILABLE"), response
+        try:
+            code, offset = fetch_offsets_answer(pod, "kbilling", topic, 0)
+        except OSError:
+            return  # the pod is between Redis primaries
+        if code == kafka_errors.NONE and offset >= 0:
+            assert offset >= served["kafka"], f"OffsetFetch went back: {served} -> {offset}"
+            served["kafka"] = offset
+
     primary, replica = deployment.primary, deployment.replica
     try:
         for run in range(3):
@@ -289,6 +311,8 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_failover(
             member = client.join("billing", topic, "c1")
             committed += 10
             client.commit("billing", topic, "c1", member.generation, 0, committed)
+            assert commit_offsets(pod, "kbilling", topic, {0: committed}) == [kafka_errors.NONE]
+            observe()
 
             assert replica.process is not None
             os.kill(replica.process.pid, signal.SIGSTOP)  # the replica's link is cut
@@ -306,6 +330,9 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_failover(
                     "COMMIT", f"billing {topic} c1 {member.generation} 0 {committed + 5}"
                 )
                 assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
+                cut_commit = commit_offsets(pod, "kbilling", topic, {0: committed + 5})
+                assert cut_commit == [kafka_errors.REQUEST_TIMED_OUT]
+                observe()  # neither commit may be served: the replica lacks them
                 during |= consume_values(client, topic, 3)
                 during |= kafka_read_for(pod.bootstrap, topic, 3, 1.5)  # Fetch as well
                 assert not any(v.startswith(f"cut{run}".encode()) for v in during), during
@@ -326,6 +353,7 @@ def test_nothing_served_or_acknowledged_is_taken_back_by_a_failover(
             assert acked <= now, acked - now  # 0 acknowledged lost
             assert read <= now, read - now  # 0 phantom reads
             assert client.committed("billing", topic, 0) >= committed  # never backwards
+            observe()
             read |= now
             lost = sorted(v for v in now if v.startswith(f"cut{run}".encode()))
             print(f"run {run}: unacknowledged records kept by the promoted replica: {lost}")

@@ -1,6 +1,7 @@
-"""Fetch v13-17 and ListOffsets v8-9 on the wire: frames built by hand, field by field, from
-Kafka 3.9's message definitions (clients/src/main/resources/common/message/
-FetchRequest.json, FetchResponse.json, ListOffsetsRequest.json, ListOffsetsResponse.json),
+"""Fetch v13-17, ListOffsets v8-9 and OffsetForLeaderEpoch v0-4 on the wire: frames built by
+hand, field by field, from Kafka 3.9's message definitions (clients/src/main/resources/
+common/message/FetchRequest.json, FetchResponse.json, ListOffsetsRequest.json,
+ListOffsetsResponse.json, OffsetForLeaderEpochRequest.json, ...Response.json),
 tagged fields included, read by the pod's core (protocol.parse_request) and written by it
 (protocol.encode_response) byte for byte. Pure: no pod."""
 
@@ -12,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from adapter.kafka import errors, fetch, list_offsets, protocol
+from adapter.kafka import errors, fetch, list_offsets, offset_for_leader_epoch, protocol
 from adapter.kafka.fetch_reads import Answer, Wanted
-from adapter.kafka.versions import FETCH, LIST_OFFSETS
+from adapter.kafka.versions import FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH
 
 TOPIC_ID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 OTHER_ID = uuid.UUID("f0e1d2c3-b4a5-4697-8877-665544332211")
@@ -282,3 +283,49 @@ def test_list_offsets_v8_v9_responses_are_written_as_built_by_hand(version: int)
         (1024, 0),
         (-1, -1),
     ]
+
+
+# --- OffsetForLeaderEpoch (v0-4: Kafka 3.9's; kafka-python's schema starts at v2) -------
+
+
+def offset_for_leader_epoch_request(version: int) -> bytes:
+    """A consumer's OffsetForLeaderEpoch: topic "t", partition 3, current leader epoch 8
+    (v2+), the epoch asked for 7; ReplicaId -1 (v3+). v4 is flexible (header v2)."""
+    if version >= 4:
+        partition = i32(3) + i32(8) + i32(7) + tags()
+        body = i32(-1) + carr(cstr("t") + carr(partition) + tags()) + tags()
+        return request_header(23, version, 5, "golden") + body
+    partition = i32(3) + (i32(8) if version >= 2 else b"") + i32(7)
+    body = (i32(-1) if version >= 3 else b"") + i32(1) + i16(1) + b"t" + i32(1) + partition
+    return i16(23) + i16(version) + i32(5) + i16(6) + b"golden" + body
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_offset_for_leader_epoch_requests_are_read_field_for_field(version: int) -> None:
+    request = protocol.parse_request(offset_for_leader_epoch_request(version))
+    assert request.error == errors.NONE and request.version == version
+    (topic,) = request.body.topics
+    (partition,) = topic.partitions
+    assert (topic.topic, partition.partition, partition.leader_epoch) == ("t", 3, 7)
+    if version >= 2:
+        assert partition.current_leader_epoch == 8
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_offset_for_leader_epoch_responses_are_written_as_built_by_hand(version: int) -> None:
+    """Epoch 7 of partition 3 ended at 1000 (the leader epoch answered v1+)."""
+    request = protocol.Request(OFFSET_FOR_LEADER_EPOCH, version, 5, "golden", None)
+    result = offset_for_leader_epoch.TopicResult
+    reply = offset_for_leader_epoch.Response[version](
+        throttle_time_ms=0,
+        topics=[result(topic="t", partitions=[offset_for_leader_epoch._answer(3, 0, 7, 1000)])],
+    )
+    epoch = i32(7) if version >= 1 else b""
+    if version >= 4:
+        partition = i16(0) + i32(3) + epoch + i64(1000) + tags()
+        hand = response_header(5) + i32(0) + carr(cstr("t") + carr(partition) + tags()) + tags()
+    else:
+        throttle = i32(0) if version >= 2 else b""
+        partition = i16(0) + i32(3) + epoch + i64(1000)
+        hand = i32(5) + throttle + i32(1) + i16(1) + b"t" + i32(1) + partition
+    assert protocol.encode_response(request, reply) == i32(len(hand)) + hand

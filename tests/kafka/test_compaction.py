@@ -2,7 +2,7 @@
 INVALID_RECORD and Kafka's message; after compaction a confluent-kafka consumer from the
 start reads exactly the latest record of every key and the unexpired tombstones, in offset
 order, and a group's committed offset that compaction removed still resumes at the next
-record."""
+record; records of the active segment, and what only they supersede, are never removed."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from tests.support.compaction import (
     compact_now,
     compacted_topic,
     kafka_keeps,
+    roll_segment,
     scripted_records,
 )
 from tests.support.kafka import (
@@ -90,6 +91,7 @@ def test_a_consumer_reads_exactly_what_compaction_keeps(
     compacted_topic(target.client, target.keys, topic, min_cleanable_dirty_ratio="0.1")
     records = scripted_records()
     written = list(zip(_produce(a, topic, records), records, strict=True))
+    written += roll_segment(lambda rolled: _produce(a, topic, rolled))
     kept = kafka_keeps(written)
     # a group committed a position compaction is about to remove (k3's first version's)
     removed = next(o for o, (k, _) in written if k == b"k3")
@@ -147,3 +149,33 @@ def _first_offset(target: CliTarget, topic: str) -> int:
     entries = target.client.xrange(target.keys.partition(topic, 0).log)
     assert len(entries) == 1
     return codec.offset_of(entries[0][0])
+
+
+def test_compaction_never_touches_the_active_segment(
+    kafka_pods: tuple[Pod, Pod], target: CliTarget, topic: str
+) -> None:
+    """The second version of every key is in the active segment: compaction removes
+    nothing, a consumer reads both versions; once that segment rolls, the first go."""
+    a, b = kafka_pods
+    compacted_topic(target.client, target.keys, topic, min_cleanable_dirty_ratio="0.01")
+    first = [(f"k{k}".encode(), b"first") for k in range(5)]
+    written = list(zip(_produce(a, topic, first), first, strict=True))
+    written += roll_segment(lambda rolled: _produce(a, topic, rolled))
+    second = [(k, b"second") for k, _ in first]
+    written += list(zip(_produce(a, topic, second), second, strict=True))
+    assert " removed=0 " in compact_now(target, topic)
+    reader = _consumer(b, f"g-{uuid.uuid4().hex[:6]}")
+    reader.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        assert _read_all(reader, len(written)) == written
+    finally:
+        reader.close()
+
+    written += roll_segment(lambda rolled: _produce(a, topic, rolled))
+    assert " removed=5 " in compact_now(target, topic)
+    reader = _consumer(b, f"g-{uuid.uuid4().hex[:6]}")
+    reader.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        assert _read_all(reader, len(written) - 5) == written[5:]
+    finally:
+        reader.close()

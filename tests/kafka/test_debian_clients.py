@@ -30,7 +30,7 @@ from tests.kafka.debian_tools import (
     running_zookeeper,
 )
 from tests.support import ROOT
-from tests.support.pods import RF1, Pod
+from tests.support.pods import RF1, Pod, start_all
 
 PARTITIONS = 3
 RECORDS = 12
@@ -151,8 +151,7 @@ def sasl_pods(redis_url: str) -> Iterator[tuple[Pod, Pod]]:
             connect=lambda port: Client("127.0.0.1", port, timeout=10))
         for _ in range(2)
     ]  # fmt: skip
-    for pod in pods:
-        pod.start()
+    start_all(pods)
     yield pods[0], pods[1]
     for pod in pods:
         pod.stop()

@@ -124,7 +124,10 @@ def test_idempotent_retries_are_stored_once(kafka_pods: tuple[Pod, Pod], topic: 
         assert first.error_code == errors.NONE
         retried = send(0, [b"a", b"b"], via=other)  # a retry through another pod
         assert (retried.error_code, retried.base_offset) == (errors.NONE, first.base_offset)
-        assert send(5, [b"gap"]).error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        # ahead of the state stored: UNKNOWN_PRODUCER_ID (librdkafka bumps its epoch, KIP-360)
+        assert send(5, [b"gap"]).error_code == errors.UNKNOWN_PRODUCER_ID
+        # behind it and not a batch kept: out of order
+        assert send(1, [b"b"]).error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert send(2, [b"c"]).error_code == errors.NONE
         bumped = send(0, [b"d"], epoch=1)
         assert bumped.error_code == errors.NONE
@@ -198,7 +201,7 @@ def test_idle_producers_state_expires(redis_url: str, topic: str) -> None:
             assert send(active, 0, b"active 0") == errors.NONE
             assert client.hexists(pk.producers, idle)
             # within the period a gap is refused: the state is there
-            assert send(idle, 5, b"gap") == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+            assert send(idle, 5, b"gap") == errors.UNKNOWN_PRODUCER_ID
             sequence = iter(range(1, 10_000))
             wait_until(
                 lambda: (
@@ -213,7 +216,63 @@ def test_idle_producers_state_expires(redis_url: str, topic: str) -> None:
             # back after expiry: a new producer, any sequence accepted
             assert send(idle, 5, b"idle again") == errors.NONE
             assert send(idle, 6, b"idle next") == errors.NONE
-            assert send(idle, 9, b"gap again") == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+            assert send(idle, 9, b"gap again") == errors.UNKNOWN_PRODUCER_ID
+    finally:
+        client.close()
+        pod.stop()
+
+
+def test_a_producer_whose_state_was_taken_back_goes_on(redis_url: str, topic: str) -> None:
+    """A Redis failover without --redis-wait-replicas can take back a producer's last
+    batches (its state in the partition rewound here by hand) and the producer id counter's
+    last INCRs (the counter deleted): the producer's next batch, ahead of the state, gets
+    UNKNOWN_PRODUCER_ID (OUT_OF_ORDER_SEQUENCE_NUMBER would be fatal to librdkafka), the
+    epoch bump librdkafka then makes locally (same id, epoch + 1, sequence 0) is taken, and
+    no producer id is handed out twice."""
+    prefix = f"rewound-{topic}"
+    pod = Pod(redis_url, *RF1, "--key-prefix", prefix).start()
+    client = redis.Redis.from_url(redis_url)
+    keys = Keys(prefix)
+    pk = keys.partition(topic, 0)
+    try:
+        with RawKafka(pod.kafka_port) as raw:
+            _create(raw, topic)
+
+            def init() -> int:
+                reply = raw.call(INIT_PRODUCER_ID, 4, INIT_PRODUCER_ID.request[4](
+                    transactional_id=None, transaction_timeout_ms=1000,
+                    producer_id=-1, producer_epoch=-1,
+                ))  # fmt: skip
+                assert (reply.error_code, reply.producer_epoch) == (errors.NONE, 0)
+                return reply.producer_id
+
+            pid = init()
+
+            def send(seq: int, value: bytes, epoch: int = 0) -> int:
+                data = batch([value], producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+                return _produce(raw, topic, 0, data).error_code
+
+            assert send(0, b"kept") == errors.NONE
+            state_after_kept = client.hget(pk.producers, pid)
+            assert send(1, b"lost 1") == errors.NONE
+            assert send(2, b"lost 2") == errors.NONE
+            client.hset(pk.producers, pid, state_after_kept)  # the failover's rollback
+            assert send(3, b"next") == errors.UNKNOWN_PRODUCER_ID
+            assert send(0, b"bumped 0", epoch=1) == errors.NONE
+            assert send(1, b"bumped 1", epoch=1) == errors.NONE
+            # a newer epoch whose first batches were taken back: ahead of the state too
+            client.hset(pk.producers, pid, state_after_kept)
+            assert send(2, b"bumped 2", epoch=1) == errors.UNKNOWN_PRODUCER_ID
+            assert send(0, b"bumped again 0", epoch=2) == errors.NONE
+            assert send(0, b"retry", epoch=2) == errors.NONE  # a retry: stored once
+            _, got = fetched(raw.call(FETCH, 12, fetch_body(topic, 0, 0)))
+            assert [r.value for r in got] == [
+                b"kept", b"lost 1", b"lost 2", b"bumped 0", b"bumped 1", b"bumped again 0"
+            ]  # fmt: skip
+
+            # the counter's last INCRs taken back: the next id is still a new one
+            client.delete(keys.kafka_producer_ids)
+            assert init() > pid
     finally:
         client.close()
         pod.stop()

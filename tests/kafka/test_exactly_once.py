@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support import ROOT
 from tests.support.kafka import fetch_offsets, read_committed
-from tests.support.pods import RF1, Pod
+from tests.support.pods import RF1, Pod, start_all
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3
@@ -42,8 +42,7 @@ def txn_pods(redis_url: str) -> Iterator[list[Pod]]:
         )
         for _ in range(2)
     ]
-    for pod in pods:
-        pod.start()
+    start_all(pods)
     try:
         yield pods
     finally:

@@ -28,7 +28,7 @@ from mapping.embedded import free_port
 from mapping.keys import Keys
 from tests.kafka.group_helpers import CONFLUENT, owned, poll_until, produce
 from tests.support.kafka import RawKafka, commit_offsets, fetch_offsets
-from tests.support.pods import RF1, Pod
+from tests.support.pods import RF1, Pod, start_all
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3
@@ -47,12 +47,15 @@ def _start(redis_url: str, prefix: str, *advertised: str | None) -> list[Pod]:
         listener = ("--kafka-advertised-listener", address) if address else ()
         args = (*RF1, "--key-prefix", prefix, *listener)
         pods.append(Pod(redis_url, *args, "--kafka-group-initial-rebalance-delay-ms", "200"))
-    for pod in pods:
-        pod.start()
+    start_all(pods)
     client = redis.Redis.from_url(redis_url)
     try:
         live = Keys(prefix).kafka_brokers[0]
         wait_until(lambda: client.zcard(live) == len(pods))
+    except BaseException:
+        for pod in pods:  # nothing of a failed start left running
+            pod.stop()
+        raise
     finally:
         client.close()
     return pods

@@ -28,7 +28,7 @@ from tests.kafka.group_helpers import (
     produce,
 )
 from tests.support import ROOT
-from tests.support.pods import Pod
+from tests.support.pods import Pod, start_all
 
 PARTITIONS = 6
 PER_PARTITION = 5
@@ -37,8 +37,7 @@ PER_PARTITION = 5
 @pytest.fixture(scope="module")
 def group_pods(redis_url: str) -> Iterator[list[Pod]]:
     pods = [Pod(redis_url, *POD_ARGS) for _ in range(3)]
-    for pod in pods:
-        pod.start()
+    start_all(pods)
     starts = [len(pod.log()) for pod in pods]
     yield pods
     for pod in pods:

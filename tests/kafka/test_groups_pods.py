@@ -17,11 +17,10 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from mapping.embedded import free_port
 from mapping.keys import KafkaGroupKeys, Keys
 from tests.kafka.balancer import Balancer
 from tests.kafka.group_helpers import CONFLUENT, owned, poll_until, produce
-from tests.support.pods import RF1, Pod
+from tests.support.pods import RF1, Pod, start_all
 
 MEMBERS = 20
 MANY_PARTITIONS = 24
@@ -49,14 +48,18 @@ class GroupPods:
         self.balancer = Balancer(log_dir) if balanced else None
         if self.balancer is not None:
             args = (*args, "--kafka-advertised-listener", self.balancer.address)
-        self.pods = [Pod(redis_url, *args, "--metrics-port", str(free_port())) for _ in range(3)]
+        self.pods = [Pod(redis_url, *args, metrics=True) for _ in range(3)]
         self.redis = redis.Redis.from_url(redis_url, decode_responses=True)
 
     def start(self) -> None:
-        for pod in self.pods:
-            pod.start()
-        if self.balancer is not None:
-            self.balancer.start([pod.kafka_port for pod in self.pods])
+        """All three pods and the balancer, or (one of them failing) none left running."""
+        try:
+            start_all(self.pods)
+            if self.balancer is not None:
+                self.balancer.start([pod.kafka_port for pod in self.pods])
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         for pod in self.pods:
@@ -72,8 +75,7 @@ class GroupPods:
 
     def answered(self, pod: int, api: str) -> float:
         """How many ``api`` requests ``pod`` answered (its Prometheus counter)."""
-        args = self.pods[pod].args
-        url = f"http://127.0.0.1:{args[args.index('--metrics-port') + 1]}/metrics"
+        url = f"http://127.0.0.1:{self.pods[pod].metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as response:
             text = response.read().decode()
         for family in text_string_to_metric_families(text):
@@ -315,3 +317,18 @@ def test_a_coordinator_pod_killed_in_the_middle_of_a_rebalance(
     finally:
         for consumer in consumers:
             consumer.close()
+
+
+def test_three_pods_whose_last_fails_to_start_leave_none_running(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A fixture that fails half-way stops what it had started (the suite once ended with two
+    pods of a failed start still running)."""
+    group_pods = GroupPods(redis_url, 200, False, tmp_path)
+    group_pods.pods[2].args.append("--no-such-option")
+    with pytest.raises(AssertionError, match="pod exited"):
+        group_pods.start()
+    first, second, failed = group_pods.pods
+    for pod in (first, second):
+        assert pod.process is not None and pod.process.poll() is not None
+    assert failed.process is not None and failed.process.poll() is not None

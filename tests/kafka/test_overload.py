@@ -34,7 +34,7 @@ import redis
 from mapping.embedded import RedisProcess
 from mapping.keys import Keys
 from tests.kafka.balancer import Balancer
-from tests.support.pods import RF1, Pod
+from tests.support.pods import RF1, Pod, start_all
 
 RECORDS_PER_PRODUCER = 250_000
 VALUE_SIZE = 100
@@ -99,9 +99,13 @@ class BalancedPods:
         self.pods = [Pod(redis_url, *args) for _ in range(2)]
 
     def start(self) -> None:
-        for pod in self.pods:
-            pod.start()
-        self.balancer.start([pod.kafka_port for pod in self.pods])
+        start_all(self.pods)
+        try:
+            self.balancer.start([pod.kafka_port for pod in self.pods])
+        except BaseException:
+            for pod in self.pods:
+                pod.stop()
+            raise
 
     def pin(self, pod: int | None) -> None:
         """New connections go to ``pod`` (None: round robin)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from aiokafka.record.memory_records import MemoryRecords
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from adapter.kafka import errors
 from adapter.kafka.versions import FETCH, LIST_OFFSETS, PRODUCE
@@ -109,20 +109,20 @@ def test_commit_and_abort_as_kafka_consumers_see_them(
     writer.topic(topic)
     pid = _pid()
     with RawKafka(pod.kafka_port) as raw:
-        _produce_plain(raw, topic, [b"a"])
+        a = _produce_plain(raw, topic, [b"a"])
         # not registered yet: refused, as Kafka refuses a partition not in the transaction
         assert _produce_txn(raw, topic, [b"t0"], pid, 0, 0) == errors.INVALID_TXN_STATE
         assert writer.txn_add(topic, 0, pid, 0) == 0
         first = _produce_txn(raw, topic, [b"t1", b"t2"], pid, 0, 0)
         assert first > 0
         _produce_plain(raw, topic, [b"b"])
-        # open: read_committed stops at the transaction's first offset
-        assert _latest(raw, topic, 1) == first
+        # open: read_committed stops before the transaction, where a reader of "a" stands
+        assert _latest(raw, topic, 1) == a + 1 < first
         assert _latest(raw, topic, 0) > first
         part, records = fetched(
             raw.call(FETCH, FETCH_VERSION, fetch_body(topic, 0, 0, isolation_level=1))
         )
-        assert part.last_stable_offset == first
+        assert part.last_stable_offset == a + 1
         assert [r.value for r in records] == [b"a"]
         assert _read(pod, topic, "read_committed", 1) == [b"a"]
         assert _read(pod, topic, "read_uncommitted", 4) == [b"a", b"t1", b"t2", b"b"]
@@ -244,3 +244,68 @@ def test_a_read_committed_long_poll_wakes_when_the_transaction_commits(
         # the marker's control record after it (clients skip it)
         assert [r.value for r in records] == [b"held", b"\0" * 6]
         assert part.last_stable_offset == part.high_watermark
+
+
+def _eof_consumer(pod: Pod, topic: str, isolation: str) -> Consumer:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": pod.bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    return consumer
+
+
+def _to_eof(consumer: Consumer, seconds: float = 15.0) -> tuple[list[bytes], bool]:
+    """The values polled until PARTITION_EOF (True) or ``seconds`` passed (False)."""
+    values: list[bytes] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        error = message.error()
+        if error is not None and error.code() == KafkaError._PARTITION_EOF:
+            return values, True
+        assert error is None, error
+        values.append(message.value())
+    return values, False
+
+
+def _position(consumer: Consumer, topic: str) -> int:
+    return consumer.position([TopicPartition(topic, 0)])[0].offset
+
+
+def test_read_committed_reaches_the_end_while_a_transaction_is_open(
+    pod: Pod, writer: TopicWriter, topic: str
+) -> None:
+    """librdkafka's 0098: with ``enable.partition.eof``, a read_committed consumer gets
+    PARTITION_EOF once it has read every record before an open transaction (its position
+    equals the last stable offset answered), then reads the transaction once committed; a
+    read_uncommitted one reads through it to the high watermark."""
+    writer.topic(topic)
+    pid = _pid()
+    committed = _eof_consumer(pod, topic, "read_committed")
+    uncommitted = _eof_consumer(pod, topic, "read_uncommitted")
+    try:
+        with RawKafka(pod.kafka_port) as raw:
+            _produce_plain(raw, topic, [b"a", b"b"])
+            assert writer.txn_add(topic, 0, pid, 0) == 0
+            assert _produce_txn(raw, topic, [b"t1", b"t2"], pid, 0, 0) > 0
+            _produce_plain(raw, topic, [b"c"])
+
+            assert _to_eof(committed) == ([b"a", b"b"], True)
+            assert _position(committed, topic) == _latest(raw, topic, 1)
+            assert _to_eof(uncommitted) == ([b"a", b"b", b"t1", b"t2", b"c"], True)
+            assert _position(uncommitted, topic) == _latest(raw, topic, 0)
+
+            assert writer.txn_end(topic, 0, pid, 0, commit=True) is not None
+            assert _to_eof(committed) == ([b"t1", b"t2", b"c"], True)
+            assert _position(committed, topic) == _latest(raw, topic, 1) == _latest(raw, topic, 0)
+    finally:
+        committed.close()
+        uncommitted.close()

@@ -37,11 +37,17 @@ async def with_store(redis_url: str, body: Callable[[KafkaStore], Awaitable[None
         await client.aclose()
 
 
+# The tests' segment.ms: a record appended 2 ms after a segment's first record rolls it, as
+# Kafka users set a small segment.ms to see compaction at work (docs/compaction.md).
+SEGMENT_MS = "1"
+
+
 async def configure(store: KafkaStore, changes: Mapping[str, int | str | None]) -> TopicConfig:
-    """Set topic configs and read the topic again (as a pod does when told)."""
+    """Set topic configs (``segment.ms`` SEGMENT_MS unless ``changes`` say otherwise) and
+    read the topic again (as a pod does when told)."""
     topics = store.partitions.topics
     await topics.topic(TOPIC)
-    await topics.alter_configs(TOPIC, changes)
+    await topics.alter_configs(TOPIC, {"segment_ms": SEGMENT_MS, **changes})
     topics.cache.forget(TOPIC)
     return await topics.topic(TOPIC)
 
@@ -55,6 +61,15 @@ async def write(store: KafkaStore, config: TopicConfig, records: list[Record]) -
     result = await store.append_batch(config, 0, batch)
     assert result.status == 0
     return list(range(result.base_offset, result.last_offset + 1))
+
+
+async def roll(store: KafkaStore, config: TopicConfig) -> list[tuple[int, Record]]:
+    """Close the active segment as Kafka would: one record (of a key of its own) appended
+    after segment.ms; what was written before it is then in closed segments."""
+    # not a synchronisation: the record's append time must lie past segment.ms
+    await asyncio.sleep(0.01)
+    record = (f"roll-{uuid.uuid4().hex[:8]}".encode(), b"r")
+    return list(zip(await write(store, config, [record]), [record], strict=True))
 
 
 def versions(keys: int, versions: int) -> list[Record]:

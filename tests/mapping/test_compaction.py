@@ -2,13 +2,14 @@
 many versions of many keys and tombstones, exactly what Kafka's rules keep is left, in
 offset order; the min lag, the dirty ratio, the max lag and delete.retention.ms are honoured;
 bounded steps reach the same result; retention trims and DeleteRecords leave nothing
-harmful behind; a deleted topic leaves none of the new keys."""
+harmful behind; a deleted topic leaves none of the new keys. The cleaner never touches the
+active segment (mapping/segments.py): the topics here have a small segment.ms, and a test
+that wants everything cleaned rolls the segment with one more record (``roll``)."""
 
 from __future__ import annotations
 
 import asyncio
 
-import pytest
 import redis
 
 from mapping import codec
@@ -21,6 +22,7 @@ from tests.mapping.compaction_store import (
     configure,
     kafka_keeps,
     read_log,
+    roll,
     versions,
     with_store,
     write,
@@ -34,6 +36,7 @@ def test_exactly_what_kafka_keeps_then_expired_tombstones_go(redis_url: str) -> 
         records += [(b"k3", None), (b"k7", None), (b"k7", b"back"), (b"k11", None)]
         records += versions(2, 1)  # k0, k1 once more
         written = list(zip(await write(store, config, records), records, strict=True))
+        written += await roll(store, config)
 
         result = await compact(store, config)
         kept = kafka_keeps(written, tombstones_expired=False)
@@ -62,17 +65,18 @@ def test_min_lag_dirty_ratio_and_max_lag(redis_url: str) -> None:
         config = await configure(
             store, {"cleanup_policy": "compact", "min_compaction_lag_ms": 3_600_000}
         )
-        records = versions(10, 2)  # 10 of 20 superseded: dirty ratio 0.5
+        records = versions(10, 2)  # 10 of 20 superseded: dirty ratio 0.5 (10 of 21 here)
         written = list(zip(await write(store, config, records), records, strict=True))
+        written += await roll(store, config)
         # superseding records younger than the min lag: nothing goes
         assert (await compact(store, config)).removed == 0
-        assert len(await read_log(store, config)) == 20
+        assert len(await read_log(store, config)) == 21
 
         config = await configure(
             store, {"min_compaction_lag_ms": None, "min_cleanable_dirty_ratio": "0.9"}
         )
         result = await compact(store, config)
-        assert (result.removed, result.dirty) == (0, 10)  # 0.5 < 0.9: not due
+        assert (result.removed, result.dirty) == (0, 10)  # 10/21 < 0.9: not due
 
         config = await configure(store, {"max_compaction_lag_ms": 0})  # due by age
         assert (await compact(store, config)).removed == 10
@@ -86,10 +90,11 @@ def test_bounded_steps_give_the_same_result(redis_url: str) -> None:
         config = await configure(store, {"cleanup_policy": "compact", "delete_retention_ms": 0})
         records = versions(30, 4) + [(f"k{k}".encode(), None) for k in range(0, 30, 3)]
         written = list(zip(await write(store, config, records), records, strict=True))
+        written += await roll(store, config)
         result = await compact(store, config, max_remove=7)
         assert result.calls > 10
         assert await read_log(store, config) == kafka_keeps(written, tombstones_expired=True)
-        assert result.removed + result.tombstones_removed == len(written) - 20
+        assert result.removed + result.tombstones_removed == len(written) - 21
 
     asyncio.run(with_store(redis_url, body))
 
@@ -105,6 +110,7 @@ def test_records_removed_by_delete_records_leave_nothing_harmful(redis_url: str)
         later = versions(10, 1)
         written = list(zip(offsets, first, strict=True))[15:]
         written += list(zip(await write(store, config, later), later, strict=True))
+        written += await roll(store, config)
         result = await compact(store, config)
         assert await read_log(store, config) == kafka_keeps(written, tombstones_expired=False)
         assert result.removed == 5  # only records still in the log count
@@ -147,6 +153,7 @@ def test_redis_cli_xrange_shows_what_is_left(redis_url: str) -> None:
             store, {"cleanup_policy": "compact", "min_cleanable_dirty_ratio": "0.1"}
         )
         await write(store, config, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2")])
+        [(_, rolled)] = await roll(store, config)
         await compact(store, config)
         client = redis.Redis.from_url(redis_url)
         try:
@@ -154,24 +161,54 @@ def test_redis_cli_xrange_shows_what_is_left(redis_url: str) -> None:
             left = [(f[b"key"], f[b"value"]) for _, f in client.xrange(log)]
         finally:
             client.close()
-        assert left == [(b"b", b"1"), (b"a", b"2")]
+        assert left == [(b"b", b"1"), (b"a", b"2"), rolled]
 
     asyncio.run(with_store(redis_url, body))
 
 
-@pytest.mark.xfail(
-    strict=True, reason="not Kafka's yet: the head of the log is compacted (docs/compaction.md)"
-)
 def test_the_active_segment_is_never_compacted(redis_url: str) -> None:
     """Kafka's cleaner never touches the active segment (``segment.ms``: a week by default),
     so a key's previous value stays; Quix Streams' at-least-once recovery falls back to it
-    (docs/apps.md). Here it goes as soon as compaction is due: the defect this pins."""
+    (docs/apps.md)."""
 
     async def body(store: KafkaStore) -> None:
-        config = await configure(store, {"cleanup_policy": "compact"})
+        config = await configure(store, {"cleanup_policy": "compact", "segment_ms": None})
         records = versions(10, 2)  # 10 of 20 superseded: Kafka's default ratio, 0.5
         written = list(zip(await write(store, config, records), records, strict=True))
         await compact(store, config)
         assert await read_log(store, config) == written
+
+    asyncio.run(with_store(redis_url, body))
+
+
+def test_records_superseded_only_in_the_active_segment_stay(redis_url: str) -> None:
+    """The cleaner keeps, per key, the newest record of the closed segments: a record that
+    only a record of the active segment supersedes stays until that segment rolls."""
+
+    async def body(store: KafkaStore) -> None:
+        config = await configure(
+            store, {"cleanup_policy": "compact", "min_cleanable_dirty_ratio": "0.01"}
+        )
+        first = versions(5, 1)
+        written = list(zip(await write(store, config, first), first, strict=True))
+        second = [(k, b"second") for k, _ in first]
+        written += await roll(store, config)
+        written += list(zip(await write(store, config, second), second, strict=True))
+        # the first batch's segment is closed; the active one supersedes every record of
+        # it: nothing goes
+        assert (await compact(store, config)).removed == 0
+        assert await read_log(store, config) == written
+
+        written += await roll(store, config)  # the second batch's segment closes
+        result = await compact(store, config)
+        assert result.removed == 5
+        assert await read_log(store, config) == written[5:]
+
+        # k0 once more, in the active segment: k0's "second" stays, it is the newest of
+        # the closed segments
+        again = [(b"k0", b"third")]
+        written += list(zip(await write(store, config, again), again, strict=True))
+        assert (await compact(store, config)).removed == 0
+        assert await read_log(store, config) == written[5:]
 
     asyncio.run(with_store(redis_url, body))

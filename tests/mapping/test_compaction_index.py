@@ -17,6 +17,7 @@ from tests.mapping.compaction_store import (
     configure,
     kafka_keeps,
     read_log,
+    roll,
     versions,
     with_store,
     write,
@@ -39,6 +40,7 @@ def test_a_log_written_under_delete_is_compacted_once_the_topic_is_compacted(
         assert not await store.partitions.batcher.call("EXISTS", pk.compact_index)
 
         config = await configure(store, {"cleanup_policy": "compact"})
+        written += await roll(store, config)  # appended after the gap: indexed by its append
         # small steps: the cursor goes on over several calls
         result = await compact(store, config, max_index=7)
         assert result.indexed == len(records)
@@ -58,6 +60,7 @@ def test_a_log_written_under_delete_is_compacted_once_the_topic_is_compacted(
         config = await configure(
             store, {"delete_retention_ms": 0, "min_cleanable_dirty_ratio": "0.01"}
         )
+        written += await roll(store, config)
         result = await compact(store, config)
         assert (result.removed, result.tombstones_removed) == (1, 1)  # k4's (k5's superseded)
         assert await read_log(store, config) == kafka_keeps(written, tombstones_expired=True)
@@ -83,6 +86,7 @@ def test_records_a_stale_pod_appended_unindexed_are_indexed_before_tombstones_go
         later = [(b"k9", None), (b"k0", b"newest")]
         written += list(zip(await write(store, config, later), later, strict=True))
         assert await _state(store, "compact.indexed") == indexed_before
+        written += await roll(store, config)
 
         # Without the cursor k9's tombstone would go and "old" would come back as k9's value.
         result = await compact(store, config, max_index=1)
@@ -97,9 +101,12 @@ def test_records_a_stale_pod_appended_unindexed_are_indexed_before_tombstones_go
 def test_tombstones_above_the_indexed_offset_wait_for_the_cursor(redis_url: str) -> None:
     async def body(store: KafkaStore) -> None:
         stale = await configure(store, {})
-        config = await configure(store, {"cleanup_policy": "compact", "delete_retention_ms": 0})
+        # (a dirty ratio for the roll record: 1 superseded of 3 records is due)
+        changes = {"cleanup_policy": "compact", "delete_retention_ms": 0}
+        config = await configure(store, {**changes, "min_cleanable_dirty_ratio": "0.3"})
         await write(store, stale, [(b"a", b"old")])
         tombstone = await write(store, config, [(b"a", None)])
+        [rolled] = await roll(store, config)
         # one cursor step (of one entry) per run: the first run indexes "old" only, which
         # the tombstone supersedes: "old" goes, the tombstone (above the frontier) stays
         result = await compact(store, config, max_index=1, max_calls=1)
@@ -108,11 +115,12 @@ def test_tombstones_above_the_indexed_offset_wait_for_the_cursor(redis_url: str)
             1,
             0,
         )
-        assert await read_log(store, config) == [(tombstone[0], (b"a", None))]
-        # the next run's cursor reaches the log end: now the tombstone may go
-        result = await compact(store, config, max_index=1, max_calls=1)
+        assert await read_log(store, config) == [(tombstone[0], (b"a", None)), rolled]
+        # the next run's cursor reaches the log end (the tombstone, the roll record): now
+        # the tombstone may go
+        result = await compact(store, config, max_index=2, max_calls=1)
         assert (result.index_complete, result.tombstones_removed) == (True, 1)
-        assert await read_log(store, config) == []
+        assert await read_log(store, config) == [rolled]
 
     asyncio.run(with_store(redis_url, body))
 
@@ -150,7 +158,13 @@ def test_a_follower_partition_keeps_compacting_and_goes_on_once_promoted(
     async def body(store: KafkaStore) -> None:
         topics = store.partitions.topics
         await topics.create(TOPIC, 1, 2, 1)
-        await topics.alter_configs(TOPIC, {"cleanup_policy": "compact"})
+        # (a dirty ratio for the roll records: 4 superseded of 10 records is due)
+        changes = {
+            "cleanup_policy": "compact",
+            "segment_ms": "1",
+            "min_cleanable_dirty_ratio": "0.4",
+        }
+        await topics.alter_configs(TOPIC, changes)
         topics.cache.forget(TOPIC)
         config = await topics.topic(TOPIC)
         assert config.replication_factor == 2
@@ -158,6 +172,7 @@ def test_a_follower_partition_keeps_compacting_and_goes_on_once_promoted(
         call = store.partitions.batcher.call
         records = versions(4, 3)
         written = list(zip(await write(store, config, records), records, strict=True))
+        written += await roll(store, config)
         await call(*partition_replica_fetch_call(head, 1, written[-1][0], 1000))
 
         await call(*partition_set_role_call(head, "follower"))
@@ -171,6 +186,7 @@ def test_a_follower_partition_keeps_compacting_and_goes_on_once_promoted(
         await call(*partition_set_role_call(head, "leader"))
         more = versions(4, 1)
         written += list(zip(await write(store, config, more), more, strict=True))
+        written += await roll(store, config)
         await call(*partition_replica_fetch_call(head, 1, written[-1][0], 1000))
         result = await compact(store, config)
         assert (result.indexed, result.removed) == (0, 4)

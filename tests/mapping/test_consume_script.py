@@ -3,6 +3,7 @@ and how a pod sizes a native XRANGE from the marks."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -10,7 +11,13 @@ import redis
 
 from mapping import codec, scripts
 from mapping.keys import Keys
-from mapping.partition_scripts import PartitionHead, partition_consume_call, partition_produce_call
+from mapping.partition_scripts import (
+    PartitionHead,
+    partition_consume_call,
+    partition_produce_call,
+    partition_replica_fetch_call,
+    partition_status_call,
+)
 from mapping.size_marks import SIZE_MAX_BITS, SIZE_MIN_BITS, SizeMarks
 
 BITS = codec.DEFAULT_SEQUENCE_BITS
@@ -126,3 +133,29 @@ def test_few_large_values_are_read_natively_only_when_alike() -> None:
     # Many records fit: always native.
     assert _marks(5000).native_read(0, 1000, 1 << 20) == 1000
     assert _marks(5000).native_read(6000, 1000, 1 << 20) == 0  # not covered
+
+
+def test_the_hw_readers_get_is_a_position_they_reach(redis_client: redis.Redis) -> None:
+    """A follower acked an offset between two records (REPLICA_FETCH takes any offset): V1's
+    hw there, Kafka's high watermark hw + 1 would lie past where a reader of every record
+    up to it stands (its last record + 1), so its end would never come; readers get the
+    last record at or below it instead (partition/status.lua, partition/consume.lua)."""
+    keys = Keys(f"test-{uuid.uuid4().hex[:8]}").partition("t", 0)
+    head = PartitionHead(keys, BITS, 2, 10_000)  # one follower, in sync for 10 s
+
+    def run(command: tuple) -> list:
+        return redis_client.execute_command(*scripts.as_eval(command))
+
+    first, second = (
+        int(o) for o in run(partition_produce_call(head, [b"k", b"a", b"k", b"b"]))[2:]
+    )
+    run(partition_replica_fetch_call(head, 1, first, 100))
+    assert run(partition_status_call(head))[0] == first
+    time.sleep(0.002)  # (c in a later millisecond: a gap of offsets between b and c)
+    third = int(run(partition_produce_call(head, [b"k", b"c"]))[2])
+    gap = third - 1  # past b: the follower has a and b, not c
+    assert gap > second
+    run(partition_replica_fetch_call(head, 1, gap, 100))
+    assert int(run(partition_status_call(head))[0]) == second
+    reply = run(partition_consume_call(head, codec.entry_id(0, BITS), 10, 0, False))
+    assert int(reply[0]) == second and len(reply[2:]) == 2

@@ -17,12 +17,12 @@ from adapter.kafka.versions import JOIN_GROUP, OFFSET_FETCH, SYNC_GROUP
 from mapping.embedded import RedisProcess
 from mapping.errors import BrokerError
 from mapping.kafka import KafkaStore
-from mapping.keys import Keys
+from mapping.keys import DEFAULT_PREFIX, Keys
 from mapping.partitions import Partitions
 from mapping.replication import Replication
 from mapping.topic_config import TopicConfig, TopicDefaults
 from tests.mapping.test_waiters import run_with, wait_for_ack
-from tests.support.kafka import RawKafka, commit_offsets, fetch_offsets
+from tests.support.kafka import RawKafka, commit_offsets, fetch_offsets, fetch_offsets_answer
 from tests.support.kafka_groups import subscription
 from tests.support.pods import Pod
 from tests.support.waiting import wait_until
@@ -228,3 +228,92 @@ def test_spark_end_positions_stop_at_durable_hw(own_redis: RedisProcess) -> None
         assert offsets.end_positions(client, keys, "t", 2, durable=True) == {0: 4, 1: 0}
     opts = parse_options({"redis.url": own_redis.url, "topic": "t", "durableReads": "true"})
     assert opts.durable_reads
+
+
+def test_committed_offsets_are_served_only_once_the_replica_has_them(
+    own_redis: RedisProcess, replica: RedisProcess, topic: str
+) -> None:
+    """With the flag, no reader serves a committed offset the Redis replica lacks (a failover
+    would take it back: mapping/durable_reads.py): while the replica's link is cut, a commit
+    the replica lacks is not answered by OffsetFetch (COORDINATOR_LOAD_IN_PROGRESS, retried by
+    clients), V1 OFFSET (REPLICATION_TIMEOUT), ``group describe``, ``inspect``, the metrics
+    scrape or the Spark source; once the link is back all of them serve it."""
+    from click.testing import CliRunner
+
+    from adapter.cli import main
+    from mapping import inspection, metrics_snapshot
+    from spark_connector import offsets
+
+    assert replica.process is not None
+    pid = replica.process.pid
+    pod = Pod(own_redis.url, "--redis-wait-replicas", "1", "--acks-timeout-ms", "500").start()
+    client = pod.client()
+    keys = Keys(DEFAULT_PREFIX)
+    cli = ["--redis-url", own_redis.url]
+    sync = redis.Redis(port=own_redis.port)
+    try:
+        client.produce(topic, "k", "v")  # the topic, made on first use
+        assert commit_offsets(pod, "billing", topic, {0: 3}) == [errors.NONE]
+        assert fetch_offsets_answer(pod, "billing", topic, 0) == (errors.NONE, 3)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            # stored on the primary, not on the replica: answered by nobody
+            assert commit_offsets(pod, "billing", topic, {0: 5}) == [errors.REQUEST_TIMED_OUT]
+            assert fetch_offsets_answer(pod, "billing", topic, 0)[0] == (
+                errors.COORDINATOR_LOAD_IN_PROGRESS
+            )
+            (v1_answer,) = fetch_offsets(pod, "billing", topic, [0], 1)  # v1: on the partition
+            assert v1_answer.error_code == errors.COORDINATOR_LOAD_IN_PROGRESS
+            response = client.request("OFFSET", f"billing {topic} 0")
+            assert not response.ok and response.code == "REPLICATION_TIMEOUT", response
+            described = CliRunner().invoke(main, ["group", "describe", "billing", *cli])
+            assert described.exit_code != 0 and "redis replicas" in described.output
+            with pytest.raises(BrokerError, match="redis replicas"):
+                inspection.committed_offsets(sync, keys, "billing", topic)
+            with pytest.raises(BrokerError, match="redis replicas"):
+                offsets.group_positions(sync, keys, "billing", topic, 1)
+            with pytest.raises(BrokerError, match="redis replicas"):
+                metrics_snapshot.read(sync, keys, 10_000)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        wait_until(lambda: fetch_offsets_answer(pod, "billing", topic, 0) == (errors.NONE, 5))
+        assert client.request("OFFSET", f"billing {topic} 0").payload == "offset=5"
+        described = CliRunner().invoke(main, ["group", "describe", "billing", *cli])
+        assert described.exit_code == 0, described.output
+        assert inspection.committed_offsets(sync, keys, "billing", topic) == {0: 5}
+        assert offsets.group_positions(sync, keys, "billing", topic, 1) == {0: 5}
+        lags = metrics_snapshot.read(sync, keys, 10_000).lags
+        assert [(g.group, g.committed) for g in lags if (g.topic, g.partition) == (topic, 0)] == [
+            ("billing", 5)
+        ]
+    finally:
+        sync.close()
+        client.close()
+        pod.stop()
+
+
+def test_without_the_flag_readers_do_not_wait(
+    own_redis: RedisProcess, replica: RedisProcess, topic: str
+) -> None:
+    """A pod without the flag stores 0 for the readers outside pods: they read committed
+    offsets without a WAIT, a stopped replica or not."""
+    from mapping import inspection
+
+    assert replica.process is not None
+    pod = Pod(own_redis.url).start()
+    client = pod.client()
+    sync = redis.Redis(port=own_redis.port)
+    try:
+        client.produce(topic, "k", "v")
+        assert commit_offsets(pod, "billing", topic, {0: 4}) == [errors.NONE]
+        os.kill(replica.process.pid, signal.SIGSTOP)
+        try:
+            keys = Keys(DEFAULT_PREFIX)
+            assert inspection.committed_offsets(sync, keys, "billing", topic) == {0: 4}
+            assert client.request("OFFSET", f"billing {topic} 0").payload == "offset=4"
+        finally:
+            os.kill(replica.process.pid, signal.SIGCONT)
+    finally:
+        sync.close()
+        client.close()
+        pod.stop()

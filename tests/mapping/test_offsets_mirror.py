@@ -245,10 +245,13 @@ def test_spark_commits_are_mirrored(redis_url: str) -> None:
 
 def test_compaction_keeps_each_keys_latest_record(redis_url: str) -> None:
     """The mirror is compacted like any compacted topic: superseded commits go, the latest
-    of each key stays (tombstones stay ``delete.retention.ms``)."""
+    of each key stays (tombstones stay ``delete.retention.ms``); here with a small
+    segment.ms and one more commit after it, so the active segment holds only that one."""
 
     async def run() -> None:
         async with mirrored_pod(redis_url) as (pod, mirror):
+            await pod.topics.alter_configs(OFFSETS_TOPIC, {"segment_ms": "1"})
+            pod.topics.cache.forget(OFFSETS_TOPIC)
             group = "g-compact"
             for n in range(4):
                 mirror.note_commits(group, "t", {0: (n, "", -1), 1: (10 + n, "", -1)}, 1_000 + n)
@@ -256,6 +259,9 @@ def test_compaction_keeps_each_keys_latest_record(redis_url: str) -> None:
             mirror.note_deleted(group, "t", [1], 2_000)
             await mirror.flush()
             assert len(await entries(pod, group)) == 9
+            await asyncio.sleep(0.01)  # past segment.ms: the next commit rolls the segment
+            mirror.note_commits(group, "rolled", {0: (1, "", -1)}, 3_000)
+            await mirror.flush()
             results = await compact_topic(pod.partitions, OFFSETS_TOPIC)
             assert sum(r.removed for r in results) == 7  # three of p0, four of p1
             found = await entries(pod, group)
@@ -263,6 +269,10 @@ def test_compaction_keeps_each_keys_latest_record(redis_url: str) -> None:
                 (decode_key(e[records.KEY_BYTES]).partition, e.get(records.VALUE_BYTES))
                 for e in found
             ]
-            assert [(p, v and decode_value(v).offset) for p, v in kept] == [(0, 3), (1, None)]
+            assert [(p, v and decode_value(v).offset) for p, v in kept] == [
+                (0, 3),
+                (1, None),
+                (0, 1),  # the commit on topic "rolled"
+            ]
 
     asyncio.run(run())

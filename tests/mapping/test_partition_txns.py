@@ -75,17 +75,19 @@ def test_commit_makes_the_transaction_visible_and_the_marker_is_an_entry(redis_u
         assert await p.txns.add(p.config, 0, PID, 0) == 0
         assert await p.txns.add(p.config, 0, PID, 0) == 0  # again: still registered
         assert await p.txns.open_transactions(p.config, 0) == [(PID, 0, -1)]
-        assert (await p.write([b"before"], txn=False))[0] == 0
+        written, before, _ = await p.write([b"before"], txn=False)
+        assert written == 0
         lso_before = await p.txns.last_stable_offset(p.config, 0)
         status, first, last = await p.write([b"t1", b"t2"], pid=PID, epoch=0, seq=0, txn=True)
         assert status == 0
         assert await p.txns.open_transactions(p.config, 0) == [(PID, 0, first)]
-        assert await p.txns.last_stable_offset(p.config, 0) == first
-        assert lso_before <= first  # exclusive: the next offset when the ms has not moved
+        # the position a reader of every stable record reaches, however far the
+        # transaction's first offset lies past it (offsets are sparse)
+        assert await p.txns.last_stable_offset(p.config, 0) == before + 1 == lso_before
         assert (await p.write([b"after"], txn=False))[0] == 0  # behind the open transaction
         values, hw = await p.consume()
         assert values == [b"before"]
-        assert hw == first - 1  # V1 never reads past the last stable offset
+        assert hw == before  # V1 never reads past the last stable offset
         marker = await p.txns.write_marker(p.config, 0, PID, 0, commit=True)
         assert marker is not None and marker > last
         assert await p.txns.open_transactions(p.config, 0) == []
@@ -182,14 +184,15 @@ def test_the_lso_is_the_oldest_open_transaction(redis_url: str) -> None:
             await p.txns.add(p.config, 0, pid, 0)
         _, first1, _ = await p.write([b"p1"], pid=1, epoch=0, seq=0, txn=True)
         _, first2, _ = await p.write([b"p2"], pid=2, epoch=0, seq=0, txn=True)
-        assert await p.txns.last_stable_offset(p.config, 0) == first1
+        # nothing before the oldest: any position up to it reads it first, 0 included
+        assert await p.txns.last_stable_offset(p.config, 0) == 0
         await p.txns.write_marker(p.config, 0, 1, 0, commit=True)
-        assert await p.txns.last_stable_offset(p.config, 0) == first2
+        assert await p.txns.last_stable_offset(p.config, 0) == first1 + 1
         assert (await p.consume())[0] == [b"p1"]
         await p.txns.write_marker(p.config, 0, 2, 0, commit=False)
         assert (await p.consume())[0] == [b"p1"]
         status = await p.store.partitions.partition_status(p.config, 0)
-        assert status.txn_first == -1
+        assert status.stable_end == -1
         assert status.last_stable_offset == status.high_watermark + 1
 
     asyncio.run(_with_parts(redis_url, body))

@@ -287,17 +287,18 @@ def _one_batch_request(base_sequence: int) -> protocol.Request:
 
 def test_a_batch_behind_a_failed_one_is_not_answered_out_of_order() -> None:
     """Batch 0 fails (CLUSTERDOWN), batch 1 reaches Redis once it is back and the script
-    finds the gap: answered "not written" (retriable), not OUT_OF_ORDER_SEQUENCE_NUMBER,
-    which made librdkafka bump its epoch and send batches of other partitions that were
-    stored already again (duplicates). Once batch 0 is stored, a gap is a gap again."""
-    out_of_order = [errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, 0, -1, -1]
+    finds the gap: answered "not written" (retriable), not the gap's own code, which made
+    librdkafka bump its epoch and send batches of other partitions that were stored already
+    again (duplicates). Once batch 0 is stored, a gap is a gap again (UNKNOWN_PRODUCER_ID:
+    the producer's state is behind it)."""
+    ahead_of_state = [errors.UNKNOWN_PRODUCER_ID, -1, 0, -1, -1]
     client = FakeCluster()
     client.scripted = [
         ClusterDownError("CLUSTERDOWN The cluster is down"),  # batch 0
-        out_of_order,  # batch 1, before batch 0 is sent again
+        ahead_of_state,  # batch 1, before batch 0 is sent again
         [0, 5, 1, 1000, 1000],  # batch 0 again: stored
         [0, 5, 1, 1001, 1001],  # batch 1 again: stored
-        out_of_order,  # batch 3: a real gap (batch 2 never came)
+        ahead_of_state,  # batch 3: a real gap (batch 2 never came)
     ]
 
     async def main() -> list[tuple[int, int]]:
@@ -315,8 +316,13 @@ def test_a_batch_behind_a_failed_one_is_not_answered_out_of_order() -> None:
 
     assert asyncio.run(main()) == [
         (errors.KAFKA_STORAGE_ERROR, -1),
-        (errors.KAFKA_STORAGE_ERROR, -1),  # not OUT_OF_ORDER_SEQUENCE_NUMBER
+        (errors.KAFKA_STORAGE_ERROR, -1),  # not UNKNOWN_PRODUCER_ID
         (errors.NONE, 1000),
         (errors.NONE, 1001),
-        (errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1),
+        (errors.UNKNOWN_PRODUCER_ID, -1),
     ]
+    # batch 0 sent again is the first batch the pod failed: a gap before it could only be
+    # records a failover took back, so the script is told to append it after the gap
+    appends = [call for call in client.calls if call[0] == "EVALSHA"]
+    lost_gap = [int(call[3 + call[2] + 9]) for call in appends]  # kafka/produce.lua ARGV[10]
+    assert lost_gap == [0, 0, 1, 0, 0]

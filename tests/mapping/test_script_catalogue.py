@@ -38,7 +38,11 @@ from mapping.groups import (
     kafka_group_live_call,
 )
 from mapping.inspection import partition_lag_call
-from mapping.kafka import kafka_produce_call, partition_delete_records_call
+from mapping.kafka import (
+    kafka_produce_call,
+    kafka_producer_id_call,
+    partition_delete_records_call,
+)
 from mapping.kafka_groups.base import (
     kafka_group_consumer_describe_call,
     kafka_group_describe_call,
@@ -71,6 +75,7 @@ from mapping.kafka_groups.txn_offsets import (
     kafka_group_txn_offset_write_call,
 )
 from mapping.keys import Keys
+from mapping.leader_epochs import kafka_leader_epoch_call
 from mapping.offsets_mirror import offsets_topic_append_call
 from mapping.partition_scripts import (
     PartitionHead,
@@ -84,7 +89,8 @@ from mapping.partition_txns import txn_add_call, txn_marker_call
 from mapping.replicator import replicator_tick_call
 from mapping.retention import partition_retention_trim_call
 from mapping.script_constants import LUA_CONSTANTS
-from mapping.topic_rules import Compaction
+from mapping.segments import partition_segment_roll_call
+from mapping.topic_rules import Compaction, Segments
 from mapping.topics import (
     partition_revive_call,
     topic_delete_call,
@@ -151,6 +157,7 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
         lambda: partition_status_call(PART, durable_reads=True),
     ],
     "partition/retention_trim": [lambda: partition_retention_trim_call(PART, 1000, -1, -1, 100)],
+    "partition/segment_roll": [lambda: partition_segment_roll_call(PART, Segments(), True)],
     "partition/lag": [lambda: partition_lag_call(PART, "0-0", 1000)],
     "partition/delete_records": [lambda: partition_delete_records_call(PART, -1)],
     "partition/durable_mark": [lambda: partition_durable_mark_call(PART.keys, 42)],
@@ -263,6 +270,8 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
             PART, [RECORD], producer_id=3, producer_epoch=0, base_sequence=0, transactional=True
         ),
     ],
+    "kafka/producer_id": [lambda: kafka_producer_id_call(KEYS)],
+    "kafka/leader_epoch": [lambda: kafka_leader_epoch_call(KEYS.kafka_leader_epochs, "f" * 40)],
     "offsets_topic/append": [
         lambda: offsets_topic_append_call(PART, [b"k", b"v", 5, b"k2", b"", 6], []),
         lambda: offsets_topic_append_call(PART, [b"k", b"v", 5], PART.keys.compaction()),

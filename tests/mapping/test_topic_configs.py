@@ -12,8 +12,10 @@ from mapping.topic_configs import (
     TOPIC_CONFIGS,
     broker_default_fields,
     check_topic_configs,
+    text_of,
     value_of,
 )
+from mapping.topic_rules import Segments, segments_of
 
 
 def test_every_config_has_a_type_a_valid_default_and_a_documentation_line() -> None:
@@ -40,6 +42,12 @@ def test_every_config_has_a_type_a_valid_default_and_a_documentation_line() -> N
         ({"segment.bytes": "x"}, "Invalid value x for configuration segment.bytes: "
                                  "Not a number of type INT"),
         ({"segment.bytes": str(2**31)}, "Not a number of type INT"),
+        ({"segment.bytes": "13"}, "Invalid value 13 for configuration segment.bytes: "
+                                  "Value must be at least 14"),
+        ({"segment.ms": "0"}, "Invalid value 0 for configuration segment.ms: "
+                              "Value must be at least 1"),
+        ({"segment.jitter.ms": "-1"}, "Invalid value -1 for configuration segment.jitter.ms: "
+                                      "Value must be at least 0"),
         ({"cleanup.policy": "compact,shred"}, "String must be one of: compact, delete"),
         ({"compression.type": "brotli"}, "String must be one of: uncompressed, zstd, lz4"),
         ({"compression.gzip.level": "0"}, "Value must be between 1 and 9 or equal to -1"),
@@ -94,3 +102,33 @@ def test_value_of_reads_the_topic_then_the_cluster_default_then_the_catalogue() 
     assert value_of(own, "retention.ignore.groups") is True  # the command line's 0/1
     with pytest.raises(InvalidConfig):
         value_of(plain, "colour")
+
+
+def test_segments_from_the_topic_the_cluster_default_and_kafkas() -> None:
+    """segment.ms / segment.bytes / segment.jitter.ms are enforced (docs/compaction.md,
+    "Segments"): the topic's own, else log.roll.ms, then log.roll.hours (and the others'
+    broker synonyms), else Kafka's defaults; a compacted topic rolls by a smaller
+    max.compaction.lag.ms too (LogConfig.maxSegmentMs)."""
+    enforced = {n for n, d in TOPIC_CONFIGS.items() if d.enforced}
+    assert {"segment.ms", "segment.bytes", "segment.jitter.ms"} <= enforced
+    plain = TopicConfig("t", 3, 3, 2)
+    assert segments_of(plain) == Segments(604_800_000, 1_073_741_824, 0, 604_800_000)
+    assert text_of(plain, "segment.ms") == ("604800000", False)  # DEFAULT_CONFIG
+    cluster = broker_default_fields(
+        {"log.roll.hours": "2", "log.segment.bytes": "5000", "log.roll.jitter.hours": "1"}
+    )
+    defaulted = TopicConfig("t", 3, 3, 2, broker_defaults=cluster)
+    assert segments_of(defaulted) == Segments(7_200_000, 5000, 3_600_000, 7_200_000)
+    assert text_of(defaulted, "segment.ms") == ("7200000", False)  # DYNAMIC_DEFAULT_BROKER
+    # log.roll.ms comes before log.roll.hours, as in Kafka
+    assert dict(broker_default_fields({"log.roll.hours": "2", "log.roll.ms": "5"})) == {
+        "segment_ms": "5"
+    }
+    own = TopicConfig(
+        "t", 3, 3, 2,
+        overrides=(("segment_ms", "60000"), ("cleanup_policy", "compact"),
+                   ("max_compaction_lag_ms", "1000")),
+        broker_defaults=cluster,
+    )  # fmt: skip
+    assert text_of(own, "segment.ms") == ("60000", True)  # TOPIC_CONFIG
+    assert segments_of(own) == Segments(60_000, 5000, 3_600_000, 1000)

@@ -299,6 +299,116 @@ def test_a_retried_end_txn_finishes_a_dead_pods_transaction(redis_url: str) -> N
     run(redis_url, body, pods=2, grace_ms=100)
 
 
+def test_the_next_add_finishes_a_commit_whose_last_step_failed(redis_url: str) -> None:
+    """Redis failed the pod after the markers, before CompleteCommit: the commit was answered,
+    so the producer's next AddPartitionsToTxn (another pod, at once, well within the grace)
+    finishes it and starts the next transaction; the next AddOffsetsToTxn likewise."""
+
+    async def body(tx: list[Transactions], rec: Recorder) -> None:
+        answering, other = tx
+        s = await answering.init_producer_id("half", 60_000)
+        pid = s.producer_id
+        await answering.add_partitions("half", pid, s.epoch, [(TOPIC, 0)])
+        await answering.add_offsets("half", pid, s.epoch, "g")
+        rec.broken = True  # the markers' writes fail: nothing after PrepareCommit lands
+        assert await answering.end_txn("half", pid, s.epoch, True) == E.NONE
+        rec.broken = False
+        state = await other.describe("half")
+        assert state is not None and state.state == PREPARE_COMMIT
+        added = await other.add_partitions("half", pid, s.epoch, [(TOPIC, 1)])
+        assert added == {(TOPIC, 1): E.NONE}
+        assert rec.markers == [(TOPIC, 0, pid, 0, True)]
+        assert rec.group_ends == [("g", pid, 0, True)]
+        state = await other.describe("half")
+        assert state is not None and (state.state, state.partitions) == (ONGOING, [(TOPIC, 1)])
+        # the same through AddOffsetsToTxn, after an abort whose finish failed
+        rec.broken = True
+        assert await other.end_txn("half", pid, s.epoch, False) == E.NONE
+        rec.broken = False
+        assert await answering.add_offsets("half", pid, s.epoch, "g2") == E.NONE
+        assert rec.markers[-1] == (TOPIC, 1, pid, 0, False)
+        state = await answering.describe("half")
+        assert state is not None and (state.state, state.groups) == (ONGOING, ["g2"])
+        assert await answering.end_txn("half", pid, s.epoch, True) == E.NONE
+
+    run(redis_url, body, pods=2, grace_ms=60_000)
+
+
+def test_a_bump_by_the_same_producer_finishes_its_answered_commit(redis_url: str) -> None:
+    """The producer whose commit was answered but left half-ended bumps its epoch (KIP-360,
+    after a later error): its InitProducerId finishes that commit at once, then the retry
+    gets the next epoch. A new session (no producer id named) waits for the grace instead:
+    the pod that prepared it may still be finishing."""
+
+    async def body(tx: list[Transactions], rec: Recorder) -> None:
+        c = tx[0]
+        s = await c.init_producer_id("bump", 60_000)
+        await c.add_partitions("bump", s.producer_id, s.epoch, [(TOPIC, 0)])
+        rec.broken = True
+        assert await c.end_txn("bump", s.producer_id, s.epoch, True) == E.NONE
+        rec.broken = False
+        new_session = await c.init_producer_id("bump", 60_000)
+        assert new_session.error == E.CONCURRENT_TRANSACTIONS and rec.markers == []
+        bumping = await c.init_producer_id("bump", 60_000, s.producer_id, s.epoch)
+        assert bumping.error == E.CONCURRENT_TRANSACTIONS  # finished meanwhile
+        assert rec.markers == [(TOPIC, 0, s.producer_id, 0, True)]
+        bumped = await c.init_producer_id("bump", 60_000, s.producer_id, s.epoch)
+        assert (bumped.error, bumped.epoch) == (E.NONE, s.epoch + 1)
+        state = await c.describe("bump")
+        assert state is not None and state.state == EMPTY
+
+    run(redis_url, body, grace_ms=60_000)
+
+
+def test_a_claimed_finish_is_left_to_its_finisher_for_the_grace(redis_url: str) -> None:
+    """A Prepare* another finisher claimed (here a retried EndTxn after the grace, which
+    failed too) answers the producer's add CONCURRENT_TRANSACTIONS for one grace, then the
+    add takes it over."""
+
+    async def body(tx: list[Transactions], rec: Recorder) -> None:
+        c = tx[0]
+        s = await c.init_producer_id("claimed", 60_000)
+        await c.add_partitions("claimed", s.producer_id, s.epoch, [(TOPIC, 2)])
+        rec.broken = True
+        assert await c.end_txn("claimed", s.producer_id, s.epoch, True) == E.NONE
+        await asyncio.sleep(0.3)
+        retried = await c.end_txn("claimed", s.producer_id, s.epoch, True)
+        assert retried == E.CONCURRENT_TRANSACTIONS  # it claimed it, then failed
+        rec.broken = False
+        waiting = await c.add_partitions("claimed", s.producer_id, s.epoch, [(TOPIC, 0)])
+        assert waiting == {(TOPIC, 0): E.CONCURRENT_TRANSACTIONS}
+        assert rec.markers == []
+        await asyncio.sleep(0.3)
+        added = await c.add_partitions("claimed", s.producer_id, s.epoch, [(TOPIC, 0)])
+        assert added == {(TOPIC, 0): E.NONE}
+        assert rec.markers == [(TOPIC, 2, s.producer_id, 0, True)]
+
+    run(redis_url, body, grace_ms=200)
+
+
+def test_retries_never_put_the_completer_off(redis_url: str) -> None:
+    """Every request of a transactional id touches its look in the completer's index; a
+    look that is due stays due however often they come (a producer retrying every ~20 ms),
+    so the completer finishes a half-ended transaction within its grace."""
+
+    async def body(tx: list[Transactions], rec: Recorder) -> None:
+        c = tx[0]
+        s = await c.init_producer_id("retrying", 60_000)
+        await c.add_partitions("retrying", s.producer_id, s.epoch, [(TOPIC, 1)])
+        rec.broken = True
+        assert await c.end_txn("retrying", s.producer_id, s.epoch, False) == E.NONE
+        rec.broken = False
+        await asyncio.sleep(0.6)  # the look is due
+        for _ in range(5):  # retried requests, each touching the look first
+            await asyncio.sleep(0.02)
+            await c._touch("retrying")
+        looks = await complete_due(c)  # this pod's clock: now, well within another grace
+        assert [(look.action, look.finished) for look in looks] == [("finish", True)]
+        assert rec.markers == [(TOPIC, 1, s.producer_id, 0, False)]
+
+    run(redis_url, body, grace_ms=300)
+
+
 def test_idle_transactional_ids_expire(redis_url: str) -> None:
     async def body(tx: list[Transactions], _r: Recorder) -> None:
         c = tx[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import redis
 from confluent_kafka import Consumer, TopicPartition
@@ -167,13 +168,20 @@ def test_compaction_metrics(redis_url: str, start_pod, topic: str) -> None:
         client.produce_many(topic, [("user1", "first")])  # the topic appears
         store = redis.Redis.from_url(redis_url)
         try:
-            changes = {"cleanup_policy": "compact", "min_cleanable_dirty_ratio": "0.01"}
+            # a small segment.ms: the record after them rolls the segment (docs/compaction.md)
+            changes = {
+                "cleanup_policy": "compact",
+                "min_cleanable_dirty_ratio": "0.01",
+                "segment_ms": "1",
+            }
             alter_configs_sync(store, Keys(prefix), topic, changes)
         finally:
             store.close()
         # the pod reads the change (pub/sub), then its appends index: 4 superseded of 5
         wait_until(lambda: _indexing(client, topic), timeout=10)
         client.produce_many(topic, [("user1", f"v{i}") for i in range(4)])
+        time.sleep(0.01)  # not a synchronisation: the next record's append time past segment.ms
+        client.produce_many(topic, [("user2", "roll")])  # user2: user1's partition, 2
         removed = ("adapter_compaction_removed_records_total",
                    (("kind", "superseded"), ("topic", topic)))  # fmt: skip
         wait_until(lambda: scrape_metrics(port).get(removed, 0) >= 4, timeout=10)

@@ -1,6 +1,7 @@
 """A compacted topic through the Spark connector: the sink refuses rows without a key and
 keeps the compaction index as every writer does; after compaction the batch reader returns
-exactly what Kafka's rules keep (gaps in the offsets, tombstones as null values)."""
+exactly what Kafka's rules keep (gaps in the offsets, tombstones as null values), the active
+segment and what only it supersedes untouched."""
 
 from __future__ import annotations
 
@@ -17,7 +18,13 @@ from spark_connector.sink_records import Record
 from tests.spark.test_sink_appender import sink_options, write
 from tests.spark.test_spark_connector import batch_df
 from tests.support.cli import CliTarget
-from tests.support.compaction import compact_now, compacted_topic, kafka_keeps, scripted_records
+from tests.support.compaction import (
+    compact_now,
+    compacted_topic,
+    kafka_keeps,
+    roll_segment,
+    scripted_records,
+)
 
 
 @pytest.fixture
@@ -27,14 +34,23 @@ def target(spark_redis_url: str) -> Iterator[CliTarget]:
     client.close()
 
 
-def _sink_rows(target: CliTarget, topic: str) -> list[tuple[int, tuple[bytes, bytes | None]]]:
-    """The scripted records through the sink; (offset, (key, value)) as stored."""
-    records = scripted_records()
+def _sink_write(
+    target: CliTarget, topic: str, records: list[tuple[bytes, bytes | None]]
+) -> list[int]:
+    """``records`` through the sink; their offsets."""
     opts = sink_options(target.url, topic)
     write(target.client, opts, [Record(None, None, k, v) for k, v in records], marker=None)
-    stored = _stored(target, topic)
+    stored = _stored(target, topic)[-len(records) :]
     assert [r for _, r in stored] == records
-    return stored
+    return [o for o, _ in stored]
+
+
+def _sink_rows(target: CliTarget, topic: str) -> list[tuple[int, tuple[bytes, bytes | None]]]:
+    """The scripted records through the sink, then a roll of the segment (every record
+    written is then in a closed segment); (offset, (key, value)) as stored."""
+    records = scripted_records()
+    written = list(zip(_sink_write(target, topic, records), records, strict=True))
+    return written + roll_segment(lambda rolled: _sink_write(target, topic, rolled))
 
 
 def test_the_sink_refuses_rows_without_a_key(target: CliTarget, spark_topic: str) -> None:
@@ -65,8 +81,12 @@ def test_the_batch_reader_reads_what_compaction_keeps(
 ) -> None:
     compacted_topic(target.client, target.keys, spark_topic, min_cleanable_dirty_ratio="0.1")
     written = _sink_rows(target, spark_topic)
+    # k5 once more, in the active segment: k5's previous record stays (the cleaner keeps the
+    # newest record of each key in the closed segments)
+    late = [(b"k5", b"late")]
+    active = list(zip(_sink_write(target, spark_topic, late), late, strict=True))
     assert "removed=" in compact_now(target, spark_topic)
-    kept = kafka_keeps(written)
+    kept = sorted(kafka_keeps(written) + active)
     rows = batch_df(spark, target.url, spark_topic, maxRecordsPerPartition="5").collect()
     got = sorted((r.offset, (r.key.encode(), r.value and r.value.encode())) for r in rows)
     assert [r.partition for r in rows] == [0] * len(rows)

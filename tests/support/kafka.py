@@ -303,6 +303,17 @@ def fetch_offsets(
     return [p for t in reply.topics for p in t.partitions]
 
 
+def fetch_offsets_answer(pod: Pod, group: str, topic: str, partition: int) -> tuple[int, int]:
+    """A raw OffsetFetch v7 of one partition: (the group's error, the committed offset
+    answered; NO_OFFSET (-1) when none or when the group failed)."""
+    request = OFFSET_FETCH.request[7]
+    topics = [request.OffsetFetchRequestTopic(name=topic, partition_indexes=[partition])]
+    with RawKafka(pod.kafka_port) as raw:
+        reply = raw.call(OFFSET_FETCH, 7, request(group_id=group, topics=topics))
+    answered = [p.committed_offset for t in reply.topics for p in t.partitions]
+    return reply.error_code, answered[0] if answered else -1
+
+
 def kafka_read_for(bootstrap: str, topic: str, partitions: int, seconds: float) -> set[bytes]:
     """The values a Kafka consumer reads from the start of ``partitions`` within ``seconds``
     (a reader running beside a fault: what it saw must still be there afterwards)."""

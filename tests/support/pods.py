@@ -4,11 +4,12 @@ the tests and the benchmarks alike."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,6 +24,11 @@ from tests.support.waiting import wait_until
 # (replication has its own tests).
 RF1 = ("--default-replication-factor", "1", "--default-min-insync-replicas", "1")
 LOG_DIR = Path(os.environ.get("ADAPTER_TEST_LOGS", "/tmp/adapter-test-logs"))
+# Starts of a pod that lost a race for a port it picked (another process bound it between
+# the pick and the pod's listen) before it gives up.
+PORT_ATTEMPTS = 5
+# What `adapter.sockets.ListenError` says when a listener's port is taken.
+_PORT_TAKEN = re.compile(r"cannot listen for \w+ on \S+ \((--[\w-]+) \d+\): the port is in use")
 
 
 class Pod:
@@ -35,7 +41,11 @@ class Pod:
       V1 answer to PING (``AUTH_REQUIRED`` counts: the pod answered);
     - ``workers``: ``--workers N``; up once every worker listens;
     - ``log_dir``: its output goes to ``pod-<port>.log`` there (appended); None: its stdout
-      is dropped and its log (stderr) goes to this process's stderr (the benchmarks).
+      is dropped and its log (stderr) goes to this process's stderr (the benchmarks);
+    - ``metrics``: serve Prometheus metrics on a free ``metrics_port`` of its own.
+
+    Ports it picks come from ``free_port`` (never one given out before in this run); a start
+    that finds one of them taken all the same starts again on new ones (``start``).
     """
 
     def __init__(
@@ -47,11 +57,21 @@ class Pod:
         connect: Callable[[int], Client] | None = None,
         workers: int = 1,
         log_dir: Path | None = LOG_DIR,
+        metrics: bool = False,
     ) -> None:
         self.redis_url = redis_url
         self.args = list(args)
+        # the options whose port this pod picked: the ones a lost race lets it pick again
+        self.picked: set[str] = set()
+        if not port:
+            self.picked.add("--port")
+        if kafka_port is None:
+            self.picked.add("--kafka-port")
+        if metrics:
+            self.picked.add("--metrics-port")
         self.port = port or free_port()
         self.kafka_port = free_port() if kafka_port is None else kafka_port
+        self.metrics_port: int | None = free_port() if metrics else None
         self.connect = connect
         self.workers = workers
         self.log_dir = log_dir
@@ -59,33 +79,63 @@ class Pod:
         self.log_path: Path | None = None
 
     def start(self, timeout: float = 20.0) -> Pod:
-        """Start it and wait until it answers (a pod that never does is stopped again)."""
+        """Start it and wait until it answers (a pod that never does is stopped again). A
+        pod that exits because a port it picked was taken meanwhile is started again on new
+        ports (up to ``PORT_ATTEMPTS`` starts): ``port``, ``kafka_port`` and
+        ``metrics_port`` are read after the start."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            log_start = self._spawn()
+            try:
+                wait_until(self._answers, timeout=timeout)
+                if self.workers > 1:  # every worker listening first, or one takes every one
+                    wait_until(self._every_worker_listens, timeout=timeout)
+                return self
+            except BaseException:
+                self.stop()
+                if attempt == PORT_ATTEMPTS or not self._lost_a_port(log_start):
+                    raise
+            self._pick_ports_again()
+        raise AssertionError("unreachable")
+
+    def _spawn(self) -> int:
+        """Start the process; where this start's part of its log begins."""
         command = [
             sys.executable, "-m", "adapter", "serve",
             *(("--redis-url", self.redis_url) if self.redis_url is not None else ()),
             "--host", "127.0.0.1",
             "--port", str(self.port),
             "--kafka-port", str(self.kafka_port),
+            *(("--metrics-port", str(self.metrics_port)) if self.metrics_port else ()),
             *self.args,
             *(("--workers", str(self.workers)) if self.workers > 1 else ()),
         ]  # fmt: skip
         if self.log_dir is None:
             self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
-        else:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            self.log_path = self.log_dir / f"pod-{self.port}.log"
-            with self.log_path.open("ab") as log:
-                self.process = subprocess.Popen(
-                    command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
-                )
-        try:
-            wait_until(self._answers, timeout=timeout)
-            if self.workers > 1:  # every worker listening first, or one takes every connection
-                wait_until(self._every_worker_listens, timeout=timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+            return 0
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.log_dir / f"pod-{self.port}.log"
+        with self.log_path.open("ab") as log:
+            log_start = log.tell()
+            self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        return log_start
+
+    def _lost_a_port(self, log_start: int) -> bool:
+        """The pod exited because a port it picked was taken (its log says so)."""
+        if self.process is None or self.process.returncode in (None, 0):
+            return False
+        if self.log_path is None or not self.log_path.exists():
+            return False
+        this_start = self.log_path.read_bytes()[log_start:].decode(errors="replace")
+        taken = set(_PORT_TAKEN.findall(this_start))
+        return bool(taken) and taken <= self.picked
+
+    def _pick_ports_again(self) -> None:
+        if "--port" in self.picked:
+            self.port = free_port()
+        if "--kafka-port" in self.picked:
+            self.kafka_port = free_port()
+        if "--metrics-port" in self.picked:
+            self.metrics_port = free_port()
 
     def _answers(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
@@ -145,6 +195,20 @@ class Pod:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+
+
+def start_all(pods: Sequence[Pod], timeout: float = 20.0) -> None:
+    """Start ``pods`` in order; when one fails, stop the ones already started before raising:
+    a fixture that fails half-way leaves no pod running."""
+    started: list[Pod] = []
+    try:
+        for pod in pods:
+            pod.start(timeout)
+            started.append(pod)
+    except BaseException:
+        for pod in reversed(started):
+            pod.stop()
+        raise
 
 
 def scrape_metrics(port: int) -> dict[tuple[str, tuple], float]:

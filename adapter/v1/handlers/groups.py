@@ -158,7 +158,11 @@ async def offset(context: Context, argv: list[str]) -> str:
     topic = args.name(argv[1], "topic")
     partition = args.integer(argv[2], "partition", minimum=0)
     await context.pod.topics.partition_of(topic, partition)
-    return f"offset={await context.pod.groups.committed(group, topic, partition)}"
+    committed = await context.pod.groups.committed(group, topic, partition)
+    # --redis-wait-replicas: served once the Redis replicas have it, so that no failover
+    # makes a committed offset go backwards (mapping/durable_reads.py)
+    await durable_wait(context.pod.replication.acks)
+    return f"offset={committed}"
 
 
 STARTERS: dict[str, Starter] = {

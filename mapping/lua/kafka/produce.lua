@@ -4,7 +4,7 @@
 --   [dirty], [tombstones]
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, producer_id,
 --   producer_epoch, base_sequence, record_count, producer_id_expiration_ms, transactional,
---   ...
+--   lost_gap, ...
 -- Append one Kafka RecordBatch to a partition's leader log through lib/append.lua, as every
 -- writer of a log does (offsets are consecutive within the call: base offset + delta is
 -- exact), with the idempotent producer's sequence checks.
@@ -13,14 +13,23 @@
 -- ARGV[4] = producer id (-1: not idempotent), ARGV[5] = producer epoch, ARGV[6] = base
 -- sequence, ARGV[7] = record count, ARGV[8] = how long a producer's state outlives its last
 -- append (ms, Kafka's producer.id.expiration.ms), ARGV[9] = '1' for a transactional batch
--- (its records in the long form only); then per record: n (its field items), lead (items
--- before `ts`: key and value, when not null), then n items (field, value, ...); or, for the
+-- (its records in the long form only), ARGV[10] = '1' when the pod failed this very batch
+-- before and no earlier one of its producer (mapping/sequence_fence.py): a gap before it
+-- is acknowledged records a Redis failover took back, and the batch is appended after it
+-- (what was lost stays lost; the producer goes on); then per record: n (its field items),
+-- lead (items before `ts`: key and value, when not null), then n items (field, value, ...);
+-- or, for the
 -- common records without headers (the fields record_items would give, in its order):
 -- -1, value, create_ts (a null key) or -2, key, value, create_ts.
 -- Returns {status, hw, ISR size, base offset, last offset[, append time]}: status 0
 -- (appended, with the records' append time 'ts': a LogAppendTime topic's Produce answer
 -- carries it), 1 (a retry of a batch already stored: its original offsets),
--- 45 OUT_OF_ORDER_SEQUENCE_NUMBER, 47 INVALID_PRODUCER_EPOCH, 48 INVALID_TXN_STATE.
+-- 45 OUT_OF_ORDER_SEQUENCE_NUMBER (a sequence at or below the last one stored, not one of
+-- the batches kept), 59 UNKNOWN_PRODUCER_ID (a sequence ahead of the state stored here: a
+-- gap, or a newer epoch starting past 0; the pod answers it "not written" when the gap is a
+-- batch it failed, else as is: librdkafka then bumps its epoch, KIP-360, where Kafka's
+-- OUT_OF_ORDER_SEQUENCE_NUMBER would be fatal to it), 47 INVALID_PRODUCER_EPOCH,
+-- 48 INVALID_TXN_STATE.
 -- Transactions (Kafka's ProducerAppendInfo and its AddPartitionsToTxn verification): a
 -- transactional batch is appended only when its producer is registered on the partition
 -- (txn_open, txn/add.lua) with the batch's epoch (an older one: INVALID_PRODUCER_EPOCH; not
@@ -43,6 +52,7 @@ local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 local producer_id, epoch, base_seq = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local count, expiration_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
 local txn_open, transactional = KEYS[7], ARGV[9] == '1'
+local lost_gap = ARGV[10] == '1'
 local EXPIRED_PER_CALL = 8
 local SEQ_LIMIT = 2147483648
 local KEPT_BATCHES = 5
@@ -95,11 +105,18 @@ if producer_id ~= '-1' then
           return {1, hw, #isr, b[3], b[4]}
         end
       end
-      if #batches > 0 and base_seq ~= (batches[#batches][2] + 1) % SEQ_LIMIT then
-        return {K.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, 0, -1, -1}
+      if #batches > 0 then
+        local ahead = (base_seq - batches[#batches][2] - 1) % SEQ_LIMIT
+        if ahead >= SEQ_LIMIT / 2 then  -- at or below the last sequence stored
+          return {K.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, 0, -1, -1}
+        end
+        if ahead > 0 and not lost_gap then
+          return {K.UNKNOWN_PRODUCER_ID, -1, 0, -1, -1}
+        end
       end
-    elseif base_seq ~= 0 then
-      return {K.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, 0, -1, -1}
+    elseif base_seq ~= 0 and not lost_gap then
+      -- a newer epoch past its first batch: that batch was stored and taken back
+      return {K.UNKNOWN_PRODUCER_ID, -1, 0, -1, -1}
     end
   end
 end
@@ -107,7 +124,7 @@ end
 local a = open_append(state, log, limit, rf, now)
 if not transactional then open_compaction(a, KEYS, 8) end
 local base_offset, last_offset = -1, -1
-local i = 10
+local i = 11
 local ts = a.now_text
 -- locals, not K's fields: read once per record
 local SHORT_NULL_KEY, SHORT_KEY_VALUE = K.SHORT_NULL_KEY, K.SHORT_KEY_VALUE

@@ -86,6 +86,31 @@ local function readable_hw(state, hw, durable)
   return hw
 end
 
+-- Offsets are sparse, so a bound (the hw, or the last offset before an open transaction) is
+-- reported as the last entry at or below it: a reader that read every record up to it sits
+-- at that entry + 1, and Kafka's clients see the end (PARTITION_EOF, lag 0) only when their
+-- position equals the end offset answered. With no entry at or below `bound`: one before the
+-- log start (positions below it were removed), else -1.
+local function reachable(log, state, bound, limit)
+  if bound < 0 then return bound end
+  local before = redis.call('XREVRANGE', log, offset_id(bound, limit), '-', 'COUNT', 1)
+  if #before > 0 then return id_offset(before[1][1], limit) end
+  local start = tonumber(redis.call('HGET', state, 'log_start'))
+  if start and start - 1 < bound then return start - 1 end
+  return -1
+end
+
+-- A reader's view of the partition: hw as `reachable` reports it (hw is an entry whenever it
+-- is the log end; an ISR member's acked offset need not be), and the last stable offset
+-- while a transaction is open (one past the last entry before the oldest open transaction's
+-- first offset, txn_first), else -1.
+local function reader_bounds(log, state, hw, log_end, limit)
+  if hw >= 0 and hw < log_end then hw = reachable(log, state, hw, limit) end
+  local open_first = tonumber(redis.call('HGET', state, 'txn_first'))
+  if not open_first or open_first > hw then return hw, -1 end
+  return hw, reachable(log, state, open_first - 1, limit) + 1
+end
+
 -- A deleted topic's partition state is a tombstone {deleted = 1} for a while (see
 -- mapping/admin.py): a pod still holding the topic's settings must not write into it.
 local function deleted_reply(state)

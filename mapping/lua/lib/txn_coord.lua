@@ -1,7 +1,7 @@
 -- Shared by the txn_coord/* scripts (the transaction coordinator, mapping/transactions.py): the
 -- transaction hash's fields, as Kafka's TransactionMetadata holds them.
 --   transactional_id, producer_id, last_producer_id, epoch, last_epoch, state, timeout_ms,
---   txn_start_ms (-1: none), last_update_ms
+--   txn_start_ms (-1: none), last_update_ms, prepare_claimed (see claim_prepare), end_reason
 -- States are Kafka's TransactionState names. The callers' KEYS are state, partitions, groups.
 
 --! include lib/clock.lua
@@ -45,4 +45,18 @@ end
 -- caller finishes the transaction (markers, then Complete*) itself.
 local function stale_prepare(txn, now, grace_ms)
   return is_prepare(txn.state) and txn.last_update_ms + grace_ms <= now
+end
+
+-- A finisher takes a Prepare* over: the others leave it to that one for grace_ms (from
+-- last_update_ms). The pod that prepared it in EndTxn holds no claim: it finishes before it
+-- answers, so once its client sends anything else for the same epoch it has stopped (done,
+-- or Redis failed it) and an unclaimed Prepare* may be taken over at once (txn_coord/add.lua).
+local function claim_prepare(key, txn, now)
+  txn.last_update_ms = now
+  txn_save(key, txn)
+  redis.call('HSET', key, 'prepare_claimed', '1')
+end
+
+local function prepare_claimed(key)
+  return redis.call('HEXISTS', key, 'prepare_claimed') == 1
 end

@@ -13,7 +13,11 @@
 -- ARGV[6] = min.cleanable.dirty.ratio, ARGV[7] = delete.retention.ms, ARGV[8] = most records
 -- removed by this call, ARGV[9] = '1' when an earlier call of this run found compaction due
 -- (the run goes on to the end without asking again), else '0'.
--- The rules (Kafka's, on offsets instead of segments):
+-- The rules (Kafka's cleaner; the segments are partition/segment_roll.lua's):
+-- * nothing at or above the active segment's first offset (the state's 'segment.start';
+--   absent: no segment was found yet, nothing is cleaned) is removed, and a record goes
+--   only when a record below it supersedes it: the cleaner keeps, per key, the newest
+--   record of the closed segments, whatever the active segment holds;
 -- * a superseded record goes once the record superseding it is committed (at most hw) and
 --   older than min.compaction.lag.ms (its offset's time), when compaction is due: the
 --   superseded records that may go are at least min.cleanable.dirty.ratio of the log's
@@ -34,16 +38,19 @@ local ratio, delete_retention = tonumber(ARGV[6]), tonumber(ARGV[7])
 local max_remove, triggered = tonumber(ARGV[8]), ARGV[9] == '1'
 
 local now = now_ms()
-local known = redis.call('HMGET', state, 'hw', 'compact.indexed')
+local known = redis.call('HMGET', state, 'hw', 'compact.indexed', 'segment.start')
 local hw = tonumber(known[1]) or -1
+local active = tonumber(known[3]) or 0
 -- Records above 'compact.indexed' may be unindexed (partition/compact_index.lua indexes
 -- them): an older record of a tombstone's key may be among them, so no tombstone above it
 -- goes yet (superseded records may: the index names them only once superseded).
 local indexed = tonumber(known[2]) or -1
--- Offsets below `cut` are committed and older than the min lag; tombstones below
+-- Offsets below `cut` are committed, older than the min lag and in closed segments (a
+-- dirty entry's score is its superseding record's offset); tombstones below
 -- `tombstone_cut` have also outlived delete.retention.ms.
 local cut = (now - min_lag + 1) * limit
 if cut > hw + 1 then cut = hw + 1 end
+if cut > active then cut = active end
 local tombstone_cut = (now - min_lag - delete_retention + 1) * limit
 if tombstone_cut > cut then tombstone_cut = cut end
 if tombstone_cut > indexed + 1 then tombstone_cut = indexed + 1 end

@@ -15,9 +15,9 @@
 -- ARGV[4] = start entry id, ARGV[5] = max records (0: none, only hw and the marks),
 -- ARGV[6] = max value bytes (0: no limit; the first record comes whatever its size, so a
 -- consumer always makes progress), ARGV[7] = '1': hw only up to durable_hw (readable_hw).
--- Transactions: the hw answered is at most the last stable offset - 1 (txn_first, the
--- first offset of the oldest open transaction: mapping/partition_txns.py), so V1 never
--- reads a record of an open transaction.
+-- Transactions: the hw answered is at most the last stable offset - 1 (the last entry before
+-- the oldest open transaction: reader_bounds, mapping/partition_txns.py), so V1 never reads a
+-- record of an open transaction.
 -- Returns {hw, marks, entry1, entry2, ...}: marks as size_marks() gives them, each entry as
 -- XRANGE gives it, {id, {field, value, ...}} (passed through, not rebuilt: the pod decodes
 -- them as it would XRANGE's).
@@ -33,8 +33,10 @@ local max_bytes = tonumber(ARGV[6] or '0')
 local GROWTH = 8
 
 local hw = readable_hw(state, (refresh_hw(state, hw_channel, rf, lag_max_ms, now_ms())), ARGV[7])
-local open_first = tonumber(redis.call('HGET', state, 'txn_first'))
-if open_first and open_first <= hw then hw = open_first - 1 end
+local stable_end
+hw, stable_end = reader_bounds(log, state, hw, tonumber(redis.call('HGET', state, 'log_end')) or -1,
+  limit)
+if stable_end >= 0 then hw = stable_end - 1 end
 local reply = {hw, size_marks(state)}
 if hw < 0 or max_records <= 0 then
   return reply

@@ -14,5 +14,6 @@ end
 txn.state = ARGV[3] == 'PrepareCommit' and 'CompleteCommit' or 'CompleteAbort'
 txn.last_update_ms = now_ms()
 txn_save(key, txn)
+redis.call('HDEL', key, 'prepare_claimed')
 redis.call('DEL', KEYS[2], KEYS[3])
 return 1

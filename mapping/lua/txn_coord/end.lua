@@ -23,6 +23,7 @@ if state == 'Ongoing' then
   txn.last_update_ms = now
   txn_save(key, txn)
   redis.call('HSET', key, 'end_reason', 'client')
+  redis.call('HDEL', key, 'prepare_claimed')  -- this EndTxn finishes it before it answers
   return {K.NONE, 'finish'}
 end
 if state == 'CompleteCommit' then
@@ -33,8 +34,7 @@ if state == 'CompleteAbort' then
 end
 if (state == 'PrepareCommit' and commit) or (state == 'PrepareAbort' and not commit) then
   if stale_prepare(txn, now, grace_ms) then
-    txn.last_update_ms = now
-    txn_save(key, txn)
+    claim_prepare(key, txn, now)
     return {K.CONCURRENT_TRANSACTIONS, 'finish'}
   end
   return {K.CONCURRENT_TRANSACTIONS, ''}

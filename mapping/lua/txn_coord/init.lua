@@ -9,7 +9,10 @@
 -- let a producer resume after an error. An Ongoing transaction is fenced: epoch bumped, state
 -- PrepareAbort, and the caller aborts it (markers) and answers CONCURRENT_TRANSACTIONS, so the
 -- client retries and gets the next epoch (as Kafka's PrepareEpochFence). A Prepare* left by a
--- dead pod (older than grace_ms) is handed to the caller to finish.
+-- dead pod (older than grace_ms) is handed to the caller to finish, and so is an unclaimed
+-- one when the producer that prepared it names its own id and epoch (a KIP-360 bump after a
+-- later error: its EndTxn was answered, whatever finished it has stopped; see
+-- lib/txn_coord.lua claim_prepare).
 -- Returns {error code, producer id, epoch, action}: action '' (answer), 'finish' (finish the
 -- transaction, then answer CONCURRENT_TRANSACTIONS).
 local key = KEYS[1]
@@ -34,9 +37,9 @@ if expected and not (txn.epoch == -1 or expected_pid == txn.producer_id
 end
 
 if is_prepare(txn.state) then
-  if stale_prepare(txn, now, grace_ms) then
-    txn.last_update_ms = now  -- claimed: another caller waits a grace again
-    txn_save(key, txn)
+  local own = expected and expected_pid == txn.producer_id and expected_epoch == txn.epoch
+  if stale_prepare(txn, now, grace_ms) or (own and not prepare_claimed(key)) then
+    claim_prepare(key, txn, now)  -- another caller waits a grace again
     return {K.CONCURRENT_TRANSACTIONS, -1, -1, 'finish'}
   end
   return {K.CONCURRENT_TRANSACTIONS, -1, -1, ''}
@@ -47,8 +50,7 @@ if txn.state == 'Ongoing' then
   txn.epoch = txn.epoch + 1
   txn.last_epoch = -1
   txn.state = 'PrepareAbort'
-  txn.last_update_ms = now
-  txn_save(key, txn)
+  claim_prepare(key, txn, now)  -- this caller aborts it
   redis.call('HSET', key, 'end_reason', 'fenced')
   return {K.CONCURRENT_TRANSACTIONS, -1, -1, 'finish'}
 end

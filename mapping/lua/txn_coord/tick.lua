@@ -46,8 +46,7 @@ if txn.state == 'Ongoing' then
   txn.epoch = txn.epoch + 1
   txn.last_epoch = -1
   txn.state = 'PrepareAbort'
-  txn.last_update_ms = now
-  txn_save(key, txn)
+  claim_prepare(key, txn, now)  -- the completer aborts it
   redis.call('HSET', key, 'end_reason', 'timeout')
   return answer('finish', now + grace_ms)
 end
@@ -55,8 +54,7 @@ if is_prepare(txn.state) then
   if not stale_prepare(txn, now, grace_ms) then
     return answer('', txn.last_update_ms + grace_ms)
   end
-  txn.last_update_ms = now
-  txn_save(key, txn)
+  claim_prepare(key, txn, now)
   return answer('finish', now + grace_ms)
 end
 local expiry = txn.last_update_ms + expiration_ms
