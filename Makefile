@@ -5,7 +5,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: setup setup-run run test lint format
+.PHONY: help setup setup-run run test lint format
+
+# `make` alone says what there is; nothing is installed or started.
+help:
+	@echo "make run        serve V1 on 127.0.0.1:9092 and Kafka on 127.0.0.1:9093, with an embedded Redis"
+	@echo "                (installs redis-server and the project first; ARGS=\"...\" passes serve options)"
+	@echo "make test       install everything the tests use, then run them all (ARGS=\"...\" for pytest)"
+	@echo "make setup      only install what make test uses (setup-run: what make run uses)"
+	@echo "make lint       ruff check and format check; make format rewrites the files"
 
 setup:
 	VENV=$(VENV) ./tools/bootstrap.sh test

@@ -5,7 +5,8 @@ time (each waits for its reply, as a person at a prompt would), like ``redis-cli
     printf 'PING\\n' | python -m adapter request          # requests from standard input
 
 A request is ``COMMAND ARGS`` (the tool adds ``V1|<n>|`` and the ``|`` after the command);
-the replies are printed exactly as the pod sent them.
+the replies are printed exactly as the pod sent them. The exit status is 1 when any reply
+is an error (``V1|<n>|ERR|...``), so scripts can tell.
 """
 
 from __future__ import annotations
@@ -28,12 +29,18 @@ def _wire_line(request: str, correlation_id: int) -> bytes:
 @click.option("--port", default=9092, type=click.IntRange(1, 65535), show_default=True)
 @click.option("--timeout", default=10.0, type=click.FloatRange(0.1), show_default=True)
 def request(requests: tuple[str, ...], host: str, port: int, timeout: float) -> None:
-    """Send each REQUEST ('COMMAND ARGS'; standard input when none) and print the replies."""
+    """Send each REQUEST ('COMMAND ARGS'; standard input when none) and print the replies;
+    exit status 1 when any reply is an error."""
     lines = list(requests) or [line for line in sys.stdin.read().splitlines() if line.strip()]
+    failed = False
     try:
         with Client(host, port, timeout=timeout) as client:
             for correlation_id, line in enumerate(lines, start=1):
                 client.send_raw(_wire_line(line, correlation_id))
-                click.echo(client.read_line().decode("utf-8", "replace").rstrip("\r\n"))
+                reply = client.read_line().decode("utf-8", "replace").rstrip("\r\n")
+                click.echo(reply)
+                failed = failed or reply.split("|", 3)[2:3] == ["ERR"]
     except OSError as exc:
         raise click.ClickException(f"no answer from {host}:{port}: {exc}") from None
+    if failed:
+        sys.exit(1)

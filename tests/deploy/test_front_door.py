@@ -79,3 +79,13 @@ def test_targets_call_the_right_parts() -> None:
     test = _make("-n", "test", env=dict(os.environ)).stdout.splitlines()
     assert "./tools/bootstrap.sh test" in test[0] and "-m pytest" in test[-1]
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_make_alone_prints_the_targets_and_does_nothing() -> None:
+    """A newcomer's first `make` says what there is; it installs and starts nothing."""
+    plan = _make("-n", env=dict(os.environ)).stdout
+    assert "tools/" not in plan and "-m pytest" not in plan, plan  # only echo lines
+    printed = _make(env=dict(os.environ))
+    assert printed.returncode == 0, printed.stderr
+    targets = [line.split()[1] for line in printed.stdout.splitlines() if line.startswith("make ")]
+    assert targets[:2] == ["run", "test"], printed.stdout

@@ -143,6 +143,11 @@ def test_produce_acks_all_answers(pod: Pod, topic: str, acks: str) -> None:
         ("{t} k:v ack=1", "invalid acks"),
         ("{t} k:v acks:1", "invalid acks"),
         ("{t} k:v 1", "invalid acks"),
+        (
+            "{t} k:hello world",
+            "invalid acks: must be acks=0, acks=1 or acks=all (a key or value "
+            "holding whitespace escapes it: k:hello%20world)",
+        ),
         ("a:b k:v", "invalid topic"),
         ("a{b} k:v", "invalid topic"),
         ("a{b}} k:v", "invalid topic"),

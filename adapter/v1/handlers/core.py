@@ -35,7 +35,12 @@ def _acks(argv: list[str]) -> str:
         return "1"
     name, sep, value = argv[2].partition("=")
     value = value.lower()
-    if not sep or name.lower() != "acks" or value not in ACKS:
+    if not sep:  # most often the rest of a value that held a space
+        raise BadRequest(
+            "invalid acks: must be acks=0, acks=1 or acks=all (a key or value holding "
+            "whitespace escapes it: k:hello%20world)"
+        )
+    if name.lower() != "acks" or value not in ACKS:
         raise BadRequest("invalid acks: must be acks=0, acks=1 or acks=all")
     return value
 
