@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -28,7 +29,7 @@ from mapping import resilient
 from mapping.batcher import RedisBatcher
 from mapping.broker_configs import ConfigStore
 from mapping.client import connect, make_batcher
-from mapping.cluster import is_cluster_url, redact
+from mapping.cluster import on_every_connection, redact
 from mapping.durable_reads import store_wait_replicas
 from mapping.errors import ConfigurationError
 from mapping.groups import Groups
@@ -239,12 +240,14 @@ async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
     assert settings.redis_url is not None
     keys = Keys(settings.key_prefix)
     # each connection registers the primary it reached as a leader epoch before its first
-    # command (mapping/leader_epochs.py); a Cluster's nodes fail over one by one: none
-    epochs = LeaderEpochs(None if is_cluster_url(settings.redis_url) else keys.kafka_leader_epochs)
-    hook = {} if epochs.registry_key is None else {"redis_connect_func": epochs.on_connect}
+    # command (mapping/leader_epochs.py)
+    epochs = LeaderEpochs(keys.kafka_leader_epochs)
     client = connect(
-        settings.redis_url, settings.redis_timeout_ms / 1000, **settings.redis_options(), **hook
+        settings.redis_url, settings.redis_timeout_ms / 1000, **settings.redis_options()
     )
+    on_every_connection(client, epochs.on_connect)
+    if isinstance(client, RedisCluster):
+        epochs.cluster = client  # nodes without the registry register through it
     try:
         await wait_for_redis(settings, keys, client)
         pod = build_pod(settings, client)

@@ -131,6 +131,23 @@ def connect_async(url: str, timeout_s: float, **options: Any) -> AsyncClient:
     return Redis.from_url(url, **common)
 
 
+def on_every_connection(client: AsyncClient, hook: Any) -> None:
+    """Run ``hook`` (redis-py's ``redis_connect_func``) as each connection of ``client`` is
+    set up, before its first command: a cluster client takes it on the nodes known now and
+    on those it discovers later (its constructor does not take the option)."""
+    if not isinstance(client, RedisCluster):
+        pool_kwargs = client.connection_pool.connection_kwargs
+        pool_kwargs["redis_connect_func"] = hook
+        return
+    client.nodes_manager.connection_kwargs["redis_connect_func"] = hook
+    nodes = [
+        *client.nodes_manager.startup_nodes.values(),
+        *client.nodes_manager.nodes_cache.values(),
+    ]
+    for node in nodes:
+        node.connection_kwargs["redis_connect_func"] = hook
+
+
 def credentials(
     *,
     username: str | None = None,

@@ -16,8 +16,12 @@ derived, never stored: epoch k of a partition holds the records appended in
 before start k+1. Everything written before the first registration is epoch 0, which ends
 where the first registered epoch does (a registry's creation is no failover).
 
-On a Redis Cluster no epoch is registered (each node fails over on its own): every
-partition stays at epoch 0, and OffsetForLeaderEpoch answers its log end.
+On a Redis Cluster each primary is registered in the same one registry: a connection to a
+node that does not hold the registry reads the node's TIME and registers it through the
+cluster client with that start (the earliest start read wins), so a failover of any node
+starts a new epoch for every partition. Partitions of the nodes that lost nothing see no
+truncation (their old epoch ends at their log end); their consumers' next Fetch is fenced
+once and they go on after a Metadata refresh.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import AskError, MovedError, RedisError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mapping import codec, scripts
@@ -47,7 +51,7 @@ KAFKA_LEADER_EPOCH = scripts.load("kafka/leader_epoch")
 # int32 (Kafka's epoch type) holds them until 2092.
 EPOCH_BASE_S = 1_704_067_200
 
-# The epoch of everything before the first registration (and of a Cluster's partitions).
+# The epoch of everything before the first registration.
 FIRST_EPOCH = 0
 
 # OffsetForLeaderEpoch's answer when the epoch is unknown (Kafka's UNDEFINED_EPOCH and
@@ -82,9 +86,13 @@ def replid_of(info: Any) -> str | None:
     return None
 
 
-def kafka_leader_epoch_call(registry_key: str, replid: str) -> tuple:
-    """kafka/leader_epoch.lua: register the primary of replication id ``replid``."""
-    return KAFKA_LEADER_EPOCH.command((registry_key,), [replid, EPOCH_BASE_S])
+def kafka_leader_epoch_call(registry_key: str, replid: str, start_ms: int | None = None) -> tuple:
+    """kafka/leader_epoch.lua: register the primary of replication id ``replid``
+    (``start_ms``: its clock, when the registry is on another node)."""
+    args: list[object] = [replid, EPOCH_BASE_S]
+    if start_ms is not None:
+        args.append(start_ms)
+    return KAFKA_LEADER_EPOCH.command((registry_key,), args)
 
 
 class LeaderEpochs:
@@ -92,11 +100,14 @@ class LeaderEpochs:
     epoch of a record by its append time (Fetch's batches) and where an epoch ended
     (OffsetForLeaderEpoch)."""
 
-    def __init__(self, registry_key: str | None = None) -> None:
-        self.registry_key = registry_key  # None: no registry (a Cluster)
+    def __init__(self, registry_key: str | None = None, cluster: Any = None) -> None:
+        self.registry_key = registry_key  # None: no registry (a pod's parts alone)
+        # a Cluster's client: nodes without the registry register through it (set once made)
+        self.cluster = cluster
         self.history: tuple[Epoch, ...] = ()
         self._starts: list[int] = []
         self._warned = False  # (once per pod: every new connection would say it again)
+        self._registering: set[asyncio.Task[None]] = set()
 
     def remember(self, history: tuple[Epoch, ...]) -> None:
         # a registry read back after a failover may have lost entries this pod saw: keep them
@@ -155,18 +166,53 @@ class LeaderEpochs:
             if isinstance(exc, RedisConnectionError | RedisTimeoutError):
                 raise
             entries = exc
+        if _elsewhere(entries) and self.cluster is not None:
+            # this node's clock now, read on it: its records from here on are at or after it
+            await connection.send_command("TIME")
+            seconds, micros = await connection.read_response()
+            start_ms = int(seconds) * 1000 + int(micros) // 1000
+            # not awaited: the cluster client may be setting up this very connection (its
+            # slots refresh holds a lock its commands wait for)
+            task = asyncio.ensure_future(self._register_through_cluster(replid, start_ms))
+            self._registering.add(task)
+            task.add_done_callback(self._registering.discard)
+            return
         if isinstance(entries, RedisError):
-            if not self._warned:
-                self._warned = True
-                log.warning("Kafka leader epochs not kept (KIP-320): %s", entries)
+            self._warn(entries)
             return
         self.remember(parse_registry(entries))
+
+    async def _register_through_cluster(self, replid: str, start_ms: int) -> None:
+        """A Cluster node without the registry, registered through the cluster client with
+        the start its own clock gave."""
+        assert self.registry_key is not None
+        command = kafka_leader_epoch_call(self.registry_key, replid, start_ms)
+        try:
+            entries = await self.cluster.execute_command(
+                "EVAL", KAFKA_LEADER_EPOCH.source, *command[2:]
+            )
+        except RedisError as exc:  # (the next connection to that node tries again)
+            self._warn(exc)
+            return
+        self.remember(parse_registry(entries))
+
+    def _warn(self, problem: object) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning("Kafka leader epochs not kept (KIP-320): %s", problem)
 
     async def refresh(self, batcher: Any) -> None:
         """Read the registry again (OffsetForLeaderEpoch answers from Redis' own)."""
         if self.registry_key is None:
             return
         self.remember(parse_registry(await batcher.call("LRANGE", self.registry_key, 0, -1)))
+
+
+def _elsewhere(reply: Any) -> bool:
+    """Whether a Cluster node answered that the registry's slot is another node's."""
+    return isinstance(reply, MovedError | AskError) or (
+        isinstance(reply, ResponseError) and str(reply).startswith(("MOVED", "ASK"))
+    )
 
 
 async def epoch_end(

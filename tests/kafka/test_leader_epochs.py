@@ -116,3 +116,19 @@ def test_epochs_are_reported_and_offset_for_leader_epoch_answers_their_ends(
         assert (part.error_code, [r.value for r in records]) == (errors.NONE, [b"a", b"b", b"c"])
         assert _list_offsets_epoch(raw, topic, a >> 10) == (a, first)
         assert _list_offsets_epoch(raw, topic, -1) == (c + 1, second)
+
+
+def test_a_registration_with_its_own_start_keeps_the_earliest(redis_client: redis.Redis) -> None:
+    """A Cluster node without the registry is registered with the start its own clock gave
+    (ARGV[3]); when several pods register it, the earliest start stays, so every record the
+    node appended after any pod's clock read is in the new epoch."""
+    key = f"t-{uuid.uuid4().hex[:8]}:kafka:{{leader_epochs}}"
+    first = scripts.call_sync(redis_client, kafka_leader_epoch_call(key, "a" * 40, 5_000_000))
+    later = scripts.call_sync(redis_client, kafka_leader_epoch_call(key, "a" * 40, 6_000_000))
+    assert later == first  # a later start changes nothing
+    earlier = scripts.call_sync(redis_client, kafka_leader_epoch_call(key, "a" * 40, 4_000_000))
+    epoch, start, replid = earlier[0].decode().split()
+    assert (int(start), replid, len(earlier)) == (4_000_000, "a" * 40, 1)
+    assert int(epoch) == int(first[0].decode().split()[0])  # the same epoch, moved earlier
+    other = scripts.call_sync(redis_client, kafka_leader_epoch_call(key, "b" * 40, 7_000_000))
+    assert int(other[1].decode().split()[0]) > int(epoch)  # a new node: the next epoch
