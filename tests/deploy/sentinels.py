@@ -119,6 +119,14 @@ class SentinelDeployment:
         """``--redis-sentinel``'s value."""
         return ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
 
+    @property
+    def options(self) -> list[str]:
+        """The options every command takes to reach the deployment (passwords included)."""
+        return [
+            "--redis-sentinel", self.addresses, "--redis-sentinel-master", MASTER,
+            "--redis-password", DATA_PASSWORD, "--redis-sentinel-password", SENTINEL_PASSWORD,
+        ]  # fmt: skip
+
     def data_client(self, port: int) -> redis.Redis:
         return redis.Redis(port=port, password=DATA_PASSWORD, socket_timeout=5)
 

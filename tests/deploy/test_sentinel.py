@@ -14,7 +14,6 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,26 +48,11 @@ from tests.support.v1 import consume_values
 FAILOVER_BOUND_S = 20.0
 
 
-@pytest.fixture
-def deployment(tmp_path: Path) -> Iterator[SentinelDeployment]:
-    started = SentinelDeployment.start(tmp_path)
-    yield started
-    started.stop()
-
-
-def sentinel_args(deployment: SentinelDeployment) -> list[str]:
-    """The options every command takes to reach the deployment (passwords included)."""
-    return [
-        "--redis-sentinel", deployment.addresses, "--redis-sentinel-master", MASTER,
-        "--redis-password", DATA_PASSWORD, "--redis-sentinel-password", SENTINEL_PASSWORD,
-    ]  # fmt: skip
-
-
 class SentinelPod(Pod):
     """A pod started with the sentinel options instead of --redis-url."""
 
     def __init__(self, deployment: SentinelDeployment, *args: str) -> None:
-        super().__init__(None, *sentinel_args(deployment), "--log-format", "text", *args)
+        super().__init__(None, *deployment.options, "--log-format", "text", *args)
 
 
 def _produce_until_ok(client: Client, topic: str, value: str, bound_s: float) -> float:
@@ -193,7 +177,7 @@ def test_a_pod_follows_a_failover_without_a_restart(deployment: SentinelDeployme
 
 @pytest.mark.slow
 def test_command_lines_and_spark_follow_the_sentinels(deployment: SentinelDeployment) -> None:
-    args = sentinel_args(deployment)
+    args = deployment.options
     created = CliRunner().invoke(main, ["topic", "create", "orders", "--partitions", "2", *args])
     assert created.exit_code == 0 and "created topic=orders" in created.output, created.output
     deployment.wait_in_sync()

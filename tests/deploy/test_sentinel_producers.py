@@ -13,8 +13,6 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import (
@@ -26,7 +24,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from tests.deploy.sentinels import DATA_PASSWORD, MASTER, SENTINEL_PASSWORD, SentinelDeployment
+from tests.deploy.sentinels import SentinelDeployment
 from tests.support.pods import RF1, Pod
 from tests.support.waiting import wait_until
 
@@ -34,13 +32,6 @@ PRODUCERS = 3
 PARTITIONS = 2
 # detection (down-after 500 ms), the vote and the promotion take 2-3 s on loopback
 FAILOVER_BOUND_S = 20.0
-
-
-@pytest.fixture
-def deployment(tmp_path: Path) -> Iterator[SentinelDeployment]:
-    started = SentinelDeployment.start(tmp_path)
-    yield started
-    started.stop()
 
 
 class WritingProducer:
@@ -137,10 +128,8 @@ def test_idempotent_producers_outlive_a_failover_that_lost_their_last_batches(
 ) -> None:
     topic = f"p-{uuid.uuid4().hex[:10]}"
     pod = Pod(
-        None,
-        "--redis-sentinel", deployment.addresses, "--redis-sentinel-master", MASTER,
-        "--redis-password", DATA_PASSWORD, "--redis-sentinel-password", SENTINEL_PASSWORD,
-        "--log-format", "text", *RF1, "--default-partitions", str(PARTITIONS),
+        None, *deployment.options, "--log-format", "text", *RF1,
+        "--default-partitions", str(PARTITIONS),
     ).start()  # fmt: skip
     primary, replica = deployment.primary, deployment.replica
     producers = [WritingProducer(pod.bootstrap, topic, f"w{i}") for i in range(PRODUCERS)]

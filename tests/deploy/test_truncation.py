@@ -11,26 +11,17 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from mapping.keys import DEFAULT_PREFIX, Keys
-from tests.deploy.sentinels import DATA_PASSWORD, MASTER, SENTINEL_PASSWORD, SentinelDeployment
+from tests.deploy.sentinels import SentinelDeployment
 from tests.support.cluster import LoopbackCluster
 from tests.support.pods import RF1, Pod
 
 FAILOVER_BOUND_S = 20.0
-
-
-@pytest.fixture
-def deployment(tmp_path: Path) -> Iterator[SentinelDeployment]:
-    started = SentinelDeployment.start(tmp_path)
-    yield started
-    started.stop()
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes], timeout_s: float = 30.0) -> None:
@@ -65,10 +56,7 @@ def test_a_consumer_past_the_new_log_end_is_told_of_the_truncation(
     deployment: SentinelDeployment,
 ) -> None:
     topic = f"trunc-{uuid.uuid4().hex[:8]}"
-    sentinels = ["--redis-sentinel", deployment.addresses, "--redis-sentinel-master", MASTER,
-                 "--redis-password", DATA_PASSWORD, "--redis-sentinel-password",
-                 SENTINEL_PASSWORD]  # fmt: skip
-    pod = Pod(None, *sentinels, *RF1).start()
+    pod = Pod(None, *deployment.options, *RF1).start()
     consumer = Consumer(
         {
             "bootstrap.servers": pod.bootstrap,
