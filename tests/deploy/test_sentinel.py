@@ -43,8 +43,8 @@ from tests.support.kafka import commit_offsets, fetch_offsets_answer, kafka_read
 from tests.support.pods import Pod
 from tests.support.v1 import consume_values
 
-# How long a failover may take until the same pod serves again: detection (down-after 500 ms),
-# the vote and the promotion take 2-3 s on loopback; the rest is slack for a loaded machine.
+# How long a failover may take until the same pod serves again: detection (down-after 2 s),
+# the vote and the promotion take 3-4 s on loopback; the rest is slack for a loaded machine.
 FAILOVER_BOUND_S = 20.0
 
 

@@ -30,7 +30,7 @@ from tests.support.waiting import wait_until
 
 PRODUCERS = 3
 PARTITIONS = 2
-# detection (down-after 500 ms), the vote and the promotion take 2-3 s on loopback
+# detection (down-after 2 s), the vote and the promotion take 3-4 s on loopback
 FAILOVER_BOUND_S = 20.0
 
 
