@@ -29,10 +29,11 @@ import logging
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
-from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisError
 
 from mapping import scripts
+from mapping.durable_reads import probe_and_wait
 from mapping.errors import REPLICATION_TIMEOUT, BrokerError
 from mapping.keys import PartitionKeys
 from mapping.partitions import Partitions
@@ -154,23 +155,10 @@ class _Lane:
     async def _wait(self) -> int:
         """INCR the probe key, then WAIT, on one connection of this lane's node."""
         owner = self.owner
-        if self.node is None:
-            client = owner.client
-            assert isinstance(client, Redis)
-            pipe = client.pipeline(transaction=False)
-            pipe.incr(owner.probe)
-            pipe.execute_command("WAIT", owner.replicas, owner.timeout_ms)
-            _, count = await pipe.execute()
-            return int(count)
-        commands = [
-            PipelineCommand(0, "INCR", owner.probe_on(self.node)),
-            PipelineCommand(1, "WAIT", owner.replicas, owner.timeout_ms),
-        ]
-        await self.node.execute_pipeline(commands)
-        for command in commands:
-            if isinstance(command.result, Exception):
-                raise command.result
-        return int(commands[1].result)
+        probe = owner.probe if self.node is None else owner.probe_on(self.node)
+        return await probe_and_wait(
+            owner.client, self.node, probe, owner.replicas, owner.timeout_ms
+        )
 
 
 class DurableRounds:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from redis.asyncio import Redis
-from redis.asyncio.cluster import PipelineCommand, RedisCluster
+from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.cluster import RedisCluster as SyncRedisCluster
 
 from mapping.cluster import AsyncClient, SyncClient
@@ -45,6 +45,30 @@ def probe_beside(probe: str, key: str) -> str:
     end = key.find("}", start + 1) if start >= 0 else -1
     tag = key[start + 1 : end] if start >= 0 and end > start + 1 else key
     return f"{probe}{{{tag}}}"
+
+
+async def probe_and_wait(
+    client: AsyncClient, node: ClusterNode | None, probe: str, replicas: int, timeout_ms: int
+) -> int:
+    """INCR ``probe``, then WAIT, on one connection (of ``node`` on a cluster, where
+    ``probe`` must hash to it; None: the single Redis): the replicas that have every write
+    made before the INCR."""
+    if node is None:
+        assert isinstance(client, Redis)
+        pipe = client.pipeline(transaction=False)
+        pipe.incr(probe)
+        pipe.execute_command("WAIT", replicas, timeout_ms)
+        _, count = await pipe.execute()
+        return int(count)
+    commands = [
+        PipelineCommand(0, "INCR", probe),
+        PipelineCommand(1, "WAIT", replicas, timeout_ms),
+    ]
+    await node.execute_pipeline(commands)
+    for command in commands:
+        if isinstance(command.result, Exception):
+            raise command.result
+    return int(commands[1].result)
 
 
 def _wanted(raw: list) -> tuple[int, int]:
@@ -95,25 +119,13 @@ async def confirm_read(client: AsyncClient, keys: Keys, read: Iterable[str]) -> 
     )
     if replicas <= 0:
         return
+    targets: list[tuple[ClusterNode | None, str]] = [(None, keys.wait_probe)]
     if isinstance(client, RedisCluster):
-        nodes = {}
+        nodes: dict[str, tuple[ClusterNode | None, str]] = {}
         for key in read:
             node = client.get_node_from_key(key)
-            nodes.setdefault(node.name, (node, key))
-        for node, key in nodes.values():
-            commands = [
-                PipelineCommand(0, "INCR", probe_beside(keys.wait_probe, key)),
-                PipelineCommand(1, "WAIT", replicas, timeout_ms),
-            ]
-            await node.execute_pipeline(commands)
-            for command in commands:
-                if isinstance(command.result, Exception):
-                    raise command.result
-            _check(int(commands[1].result), replicas, timeout_ms)
-        return
-    assert isinstance(client, Redis)
-    pipe = client.pipeline(transaction=False)
-    pipe.incr(keys.wait_probe)
-    pipe.execute_command("WAIT", replicas, timeout_ms)
-    _, count = await pipe.execute()
-    _check(int(count), replicas, timeout_ms)
+            nodes.setdefault(node.name, (node, probe_beside(keys.wait_probe, key)))
+        targets = list(nodes.values())
+    for node, probe in targets:
+        count = await probe_and_wait(client, node, probe, replicas, timeout_ms)
+        _check(count, replicas, timeout_ms)
