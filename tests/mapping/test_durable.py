@@ -25,6 +25,7 @@ from tests.mapping.test_waiters import run_with, wait_for_ack
 from tests.support.kafka import RawKafka, commit_offsets, fetch_offsets, fetch_offsets_answer
 from tests.support.kafka_groups import subscription
 from tests.support.pods import Pod
+from tests.support.redis import start_replica
 from tests.support.waiting import wait_until
 
 RF1 = TopicDefaults(1, 1, 1)
@@ -32,13 +33,7 @@ RF1 = TopicDefaults(1, 1, 1)
 
 @pytest.fixture
 def replica(own_redis: RedisProcess, tmp_path: Path) -> Iterator[RedisProcess]:
-    copy = RedisProcess(
-        tmp_path / "replica",
-        appendonly=False,
-        extra_args=["--replicaof", "127.0.0.1", str(own_redis.port)],
-    ).start()
-    with redis.Redis(port=copy.port) as admin:
-        wait_until(lambda: admin.info("replication")["master_link_status"] == "up")
+    copy = start_replica(own_redis, tmp_path / "replica")
     yield copy
     if copy.process is not None:
         os.kill(copy.process.pid, signal.SIGCONT)

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from mapping.client import connect
 from mapping.embedded import RedisProcess
@@ -18,20 +17,14 @@ from mapping.sentinel import sentinel_url
 from mapping.startup import failover_loss
 from tests.support.cluster import LoopbackCluster
 from tests.support.pods import RF1, Pod
-from tests.support.waiting import wait_until
+from tests.support.redis import start_replica
 
 WARNED = "--redis-wait-replicas is 0: a failover loses"
 
 
 @pytest.fixture
 def replica(own_redis: RedisProcess, tmp_path: Path) -> Iterator[RedisProcess]:
-    copy = RedisProcess(
-        tmp_path / "replica",
-        appendonly=False,
-        extra_args=["--replicaof", "127.0.0.1", str(own_redis.port)],
-    ).start()
-    with redis.Redis(port=own_redis.port) as primary:
-        wait_until(lambda: primary.info("replication")["connected_slaves"] >= 1)
+    copy = start_replica(own_redis, tmp_path / "replica")
     yield copy
     copy.kill()
 

@@ -1,5 +1,6 @@
 """The run's shared Redis: a testcontainers container when a Docker engine answers and has
-the redis:7 image, else a local redis-server child process."""
+the redis:7 image, else a local redis-server child process; and a replica of a test's own
+Redis (``start_replica``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import redis
+
 from mapping.embedded import RedisProcess
+from tests.support.waiting import wait_until
 
 REDIS_IMAGE = "redis:7"
 
@@ -51,3 +55,15 @@ def shared_redis(folder: Path) -> Iterator[str]:
         return
     with RedisProcess(folder, appendonly=False) as server:
         yield server.url
+
+
+def start_replica(primary: RedisProcess, folder: Path) -> RedisProcess:
+    """A redis-server (no AOF) replicating ``primary``, returned once its link is up and the
+    primary counts it."""
+    copy = RedisProcess(
+        folder, appendonly=False, extra_args=["--replicaof", "127.0.0.1", str(primary.port)]
+    ).start()
+    with redis.Redis(port=copy.port) as replica, redis.Redis(port=primary.port) as source:
+        wait_until(lambda: replica.info("replication")["master_link_status"] == "up")
+        wait_until(lambda: source.info("replication")["connected_slaves"] >= 1)
+    return copy
