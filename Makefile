@@ -5,21 +5,26 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: help setup setup-run run test lint format
+.PHONY: help setup setup-run setup-spark run test lint format
 
 # `make` alone says what there is; nothing is installed or started.
 help:
-	@echo "make run        serve V1 on 127.0.0.1:9092 and Kafka on 127.0.0.1:9093, with an embedded Redis"
-	@echo "                (installs redis-server and the project first; ARGS=\"...\" passes serve options)"
-	@echo "make test       install everything the tests use, then run them all (ARGS=\"...\" for pytest)"
-	@echo "make setup      only install what make test uses (setup-run: what make run uses)"
-	@echo "make lint       ruff check and format check; make format rewrites the files"
+	@echo "make run          serve V1 on 127.0.0.1:9092 and Kafka on 127.0.0.1:9093, with an embedded Redis"
+	@echo "                  (installs redis-server, the project and its example Kafka client first;"
+	@echo "                  ARGS=\"...\" passes serve options)"
+	@echo "make test         install everything the tests use, then run them all (ARGS=\"...\" for pytest)"
+	@echo "make setup-spark  install a Java runtime and PySpark for the README's Spark example"
+	@echo "make setup        only install what make test uses (setup-run: what make run uses)"
+	@echo "make lint         ruff check and format check; make format rewrites the files"
 
 setup:
 	VENV=$(VENV) ./tools/bootstrap.sh test
 
 setup-run:
 	VENV=$(VENV) ./tools/bootstrap.sh run
+
+setup-spark:
+	VENV=$(VENV) ./tools/bootstrap.sh spark
 
 # (tools/run.sh refuses when ADAPTER_REDIS_URL would replace the embedded Redis)
 run:

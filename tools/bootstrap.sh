@@ -2,7 +2,10 @@
 # Install what `make run` or `make test` needs on a fresh Debian/Ubuntu machine, saying what
 # it does, a line per step. Safe to run again: it installs only what is absent.
 #
-#   tools/bootstrap.sh run     `make run`: redis-server (apt) and the project in .venv
+#   tools/bootstrap.sh run     `make run`: redis-server (apt) and the project in .venv, with
+#                              the Kafka client of the README's example (extra `examples`)
+#   tools/bootstrap.sh spark   `make setup-spark`: that, a Java runtime and PySpark (extra
+#                              `spark`), for the README's Spark example
 #   tools/bootstrap.sh [test]  `make test`: that, and what the tests use: haproxy, valgrind,
 #                              a Java runtime (Spark; SKIP_JAVA=1 leaves it out), the test
 #                              and Spark extras, the Quix Streams venv
@@ -20,8 +23,8 @@ mode=test
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry_run=1 ;;
-    run | test) mode=$arg ;;
-    *) echo "usage: tools/bootstrap.sh [--dry-run] [run|test]" >&2; exit 2 ;;
+    run | spark | test) mode=$arg ;;
+    *) echo "usage: tools/bootstrap.sh [--dry-run] [run|spark|test]" >&2; exit 2 ;;
   esac
 done
 VENV=${VENV:-.venv}
@@ -44,7 +47,10 @@ finished() {
   if [ "$dry_run" = 1 ]; then
     echo "bootstrap: dry run, nothing done"
   else
-    echo "bootstrap: ready for make $mode"
+    case "$mode" in
+      spark) echo "bootstrap: ready for make run and the Spark example" ;;
+      *) echo "bootstrap: ready for make $mode" ;;
+    esac
   fi
 }
 
@@ -85,9 +91,9 @@ if [ "$mode" = test ]; then
   # valgrind: `python -m bench.script_cost` counts the append scripts' instructions (and a
   # smoke test runs it).
   have valgrind || packages+=(valgrind)
-  if [ "${SKIP_JAVA:-0}" != 1 ] && ! have java; then
-    packages+=(openjdk-17-jre-headless)  # Spark
-  fi
+fi
+if [ "$mode" != run ] && [ "${SKIP_JAVA:-0}" != 1 ] && ! have java; then
+  packages+=(openjdk-17-jre-headless)  # Spark
 fi
 if [ ${#packages[@]} -gt 0 ]; then
   step "installing ${packages[*]} with apt-get" apt_install "${packages[@]}"
@@ -98,12 +104,25 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
   step "creating the virtualenv $VENV" make_venv "$VENV"
 fi
-# .installed: the project with its test and Spark extras (what `make test` needs), which
-# is also all `make run` needs; .installed-run: the project alone.
+# .installed: the project with its test and Spark extras (what `make test` needs; the test
+# extra has the examples' Kafka client), which is also all `make run` and the Spark example
+# need; .installed-spark: the project with its examples and Spark extras; .installed-run:
+# the project with its examples extra.
 if [ "$mode" = run ]; then
   if ! current "$VENV/.installed" pyproject.toml \
+    && ! current "$VENV/.installed-spark" pyproject.toml \
     && ! current "$VENV/.installed-run" pyproject.toml; then
-    step "installing the project into $VENV (pip)" pip_install "$VENV/.installed-run" -e .
+    step "installing the project and its Kafka client into $VENV (pip)" \
+      pip_install "$VENV/.installed-run" -e ".[examples]"
+  fi
+  finished
+  exit 0
+fi
+if [ "$mode" = spark ]; then
+  if ! current "$VENV/.installed" pyproject.toml \
+    && ! current "$VENV/.installed-spark" pyproject.toml; then
+    step "installing the project, its Kafka client and PySpark into $VENV (pip; minutes at first)" \
+      pip_install "$VENV/.installed-spark" -e ".[examples,spark]"
   fi
   finished
   exit 0

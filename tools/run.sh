@@ -3,7 +3,7 @@
 # after installing what that needs (tools/bootstrap.sh run). Arguments go to `adapter serve`.
 #
 # The pod reads its settings from ADAPTER_* variables too, so ADAPTER_REDIS_URL (or
-# ADAPTER_REDIS_SENTINEL) left in the shell, e.g. from the README's Operations section,
+# ADAPTER_REDIS_SENTINEL) left in the shell, e.g. from the blocks of docs/cli.md,
 # would silently swap the embedded Redis for that one: refuse, saying how to go on.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -59,7 +59,8 @@ def test_make_run_installs_redis_and_the_project_only(tmp_path: Path) -> None:
     plan = "\n".join(_bootstrap_plan("run", tmp_path))
     assert "redis-server" in plan
     assert f"creating the virtualenv {tmp_path / 'venv'}" in plan
-    assert "installing the project into" in plan and " -e .)" in plan
+    assert "installing the project and its Kafka client into" in plan
+    assert " -e .[examples])" in plan
     for tool in TEST_ONLY:
         assert tool not in plan, (tool, plan)
 
