@@ -23,7 +23,15 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from mapping import codec
 from mapping import kafka_errors as errors
 from mapping.batcher import RedisBatcher
-from mapping.inspection import LAG_COUNT_CAP, partition_lag_call
+from mapping.durable_reads import WAIT_REPLICAS_FIELD
+from mapping.inspection import (
+    END_FIELDS,
+    LAG_COUNT_CAP,
+    log_end_offset,
+    needs_entry,
+    partition_lag_call,
+    reader_bound,
+)
 from mapping.kafka_groups import KafkaGroups
 from mapping.keys import Keys, group_name, parse_group_entry
 from mapping.partition_scripts import PartitionHead
@@ -65,7 +73,8 @@ class PartitionOffsets:
     topic: str
     partition: int
     current_offset: int | None  # the committed offset (the next to read); None: none
-    log_end_offset: int  # Kafka's (exclusive): V1 hw + 1, 0 when empty
+    # Kafka's (exclusive), what ListOffsets latest answers: inspection.log_end_offset
+    log_end_offset: int
     lag: int | None  # records from the committed offset to the hw; None: nothing committed
     lag_exact: bool  # False: at least ``lag`` (entries from before records were numbered)
     member_id: str | None  # the member it is assigned to
@@ -250,13 +259,32 @@ async def _offsets(
         # a deleted topic the groups set still names: its committed partitions
         for p in range(count) if count is not None else sorted(offsets):
             wanted.append((topic, p, offsets.get(p)))
-    lags = await asyncio.gather(
-        *(record_lag(groups.batcher, groups.keys, t, p, c or 0, bits) for t, p, c in wanted)
+    batcher, keys = groups.batcher, groups.keys
+    stored = await batcher.call("HGET", keys.meta, WAIT_REPLICAS_FIELD)
+    durable = stored is not None and int(stored) > 0
+    lags, ends = await asyncio.gather(
+        asyncio.gather(*(record_lag(batcher, keys, t, p, c or 0, bits) for t, p, c in wanted)),
+        asyncio.gather(*(log_end(batcher, keys, t, p, bits, durable) for t, p, _ in wanted)),
     )
     return [
-        PartitionOffsets(t, p, c, hw + 1, lag if c is not None else None, exact, owners.get((t, p)))
-        for (t, p, c), (hw, lag, exact) in zip(wanted, lags, strict=True)
+        PartitionOffsets(t, p, c, end, lag if c is not None else None, exact, owners.get((t, p)))
+        for (t, p, c), (_, lag, exact), end in zip(wanted, lags, ends, strict=True)
     ]
+
+
+async def log_end(
+    batcher: RedisBatcher, keys: Keys, topic: str, partition: int, bits: int, durable: bool
+) -> int:
+    """Kafka's log end offset of the partition (inspection.log_end_offset), read-only."""
+    pk = keys.partition(topic, partition)
+    state = await batcher.call("HMGET", pk.state, *END_FIELDS)
+    bound, last, start = reader_bound(state, durable)
+    before = None
+    if needs_entry(bound, last):
+        before = await batcher.call(
+            "XREVRANGE", pk.log, codec.entry_id(bound, bits), "-", "COUNT", 1
+        )
+    return log_end_offset(bound, start, before, bits)
 
 
 async def record_lag(

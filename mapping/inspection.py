@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from mapping import codec, scripts
 from mapping.cluster import SyncClient
-from mapping.durable_reads import confirm_read_sync
-from mapping.keys import Keys, parse_group_entry
+from mapping.durable_reads import WAIT_REPLICAS_FIELD, confirm_read_sync
+from mapping.keys import Keys, PartitionKeys, parse_group_entry
 from mapping.partition_scripts import PartitionHead
 from mapping.topic_config import RETENTION_BYTES, RETENTION_IGNORE_GROUPS, RETENTION_MS
 from mapping.topics import read_settings_sync
@@ -66,11 +66,63 @@ def retention_of(fields: dict) -> Retention:
     )
 
 
+# The state fields Kafka's log end offset is read from (log_end there is the last offset)
+END_FIELDS = ("hw", "log_end", "durable_hw", "log_start")
+
+
+def reader_bound(state: list, durable: bool) -> tuple[int, int, int | None]:
+    """(hw as readers see it before ``reachable``, last offset, log start) from the state
+    fields ``END_FIELDS``: with the pods' --redis-wait-replicas (``durable``) at most
+    durable_hw, as partition/status.lua's readable_hw."""
+    hw, last, mark, start = (None if v is None else int(codec.to_str(v)) for v in state)
+    bound = -1 if hw is None else hw
+    if durable:
+        bound = min(bound, -1 if mark is None else mark)
+    return bound, -1 if last is None else last, start
+
+
+def needs_entry(bound: int, last_offset: int) -> bool:
+    """Whether the bound is reported as the last entry at or below it (lib/partition.lua
+    reachable): hw is an entry whenever it is the log end, an ISR member's acked offset
+    need not be."""
+    return 0 <= bound < last_offset
+
+
+def log_end_offset(bound: int, log_start: int | None, before: list | None, bits: int) -> int:
+    """Kafka's log end offset (exclusive, its high watermark: what ListOffsets latest
+    answers under read_uncommitted, 0 for an empty partition): one past the last entry at or
+    below ``bound`` (``before``: XREVRANGE's reply from it, COUNT 1; None when
+    ``needs_entry`` is False), as partition/status.lua's reader_bounds reports it."""
+    if before is None or bound < 0:
+        return bound + 1
+    if before:
+        return codec.offset_of(before[0][0], bits) + 1
+    if log_start is not None and log_start - 1 < bound:
+        return log_start
+    return 0
+
+
+def durable_reads_sync(client: SyncClient, keys: Keys) -> bool:
+    """Whether the pods bound readers by durable_hw (they store --redis-wait-replicas)."""
+    stored = client.hget(keys.meta, WAIT_REPLICAS_FIELD)
+    return stored is not None and int(stored) > 0
+
+
+def log_end_offset_sync(client: SyncClient, pk: PartitionKeys, bits: int, durable: bool) -> int:
+    """``log_end_offset`` of one partition, read-only."""
+    bound, last, start = reader_bound(client.hmget(pk.state, END_FIELDS), durable)
+    before = None
+    if needs_entry(bound, last):
+        before = client.xrevrange(pk.log, codec.entry_id(bound, bits), "-", count=1)
+    return log_end_offset(bound, start, before, bits)
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionView:
     partition: int
     role: str
-    log_end: int
+    last_offset: int  # the last record's offset (V1 inclusive); -1: nothing written
+    log_end_offset: int  # Kafka's (exclusive), as ListOffsets latest answers: log_end_offset()
     high_watermark: int
     isr: list[int]
     acked: dict[int, int]  # follower replica -> acked offset
@@ -79,7 +131,7 @@ class PartitionView:
     dirty: int = 0  # superseded records still in the log (compacted topics)
     compacted: int = 0  # records compaction has removed
     # the offset up to which compaction's index covers the log (-1: none of it, or the topic
-    # is not compacted); below log_end: the index cursor has records to index
+    # is not compacted); below last_offset: the index cursor has records to index
     indexed: int = -1
 
 
@@ -140,6 +192,7 @@ def topic(client: SyncClient, keys: Keys, name: str) -> TopicView | None:
     partitions = int(settings["partitions"])
     rf = int(settings["replication_factor"])
     bits = sequence_bits(client, keys)
+    durable = durable_reads_sync(client, keys)
     views = []
     for p in range(partitions):
         pk = keys.partition(name, p)
@@ -149,7 +202,8 @@ def topic(client: SyncClient, keys: Keys, name: str) -> TopicView | None:
             PartitionView(
                 partition=p,
                 role=state.get("role", "leader"),
-                log_end=int(state.get("log_end", -1)),
+                last_offset=int(state.get("log_end", -1)),
+                log_end_offset=log_end_offset_sync(client, pk, bits, durable),
                 high_watermark=int(state.get("hw", -1)),
                 isr=[int(r) for r in state.get("isr", " ".join(map(str, range(rf)))).split()],
                 acked={r: int(state.get(f"replica.{r}.acked_offset", -1)) for r in range(1, rf)},

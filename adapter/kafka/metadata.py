@@ -16,6 +16,7 @@ asks Metadata, not DescribeCluster)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -25,11 +26,12 @@ from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import METADATA
+from mapping import codec
 from mapping.brokers import partition_replicas
 from mapping.errors import BrokerError
 from mapping.keys import is_valid_name
 from mapping.offsets_topic import OFFSETS_TOPIC
-from mapping.topic_config import is_internal_topic
+from mapping.topic_config import TopicConfig, is_internal_topic
 
 Response = METADATA.response
 Broker = Response.MetadataResponseBroker
@@ -130,9 +132,10 @@ async def _topic(
         )
     partitions = []
     assigned = config.replica_assignment()
+    in_sync = await _in_sync_replicas(context, config)
     for p in range(config.partitions):
-        replicas, isr = partition_replicas(
-            brokers, name, p, config.replication_factor, assigned.get(p)
+        replicas, isr = reported_replicas(
+            brokers, name, p, config.replication_factor, in_sync[p], assigned.get(p)
         )
         partitions.append(
             Partition(
@@ -153,3 +156,49 @@ async def _topic(
         partitions=partitions,
         authorized_operations=set(operations),
     )
+
+
+async def _in_sync_replicas(context: KafkaContext, config: TopicConfig) -> list[list[int]]:
+    """Each partition's ISR as replica numbers (0: the leader log), as its state hash last
+    recorded it (what ``inspect topic`` shows); every replica while the hash has none (no
+    record yet) or Redis cannot be read (Metadata still answers, as during an outage)."""
+    every = list(range(config.replication_factor))
+    batcher, keys = context.pod.partitions.batcher, context.pod.keys
+    try:
+        stored = await asyncio.gather(
+            *(
+                batcher.submit("HGET", keys.partition(config.name, p).state, "isr")
+                for p in range(config.partitions)
+            )
+        )
+    except BrokerError:
+        return [every] * config.partitions
+    return [every if raw is None else [int(r) for r in codec.to_str(raw).split()] for raw in stored]
+
+
+def reported_replicas(
+    brokers: list[tuple[int, str, int]],
+    topic: str,
+    partition: int,
+    replication_factor: int,
+    in_sync: list[int],
+    named: list[int] | None = None,
+) -> tuple[list[int], list[int]]:
+    """(replicas, ISR) by broker id: one replica per replica of the topic (its replication
+    factor, as ``inspect`` shows it), replica 0 (the leader log) on the leader
+    partition_replicas names, replica r on the r-th live broker after it around the ring
+    (pods are stateless: any of them serves any replica's stream, so a broker id repeats
+    when the topic has more replicas than there are live pods). The ISR is the brokers of
+    the replicas in ``in_sync`` (the partition's ISR, replica numbers), the leader first.
+    Replicas CreateTopics assigned (``named``) are reported as assigned while one is live,
+    led by the first live one; the ISR then holds the live ones whose replica is in sync."""
+    ring, leaders = partition_replicas(brokers, topic, partition, len(brokers), named)
+    leader = leaders[0]
+    if named and leader in named:
+        live = set(leaders)
+        isr = [leader] + [
+            node for r, node in enumerate(named) if node in live and node != leader and r in in_sync
+        ]
+        return named, isr
+    replicas = [ring[r % len(ring)] for r in range(replication_factor)]
+    return replicas, [leader] + [replicas[r] for r in in_sync if 0 < r < replication_factor]

@@ -155,6 +155,41 @@ def test_describe_a_kafka_group_with_exact_lag(target: CliTarget, pod: Pod, topi
     assert after["partitions"][0]["current_offset"] == p0[2]
 
 
+def test_log_end_offset_is_one_value_everywhere(target: CliTarget, pod: Pod, topic: str) -> None:
+    """inspect topic's log_end_offset, group describe's LOG-END-OFFSET and Kafka's
+    ListOffsets latest (the high watermark) are one value on each partition: the last
+    record's offset (inspect's last_offset) plus one; 0 on an empty partition."""
+    target.cli("topic", "create", topic, "--partitions", str(PARTITIONS),
+               "--replication-factor", "3", "--min-insync-replicas", "1")  # fmt: skip
+    sent = []
+    for i in range(3):
+        sent += produce_delivered(pod.bootstrap, topic, [(0, b"k", f"a{i}".encode(), [])])
+    last = sent[-1].offset()
+    group = f"ends-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({"bootstrap.servers": pod.bootstrap, "group.id": group, **CLASSIC})
+    try:
+        consumer.commit(offsets=[_tp(topic, 0, sent[1].offset())], asynchronous=False)
+        # the built-in replicator brings the followers up to the log end (hw = last)
+        wait_until(
+            lambda: consumer.get_watermark_offsets(_tp(topic, 0, -1001), 5, False)[1] == last + 1
+        )
+        listed = [consumer.get_watermark_offsets(_tp(topic, p, -1001), 5, False)[1] for p in (0, 1)]
+    finally:
+        consumer.close()
+    assert listed == [last + 1, 0]
+    described = target.cli("inspect", "topic", topic).splitlines()[1:]
+    fields = [dict(f.split("=", 1) for f in line.split() if "=" in f) for line in described]
+    assert [(f["last_offset"], f["log_end_offset"]) for f in fields] == [
+        (str(last), str(last + 1)),
+        ("-1", "0"),
+    ]
+    result = run(target, "group", "describe", group)
+    assert result.exit_code == 0, result.output
+    rows = table(result.stdout.split("\n\n")[-1])
+    assert rows[0][4] == "LOG-END-OFFSET"
+    assert [(r[2], r[4]) for r in rows[1:]] == [("0", str(last + 1)), ("1", "0")]
+
+
 def test_describe_a_kip848_group(target: CliTarget, pod: Pod, topic: str) -> None:
     make_topic(target, topic)
     produce_delivered(pod.bootstrap, topic, [(0, b"k", b"v", [])])

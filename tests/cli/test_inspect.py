@@ -58,10 +58,12 @@ def test_inspect_topics_and_partitions(state: State, start_pod) -> None:
     assert described.splitlines() == [
         "topic=orders partitions=2 replication_factor=3 min_insync_replicas=2 "
         "retention_ms=86400000 retention_bytes=-1 retention_ignore_groups=false",
-        "partition=0 role=follower log_end=-1 hw=-1 isr=[0 1 2] acked=[1:-1 2:-1] records=0 "
-        "first_offset=-1",
-        f"partition=1 role=leader log_end={second.offset} hw={first.offset} isr=[0 1 2] "
-        f"acked=[1:{second.offset} 2:{first.offset}] records=2 first_offset={first.offset}",
+        "partition=0 role=follower last_offset=-1 log_end_offset=0 hw=-1 isr=[0 1 2] "
+        "acked=[1:-1 2:-1] records=0 first_offset=-1",
+        # log_end_offset is Kafka's (exclusive, up to the hw): the first record's, plus one
+        f"partition=1 role=leader last_offset={second.offset} log_end_offset={first.offset + 1} "
+        f"hw={first.offset} isr=[0 1 2] acked=[1:{second.offset} 2:{first.offset}] records=2 "
+        f"first_offset={first.offset}",
     ]
     # topic describe adds the Kafka configs set on the topic
     assert s.cli("topic", "describe", "orders") == described + "configs=[retention.ms=86400000]\n"

@@ -136,7 +136,8 @@ def test_operations_cli_and_retention_on_the_cluster(cluster_url: str, start_pod
     partition = sent[0].partition
     described = cli("inspect", "topic", topic).splitlines()
     assert described[1 + partition].startswith(
-        f"partition={partition} role=leader log_end={sent[-1].offset} hw={sent[-1].offset}"
+        f"partition={partition} role=leader last_offset={sent[-1].offset} "
+        f"log_end_offset={sent[-1].offset + 1} hw={sent[-1].offset}"
     )
     assert f"topic={topic} partitions=3" in cli("inspect", "topics")
     cluster = connect_sync(cluster_url)

@@ -271,7 +271,7 @@ def test_topic_cli_create_and_describe(redis_url: str, prefix: str, topic: str) 
         f"topic={topic} partitions=2 replication_factor=2 min_insync_replicas=2 "
         "retention_ms=-1 retention_bytes=-1 retention_ignore_groups=false"
     )
-    assert lines[1].startswith("partition=0 role=leader log_end=-1 hw=-1")
+    assert lines[1].startswith("partition=0 role=leader last_offset=-1 log_end_offset=0 hw=-1")
 
 
 def test_min_isr_default_is_capped_at_the_replication_factor(
