@@ -122,15 +122,15 @@ class Pod:
         task.add_done_callback(self._reloads.discard)
 
     def _topic_deleted(self, data: bytes) -> None:
-        """A topic was deleted (mapping/admin.py): every cache of it goes, and its acks=all
-        waiters get TOPIC_DELETED now rather than a timeout later."""
+        """A topic was deleted (mapping/topic_lifecycle.py): every cache of it goes, and its
+        acks=all waiters get TOPIC_DELETED now rather than a timeout later."""
         name = data.decode(errors="replace")
         self.topics.cache.forget(name)
         self.replication.forget_topic(name)
         log.info("topic %s was deleted: forgotten", name)
 
     def _topic_changed(self, data: bytes) -> None:
-        """A topic got more partitions (mapping/admin.py add_partitions) or other configs
+        """A topic got more partitions (mapping/topic_lifecycle.py add_partitions) or other configs
         (Topics.alter_configs): its settings are read again (acks=all waits on its existing
         partitions go on)."""
         name = data.decode(errors="replace")

@@ -11,11 +11,9 @@ import click
 
 from adapter.declare import Option, option, option_group
 from adapter.logs import FORMATS
-from mapping.cluster import credentials
 from mapping.codec import DEFAULT_SEQUENCE_BITS, MAX_SEQUENCE_BITS, MIN_SEQUENCE_BITS
-from mapping.kafka_groups import KafkaGroupSettings
+from mapping.kafka_group_settings import KafkaGroupSettings
 from mapping.keys import DEFAULT_PREFIX
-from mapping.sentinel import sentinel_url
 from mapping.topic_config import DEFAULT_TOPIC_CACHE_SIZE, TopicDefaults
 from mapping.txn_state import DEFAULT_EXPIRATION_MS, DEFAULT_MAX_TIMEOUT_MS, TxnSettings
 
@@ -373,6 +371,8 @@ class Settings:
             return
         if not self.redis_sentinel_master:
             raise ValueError("redis_sentinel needs redis_sentinel_master")
+        from mapping.sentinel import sentinel_url  # (imports redis: not for serve --help)
+
         url = sentinel_url(self.redis_sentinel, self.redis_sentinel_master)
         if self.redis_url not in (None, url):  # replace() passes the URL made here back in
             raise ValueError("redis_url and redis_sentinel name two deployments: give one")
@@ -401,6 +401,8 @@ class Settings:
 
     def redis_options(self) -> dict[str, object]:
         """Keyword arguments for the Redis client beyond the URL."""
+        from mapping.cluster import credentials  # (imports redis: not for serve --help)
+
         return credentials(
             username=self.redis_username,
             password=self.redis_password,

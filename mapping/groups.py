@@ -4,7 +4,7 @@ A group is keyed by (group, topic) and lives in five hashes under one hash tag (
 ``Keys.group`` and ``mapping/lua/lib/group.lua``), readable with ``redis-cli HGETALL``:
 
     meta        generation, assignor, partitions, active_ms (last activity of a member that
-                left or expired, or of a Spark commit: offsets retention, mapping/admin.py)
+                left or expired, or of a Spark commit: offsets retention, mapping/group_deletion.py)
     members     consumer id -> last heartbeat (ms since the epoch, Redis clock)
     assignment  consumer id -> its partitions, e.g. "0 3 6"
     offsets     partition -> committed offset (the next offset to read)
@@ -92,7 +92,7 @@ def kafka_group_live_call(keys: KafkaGroupKeys) -> tuple:
 async def kafka_members_live(batcher: RedisBatcher, keys: Keys, group: str) -> bool:
     """Whether ``group`` has live Kafka members (either protocol), read only: V1 JOIN
     refuses such a group name (memberships are per protocol), and offsets retention keeps
-    its offsets (mapping/admin.py)."""
+    its offsets (mapping/group_deletion.py)."""
     return int(await batcher.call(*kafka_group_live_call(keys.kafka_group(group)))) > 0
 
 

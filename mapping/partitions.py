@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mapping import codec
 from mapping.batcher import Pending, RedisBatcher, mark_retrieved
@@ -38,8 +38,13 @@ from mapping.size_marks import MAX_REMEMBERED_MARKS, NATIVE_MIN_COUNT, SizeMarks
 from mapping.topic_config import TopicConfig
 from mapping.topics import Topics
 
-if TYPE_CHECKING:
-    from mapping.durable import DurableRounds
+
+class DurabilityRounds(Protocol):
+    """What the partitions ask of --redis-wait-replicas' rounds (``DurableRounds`` of the
+    replication layer above, which sets ``Partitions.durable``)."""
+
+    def note(self, config: TopicConfig, partition: int) -> None:
+        """The partition may have records past its durable_hw: a round brings it up soon."""
 
 
 def _then(
@@ -112,7 +117,7 @@ class Partitions:
         topics.cache.on_drop(self._drop_derived)
         # --redis-wait-replicas (mapping/durable.py, set by Replication): readers see hw only
         # up to what the Redis replicas have, and appends and reads ask for WAIT rounds.
-        self.durable: DurableRounds | None = None
+        self.durable: DurabilityRounds | None = None
 
     @property
     def durable_reads(self) -> bool:

@@ -11,7 +11,7 @@ retention. The script trims only committed records (at most hw) and, unless the 
 on that partition. A partition a group has never committed on is not held by that group
 (as in Kafka, where retention ignores groups altogether: a consumer starting there may find
 the oldest records gone). Before trimming, the same run applies offsets retention
-(``mapping.admin.expire_groups``): a group with no member and no commit for
+(``mapping.group_deletion.expire_groups``): a group with no member and no commit for
 ``offsets_retention_ms`` is deleted, so a group that went away cannot hold a topic forever.
 """
 
@@ -26,8 +26,8 @@ import anyio
 from redis.asyncio import Redis
 
 from mapping import resilient, scripts
-from mapping.admin import expire_groups
 from mapping.compaction import CompactionResult, compact_all
+from mapping.group_deletion import expire_groups
 from mapping.inspection import Retention, retention_of
 from mapping.keys import parse_group_entry
 from mapping.offsets_mirror import OffsetsMirror

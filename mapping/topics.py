@@ -5,7 +5,7 @@ Nothing else writes those keys (tests/test_layout.py checks it): the pods' first
 the command line and the Spark sink create topics here (the command line and Spark through
 the synchronous ``*_sync`` functions, which share the scripts and the field encoding), Kafka
 CreateTopics and IncrementalAlterConfigs and ``adapter topic alter`` change configs here, and
-mapping/admin.py deletes and grows topics through ``Topics``' methods.
+mapping/topic_lifecycle.py deletes and grows topics through ``Topics``' methods.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _ensured(name: str, reply: list[Any]) -> EnsuredTopic | None:
 def _revive_commands(keys: Keys, name: str, topic_id: str, partitions: range) -> list[tuple]:
     """The first step after the creation of topic ``name`` (or the growth of its partition
     count): these partitions lose the tombstone an earlier topic of that name left (see
-    mapping/admin.py and partition/revive.lua). A reply of -1 means the topic itself was
+    mapping/topic_lifecycle.py and partition/revive.lua). A reply of -1 means the topic itself was
     deleted meanwhile: it must not be announced."""
     return [partition_revive_call(keys, name, p, topic_id) for p in partitions]
 

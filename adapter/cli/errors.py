@@ -1,7 +1,7 @@
 """Every command's failure in one line: ``Error: <cause>`` on stderr and a non-zero exit,
 never a traceback. The one place that does it is `OneLineErrors`, the class of the command
-line's group (``python -m adapter``); what a failure says is the table `CAUSES` (first match
-wins, so a subclass comes before its base).
+line's group (``python -m adapter``); what a failure says is the table `causes()` (first
+match wins, so a subclass comes before its base).
 
 Commands record the deployment they work on with `name_redis`, so that a Redis failure
 names that Redis. ``ADAPTER_LOG_LEVEL=DEBUG`` (or ``serve --log-level DEBUG``) shows the
@@ -10,29 +10,16 @@ traceback instead.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
-import ssl
 from collections.abc import Callable
 from typing import Any
 
 import click
-from redis.exceptions import (
-    AuthenticationError,
-    AuthenticationWrongNumberOfArgsError,
-    NoPermissionError,
-    RedisClusterException,
-    RedisError,
-    ResponseError,
-)
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.sentinel import MasterNotFoundError
 
-from adapter.sockets import ListenError
-from mapping.cluster import redact
-from mapping.embedded import RedisServerError
+from adapter.cli.lazy import LazyGroup
 from mapping.errors import BrokerError, ConfigurationError, Unavailable
 
 DEBUG_HINT = "ADAPTER_LOG_LEVEL=DEBUG shows the traceback"
@@ -48,6 +35,8 @@ Meta = dict[str, object]
 
 def name_redis(url: str) -> None:
     """Record the deployment the running command works on (without its password)."""
+    from mapping.cluster import redact
+
     context = click.get_current_context(silent=True)
     if context is not None:
         context.meta[_REDIS] = redact(url)
@@ -93,28 +82,51 @@ def _os_error(exc: BaseException, _meta: Meta) -> str:
     return str(exc)
 
 
-# (exception type, what to say). First match wins: subclasses before their bases.
-CAUSES: list[tuple[type[BaseException], Callable[[BaseException, Meta], str]]] = [
-    (ListenError, lambda exc, _: str(exc)),
-    (ConfigurationError, lambda exc, _: str(exc)),
-    (RedisServerError, lambda exc, _: f"embedded redis-server: {exc}"),
-    (Unavailable, lambda exc, meta: _unreachable(exc.message, meta)),
-    (BrokerError, lambda exc, _: str(exc)),
-    (
-        AuthenticationWrongNumberOfArgsError,  # AUTH with a user name, to a Redis before ACLs
-        lambda exc, meta: f"{_redis(meta)} refused the login: {exc}",
-    ),
-    (AuthenticationError, _login_refused),
-    (NoPermissionError, lambda exc, meta: f"the Redis user lacks a permission: {exc}"),
-    (MasterNotFoundError, _no_primary),
-    (RedisClusterException, lambda exc, meta: f"{_redis(meta)} (a cluster): {exc}"),
-    (RedisTimeoutError, lambda exc, meta: f"{_redis(meta)} did not answer in time: {exc}"),
-    (RedisConnectionError, _unreachable),
-    (ResponseError, lambda exc, meta: f"{_redis(meta)} answered with an error: {exc}"),
-    (RedisError, lambda exc, meta: f"{_redis(meta)}: {exc}"),
-    (ssl.SSLError, lambda exc, _: f"TLS: {exc} (check --tls-cert, --tls-key, --tls-client-ca)"),
-    (OSError, _os_error),
-]
+Cause = tuple[type[BaseException], Callable[[BaseException, Meta], str]]
+
+
+@functools.cache
+def causes() -> list[Cause]:
+    """(exception type, what to say). First match wins: subclasses before their bases.
+    Built on the first failure: it imports redis, which ``--help`` never needs."""
+    import ssl
+
+    from redis.exceptions import (
+        AuthenticationError,
+        AuthenticationWrongNumberOfArgsError,
+        NoPermissionError,
+        RedisClusterException,
+        RedisError,
+        ResponseError,
+    )
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+    from redis.sentinel import MasterNotFoundError
+
+    from adapter.sockets import ListenError
+    from mapping.embedded import RedisServerError
+
+    return [
+        (ListenError, lambda exc, _: str(exc)),
+        (ConfigurationError, lambda exc, _: str(exc)),
+        (RedisServerError, lambda exc, _: f"embedded redis-server: {exc}"),
+        (Unavailable, lambda exc, meta: _unreachable(exc.message, meta)),
+        (BrokerError, lambda exc, _: str(exc)),
+        (
+            AuthenticationWrongNumberOfArgsError,  # AUTH with a user name, to a Redis before ACLs
+            lambda exc, meta: f"{_redis(meta)} refused the login: {exc}",
+        ),
+        (AuthenticationError, _login_refused),
+        (NoPermissionError, lambda exc, meta: f"the Redis user lacks a permission: {exc}"),
+        (MasterNotFoundError, _no_primary),
+        (RedisClusterException, lambda exc, meta: f"{_redis(meta)} (a cluster): {exc}"),
+        (RedisTimeoutError, lambda exc, meta: f"{_redis(meta)} did not answer in time: {exc}"),
+        (RedisConnectionError, _unreachable),
+        (ResponseError, lambda exc, meta: f"{_redis(meta)} answered with an error: {exc}"),
+        (RedisError, lambda exc, meta: f"{_redis(meta)}: {exc}"),
+        (ssl.SSLError, lambda exc, _: f"TLS: {exc} (check --tls-cert, --tls-key, --tls-client-ca)"),
+        (OSError, _os_error),
+    ]
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -126,11 +138,11 @@ def leaves(exc: BaseException) -> list[BaseException]:
 
 
 def describe(exc: BaseException, meta: Meta | None = None) -> str:
-    """One line saying why a command failed: the first failure inside it that `CAUSES`
+    """One line saying why a command failed: the first failure inside it that `causes()`
     knows."""
     found = leaves(exc)
     for leaf in found:
-        for kind, say in CAUSES:
+        for kind, say in causes():
             if isinstance(leaf, kind):
                 return _one_line(say(leaf, meta or {}))
     first = found[0]
@@ -164,7 +176,7 @@ class UsageFailed(click.UsageError):
         click.echo(f"Error: {self.format_message()}", err=True)
 
 
-class OneLineErrors(click.Group):
+class OneLineErrors(LazyGroup):
     """A click group whose commands fail in one line (see the module's docstring)."""
 
     def make_context(

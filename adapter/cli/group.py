@@ -20,22 +20,23 @@ then get "group not found" and JOIN again).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from adapter.cli import options
 from adapter.cli.columns import cell, echo_columns
-from adapter.cli.local_pod import run_on_pod
+from adapter.cli.lazy import LazyGroup
 from adapter.cli.options import RedisTarget
-from adapter.pod import Pod
 from adapter.settings import Settings
-from mapping.admin import DELETED, NON_EMPTY, GroupDeletion, delete_groups
-from mapping.durable_reads import confirm_read
-from mapping.group_overview import GroupOverview, group_names, overview
 from mapping.keys import is_valid_name
+
+if TYPE_CHECKING:  # (imported where a command runs, never for its --help)
+    from adapter.pod import Pod
+    from mapping.group_deletion import GroupDeletion
+    from mapping.group_overview import GroupOverview
 
 # V1 members are live while heard from within this long (the pods' --session-timeout-ms)
 session_timeout_option = click.option(
@@ -53,7 +54,9 @@ def _name(value: str | None) -> str | None:
     return value
 
 
-@click.group()
+@click.group(
+    cls=LazyGroup, lazy_subcommands={"reset-offsets": "adapter.cli.group_reset:reset_offsets"}
+)
 def group() -> None:
     """List, describe, reset the offsets of, and delete consumer groups."""
 
@@ -75,6 +78,9 @@ def delete(
     target: RedisTarget,
 ) -> None:
     """Delete GROUP: members, assignment, generation, committed offsets, its listing."""
+    from adapter.cli.local_pod import run_on_pod
+    from mapping.group_deletion import DELETED, NON_EMPTY, delete_groups
+
     results: list[GroupDeletion] = run_on_pod(
         target,
         lambda pod: delete_groups(
@@ -105,6 +111,9 @@ def delete(
 
 def read_overview(target: RedisTarget, group_name: str, session_timeout_ms: int) -> GroupOverview:
     """GROUP across its protocols; a one-line error when it does not exist."""
+    from adapter.cli.local_pod import run_on_pod
+    from mapping.durable_reads import confirm_read
+    from mapping.group_overview import overview
 
     async def work(pod: Pod) -> GroupOverview | None:
         found = await overview(pod.kafka_groups, group_name, pod.partitions.sequence_bits)
@@ -127,6 +136,10 @@ def read_overview(target: RedisTarget, group_name: str, session_timeout_ms: int)
 def list_groups(session_timeout_ms: int, target: RedisTarget, as_json: bool) -> None:
     """Every group (Kafka classic, KIP-848 and V1, and groups that only have committed
     offsets): protocol, state and live members."""
+    import asyncio
+
+    from adapter.cli.local_pod import run_on_pod
+    from mapping.group_overview import group_names, overview
 
     async def work(pod: Pod) -> list[GroupOverview]:
         bits = pod.partitions.sequence_bits

@@ -14,28 +14,18 @@ exist yet gets the offsets (Kafka's tool allows it too: a way to place a new gro
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
 from adapter.cli import options
 from adapter.cli.columns import cell, echo_columns
-from adapter.cli.group import group, session_timeout_option
-from adapter.cli.local_pod import run_on_pod
+from adapter.cli.group import session_timeout_option
 from adapter.cli.options import RedisTarget, topic_name
-from adapter.pod import Pod
-from mapping.group_overview import overview
-from mapping.offset_reset import (
-    EARLIEST,
-    LATEST,
-    OFFSET,
-    SHIFT,
-    TIMESTAMP,
-    CannotReset,
-    PlannedOffset,
-    ResetTarget,
-    execute_reset,
-    plan_reset,
-)
+
+if TYPE_CHECKING:  # (imported where the command runs, never for its --help)
+    from adapter.pod import Pod
+    from mapping.offset_reset import PlannedOffset, ResetTarget
 
 
 def _partition_list(value: str | None) -> list[int] | None:
@@ -72,6 +62,8 @@ def _target(
     to_offset: int | None,
     shift_by: int | None,
 ) -> ResetTarget:
+    from mapping.offset_reset import EARLIEST, LATEST, OFFSET, SHIFT, TIMESTAMP, ResetTarget
+
     given = [
         ResetTarget(kind, value or 0)
         for kind, value, present in (
@@ -92,7 +84,7 @@ def _target(
     return given[0]
 
 
-@group.command(name="reset-offsets")
+@click.command(name="reset-offsets")  # of ``group`` (adapter/cli/group.py)
 @click.argument("group_name", metavar="GROUP")  # any group id (Kafka: any characters)
 @click.option(
     "--topic", "topic", required=True, callback=lambda _c, _p, v: topic_name(v),
@@ -145,6 +137,10 @@ def reset_offsets(
     prints GROUP TOPIC PARTITION CURRENT-OFFSET NEW-OFFSET NEW-LAG (the lag in RECORDS the
     group will have there); writes only with --execute. Refused while the group has live
     members (Kafka: "Assignments can only be reset if the group is inactive")."""
+    from adapter.cli.local_pod import run_on_pod
+    from mapping.group_overview import overview
+    from mapping.offset_reset import CannotReset, execute_reset, plan_reset
+
     wanted = _target(to_earliest, to_latest, to_datetime, to_timestamp, to_offset, shift_by)
     if dry_run and execute:
         raise click.UsageError("give --dry-run or --execute, not both")

@@ -9,9 +9,6 @@ from pathlib import Path
 
 import click
 
-from adapter.client import Client
-from adapter.client.tls import client_context
-
 _file = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
@@ -52,6 +49,9 @@ def ping(
     password: str | None,
 ) -> None:
     """Send V1 PING (after AUTH with --user); exit 1 unless the answer is pong."""
+    from adapter.client import Client
+    from adapter.client.tls import client_context
+
     if tls_key is not None and tls_cert is None:
         raise click.UsageError("--tls-key needs --tls-cert")
     if (user is None) != (password is None):

@@ -2,7 +2,8 @@
 the transaction views).
 
     inspect topics               one line per topic
-    inspect topic NAME           settings, then per partition role, log end, hw, ISR, ...
+    inspect topic NAME           settings, then per partition role, last offset, log end
+                                 offset (Kafka's, exclusive), hw, ISR, ...
     inspect groups [--topic T]   one line per (group, topic)
     inspect group GROUP TOPIC    generation, members, assignment, committed offsets, lag
 
@@ -16,15 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from adapter.cli import options
+from adapter.cli.lazy import LazyGroup
 from adapter.cli.options import RedisTarget, topic_name
 from adapter.cli.topic_configs import describe_configs
-from mapping import inspection
-from mapping.topics import read_settings_sync
+
+if TYPE_CHECKING:  # (imported where a command runs, never for its --help)
+    from mapping import inspection
 
 
 def print_topic(view: inspection.TopicView) -> None:
@@ -37,11 +40,12 @@ def print_topic(view: inspection.TopicView) -> None:
         acked = " ".join(f"{r}:{o}" for r, o in p.acked.items())
         # compaction's counts where it has been at work (docs/compaction.md)
         compaction = f" dirty={p.dirty} compacted={p.compacted}" if p.dirty or p.compacted else ""
-        if 0 <= p.indexed < p.log_end:  # the index cursor has records to index
+        if 0 <= p.indexed < p.last_offset:  # the index cursor has records to index
             compaction += f" indexed_to={p.indexed}"
         click.echo(
-            f"partition={p.partition} role={p.role} log_end={p.log_end} "
-            f"hw={p.high_watermark} isr=[{' '.join(map(str, p.isr))}] acked=[{acked}] "
+            f"partition={p.partition} role={p.role} last_offset={p.last_offset} "
+            f"log_end_offset={p.log_end_offset} hw={p.high_watermark} "
+            f"isr=[{' '.join(map(str, p.isr))}] acked=[{acked}] "
             f"records={p.records} first_offset={p.first_offset}{compaction}"
         )
 
@@ -51,6 +55,9 @@ def echo_json(value: Any) -> None:
 
 
 def describe_topic(name: str, target: RedisTarget, as_json: bool, configs: bool = False) -> None:
+    from mapping import inspection
+    from mapping.topics import read_settings_sync
+
     client = target.connect()
     try:
         view = inspection.topic(client, target.keys, name)
@@ -67,7 +74,14 @@ def describe_topic(name: str, target: RedisTarget, as_json: bool, configs: bool 
             click.echo(describe_configs(stored_settings))
 
 
-@click.group(name="inspect")
+@click.group(
+    name="inspect",
+    cls=LazyGroup,
+    lazy_subcommands={  # adapter/cli/transactions.py
+        "transactions": "adapter.cli.transactions:inspect_transactions",
+        "open-transactions": "adapter.cli.transactions:inspect_open_transactions",
+    },
+)
 def inspect_group() -> None:
     """Look at a deployment's topics and groups (read-only)."""
 
@@ -77,6 +91,8 @@ def inspect_group() -> None:
 @options.as_json
 def inspect_topics(target: RedisTarget, as_json: bool) -> None:
     """One line per topic: settings, records, and the partitions' hw."""
+    from mapping import inspection
+
     keys = target.keys
     client = target.connect()
     try:
@@ -103,7 +119,9 @@ def inspect_topics(target: RedisTarget, as_json: bool) -> None:
 @options.redis_target
 @options.as_json
 def inspect_topic(name: str, target: RedisTarget, as_json: bool) -> None:
-    """Topic NAME: settings, then per partition role, log end, hw, ISR, acked offsets."""
+    """Topic NAME: settings, then per partition role, last_offset (the last record's),
+    log_end_offset (Kafka's: what ListOffsets latest answers, hw + 1 as readers reach it;
+    kafka-consumer-groups' LOG-END-OFFSET), hw, ISR, acked offsets."""
     describe_topic(name, target, as_json)
 
 
@@ -119,6 +137,8 @@ def inspect_groups(topic_name: str | None, target: RedisTarget, as_json: bool) -
     offset units, about 2^B per millisecond, not records. This lag, and the pods' metrics
     kafka_consumergroup_lag and adapter_consumer_lag_records, count records
     (docs/operations.md)."""
+    from mapping import inspection
+
     keys = target.keys
     client = target.connect()
     try:
@@ -152,6 +172,8 @@ def inspect_one_group(group_name: str, topic_name: str, target: RedisTarget, as_
     lag = records from the committed offset up to the high watermark ("N+": at least N).
     Offsets are time-encoded: Kafka tools' LAG (log end minus committed) counts offset
     units, about 2^B (1,024) per millisecond, not records (docs/operations.md)."""
+    from mapping import inspection
+
     client = target.connect()
     try:
         view = inspection.group(client, target.keys, group_name, topic_name)

@@ -23,7 +23,7 @@ T = TypeVar("T")
 def run_on_redis(target: RedisTarget, work: Callable[[Partitions], Awaitable[T]]) -> T:
     """Run ``work`` with the deployment's `Partitions` and their `Topics` (the batcher
     running meanwhile): the operations that share their code with the pods
-    (mapping.retention, mapping.admin)."""
+    (mapping.retention, mapping.group_deletion)."""
     return run_on_pod(target, lambda pod: work(pod.partitions))
 
 

@@ -8,23 +8,20 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from adapter.cli.errors import name_redis
 from adapter.declare import declared_options
 from adapter.settings import Settings
-from mapping.cluster import (
-    SyncClient,
-    connect_sync,
-    credentials,
-    is_tls_url,
-    redact,
-    url_problem,
-)
 from mapping.keys import DEFAULT_PREFIX, Keys, is_valid_name
-from mapping.sentinel import sentinel_url
+
+if TYPE_CHECKING:
+    from mapping.cluster import SyncClient
+
+# mapping.cluster and mapping.sentinel (redis) are imported where a command runs, never for
+# its --help (adapter/cli/lazy.py)
 
 # The parts of `redis_target`; a command that reads or writes the deployment takes
 # `@redis_target` (URL, login and prefix as one `RedisTarget`), never these alone: without the
@@ -65,6 +62,9 @@ def deployment_url(
     """The deployment's URL: ``--redis-url``, or the ``redis+sentinel://`` URL that
     ``--redis-sentinel`` and ``--redis-sentinel-master`` make. Usage errors say which option
     is wrong."""
+    from mapping.cluster import redact, url_problem
+    from mapping.sentinel import sentinel_url
+
     if sentinel is None:
         if master is not None or any(value is not None for value in sentinel_login):
             raise click.UsageError(
@@ -99,11 +99,15 @@ class RedisTarget:
     def connect(self, **options: Any) -> SyncClient:
         """A synchronous client (a cluster client for a ``redis+cluster://`` URL, one that
         follows the primary for a ``redis+sentinel://`` URL)."""
+        from mapping.cluster import connect_sync
+
         return connect_sync(self.url, **self.login, **options)
 
 
 def check_redis_tls(url: str | None, tls_files: list[Path | None]) -> None:
     """TLS files only mean something with a TLS URL: say so instead of redis-py's TypeError."""
+    from mapping.cluster import is_tls_url
+
     if any(path is not None for path in tls_files) and not (url and is_tls_url(url)):
         raise click.UsageError(
             "--redis-tls-ca/--redis-tls-cert/--redis-tls-key need a rediss:// "
@@ -131,6 +135,8 @@ def redis_target(command: Callable[..., Any]) -> Callable[..., Any]:
         redis_sentinel_password: str | None,
         **kwargs: Any,
     ) -> Any:
+        from mapping.cluster import credentials
+
         url = deployment_url(
             redis_url,
             redis_sentinel,

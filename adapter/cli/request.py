@@ -15,8 +15,6 @@ import sys
 
 import click
 
-from adapter.client import Client
-
 
 def _wire_line(request: str, correlation_id: int) -> bytes:
     command, _, args = request.strip().partition(" ")
@@ -31,6 +29,8 @@ def _wire_line(request: str, correlation_id: int) -> bytes:
 def request(requests: tuple[str, ...], host: str, port: int, timeout: float) -> None:
     """Send each REQUEST ('COMMAND ARGS'; standard input when none) and print the replies;
     exit status 1 when any reply is an error."""
+    from adapter.client import Client
+
     lines = list(requests) or [line for line in sys.stdin.read().splitlines() if line.strip()]
     failed = False
     try:

@@ -1,16 +1,17 @@
 """``python -m adapter serve``: run one pod.
 
-Its options are `Settings`' fields (declared in ``adapter/settings.py``). Every option can also
-be set by an environment variable ``ADAPTER_<OPTION>`` (shown in ``--help``), which is how the
-docker-compose stack configures pods.
+Its options are `Settings`' fields (declared in ``adapter/settings.py``), shown by ``--help``
+under the headings of `SECTIONS`. Every option can also be set by an environment variable
+``ADAPTER_<OPTION>`` (shown in ``--help``), which is how the docker-compose stack configures
+pods. What the pod runs on (anyio, redis, the embedded redis-server) is imported when it runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import anyio
 import click
 
 from adapter import logs
@@ -18,13 +19,87 @@ from adapter.cli.errors import describe, name_redis, show_tracebacks
 from adapter.cli.options import check_tls_options
 from adapter.declare import click_options, declared_options, from_options
 from adapter.settings import Settings
-from mapping.embedded import DataDirInUse, RedisProcess, port_is_free, redis_dir_on
 from mapping.errors import ConfigurationError
 
+if TYPE_CHECKING:
+    from mapping.embedded import RedisProcess
 
-@click.command(context_settings={"auto_envvar_prefix": "ADAPTER", "show_default": True})
+# ``serve --help``'s headings and the options under each (by parameter name), in this
+# order; an option missing here is listed under "Other options" (tests/cli checks none is).
+SECTIONS: list[tuple[str, list[str]]] = [
+    (
+        "Listeners",
+        ["host", "port", "kafka", "kafka_host", "kafka_port", "kafka_advertised_listener",
+         "workers", "uvloop", "shutdown_timeout_ms"],
+    ),
+    (
+        "Redis",
+        ["redis_url", "redis_sentinel", "redis_sentinel_master", "redis_sentinel_username",
+         "redis_sentinel_password", "redis_username", "redis_password", "redis_tls_ca",
+         "redis_tls_cert", "redis_tls_key", "key_prefix", "redis_timeout_ms",
+         "redis_startup_timeout_s", "require_aof", "allow_evicting_redis"],
+    ),
+    ("Embedded Redis (no --redis-url)", ["data_dir", "embedded_redis_port", "redis_appendfsync"]),
+    (
+        "Topics and offsets",
+        ["default_partitions", "default_replication_factor", "default_min_insync_replicas",
+         "auto_create_topics", "max_topics", "retention_interval_ms", "sequence_bits"],
+    ),
+    (
+        "Replication and acks",
+        ["acks_timeout_ms", "replica_lag_max_ms", "replicator", "redis_wait_replicas"],
+    ),
+    (
+        "Groups",
+        ["session_timeout_ms", "offsets_retention_minutes", "offsets_topic",
+         "kafka_group_initial_rebalance_delay_ms", "kafka_group_min_session_timeout_ms",
+         "kafka_group_max_session_timeout_ms", "kafka_group_consumer_session_timeout_ms",
+         "kafka_group_consumer_heartbeat_interval_ms"],
+    ),
+    (
+        "Kafka",
+        ["kafka_max_request_bytes", "kafka_max_message_bytes", "kafka_producer_id_expiration_ms",
+         "kafka_fetch_session_slots", "transaction_max_timeout_ms",
+         "transactional_id_expiration_ms", "transaction_check_interval_ms"],
+    ),
+    (
+        "Limits and backpressure",
+        ["max_line_bytes", "consume_max_records", "consume_max_bytes", "max_connections",
+         "idle_timeout_s", "tcp_keepalive_s", "max_in_flight", "max_append_bytes",
+         "max_connection_append_bytes"],
+    ),
+    (
+        "TLS and authentication",
+        ["tls_cert", "tls_key", "tls_client_ca", "auth_file", "auth_redis", "auth_timeout_s"],
+    ),
+    ("Metrics and logs", ["metrics_port", "metrics_host", "log_format", "log_level"]),
+]  # fmt: skip
+OTHER = "Other options"
+
+
+class SectionedCommand(click.Command):
+    """A command whose ``--help`` lists its options under the headings of `SECTIONS` (click
+    has one flat list)."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records: dict[str, tuple[str, str]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None and param.name is not None:
+                records[param.name] = record
+        for heading, names in [*SECTIONS, (OTHER, list(records))]:
+            rows = [records.pop(name) for name in names if name in records]
+            if rows:
+                with formatter.section(heading):
+                    formatter.write_dl(rows)
+
+
+@click.command(
+    cls=SectionedCommand,
+    context_settings={"auto_envvar_prefix": "ADAPTER", "show_default": True},
+)
 @click_options(declared_options(Settings))
-def serve(**options: object) -> None:
+def serve(**options: Any) -> None:
     """Run one stateless adapter pod."""
     check_tls_options(options)
     settings = from_options(Settings, options)
@@ -34,6 +109,8 @@ def serve(**options: object) -> None:
 
 def run(settings: Settings) -> None:
     """Serve until interrupted, with an embedded Redis when no URL is given."""
+    import anyio
+
     from adapter.server import serve as serve_pod
 
     embedded: RedisProcess | None = None
@@ -58,6 +135,8 @@ def run(settings: Settings) -> None:
 
 
 def _start_embedded(settings: Settings) -> RedisProcess:
+    from mapping.embedded import DataDirInUse, RedisProcess, port_is_free
+
     port = settings.embedded_redis_port
     embedded = RedisProcess(settings.data_dir, port or None, appendfsync=settings.redis_appendfsync)
     # the directory first: whatever the port, never a second server on the same AOF
@@ -85,6 +164,8 @@ def _port_in_use(port: int, data_dir: Path) -> str:
     """Why the fixed port cannot be used, and what to do: a Redis already serving this very
     directory (one started by hand, say) is served with --redis-url, never joined by a
     second server on another port."""
+    from mapping.embedded import redis_dir_on
+
     served_dir = redis_dir_on(port)
     if served_dir is not None and Path(served_dir).resolve() == data_dir.resolve():
         return (
@@ -100,6 +181,8 @@ def _port_in_use(port: int, data_dir: Path) -> str:
 
 def _worker_main(settings: Settings) -> None:
     """One of ``--workers`` processes (spawned, so it sets itself up)."""
+    import anyio
+
     from adapter.server import serve as serve_pod
 
     logs.configure(settings.log_level, settings.log_format)

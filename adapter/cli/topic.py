@@ -4,6 +4,7 @@
                        --retention-ms MS --retention-bytes B --retention-ignore-groups]
     topic alter NAME [--partitions N (grow only) --retention-ms MS --retention-bytes B
                       --retention-ignore-groups/...]
+    topic list                   one line per topic: partitions, replication, cleanup policy
     topic describe NAME          (= inspect topic NAME)
     topic trim [NAME]            apply retention now (pods also do it periodically)
     topic compact [NAME]         compact the compacted topics now (pods do it periodically)
@@ -15,19 +16,21 @@ changes retention at any time and grows the partition count (as Kafka's CreatePa
 every pod reads the new count at once, and key partitioning uses it from then on).
 Every command takes ``--redis-url`` (a ``redis+cluster://`` URL for a cluster), the Redis
 login options of ``serve`` (``--redis-username``, ``--redis-password``/
-``ADAPTER_REDIS_PASSWORD``, ``--redis-tls-*``) and ``--key-prefix``; ``describe`` takes ``--json``.
+``ADAPTER_REDIS_PASSWORD``, ``--redis-tls-*``) and ``--key-prefix``; ``list`` and ``describe``
+take ``--json``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from adapter.cli import options
-from adapter.cli.inspect import describe_topic
-from adapter.cli.local_pod import run_on_pod, run_on_redis
+from adapter.cli.lazy import LazyGroup
 from adapter.cli.options import RedisTarget, topic_name
 from adapter.cli.topic_configs import (
     config_option,
@@ -37,15 +40,17 @@ from adapter.cli.topic_configs import (
     parse_configs,
     stored_fields,
 )
-from mapping import inspection
-from mapping.partitions import Partitions
 from mapping.topic_config import (
     MAX_PARTITIONS,
     MAX_REPLICATION_FACTOR,
+    config_field,
     is_internal_topic,
     retention_fields,
 )
-from mapping.topics import alter_configs_sync, ensure_topic_sync, read_settings_sync
+from mapping.topic_configs import TOPIC_CONFIGS
+
+if TYPE_CHECKING:  # (imported where a command runs, never for its --help)
+    from mapping.partitions import Partitions
 
 T = TypeVar("T")
 MIN_ISR = "min.insync.replicas"
@@ -76,7 +81,7 @@ def _retention_options() -> Callable[[Callable], Callable]:
     return apply
 
 
-@click.group()
+@click.group(cls=LazyGroup, lazy_subcommands={"tail": "adapter.cli.topic_tail:tail"})
 def topic() -> None:
     """Create, change and inspect topics."""
 
@@ -121,6 +126,9 @@ def create(
         raise click.BadParameter(
             "cannot exceed --replication-factor", param_hint="--min-insync-replicas"
         )
+    from mapping import inspection
+    from mapping.topics import alter_configs_sync, ensure_topic_sync, read_settings_sync
+
     keys = target.keys
     wanted = (partitions, replication_factor, min_insync_replicas)
     client = target.connect()
@@ -168,16 +176,24 @@ def alter(
     """Change topic NAME's configs (retention, --config, --delete-config), or grow its
     partition count (replication never changes). Every pod hears of it at once (pub/sub)."""
     config_changes = {**deleted_fields(deleted), **stored_fields(parse_configs(configs))}
+    changes = {
+        **retention_fields(retention_ms, retention_bytes, retention_ignore_groups),
+        **config_changes,
+    }
     if partitions is not None:
         _refuse_internal(name, "adding partitions to")
         _grow(name, partitions, target)
+        if not changes:  # only the partitions changed: their line says it all
+            return
+    from mapping import inspection
+    from mapping.topics import alter_configs_sync, read_settings_sync
+
     keys = target.keys
     client = target.connect()
     try:
         if not read_settings_sync(client, keys, name):
             raise click.ClickException(f"no topic {name}")
-        changes = retention_fields(retention_ms, retention_bytes, retention_ignore_groups)
-        alter_configs_sync(client, keys, name, {**changes, **config_changes})
+        alter_configs_sync(client, keys, name, changes)
         stored_settings = read_settings_sync(client, keys, name)
         retention = inspection.retention_of(stored_settings)
     finally:
@@ -201,7 +217,8 @@ def _shown(asked: tuple[str, ...], stored_settings: dict[str, str]) -> str:
 
 
 def _grow(name: str, count: int, target: RedisTarget) -> None:
-    from mapping.admin import InvalidPartitions, PartitionGrowth, add_partitions
+    from adapter.cli.local_pod import run_on_redis
+    from mapping.topic_lifecycle import InvalidPartitions, PartitionGrowth, add_partitions
 
     async def work(partitions: Partitions) -> PartitionGrowth | InvalidPartitions | None:
         try:
@@ -217,6 +234,58 @@ def _grow(name: str, count: int, target: RedisTarget) -> None:
     click.echo(f"altered topic={name} partitions={growth.before}->{growth.after}")
 
 
+@dataclasses.dataclass(frozen=True)
+class TopicListing:
+    """One line of ``topic list``."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    min_insync_replicas: int
+    cleanup_policy: str
+
+
+CLEANUP_POLICY = "cleanup.policy"
+
+
+@topic.command(name="list")
+@options.redis_target
+@options.as_json
+def list_topics(target: RedisTarget, as_json: bool) -> None:
+    """One line per topic, by name: partitions, replication factor, min ISR and cleanup
+    policy (``inspect topics`` adds records and hw, ``topic describe`` each partition)."""
+    from mapping import inspection
+    from mapping.topics import read_settings_sync
+
+    client = target.connect()
+    try:
+        listed = []
+        for name in inspection.topic_names(client, target.keys):
+            stored = read_settings_sync(client, target.keys, name)
+            if not stored:  # deleted meanwhile
+                continue
+            listed.append(
+                TopicListing(
+                    name,
+                    int(stored["partitions"]),
+                    int(stored["replication_factor"]),
+                    int(stored["min_insync_replicas"]),
+                    stored.get(config_field(CLEANUP_POLICY))
+                    or str(TOPIC_CONFIGS[CLEANUP_POLICY].default),
+                )
+            )
+    finally:
+        client.close()
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(t) for t in listed]))
+        return
+    for t in listed:
+        click.echo(
+            f"topic={t.name} partitions={t.partitions} replication_factor={t.replication_factor} "
+            f"min_insync_replicas={t.min_insync_replicas} cleanup_policy={t.cleanup_policy}"
+        )
+
+
 @topic.command()
 @click.argument("name", callback=lambda _c, _p, v: topic_name(v))
 @options.redis_target
@@ -224,6 +293,8 @@ def _grow(name: str, count: int, target: RedisTarget) -> None:
 def describe(name: str, target: RedisTarget, as_json: bool) -> None:
     """Show topic NAME: settings, per partition role, log end, hw, ISR, replicas, then the
     Kafka configs set on it."""
+    from adapter.cli.inspect import describe_topic
+
     describe_topic(name, target, as_json, configs=True)
 
 
@@ -232,6 +303,7 @@ def describe(name: str, target: RedisTarget, as_json: bool) -> None:
 @options.redis_target
 def trim(name: str | None, target: RedisTarget) -> None:
     """Apply retention now to topic NAME (default: every topic)."""
+    from adapter.cli.local_pod import run_on_redis
     from mapping.retention import enforce_all, enforce_topic
 
     async def work(partitions: Partitions) -> list:
@@ -249,6 +321,7 @@ def trim(name: str | None, target: RedisTarget) -> None:
 @options.redis_target
 def compact(name: str | None, target: RedisTarget) -> None:
     """Compact topic NAME now (default: every compacted topic); see docs/compaction.md."""
+    from adapter.cli.local_pod import run_on_redis
     from mapping.compaction import compact_all, compact_topic
 
     async def work(partitions: Partitions) -> list:
@@ -269,7 +342,8 @@ def delete(name: str, target: RedisTarget) -> None:
 
     Every pod forgets the topic at once; a pod with auto-creation on makes it anew (with
     its defaults) when a command names it again."""
-    from mapping.admin import delete_topic
+    from adapter.cli.local_pod import run_on_pod
+    from mapping.topic_lifecycle import delete_topic
 
     deletion = run_on_pod(
         target, lambda pod: delete_topic(pod.topics, name, mirror=pod.offsets_mirror)

@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from adapter.cli import options
-from adapter.cli.local_pod import run_on_pod
 from adapter.cli.options import RedisTarget, topic_name
-from adapter.cli.topic import topic
-from adapter.pod import Pod
-from mapping.record_reader import read_committed
-from mapping.records import StoredRecord
-from mapping.topic_config import TopicConfig
+
+if TYPE_CHECKING:  # (imported where the command runs, never for its --help)
+    from adapter.pod import Pod
+    from mapping.records import StoredRecord
+    from mapping.topic_config import TopicConfig
 
 # Entries one read of a partition looks at (markers and aborted records included)
 PAGE_RECORDS = 500
@@ -99,7 +99,7 @@ def json_line(record: StoredRecord, topic_name: str, partition: int) -> str:
     )
 
 
-@topic.command(name="tail")
+@click.command(name="tail")  # of ``topic`` (adapter/cli/topic.py)
 @click.argument("name", callback=lambda _c, _p, v: topic_name(v))
 @click.option("--partition", type=click.IntRange(0), default=None, help="Only this partition.")
 @click.option("--from-beginning", is_flag=True, help="Start at the first record of each partition.")
@@ -151,6 +151,8 @@ def tail(
         positions = {p: start if start is not None else await _end(pod, config, p) for p in chosen}
         await _follow(pod, config, positions, show, count, exit_at_end)
 
+    from adapter.cli.local_pod import run_on_pod
+
     try:
         run_on_pod(target, work, pubsub=not exit_at_end)
     except KeyboardInterrupt:  # Ctrl-C ends following (kcat exits 0 too)
@@ -172,6 +174,8 @@ async def _follow(
     count: int | None,
     exit_at_end: bool,
 ) -> None:
+    from mapping.record_reader import read_committed
+
     shown = 0
     watch = None
     try:

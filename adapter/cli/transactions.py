@@ -13,24 +13,28 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from adapter.cli import options
-from adapter.cli.inspect import echo_json, inspect_group
-from adapter.cli.local_pod import run_on_pod
+from adapter.cli.inspect import echo_json
 from adapter.cli.options import RedisTarget, topic_name
-from adapter.pod import Pod
-from mapping.txn_inspection import PartitionTxnView, partition_views, transaction_states
 from mapping.txn_state import OPEN_STATES
 
+if TYPE_CHECKING:  # (imported where a command runs, never for its --help)
+    from adapter.pod import Pod
+    from mapping.txn_inspection import PartitionTxnView
 
-@inspect_group.command(name="transactions")
+
+@click.command(name="transactions")  # of ``inspect`` (adapter/cli/inspect.py)
 @click.option("--open", "only_open", is_flag=True, help="Only open transactions.")
 @options.redis_target
 @options.as_json
 def inspect_transactions(only_open: bool, target: RedisTarget, as_json: bool) -> None:
     """One line per transactional id (the transaction coordinator's state)."""
+    from mapping.txn_inspection import transaction_states
+
     client = target.connect()
     try:
         states = transaction_states(client, target.keys)
@@ -52,12 +56,14 @@ def inspect_transactions(only_open: bool, target: RedisTarget, as_json: bool) ->
         )
 
 
-@inspect_group.command(name="open-transactions")
+@click.command(name="open-transactions")  # of ``inspect``
 @click.argument("topic_name", metavar="TOPIC", callback=lambda _c, _p, v: topic_name(v))
 @options.redis_target
 @options.as_json
 def inspect_open_transactions(topic_name: str, target: RedisTarget, as_json: bool) -> None:
     """Per partition of TOPIC: LSO, its lag behind the high watermark, open transactions."""
+    from adapter.cli.local_pod import run_on_pod
+    from mapping.txn_inspection import partition_views
 
     async def work(pod: Pod) -> list[PartitionTxnView]:
         return await partition_views(pod.partitions, pod.partition_txns, topic_name)

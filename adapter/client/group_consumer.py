@@ -8,6 +8,9 @@
     with GroupConsumer("billing", "orders", host="127.0.0.1", port=9092) as consumer:
         consumer.run(handle)          # until consumer.stop() or Ctrl-C; LEAVEs on exit
 
+Ctrl-C (KeyboardInterrupt) ends ``run`` as ``stop()`` does: it returns, the ``with`` block
+LEAVEs the group, and the program ends without a traceback.
+
 What it does for you: JOIN (and JOIN again whenever the group answers GENERATION_MISMATCH),
 HEARTBEAT from a background thread over its own connection, CONSUME every owned partition
 from the group's committed offset (all partitions in one pipelined round trip), hand each
@@ -188,10 +191,21 @@ class GroupConsumer:
 
     def run(self, callback: Callable[[Record], object]) -> None:
         """Hand every record to ``callback`` and commit after each partition's batch, until
-        ``stop()``. An exception from the callback ends the run (nothing more is committed).
+        ``stop()`` or Ctrl-C (KeyboardInterrupt: ``run`` returns, the record in hand is not
+        committed). An exception from the callback ends the run (nothing more is committed).
         A lost connection or an UNAVAILABLE backend is retried (after a lost connection it
         JOINs again)."""
         self._stopping.clear()
+        try:
+            self._run(callback)
+        except KeyboardInterrupt:
+            # Ctrl-C may have cut a request short, its reply unread: the LEAVE that follows
+            # (close) goes over a new connection.
+            self._disconnect()
+            self._stopping.set()
+            log.info("%s: interrupted, stopping", self.consumer_id)
+
+    def _run(self, callback: Callable[[Record], object]) -> None:
         while not self._stopping.is_set():
             try:
                 records = self.poll()
@@ -249,7 +263,9 @@ class GroupConsumer:
     def __enter__(self) -> GroupConsumer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is not None:  # it may have cut a request short: LEAVE over a new connection
+            self._disconnect()
         self.close()
 
     # --- the rest ---------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mapping import kafka_errors as errors
-from mapping.admin import NON_EMPTY, delete_groups
 from mapping.codec import to_str
+from mapping.group_deletion import NON_EMPTY, delete_groups
 from mapping.kafka_groups.base import (
     GroupsBase,
     kafka_group_consumer_describe_call,

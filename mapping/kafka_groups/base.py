@@ -4,12 +4,12 @@ scripts more than one part calls)."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any
 
 from mapping import scripts
 from mapping.batcher import RedisBatcher
 from mapping.groups import kafka_members_live
+from mapping.kafka_group_settings import KafkaGroupSettings  # (imports nothing: settings.py)
 from mapping.keys import KafkaGroupKeys, Keys, group_part, is_valid_name, parse_group_entry
 from mapping.offsets_mirror import OffsetsMirror
 from mapping.waits import Channel, Waits
@@ -31,28 +31,6 @@ def kafka_group_describe_call(keys: KafkaGroupKeys, summary: bool) -> tuple:
 
 def kafka_group_consumer_describe_call(keys: KafkaGroupKeys) -> tuple:
     return KAFKA_GROUP_CONSUMER_DESCRIBE.command(keys.script_keys(), [])
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaGroupSettings:
-    # Kafka's group.initial.rebalance.delay.ms (Kafka: 3000). Short, so tests and small
-    # deployments form their first generation fast, yet members started together still land
-    # in one generation instead of one rebalance each.
-    initial_rebalance_delay_ms: int = 300
-    # Kafka's group.min/max.session.timeout.ms (Kafka: 6000 / 1800000); a JoinGroup outside
-    # gets INVALID_SESSION_TIMEOUT. The floor is lower than Kafka's so tests can use short
-    # sessions.
-    min_session_timeout_ms: int = 1000
-    max_session_timeout_ms: int = 1_800_000
-    # Kafka's offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
-    max_metadata_bytes: int = 4096
-    # KIP-848 (group.consumer.session.timeout.ms / heartbeat.interval.ms; Kafka: 45000 / 5000)
-    consumer_session_timeout_ms: int = 45_000
-    consumer_heartbeat_interval_ms: int = 5000
-    # Kafka's transactional.id.expiration.ms (7 days): a producer's newest epoch seen by a
-    # group (what fences its zombies' TxnOffsetCommits) is forgotten after this long idle.
-    # Not an option of its own: the pod sets it from --transactional-id-expiration-ms.
-    transactional_id_expiration_ms: int = 604_800_000
 
 
 def raw(value: bytes | str) -> bytes:

@@ -10,7 +10,10 @@ from adapter.cli import main
 
 def _commands(group: click.Group) -> list[click.Command]:
     found: list[click.Command] = []
-    for command in group.commands.values():
+    context = click.Context(group)
+    for name in group.list_commands(context):  # (subcommands are imported when named)
+        command = group.get_command(context, name)
+        assert command is not None, name
         found.append(command)
         if isinstance(command, click.Group):
             found += _commands(command)

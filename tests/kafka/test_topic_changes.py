@@ -1,8 +1,8 @@
 """DeleteTopics and CreatePartitions (grow only) through admin clients and a raw client, and
-``adapter topic alter --partitions``: one code path (mapping/admin.py), and every pod hears of
-the change (the other pod's cached settings are dropped). Topic ids: new at each creation,
-stored with the topic, found by id; a producer that knew the topic before it was made
-again follows the new one (librdkafka's 0107)."""
+``adapter topic alter --partitions``: one code path (mapping/topic_lifecycle.py), and every
+pod hears of the change (the other pod's cached settings are dropped). Topic ids: new at
+each creation, stored with the topic, found by id; a producer that knew the topic before it
+was made again follows the new one (librdkafka's 0107)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ import asyncio
 import redis
 
 from mapping import codec
-from mapping.admin import delete_topic
 from mapping.kafka import KafkaStore, partition_delete_records_call
+from mapping.topic_lifecycle import delete_topic
 from tests.mapping.compaction_store import (
     BITS,
     TOPIC,

@@ -141,7 +141,7 @@ def test_spark_commits_count_as_activity(target: CliTarget, topic: str) -> None:
     target.client.hset(meta, "active_ms", now_ms - 3_600_000)
     from adapter.cli.local_pod import run_on_redis
     from adapter.cli.options import RedisTarget
-    from mapping.admin import expire_groups
+    from mapping.group_deletion import expire_groups
 
     expired = run_on_redis(
         RedisTarget(target.url, target.keys),
@@ -182,7 +182,7 @@ def _now_ms(client: redis.Redis) -> int:
 def _expire(target: CliTarget, group: str, topic: str, retention_ms: int) -> int:
     """``group/expire.lua`` on one group: 1 expired, 0 kept, 2 no such group."""
     from mapping import scripts
-    from mapping.admin import group_expire_call
+    from mapping.group_deletion import group_expire_call
     from mapping.groups import GroupHead
 
     head = GroupHead(target.keys.group(group, topic), 10_000, 0)

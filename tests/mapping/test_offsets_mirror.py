@@ -15,9 +15,9 @@ import redis
 from adapter.pod import Pod, build_pod
 from adapter.settings import Settings
 from mapping import records
-from mapping.admin import expire_groups
 from mapping.client import connect
 from mapping.compaction import compact_topic
+from mapping.group_deletion import expire_groups
 from mapping.keys import Keys, group_entry
 from mapping.offsets_mirror import OffsetsMirror
 from mapping.offsets_topic import (

@@ -15,12 +15,6 @@ import pytest
 from redis.crc import key_slot
 
 from mapping import errors, kafka_errors, scripts
-from mapping.admin import (
-    group_delete_call,
-    group_expire_call,
-    kafka_group_delete_call,
-    partition_delete_call,
-)
 from mapping.brokers import kafka_brokers_call, kafka_register_call
 from mapping.compaction import (
     partition_compact_call,
@@ -28,6 +22,7 @@ from mapping.compaction import (
     partition_compact_sweep_call,
 )
 from mapping.durable import partition_durable_mark_call
+from mapping.group_deletion import group_delete_call, group_expire_call, kafka_group_delete_call
 from mapping.groups import (
     GroupHead,
     group_commit_call,
@@ -90,6 +85,7 @@ from mapping.replicator import replicator_tick_call
 from mapping.retention import partition_retention_trim_call
 from mapping.script_constants import LUA_CONSTANTS
 from mapping.segments import partition_segment_roll_call
+from mapping.topic_lifecycle import partition_delete_call
 from mapping.topic_rules import Compaction, Segments
 from mapping.topics import (
     partition_revive_call,

@@ -17,13 +17,13 @@ import redis
 
 from adapter.client import RequestFailed
 from mapping import scripts
-from mapping.admin import TOMBSTONE_MS, partition_delete_call
 from mapping.batcher import RedisBatcher
 from mapping.client import connect
 from mapping.keys import Keys
 from mapping.partitions import Partitions
 from mapping.startup import pin_sequence_bits
 from mapping.topic_config import TopicDefaults
+from mapping.topic_lifecycle import TOMBSTONE_MS, partition_delete_call
 from mapping.topics import Topics
 from tests.support.cli import CliTarget
 from tests.support.pods import RF1, Pod
@@ -480,7 +480,7 @@ def test_a_creation_announced_after_the_deletion_of_its_topic_keeps_the_tombston
     partitions, lists it), the topic is deleted. The late announcement must not remove the
     deletion's tombstones (they would leave partitions that no deletion covers, writable
     without a TTL) nor list a topic that no longer exists."""
-    from mapping.admin import delete_topic
+    from mapping.topic_lifecycle import delete_topic
 
     async def body() -> None:
         client, batcher, runner = await _running_batcher(target.url)
@@ -529,7 +529,7 @@ def test_partitions_added_while_the_topic_is_deleted_get_tombstones_too(
     """CreatePartitions grows the topic (and a record lands in a new partition) after the
     deletion read the partition count: the new partitions are deleted too, their states
     become expiring tombstones like the others."""
-    from mapping.admin import add_partitions, delete_topic
+    from mapping.topic_lifecycle import add_partitions, delete_topic
 
     async def body() -> None:
         client, batcher, runner = await _running_batcher(target.url)

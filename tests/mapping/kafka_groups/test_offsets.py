@@ -14,7 +14,7 @@ import redis
 from click.testing import CliRunner
 
 from adapter.cli import main
-from mapping import admin, inspection, retention
+from mapping import group_deletion, inspection, retention
 from mapping import kafka_errors as errors
 from mapping.kafka_groups import NO_EPOCH, NO_OFFSET, CommittedOffset
 from tests.support.kafka_groups import join, pods, subscription
@@ -250,7 +250,7 @@ def _keys_of(client: redis.Redis, pod: Any, group: str, topic: str) -> list[str]
 
 
 def test_v1_group_delete_removes_kafka_state_and_commit_metadata(redis_url: str) -> None:
-    """``adapter group delete GROUP`` (mapping.admin.delete_groups without a topic) is the
+    """``adapter group delete GROUP`` (mapping.group_deletion.delete_groups without a topic) is the
     same path as DeleteGroups: V1 state, offsets, commit metadata and the Kafka state go."""
 
     async def body() -> None:
@@ -265,21 +265,21 @@ def test_v1_group_delete_removes_kafka_state_and_commit_metadata(redis_url: str)
             client = redis.Redis.from_url(redis_url)
             try:
                 assert len(_keys_of(client, pod, group, topic)) == 4  # meta offsets md kmeta
-                refused = await admin.delete_groups(
+                refused = await group_deletion.delete_groups(
                     pod.topics, group, None, force=False, session_timeout_ms=10_000
                 )
                 assert [(r.topic, r.outcome) for r in refused] == [
-                    (topic, admin.DELETED),
-                    (admin.KAFKA_STATE, admin.NON_EMPTY),
+                    (topic, group_deletion.DELETED),
+                    (group_deletion.KAFKA_STATE, group_deletion.NON_EMPTY),
                 ]
                 await pod.groups.leave(group, [(member.member_id, None)])
                 await pod.groups.commit_offsets(group, "", -1, {topic: {0: (3, "meta")}})
-                deleted = await admin.delete_groups(
+                deleted = await group_deletion.delete_groups(
                     pod.topics, group, None, force=False, session_timeout_ms=10_000
                 )
                 assert [(r.topic, r.outcome) for r in deleted] == [
-                    (topic, admin.DELETED),
-                    (admin.KAFKA_STATE, admin.DELETED),
+                    (topic, group_deletion.DELETED),
+                    (group_deletion.KAFKA_STATE, group_deletion.DELETED),
                 ]
                 assert _keys_of(client, pod, group, topic) == []
                 assert group not in {g.group_id for g in await pod.groups.list_groups()}
@@ -311,7 +311,7 @@ def test_offsets_retention_expires_idle_kafka_groups_and_keeps_live_ones(
                     if group == idle:
                         await pod.groups.leave(group, [(member.member_id, None)])
                 # retention -1 ms: anything not live has been idle long enough
-                expired = await admin.expire_groups(
+                expired = await group_deletion.expire_groups(
                     pod.topics, retention_ms=-1, session_timeout_ms=10_000
                 )
                 assert (idle, topic) in expired
@@ -377,12 +377,12 @@ def test_group_ids_of_any_characters(redis_url: str) -> None:
                 client.close()
 
             assert await b.groups.delete_groups([groups[0]]) == {groups[0]: errors.NONE}
-            deleted = await admin.delete_groups(
+            deleted = await group_deletion.delete_groups(
                 a.topics, groups[2], None, force=False, session_timeout_ms=10_000
             )
             assert [(r.group, r.outcome) for r in deleted] == [
-                (groups[2], admin.DELETED),
-                (groups[2], admin.DELETED),  # its Kafka state
+                (groups[2], group_deletion.DELETED),
+                (groups[2], group_deletion.DELETED),  # its Kafka state
             ]
             left = {g.group_id for g in await a.groups.list_groups()}
             assert (groups[0] in left, groups[1] in left, groups[2] in left) == (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from mapping import admin
+from mapping import group_deletion
 from mapping import kafka_errors as errors
 from mapping.kafka_groups import NO_OFFSET, CommittedOffset, TxnCommitter
 from mapping.kafka_groups.txn_offsets import (
@@ -206,7 +206,7 @@ def test_offset_delete_group_delete_and_retention(redis_url: str) -> None:
             await a.groups.commit_offsets(group, "", -1, {topic: {0: (1, None)}})
             await a.groups.txn_commit_offsets(group, TxnCommitter(PRODUCER, 0), pending)
 
-            expired = await admin.expire_groups(
+            expired = await group_deletion.expire_groups(
                 a.groups, retention_ms=-1, session_timeout_ms=10_000
             )
             assert (group, topic) not in expired
