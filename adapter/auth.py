@@ -13,7 +13,10 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from mapping.auth import (
+from mapping.connection.batcher import RedisBatcher
+from mapping.core.errors import ConfigurationError
+from mapping.core.keys import Keys
+from mapping.security.auth import (
     CredentialsError,
     ScramSecret,
     dummy_hash,
@@ -21,9 +24,6 @@ from mapping.auth import (
     parse_scram_secrets,
     verify_password,
 )
-from mapping.batcher import RedisBatcher
-from mapping.errors import ConfigurationError
-from mapping.keys import Keys
 
 VERIFY_THREADS = 2
 # Looks a user's encoded hash up in Redis (None: no such user).

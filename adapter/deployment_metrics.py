@@ -1,5 +1,5 @@
 """The metrics read from Redis on each scrape, from one read of the deployment
-(mapping/metrics_snapshot.py): consumer lag in records and partitions' offsets, under the
+(mapping/operations/metrics_snapshot.py): consumer lag in records and partitions' offsets, under the
 adapter's names and under kafka_exporter's (danielqsj/kafka_exporter: its metric names,
 label names and meanings), so its dashboards and alerts work unchanged, with a lag that
 counts records (docs/operations.md says why the offsets' difference does not).
@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from mapping import metrics_snapshot
-from mapping.cluster import LazySyncClient
-from mapping.keys import Keys
-from mapping.metrics_snapshot import DeploymentSnapshot
+from mapping.connection.cluster import LazySyncClient
+from mapping.core.keys import Keys
+from mapping.operations import metrics_snapshot
+from mapping.operations.metrics_snapshot import DeploymentSnapshot
 
 log = logging.getLogger(__name__)
 

@@ -36,12 +36,12 @@ from adapter.deployment_metrics import DeploymentCollector
 from adapter.metrics_http import Probes
 from adapter.sockets import ListenError
 from adapter.v1.handlers import Context, Handler, Starter
-from mapping.batcher import Pending
-from mapping.cluster import LazySyncClient
-from mapping.compaction import CompactionResult
-from mapping.errors import BrokerError
-from mapping.keys import Keys
-from mapping.txn_inspection import open_counts, transaction_states
+from mapping.connection.batcher import Pending
+from mapping.connection.cluster import LazySyncClient
+from mapping.core.errors import BrokerError
+from mapping.core.keys import Keys
+from mapping.partition.compaction import CompactionResult
+from mapping.txn.txn_inspection import open_counts, transaction_states
 
 log = logging.getLogger(__name__)
 

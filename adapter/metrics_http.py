@@ -26,8 +26,8 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from mapping import scripts
-from mapping.cluster import LazySyncClient
+from mapping.connection import scripts
+from mapping.connection.cluster import LazySyncClient
 
 log = logging.getLogger(__name__)
 

@@ -25,31 +25,31 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from adapter.settings import Settings
-from mapping import resilient
-from mapping.batcher import RedisBatcher
-from mapping.broker_configs import ConfigStore
-from mapping.client import connect, make_batcher
-from mapping.cluster import on_every_connection, redact
-from mapping.durable_reads import store_wait_replicas
-from mapping.errors import ConfigurationError
-from mapping.groups import Groups
-from mapping.hw_views import HwWaits
-from mapping.kafka import KafkaStore
-from mapping.kafka_groups import KafkaGroups
-from mapping.keys import Keys
-from mapping.leader_epochs import LeaderEpochs
-from mapping.offsets_mirror import OffsetsMirror
-from mapping.partition_txns import PartitionTxns
-from mapping.partitions import Partitions
-from mapping.pubsub import Subscriber
-from mapping.replication import Replication, new_pod_id
-from mapping.retention import RetentionTask
-from mapping.startup import check_redis, failover_loss
-from mapping.topic_configs import DEFAULT_MAX_MESSAGE_BYTES, broker_default_fields
-from mapping.topics import Topics
-from mapping.transactions import Transactions
-from mapping.txn_completer import TransactionCompleter
-from mapping.waits import Channel, Waits
+from mapping.connection import resilient
+from mapping.connection.batcher import RedisBatcher
+from mapping.connection.client import connect, make_batcher
+from mapping.connection.cluster import on_every_connection, redact
+from mapping.connection.pubsub import Subscriber
+from mapping.connection.startup import check_redis, failover_loss
+from mapping.connection.waits import Channel, Waits
+from mapping.core.errors import ConfigurationError
+from mapping.core.keys import Keys
+from mapping.group.groups import Groups
+from mapping.group.offsets_mirror import OffsetsMirror
+from mapping.kafka_group import KafkaGroups
+from mapping.operations.retention import RetentionTask
+from mapping.partition.kafka import KafkaStore
+from mapping.partition.partition_txns import PartitionTxns
+from mapping.partition.partitions import Partitions
+from mapping.replication.durable_reads import store_wait_replicas
+from mapping.replication.hw_views import HwWaits
+from mapping.replication.leader_epochs import LeaderEpochs
+from mapping.replication.pod_replication import Replication, new_pod_id
+from mapping.topic.broker_configs import ConfigStore
+from mapping.topic.topic_configs import DEFAULT_MAX_MESSAGE_BYTES, broker_default_fields
+from mapping.topic.topics import Topics
+from mapping.txn.transactions import Transactions
+from mapping.txn.txn_completer import TransactionCompleter
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,8 @@ class Pod:
         task.add_done_callback(self._reloads.discard)
 
     def _topic_deleted(self, data: bytes) -> None:
-        """A topic was deleted (mapping/topic_lifecycle.py): every cache of it goes, and its
+        """A topic was deleted (mapping/operations/topic_lifecycle.py): every cache of it goes, and
+        its
         acks=all waiters get TOPIC_DELETED now rather than a timeout later."""
         name = data.decode(errors="replace")
         self.topics.cache.forget(name)
@@ -130,7 +131,8 @@ class Pod:
         log.info("topic %s was deleted: forgotten", name)
 
     def _topic_changed(self, data: bytes) -> None:
-        """A topic got more partitions (mapping/topic_lifecycle.py add_partitions) or other configs
+        """A topic got more partitions (mapping/operations/topic_lifecycle.py add_partitions) or
+        other configs
         (Topics.alter_configs): its settings are read again (acks=all waits on its existing
         partitions go on)."""
         name = data.decode(errors="replace")
@@ -235,12 +237,13 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
 
 @asynccontextmanager
 async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
-    """Connect to ``settings.redis_url``, check the deployment (mapping/startup.py; retried
+    """Connect to ``settings.redis_url``, check the deployment (mapping/connection/startup.py;
+    retried
     while Redis is still coming up) and yield the pod's parts; the client closes on exit."""
     assert settings.redis_url is not None
     keys = Keys(settings.key_prefix)
     # each connection registers the primary it reached as a leader epoch before its first
-    # command (mapping/leader_epochs.py)
+    # command (mapping/replication/leader_epochs.py)
     epochs = LeaderEpochs(keys.kafka_leader_epochs)
     client = connect(
         settings.redis_url, settings.redis_timeout_ms / 1000, **settings.redis_options()
@@ -252,7 +255,8 @@ async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
         await wait_for_redis(settings, keys, client)
         pod = build_pod(settings, client)
         pod.leader_epochs = epochs
-        # what readers outside pods (command lines, Spark) wait for (mapping/durable_reads.py)
+        # what readers outside pods (command lines, Spark) wait for
+        # (mapping/replication/durable_reads.py)
         await store_wait_replicas(
             client, keys, settings.redis_wait_replicas, settings.acks_timeout_ms
         )
@@ -262,7 +266,8 @@ async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
 
 
 async def wait_for_redis(settings: Settings, keys: Keys, client: Redis) -> None:
-    """Run the startup checks (mapping/startup.py), retrying while Redis is still coming up."""
+    """Run the startup checks (mapping/connection/startup.py), retrying while Redis is
+    still coming up."""
     deadline = anyio.current_time() + settings.redis_startup_timeout_s
     redis_at = redact(settings.redis_url or "")  # never log a password
     while True:

@@ -26,13 +26,13 @@ from adapter.sockets import Draining, accept_all, listen, serve_socket, stop_on_
 from adapter.v1.connection import Connection
 from adapter.v1.handlers import Context
 from adapter.v1.handlers.table import build_starters, build_table
-from mapping.cluster import LazySyncClient, redact
+from mapping.connection.cluster import LazySyncClient, redact
 
 log = logging.getLogger(__name__)
 # The cyclic GC's collection thresholds while serving (CPython's default: 700, 10, 10).
 # CONSUME replies are thousands of small lists alive at once; with the default, collections
 # of the older generations scanned them over and over and took most of the CPU (figures in
-# the README's Performance section). The pod's data is
+# docs/performance.md). The pod's data is
 # acyclic; cycles (exception tracebacks) are still collected, a little later.
 GC_THRESHOLDS = (100_000, 20, 20)
 

@@ -11,11 +11,11 @@ import click
 
 from adapter.declare import Option, option, option_group
 from adapter.logs import FORMATS
-from mapping.codec import DEFAULT_SEQUENCE_BITS, MAX_SEQUENCE_BITS, MIN_SEQUENCE_BITS
-from mapping.kafka_group_settings import KafkaGroupSettings
-from mapping.keys import DEFAULT_PREFIX
-from mapping.topic_config import DEFAULT_TOPIC_CACHE_SIZE, TopicDefaults
-from mapping.txn_state import DEFAULT_EXPIRATION_MS, DEFAULT_MAX_TIMEOUT_MS, TxnSettings
+from mapping.core.codec import DEFAULT_SEQUENCE_BITS, MAX_SEQUENCE_BITS, MIN_SEQUENCE_BITS
+from mapping.core.kafka_group_settings import KafkaGroupSettings
+from mapping.core.keys import DEFAULT_PREFIX
+from mapping.topic.topic_config import DEFAULT_TOPIC_CACHE_SIZE, TopicDefaults
+from mapping.txn.txn_state import DEFAULT_EXPIRATION_MS, DEFAULT_MAX_TIMEOUT_MS, TxnSettings
 
 _file = click.Path(exists=True, dir_okay=False, path_type=Path)
 _port = click.IntRange(0, 65535)
@@ -156,7 +156,7 @@ class Settings:
         "is answered whole (Kafka's max.incremental.fetch.session.cache.slots).",
         click.IntRange(0),
     )
-    # Kafka transactions (mapping/transactions.py, mapping/txn_completer.py)
+    # Kafka transactions (mapping/txn/transactions.py, mapping/txn/txn_completer.py)
     transaction_max_timeout_ms: int = option(
         DEFAULT_MAX_TIMEOUT_MS,
         "Longest transaction.timeout.ms a transactional producer may ask for; longer gets "
@@ -176,7 +176,7 @@ class Settings:
         "transactional ids (0: this pod never does; one pod at a time does it).",
         click.IntRange(0),
     )
-    # Kafka consumer groups (mapping/kafka_groups/; the defaults and why are there)
+    # Kafka consumer groups (mapping/kafka_group/; the defaults and why are there)
     kafka_groups: KafkaGroupSettings = option_group(
         KafkaGroupSettings(),
         "kafka_group",
@@ -287,7 +287,7 @@ class Settings:
     redis_tls_key: Path | None = option(
         None, "With rediss://: private key of --redis-tls-cert.", _file, shared=True
     )
-    # Redis Sentinel (mapping/sentinel.py) instead of redis_url; redis_url becomes their
+    # Redis Sentinel (mapping/connection/sentinel.py) instead of redis_url; redis_url becomes their
     # redis+sentinel:// URL. The sentinels' own login, when they have one (the redis_* login
     # is the data nodes')
     redis_sentinel: str | None = option(
@@ -351,7 +351,7 @@ class Settings:
     uvloop: bool = option(
         True,
         "Run on uvloop (when installed): about 25% more one-at-a-time requests per second "
-        "and a lower p99 than asyncio's own loop (see the README's Performance).",
+        "and a lower p99 than asyncio's own loop (see docs/performance.md).",
     )
     log_format: str = option(
         "json",
@@ -371,7 +371,9 @@ class Settings:
             return
         if not self.redis_sentinel_master:
             raise ValueError("redis_sentinel needs redis_sentinel_master")
-        from mapping.sentinel import sentinel_url  # (imports redis: not for serve --help)
+        from mapping.connection.sentinel import (
+            sentinel_url,  # (imports redis: not for serve --help)
+        )
 
         url = sentinel_url(self.redis_sentinel, self.redis_sentinel_master)
         if self.redis_url not in (None, url):  # replace() passes the URL made here back in
@@ -401,7 +403,7 @@ class Settings:
 
     def redis_options(self) -> dict[str, object]:
         """Keyword arguments for the Redis client beyond the URL."""
-        from mapping.cluster import credentials  # (imports redis: not for serve --help)
+        from mapping.connection.cluster import credentials  # (imports redis: not for serve --help)
 
         return credentials(
             username=self.redis_username,

@@ -14,11 +14,16 @@ import redis
 
 from adapter.settings import Settings
 from bench.stats import Histogram
-from mapping import codec, groups
-from mapping.groups import GroupHead, group_commit_call, group_heartbeat_call, group_join_call
-from mapping.keys import Keys
-from mapping.partition_scripts import PARTITION_PRODUCE, PartitionHead, partition_produce_call
-from mapping.partitioner import partition_for
+from mapping.core import codec
+from mapping.core.keys import Keys
+from mapping.group import groups
+from mapping.group.groups import GroupHead, group_commit_call, group_heartbeat_call, group_join_call
+from mapping.partition.partition_scripts import (
+    PARTITION_PRODUCE,
+    PartitionHead,
+    partition_produce_call,
+)
+from mapping.topic.partitioner import partition_for
 
 CALLS = 1024  # distinct commands, sent round and round
 SCRIPTS = (PARTITION_PRODUCE, groups.GROUP_JOIN, groups.GROUP_HEARTBEAT, groups.GROUP_COMMIT)

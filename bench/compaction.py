@@ -5,8 +5,9 @@ A redis-server of its own; a compacted topic prefilled with ``--records`` record
 ``--keys`` keys (all but the last version of each key superseded); then, against the same
 Redis, a producer appends one record at a time to another topic for ``--duration`` seconds
 alone (the baseline), and again while the compacted partition is compacted
-(mapping/compaction.py, the pods' code, bounded script calls; finding the segments first,
-mapping/segments.py). Prints one row: records removed, the rate, and the producer's p50/p99
+(mapping/partition/compaction.py, the pods' code, bounded script calls; finding the segments first,
+mapping/partition/segments.py). Prints one row: records removed, the rate, and the producer's
+p50/p99
 without and with compaction beside it.
 """
 
@@ -22,15 +23,15 @@ import click
 
 from bench.report import Row
 from bench.stats import Histogram
-from mapping.batcher import RedisBatcher
-from mapping.client import connect
-from mapping.compaction import MAX_REMOVE_PER_CALL, CompactionResult, compact_partition
-from mapping.embedded import RedisProcess
-from mapping.keys import Keys
-from mapping.partitions import Partitions
-from mapping.startup import pin_sequence_bits
-from mapping.topic_config import TopicDefaults
-from mapping.topics import Topics
+from mapping.connection.batcher import RedisBatcher
+from mapping.connection.client import connect
+from mapping.connection.embedded import RedisProcess
+from mapping.connection.startup import pin_sequence_bits
+from mapping.core.keys import Keys
+from mapping.partition.compaction import MAX_REMOVE_PER_CALL, CompactionResult, compact_partition
+from mapping.partition.partitions import Partitions
+from mapping.topic.topic_config import TopicDefaults
+from mapping.topic.topics import Topics
 
 BITS = 10
 VALUE = b"x" * 100

@@ -25,7 +25,7 @@ from typing import Any
 import click
 
 from bench import kafka
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 
 VALUE = b"x" * 100
 

@@ -28,11 +28,11 @@ import click
 import redis
 
 from adapter.client import Client
-from mapping import codec
-from mapping.embedded import RedisProcess
-from mapping.kafka import KAFKA_PRODUCE, kafka_produce_call
-from mapping.keys import Keys
-from mapping.partition_scripts import PartitionHead
+from mapping.connection.embedded import RedisProcess
+from mapping.core import codec
+from mapping.core.keys import Keys
+from mapping.partition.kafka import KAFKA_PRODUCE, kafka_produce_call
+from mapping.partition.partition_scripts import PartitionHead
 from tests.support.pods import RF1, Pod
 
 PARTITIONS = 3

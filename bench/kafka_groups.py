@@ -32,7 +32,7 @@ from pathlib import Path
 import click
 
 from adapter.client.group_consumer import GroupConsumer
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 from tests.support import ROOT
 from tests.support.pods import RF1, Pod
 

@@ -5,7 +5,7 @@ CPU seconds the pod(s) and Redis used during it (a pod near 100% of one core is 
 bottleneck; one well below is waiting on something else), and with ``--py-spy FILE``
 records the pod with py-spy (``pip install py-spy``; ``.svg``: a flame graph, otherwise
 py-spy's raw collapsed stacks). This is how the anyio per-read cost and the GC cost of
-CONSUME were found (see the README's Performance section).
+CONSUME were found (see docs/performance.md).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import click
 
 from bench import loadgen, profile
 from bench.run import PARTITIONS, prefill_topic, start_pod
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 from tests.support.procfs import cpu_seconds
 
 

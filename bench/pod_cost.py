@@ -40,11 +40,11 @@ import hiredis
 from adapter.kafka import fetch, produce_codec, protocol
 from adapter.kafka.fetch_reads import Answer, Wanted, _encode
 from adapter.kafka.versions import FETCH, PRODUCE
-from mapping.cluster import connect_async
-from mapping.cluster_batcher import ClusterBatcher
-from mapping.records import ProducedRecord, append_args, append_resp
-from mapping.resp import pack_command
-from mapping.topic_config import TopicConfig
+from mapping.connection.cluster import connect_async
+from mapping.connection.cluster_batcher import ClusterBatcher
+from mapping.core.records import ProducedRecord, append_args, append_resp
+from mapping.core.resp import pack_command
+from mapping.topic.topic_config import TopicConfig
 
 BITS = 10
 CREATE_TIME = 1_700_000_000_000

@@ -2,7 +2,8 @@
 
 What runs where (a 2-core machine is the reference):
 
-- one ``redis-server`` started here (``mapping.embedded.RedisProcess``, a free port, never
+- one ``redis-server`` started here (``mapping.connection.embedded.RedisProcess``, a free port,
+never
   6379; AOF off: the benchmark measures CPU, not the disk), shared by every row; with
   ``--redis-replicas N``, N replicas following it (the cost of ``--adapter-args
   '--redis-wait-replicas 1'``, docs/durability.md);
@@ -48,8 +49,8 @@ from adapter.client import Client
 from bench import baseline, compaction, loadgen
 from bench.kafka_rows import measure as measure_kafka_rows
 from bench.report import Row, format_row, machine, make_row, ratio, targets
-from mapping.embedded import RedisProcess
-from mapping.keys import DEFAULT_PREFIX, Keys
+from mapping.connection.embedded import RedisProcess
+from mapping.core.keys import DEFAULT_PREFIX, Keys
 from tests.support.pods import RF1, Pod
 from tests.support.procfs import rss_bytes
 

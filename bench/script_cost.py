@@ -5,8 +5,8 @@ whatever else the machine does, unlike a rate.
 A ``redis-server`` of its own runs under ``valgrind --tool=callgrind`` collecting only inside
 EVALSHA (``--toggle-collect=evalShaCommand``); each shape below is appended ``--calls`` times
 in batches of ``--records`` records, in a fresh server each, and its instructions divided by
-the records. This is how the float formatting in the append path was found (see the README's
-Performance section): 41k instructions per null-key Kafka record before, 25k after.
+the records. This is how the float formatting in the append path was found (see
+docs/performance.md): 41k instructions per null-key Kafka record before, 25k after.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from pathlib import Path
 import click
 import redis
 
-from mapping import codec, scripts
-from mapping.embedded import free_port
-from mapping.kafka import kafka_produce_call
-from mapping.keys import Keys
-from mapping.partition_scripts import PartitionHead, partition_produce_call
+from mapping.connection import scripts
+from mapping.connection.embedded import free_port
+from mapping.core import codec
+from mapping.core.keys import Keys
+from mapping.partition.kafka import kafka_produce_call
+from mapping.partition.partition_scripts import PartitionHead, partition_produce_call
 
 VALUE = b"x" * 100
 CREATE_TIME = 1_700_000_000_000

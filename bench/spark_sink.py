@@ -1,7 +1,8 @@
 """``python -m bench.spark_sink``: rows/s written by the redis-topics Spark sink vs a raw
 redis-py pipeline of the same appends, in one run, ratios printed.
 
-- one ``redis-server`` started here (``mapping.embedded.RedisProcess``, free port, AOF off);
+- one ``redis-server`` started here (``mapping.connection.embedded.RedisProcess``, free port, AOF
+off);
 - raw: this process, redis-py + hiredis, ``XADD`` of the same records (fields key, value,
   ts; ids chosen by Redis) to the same partition logs, ``--batch-size`` per pipeline;
 - appender: the sink's Redis side without Spark (``spark_connector.appender.Appender``: the
@@ -27,9 +28,9 @@ from pathlib import Path
 
 import redis
 
-from mapping.embedded import RedisProcess
-from mapping.keys import Keys
-from mapping.partitioner import partition_for
+from mapping.connection.embedded import RedisProcess
+from mapping.core.keys import Keys
+from mapping.topic.partitioner import partition_for
 from spark_connector.appender import Appender, ensure_topic, sequence_bits
 from spark_connector.sink_options import parse_sink_options
 from spark_connector.sink_records import Record

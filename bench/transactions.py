@@ -27,7 +27,7 @@ import click
 
 from bench import kafka
 from bench.report import Row, ratio
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 
 VALUE = b"x" * 100
 TXN_SIZES = (1, 10, 100)  # batches per transaction

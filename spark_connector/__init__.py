@@ -3,7 +3,8 @@ from Redis.
 
 Call ``spark_connector.register(spark)``, then ``spark.readStream.format("redis-topics")``
 (or ``spark.read``) with options ``redis.url`` and ``topic``; ``df.write`` /
-``df.writeStream`` with the same format write topics (sink.py); see README for the rest.
+``df.writeStream`` with the same format write topics (sink.py);
+the rest in this folder's README.md and docs/guide.md.
 """
 
 from __future__ import annotations

@@ -14,11 +14,11 @@ from collections.abc import Iterable
 
 import redis
 
-from mapping import codec
-from mapping.errors import REPLICATION_TIMEOUT
-from mapping.keys import Keys
-from mapping.partition_scripts import PartitionHead, partition_status_call
-from mapping.topic_config import TopicConfig
+from mapping.core import codec
+from mapping.core.errors import REPLICATION_TIMEOUT
+from mapping.core.keys import Keys
+from mapping.partition.partition_scripts import PartitionHead, partition_status_call
+from mapping.topic.topic_config import TopicConfig
 from spark_connector.sink_options import SinkOptions, SinkWriteError
 
 

@@ -18,16 +18,17 @@ from dataclasses import dataclass, field
 
 import redis
 
-from mapping import codec, scripts
-from mapping.codec import to_str
-from mapping.keys import Keys, is_valid_name
-from mapping.partition_scripts import PARTITION_STATUS, PartitionHead, compaction_keys
-from mapping.partitioner import partition_for
-from mapping.records import record_batch_bytes
-from mapping.topic_config import TopicConfig, TopicDefaults, is_internal_topic
-from mapping.topic_configs import broker_default_fields
-from mapping.topic_rules import is_compacted, rules_of
-from mapping.topics import ensure_topic_sync
+from mapping.connection import scripts
+from mapping.core import codec
+from mapping.core.codec import to_str
+from mapping.core.keys import Keys, is_valid_name
+from mapping.core.records import record_batch_bytes
+from mapping.partition.partition_scripts import PARTITION_STATUS, PartitionHead, compaction_keys
+from mapping.topic.partitioner import partition_for
+from mapping.topic.topic_config import TopicConfig, TopicDefaults, is_internal_topic
+from mapping.topic.topic_configs import broker_default_fields
+from mapping.topic.topic_rules import is_compacted, rules_of
+from mapping.topic.topics import ensure_topic_sync
 from spark_connector.acks import wait_for_acks
 from spark_connector.sink_options import SinkOptions, SinkWriteError
 from spark_connector.sink_records import Record, record_items
@@ -69,7 +70,7 @@ def sequence_bits(client: redis.Redis, keys: Keys) -> int:
 
 
 def broker_defaults(client: redis.Redis, keys: Keys) -> tuple[tuple[str, str], ...]:
-    """The topic defaults the cluster-wide broker configs set (mapping/broker_configs.py:
+    """The topic defaults the cluster-wide broker configs set (mapping/topic/broker_configs.py:
     the hash the pods read at start and on every change), as the pods' topics carry them.
     (A pod's own static options, such as --kafka-max-message-bytes, are not known here.)"""
     stored = client.hgetall(keys.broker_configs)

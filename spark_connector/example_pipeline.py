@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 import spark_connector
-from mapping.keys import DEFAULT_PREFIX, Keys, is_valid_name
+from mapping.core.keys import DEFAULT_PREFIX, Keys, is_valid_name
 from spark_connector import offsets
 from spark_connector.group_commit import commit_group_offsets
 from spark_connector.options import OptionError, parse_options

@@ -5,7 +5,7 @@ The job is not a group member (no JOIN/generation): it writes the offsets hash d
 re-run micro-batch harmless and lets ``OFFSET <group> <topic> <p>`` show how far Spark got.
 The group is also listed in the groups set, so ``adapter inspect`` and the lag metrics see
 it like any other, and the offsets it moved are mirrored into ``__consumer_offsets`` when
-the pods keep that topic (mapping/offsets_mirror.py), timed by Redis' clock.
+the pods keep that topic (mapping/group/offsets_mirror.py), timed by Redis' clock.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 
 import redis
 
-from mapping import scripts
-from mapping.keys import GroupKeys, Keys, group_entry
-from mapping.offsets_mirror import Mirrored, mirror_sync
+from mapping.connection import scripts
+from mapping.core.keys import GroupKeys, Keys, group_entry
+from mapping.group.offsets_mirror import Mirrored, mirror_sync
 
 SPARK_COMMIT = scripts.load("spark/commit")
 

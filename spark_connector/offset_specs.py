@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mapping.keys import is_valid_name
+from mapping.core.keys import is_valid_name
 from spark_connector.errors import OptionError
 
 # Kafka's special per-partition values in a JSON offsets spec.

@@ -18,10 +18,10 @@ from typing import Any
 import redis
 from pyspark.sql.datasource import InputPartition
 
-from mapping import codec
-from mapping.cluster import connect_sync, credentials, redact
-from mapping.durable_reads import confirm_read_sync
-from mapping.keys import Keys
+from mapping.connection.cluster import connect_sync, credentials, redact
+from mapping.core import codec
+from mapping.core.keys import Keys
+from mapping.replication.durable_reads import confirm_read_sync
 from spark_connector.errors import DataLoss, RedisUnreachable, TopicNotFound
 from spark_connector.offset_specs import TopicPartition
 from spark_connector.options import SourceOptions
@@ -144,9 +144,9 @@ def topic_partitions(topics: Mapping[str, TopicInfo]) -> list[TopicPartition]:
 def _end_of(hw: Any, mark: Any, txn_first: Any, durable: bool) -> int:
     """``hw + 1`` from the stored hw, which never exceeds the true hw, and at most the last
     stable offset (the first offset of the oldest open transaction: the state's
-    ``txn_first``, mapping/partition_txns.py), so a read never passes a record whose
+    ``txn_first``, mapping/partition/partition_txns.py), so a read never passes a record whose
     transaction may still abort. ``durable`` (option durableReads): at most
-    ``durable_hw + 1``, what the Redis replicas have (mapping/durable.py)."""
+    ``durable_hw + 1``, what the Redis replicas have (mapping/replication/durable.py)."""
     end = max(int(hw), -1) + 1 if hw is not None else 0
     if durable:
         end = min(end, max(int(mark), -1) + 1 if mark is not None else 0)

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mapping.keys import DEFAULT_PREFIX
-from mapping.sentinel import sentinel_url
+from mapping.connection.sentinel import sentinel_url
+from mapping.core.keys import DEFAULT_PREFIX
 from spark_connector.errors import (
     ConnectorError,
     DataLoss,
@@ -130,7 +130,7 @@ class SourceOptions:
 
 def _redis_url(opts: dict[str, str]) -> str:
     """``redis.url``, or the ``redis+sentinel://`` URL of ``redis.sentinel`` and
-    ``redis.sentinelMaster`` (mapping/sentinel.py)."""
+    ``redis.sentinelMaster`` (mapping/connection/sentinel.py)."""
     url = opts.get("redis.url", "").strip()
     sentinels = opts.get("redis.sentinel", "").strip()
     master = opts.get("redis.sentinelmaster", "").strip()

@@ -20,9 +20,9 @@ from typing import Any
 
 import redis
 
-from mapping import codec
-from mapping.keys import Keys
-from mapping.records import NUMBER_BYTES
+from mapping.core import codec
+from mapping.core.keys import Keys
+from mapping.core.records import NUMBER_BYTES
 from spark_connector.offset_specs import TopicPartition
 from spark_connector.offsets import Positions, RangePartition
 

@@ -30,10 +30,9 @@ from pyspark.sql.types import (
 )
 from redis.cluster import RedisCluster
 
-from mapping import codec
-from mapping.keys import Keys
-from mapping.partition_txns import AbortedRanges
-from mapping.records import (
+from mapping.core import codec
+from mapping.core.keys import Keys
+from mapping.core.records import (
     APPEND_TIME_BYTES,
     CONTROL_BYTES,
     HEADER_PREFIX_BYTES,
@@ -42,6 +41,7 @@ from mapping.records import (
     PRODUCER_ID_BYTES,
     VALUE_BYTES,
 )
+from mapping.partition.partition_txns import AbortedRanges
 from spark_connector.errors import DataLoss
 from spark_connector.offsets import RangePartition, client_for, data_loss_message
 from spark_connector.options import SourceOptions
@@ -115,7 +115,7 @@ def _text(data: bytes | None) -> str | None:
 
 def headers_of(entry: Entry) -> list[dict[str, Any]] | None:
     """A record's headers in order (fields ``h:<name>``, ``hn:<name>`` for a null value:
-    mapping/records.py); None when it has none, as Spark's Kafka source gives."""
+    mapping/core/records.py); None when it has none, as Spark's Kafka source gives."""
     _, named, raw = entry
     pairs = zip(raw[::2], raw[1::2], strict=True) if raw is not None else named.items()
     headers = []

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import redis
 
-from mapping import codec
-from mapping.keys import Keys
+from mapping.core import codec
+from mapping.core.keys import Keys
 from spark_connector.errors import NoOffsetForTimestamp, OptionError
 from spark_connector.offset_specs import (
     KAFKA_EARLIEST,

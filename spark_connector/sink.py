@@ -4,7 +4,7 @@ Planning happens on the driver: options, columns, Redis and the topic (created w
 ``topic.*`` settings when missing) are checked when the writer is made, before any task runs.
 Each task opens its own Redis connection and appends through ``appender.Appender``.
 
-Replay protection (see appender.py and the README's Spark section): a task's marker is
+Replay protection (see appender.py and docs/guide.md's Spark section): a task's marker is
 ``<writer id>:<task partition>``. A streaming query's writer id is its query id (kept in the
 checkpoint, so the same after a restart) and the epoch is the micro-batch id, which Spark's
 MicroBatchExecution hands to every task as the local property ``streaming.sql.batchId``.
@@ -31,7 +31,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from spark_connector import offsets
 from spark_connector.appender import (
     Appender,

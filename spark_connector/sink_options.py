@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from mapping.keys import is_valid_name
-from mapping.topic_config import TopicDefaults
+from mapping.core.keys import is_valid_name
+from mapping.topic.topic_config import TopicDefaults
 from spark_connector.options import OptionError, SourceOptions, _positive_int, parse_options
 
 Acks = Literal["0", "1", "all"]

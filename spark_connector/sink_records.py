@@ -22,8 +22,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from mapping.records import Header
-from mapping.records import record_items as entry_items
+from mapping.core.records import Header
+from mapping.core.records import record_items as entry_items
 from spark_connector.options import OptionError
 
 _PAYLOAD = (StringType, BinaryType)
@@ -76,7 +76,7 @@ def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
 
 def record_items(record: Record) -> tuple[int, list[bytes | str | int]]:
     """(lead, items): the record's stream fields, laid out as the Kafka front door writes
-    them (mapping.records.record_items), so V1, Spark and Kafka consumers all read it. Spark
+    them (mapping.core.records.record_items), so V1, Spark and Kafka consumers all read it. Spark
     rows carry no timestamp of their own: no ``create_ts``."""
     return entry_items(record.key, record.value, None, record.headers)
 

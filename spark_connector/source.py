@@ -29,7 +29,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from spark_connector import offsets, planning
 from spark_connector.errors import OptionError
 from spark_connector.offset_specs import Earliest, Latest
@@ -178,7 +178,7 @@ class RedisTopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     @property
     def bits(self) -> int:
         if self._bits is None:
-            # The deployment's one value (mapping/keys.py meta), the same for every topic.
+            # The deployment's one value (mapping/core/keys.py meta), the same for every topic.
             self._bits = offsets.sequence_bits(self.client, self.keys)
         return self._bits
 

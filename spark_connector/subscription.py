@@ -4,7 +4,7 @@ connector's first name for one topic), ``subscribe`` (a comma-separated list) or
 
 A pattern is Python's ``re`` (Spark's is a Java regex) and must match the whole name, as
 Java's ``Matcher.matches()`` in Kafka's pattern subscription does. The driver looks the
-matching topics up again at every micro-batch (mapping/keys.py's topics set), so a topic
+matching topics up again at every micro-batch (mapping/core/keys.py's topics set), so a topic
 created later is read from its first record, as Spark does.
 """
 
@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from mapping.keys import is_valid_name
+from mapping.core.keys import is_valid_name
 from spark_connector.errors import OptionError
 
 SUBSCRIPTION_OPTIONS = ("topic", "subscribe", "subscribepattern")

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from adapter.client import Client
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 from tests.support.cluster import LoopbackCluster
 from tests.support.kafka import KAFKA_PODS_PREFIX
 from tests.support.pods import RF1, Pod, start_all

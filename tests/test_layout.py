@@ -30,18 +30,6 @@ def test_client_imports_nothing_of_the_pod() -> None:
     assert result.stdout.splitlines() == ["t k%3A1:v acks=1", "[]"]
 
 
-def test_replication_modules_import_in_either_order() -> None:
-    """`mapping.replicator` and `mapping.replication` no longer import each other."""
-    for first, second in (("replicator", "replication"), ("replication", "replicator")):
-        code = f"import mapping.{first}, mapping.{second}"
-        result = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-        )
-        assert result.returncode == 0, result.stderr
-    source = open("mapping/replicator.py").read()
-    assert "mapping.replication" not in source
-
-
 PACKAGES = ("adapter", "mapping", "spark_connector")
 
 
@@ -164,13 +152,60 @@ def test_no_import_cycles() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def _package_of(module: str) -> str:
+    """The subpackage a module lives in (``mapping.topic.topics`` -> ``mapping.topic``); a
+    package's own modules at its top (``adapter.pod``) stand for themselves."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_import_cycles_between_subpackages() -> None:
+    """Nor do the subpackages of adapter/, mapping/ and spark_connector/ import each other,
+    taken as wholes: a change to one finds the rooms it may touch below it only."""
+    graph = _import_graph()
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if module.count(".") < 1:
+            continue
+        found = packages.setdefault(_package_of(module), set())
+        found |= {_package_of(t) for t in targets if t.count(".") >= 1}
+    for name, targets in packages.items():
+        targets.discard(name)
+        for target in targets:
+            packages.setdefault(target, set())
+    cycles = _cycles(packages)
+    assert not cycles, "cycles between subpackages:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_mapping_floors_import_only_the_floors_below() -> None:
+    """mapping/ is its subpackages, each importing only the floors below it in
+    ``mapping.FLOORS`` (mapping/__init__.py says what each holds); no module sits beside them."""
+    from mapping import FLOORS
+
+    modules = _modules()
+    top = [m.split(".") for m in modules if m.startswith("mapping.") and m.count(".") == 1]
+    loose = [".".join(parts) for parts in top if parts[1] not in FLOORS]
+    assert loose == [], "modules of mapping/ on no floor"
+    upward = []
+    for module, targets in _import_graph().items():
+        parts = module.split(".")
+        if parts[0] != "mapping" or len(parts) < 2:
+            continue
+        floor = FLOORS.index(parts[1])
+        for target in sorted(targets):
+            above = target.split(".")
+            if above[0] == "mapping" and len(above) > 1 and FLOORS.index(above[1]) > floor:
+                upward.append(f"{module} -> {target}")
+    assert upward == [], "imports that run up a floor:\n" + "\n".join(upward)
+
+
 # Every package of the project but tests/.
 PACKAGES = ("adapter", "bench", "mapping", "spark_connector")
 # Keys' names of the topic hash and of the topic index keys (the topics set, the id index).
 TOPIC_KEYS = frozenset({"topic", "topics", "topic_ids"})
 WRITE_COMMANDS = frozenset({"HSET", "HSETNX", "HDEL", "HINCRBY", "DEL", "UNLINK", "SADD", "SREM"})
 WRITE_METHODS = frozenset({"hset", "hsetnx", "hdel", "hincrby", "delete", "unlink", "sadd", "srem"})
-# mapping/topics.py's builders of the script calls on the topic hash (mapping/scripts.py).
+# mapping/topic/topics.py's builders of the script calls on the topic hash
+# (mapping/connection/scripts.py).
 TOPIC_KEY_BUILDERS = frozenset({"topic_ensure_call", "topic_grow_call", "topic_delete_call"})
 
 
@@ -218,13 +253,13 @@ def _writes(node: ast.AST) -> bool:
 
 
 def test_only_mapping_topics_writes_topic_keys() -> None:
-    """The topic hash, the topics set and the id index are written by mapping/topics.py alone
+    """The topic hash, the topics set and the id index are written by mapping/topic/topics.py alone
     (and the Lua scripts it calls): no other module's function that names one of those keys
     writes anything, so a key held in a variable cannot slip through either."""
     offenders = []
     sources = (p for package in PACKAGES for p in Path(package).rglob("*.py"))
     for path in sorted(sources):
-        if path.as_posix() == "mapping/topics.py":
+        if path.as_posix() == "mapping/topic/topics.py":
             continue
         tree = ast.parse(path.read_text(), str(path))
         for function in ast.walk(tree):

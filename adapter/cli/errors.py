@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from adapter.cli.lazy import LazyGroup
-from mapping.errors import BrokerError, ConfigurationError, Unavailable
+from mapping.core.errors import BrokerError, ConfigurationError, Unavailable
 
 DEBUG_HINT = "ADAPTER_LOG_LEVEL=DEBUG shows the traceback"
 # ctx.meta (shared by a command's contexts): the Redis the command works on, redacted.
@@ -35,7 +35,7 @@ Meta = dict[str, object]
 
 def name_redis(url: str) -> None:
     """Record the deployment the running command works on (without its password)."""
-    from mapping.cluster import redact
+    from mapping.connection.cluster import redact
 
     context = click.get_current_context(silent=True)
     if context is not None:
@@ -104,7 +104,7 @@ def causes() -> list[Cause]:
     from redis.sentinel import MasterNotFoundError
 
     from adapter.sockets import ListenError
-    from mapping.embedded import RedisServerError
+    from mapping.connection.embedded import RedisServerError
 
     return [
         (ListenError, lambda exc, _: str(exc)),

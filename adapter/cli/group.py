@@ -8,7 +8,8 @@
 
 A group name may be used by Kafka's classic protocol, KIP-848 and V1 (one at a time while
 members are live); all of them share each (group, topic)'s committed offsets
-(mapping/group_overview.py reads them together). GROUP is any group id: a Kafka group's may
+(mapping/operations/group_overview.py reads them together). GROUP is any group id: a Kafka group's
+may
 hold any character (quote it for the shell), a V1 group's is ``[A-Za-z0-9._-]``. Lag is in
 records: offsets are time-encoded, so log end minus committed offset is not a record count.
 
@@ -31,12 +32,12 @@ from adapter.cli.columns import cell, echo_columns
 from adapter.cli.lazy import LazyGroup
 from adapter.cli.options import RedisTarget
 from adapter.settings import Settings
-from mapping.keys import is_valid_name
+from mapping.core.keys import is_valid_name
 
 if TYPE_CHECKING:  # (imported where a command runs, never for its --help)
     from adapter.pod import Pod
-    from mapping.group_deletion import GroupDeletion
-    from mapping.group_overview import GroupOverview
+    from mapping.group.deletion import GroupDeletion
+    from mapping.operations.group_overview import GroupOverview
 
 # V1 members are live while heard from within this long (the pods' --session-timeout-ms)
 session_timeout_option = click.option(
@@ -79,7 +80,7 @@ def delete(
 ) -> None:
     """Delete GROUP: members, assignment, generation, committed offsets, its listing."""
     from adapter.cli.local_pod import run_on_pod
-    from mapping.group_deletion import DELETED, NON_EMPTY, delete_groups
+    from mapping.group.deletion import DELETED, NON_EMPTY, delete_groups
 
     results: list[GroupDeletion] = run_on_pod(
         target,
@@ -112,8 +113,8 @@ def delete(
 def read_overview(target: RedisTarget, group_name: str, session_timeout_ms: int) -> GroupOverview:
     """GROUP across its protocols; a one-line error when it does not exist."""
     from adapter.cli.local_pod import run_on_pod
-    from mapping.durable_reads import confirm_read
-    from mapping.group_overview import overview
+    from mapping.operations.group_overview import overview
+    from mapping.replication.durable_reads import confirm_read
 
     async def work(pod: Pod) -> GroupOverview | None:
         found = await overview(pod.kafka_groups, group_name, pod.partitions.sequence_bits)
@@ -139,7 +140,7 @@ def list_groups(session_timeout_ms: int, target: RedisTarget, as_json: bool) -> 
     import asyncio
 
     from adapter.cli.local_pod import run_on_pod
-    from mapping.group_overview import group_names, overview
+    from mapping.operations.group_overview import group_names, overview
 
     async def work(pod: Pod) -> list[GroupOverview]:
         bits = pod.partitions.sequence_bits

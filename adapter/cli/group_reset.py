@@ -5,7 +5,7 @@
          | --to-offset N | --shift-by N) [--dry-run | --execute]
 
 Prints the plan (a dry run, the default as in Kafka's tool) or writes it (``--execute``)
-through the path of every Kafka commit (mapping/offset_reset.py: the commit check and its
+through the path of every Kafka commit (mapping/operations/offset_reset.py: the commit check and its
 fence, never keys written by hand). Refused while the group has live members of any
 protocol, as Kafka's tool refuses a group that is not Empty or Dead. A group that does not
 exist yet gets the offsets (Kafka's tool allows it too: a way to place a new group).
@@ -25,7 +25,7 @@ from adapter.cli.options import RedisTarget, topic_name
 
 if TYPE_CHECKING:  # (imported where the command runs, never for its --help)
     from adapter.pod import Pod
-    from mapping.offset_reset import PlannedOffset, ResetTarget
+    from mapping.operations.offset_reset import PlannedOffset, ResetTarget
 
 
 def _partition_list(value: str | None) -> list[int] | None:
@@ -62,7 +62,14 @@ def _target(
     to_offset: int | None,
     shift_by: int | None,
 ) -> ResetTarget:
-    from mapping.offset_reset import EARLIEST, LATEST, OFFSET, SHIFT, TIMESTAMP, ResetTarget
+    from mapping.operations.offset_reset import (
+        EARLIEST,
+        LATEST,
+        OFFSET,
+        SHIFT,
+        TIMESTAMP,
+        ResetTarget,
+    )
 
     given = [
         ResetTarget(kind, value or 0)
@@ -138,8 +145,8 @@ def reset_offsets(
     group will have there); writes only with --execute. Refused while the group has live
     members (Kafka: "Assignments can only be reset if the group is inactive")."""
     from adapter.cli.local_pod import run_on_pod
-    from mapping.group_overview import overview
-    from mapping.offset_reset import CannotReset, execute_reset, plan_reset
+    from mapping.operations.group_overview import overview
+    from mapping.operations.offset_reset import CannotReset, execute_reset, plan_reset
 
     wanted = _target(to_earliest, to_latest, to_datetime, to_timestamp, to_offset, shift_by)
     if dry_run and execute:

@@ -27,7 +27,7 @@ from adapter.cli.options import RedisTarget, topic_name
 from adapter.cli.topic_configs import describe_configs
 
 if TYPE_CHECKING:  # (imported where a command runs, never for its --help)
-    from mapping import inspection
+    from mapping.operations import inspection
 
 
 def print_topic(view: inspection.TopicView) -> None:
@@ -55,8 +55,8 @@ def echo_json(value: Any) -> None:
 
 
 def describe_topic(name: str, target: RedisTarget, as_json: bool, configs: bool = False) -> None:
-    from mapping import inspection
-    from mapping.topics import read_settings_sync
+    from mapping.operations import inspection
+    from mapping.topic.topics import read_settings_sync
 
     client = target.connect()
     try:
@@ -91,7 +91,7 @@ def inspect_group() -> None:
 @options.as_json
 def inspect_topics(target: RedisTarget, as_json: bool) -> None:
     """One line per topic: settings, records, and the partitions' hw."""
-    from mapping import inspection
+    from mapping.operations import inspection
 
     keys = target.keys
     client = target.connect()
@@ -137,7 +137,7 @@ def inspect_groups(topic_name: str | None, target: RedisTarget, as_json: bool) -
     offset units, about 2^B per millisecond, not records. This lag, and the pods' metrics
     kafka_consumergroup_lag and adapter_consumer_lag_records, count records
     (docs/operations.md)."""
-    from mapping import inspection
+    from mapping.operations import inspection
 
     keys = target.keys
     client = target.connect()
@@ -172,7 +172,7 @@ def inspect_one_group(group_name: str, topic_name: str, target: RedisTarget, as_
     lag = records from the committed offset up to the high watermark ("N+": at least N).
     Offsets are time-encoded: Kafka tools' LAG (log end minus committed) counts offset
     units, about 2^B (1,024) per millisecond, not records (docs/operations.md)."""
-    from mapping import inspection
+    from mapping.operations import inspection
 
     client = target.connect()
     try:

@@ -12,10 +12,10 @@ import anyio
 from adapter.cli.options import RedisTarget
 from adapter.pod import Pod, build_pod
 from adapter.settings import Settings
-from mapping.client import connect
-from mapping.codec import DEFAULT_SEQUENCE_BITS
-from mapping.keys import Keys
-from mapping.partitions import Partitions
+from mapping.connection.client import connect
+from mapping.core.codec import DEFAULT_SEQUENCE_BITS
+from mapping.core.keys import Keys
+from mapping.partition.partitions import Partitions
 
 T = TypeVar("T")
 
@@ -23,7 +23,7 @@ T = TypeVar("T")
 def run_on_redis(target: RedisTarget, work: Callable[[Partitions], Awaitable[T]]) -> T:
     """Run ``work`` with the deployment's `Partitions` and their `Topics` (the batcher
     running meanwhile): the operations that share their code with the pods
-    (mapping.retention, mapping.group_deletion)."""
+    (mapping.operations.retention, mapping.group.deletion)."""
     return run_on_pod(target, lambda pod: work(pod.partitions))
 
 

@@ -15,12 +15,13 @@ import click
 from adapter.cli.errors import name_redis
 from adapter.declare import declared_options
 from adapter.settings import Settings
-from mapping.keys import DEFAULT_PREFIX, Keys, is_valid_name
+from mapping.core.keys import DEFAULT_PREFIX, Keys, is_valid_name
 
 if TYPE_CHECKING:
-    from mapping.cluster import SyncClient
+    from mapping.connection.cluster import SyncClient
 
-# mapping.cluster and mapping.sentinel (redis) are imported where a command runs, never for
+# mapping.connection.cluster and mapping.connection.sentinel (redis) are imported where a command
+# runs, never for
 # its --help (adapter/cli/lazy.py)
 
 # The parts of `redis_target`; a command that reads or writes the deployment takes
@@ -62,8 +63,8 @@ def deployment_url(
     """The deployment's URL: ``--redis-url``, or the ``redis+sentinel://`` URL that
     ``--redis-sentinel`` and ``--redis-sentinel-master`` make. Usage errors say which option
     is wrong."""
-    from mapping.cluster import redact, url_problem
-    from mapping.sentinel import sentinel_url
+    from mapping.connection.cluster import redact, url_problem
+    from mapping.connection.sentinel import sentinel_url
 
     if sentinel is None:
         if master is not None or any(value is not None for value in sentinel_login):
@@ -94,19 +95,21 @@ class RedisTarget:
 
     url: str
     keys: Keys
-    login: dict[str, Any] = field(default_factory=dict)  # see mapping.cluster.credentials
+    login: dict[str, Any] = field(
+        default_factory=dict
+    )  # see mapping.connection.cluster.credentials
 
     def connect(self, **options: Any) -> SyncClient:
         """A synchronous client (a cluster client for a ``redis+cluster://`` URL, one that
         follows the primary for a ``redis+sentinel://`` URL)."""
-        from mapping.cluster import connect_sync
+        from mapping.connection.cluster import connect_sync
 
         return connect_sync(self.url, **self.login, **options)
 
 
 def check_redis_tls(url: str | None, tls_files: list[Path | None]) -> None:
     """TLS files only mean something with a TLS URL: say so instead of redis-py's TypeError."""
-    from mapping.cluster import is_tls_url
+    from mapping.connection.cluster import is_tls_url
 
     if any(path is not None for path in tls_files) and not (url and is_tls_url(url)):
         raise click.UsageError(
@@ -135,7 +138,7 @@ def redis_target(command: Callable[..., Any]) -> Callable[..., Any]:
         redis_sentinel_password: str | None,
         **kwargs: Any,
     ) -> Any:
-        from mapping.cluster import credentials
+        from mapping.connection.cluster import credentials
 
         url = deployment_url(
             redis_url,

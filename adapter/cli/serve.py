@@ -19,10 +19,10 @@ from adapter.cli.errors import describe, name_redis, show_tracebacks
 from adapter.cli.options import check_tls_options
 from adapter.declare import click_options, declared_options, from_options
 from adapter.settings import Settings
-from mapping.errors import ConfigurationError
+from mapping.core.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from mapping.embedded import RedisProcess
+    from mapping.connection.embedded import RedisProcess
 
 # ``serve --help``'s headings and the options under each (by parameter name), in this
 # order; an option missing here is listed under "Other options" (tests/cli checks none is).
@@ -135,7 +135,7 @@ def run(settings: Settings) -> None:
 
 
 def _start_embedded(settings: Settings) -> RedisProcess:
-    from mapping.embedded import DataDirInUse, RedisProcess, port_is_free
+    from mapping.connection.embedded import DataDirInUse, RedisProcess, port_is_free
 
     port = settings.embedded_redis_port
     embedded = RedisProcess(settings.data_dir, port or None, appendfsync=settings.redis_appendfsync)
@@ -164,7 +164,7 @@ def _port_in_use(port: int, data_dir: Path) -> str:
     """Why the fixed port cannot be used, and what to do: a Redis already serving this very
     directory (one started by hand, say) is served with --redis-url, never joined by a
     second server on another port."""
-    from mapping.embedded import redis_dir_on
+    from mapping.connection.embedded import redis_dir_on
 
     served_dir = redis_dir_on(port)
     if served_dir is not None and Path(served_dir).resolve() == data_dir.resolve():

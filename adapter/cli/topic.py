@@ -40,17 +40,17 @@ from adapter.cli.topic_configs import (
     parse_configs,
     stored_fields,
 )
-from mapping.topic_config import (
+from mapping.topic.topic_config import (
     MAX_PARTITIONS,
     MAX_REPLICATION_FACTOR,
     config_field,
     is_internal_topic,
     retention_fields,
 )
-from mapping.topic_configs import TOPIC_CONFIGS
+from mapping.topic.topic_configs import TOPIC_CONFIGS
 
 if TYPE_CHECKING:  # (imported where a command runs, never for its --help)
-    from mapping.partitions import Partitions
+    from mapping.partition.partitions import Partitions
 
 T = TypeVar("T")
 MIN_ISR = "min.insync.replicas"
@@ -126,8 +126,8 @@ def create(
         raise click.BadParameter(
             "cannot exceed --replication-factor", param_hint="--min-insync-replicas"
         )
-    from mapping import inspection
-    from mapping.topics import alter_configs_sync, ensure_topic_sync, read_settings_sync
+    from mapping.operations import inspection
+    from mapping.topic.topics import alter_configs_sync, ensure_topic_sync, read_settings_sync
 
     keys = target.keys
     wanted = (partitions, replication_factor, min_insync_replicas)
@@ -185,8 +185,8 @@ def alter(
         _grow(name, partitions, target)
         if not changes:  # only the partitions changed: their line says it all
             return
-    from mapping import inspection
-    from mapping.topics import alter_configs_sync, read_settings_sync
+    from mapping.operations import inspection
+    from mapping.topic.topics import alter_configs_sync, read_settings_sync
 
     keys = target.keys
     client = target.connect()
@@ -204,7 +204,7 @@ def alter(
 
 def _refuse_internal(name: str, what: str) -> None:
     """Kafka's internal topics keep their shape: __consumer_offsets is the pods' mirror of
-    the committed offsets (mapping/offsets_mirror.py: its records are placed by partition
+    the committed offsets (mapping/group/offsets_mirror.py: its records are placed by partition
     count), the others are never made."""
     if is_internal_topic(name):
         raise click.BadParameter(f"{what} internal topic {name} is prohibited")
@@ -218,7 +218,11 @@ def _shown(asked: tuple[str, ...], stored_settings: dict[str, str]) -> str:
 
 def _grow(name: str, count: int, target: RedisTarget) -> None:
     from adapter.cli.local_pod import run_on_redis
-    from mapping.topic_lifecycle import InvalidPartitions, PartitionGrowth, add_partitions
+    from mapping.operations.topic_lifecycle import (
+        InvalidPartitions,
+        PartitionGrowth,
+        add_partitions,
+    )
 
     async def work(partitions: Partitions) -> PartitionGrowth | InvalidPartitions | None:
         try:
@@ -254,8 +258,8 @@ CLEANUP_POLICY = "cleanup.policy"
 def list_topics(target: RedisTarget, as_json: bool) -> None:
     """One line per topic, by name: partitions, replication factor, min ISR and cleanup
     policy (``inspect topics`` adds records and hw, ``topic describe`` each partition)."""
-    from mapping import inspection
-    from mapping.topics import read_settings_sync
+    from mapping.operations import inspection
+    from mapping.topic.topics import read_settings_sync
 
     client = target.connect()
     try:
@@ -304,7 +308,7 @@ def describe(name: str, target: RedisTarget, as_json: bool) -> None:
 def trim(name: str | None, target: RedisTarget) -> None:
     """Apply retention now to topic NAME (default: every topic)."""
     from adapter.cli.local_pod import run_on_redis
-    from mapping.retention import enforce_all, enforce_topic
+    from mapping.operations.retention import enforce_all, enforce_topic
 
     async def work(partitions: Partitions) -> list:
         return await (enforce_all(partitions) if name is None else enforce_topic(partitions, name))
@@ -322,7 +326,7 @@ def trim(name: str | None, target: RedisTarget) -> None:
 def compact(name: str | None, target: RedisTarget) -> None:
     """Compact topic NAME now (default: every compacted topic); see docs/compaction.md."""
     from adapter.cli.local_pod import run_on_redis
-    from mapping.compaction import compact_all, compact_topic
+    from mapping.partition.compaction import compact_all, compact_topic
 
     async def work(partitions: Partitions) -> list:
         return await (compact_all(partitions) if name is None else compact_topic(partitions, name))
@@ -343,7 +347,7 @@ def delete(name: str, target: RedisTarget) -> None:
     Every pod forgets the topic at once; a pod with auto-creation on makes it anew (with
     its defaults) when a command names it again."""
     from adapter.cli.local_pod import run_on_pod
-    from mapping.topic_lifecycle import delete_topic
+    from mapping.operations.topic_lifecycle import delete_topic
 
     deletion = run_on_pod(
         target, lambda pod: delete_topic(pod.topics, name, mirror=pod.offsets_mirror)

@@ -1,6 +1,6 @@
 """``--config NAME=VALUE`` (repeatable) and ``--delete-config NAME`` of ``adapter topic
 create/alter``: Kafka topic configs, validated by the same catalogue as the Kafka admin APIs
-(mapping/topic_configs.py), stored by mapping/topics.py like those."""
+(mapping/topic/topic_configs.py), stored by mapping/topic/topics.py like those."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import click
 
-from mapping.config_types import InvalidConfig
-from mapping.topic_config import STRUCTURAL_FIELDS, config_field
-from mapping.topic_configs import MIN_INSYNC_REPLICAS, TOPIC_CONFIGS, check_topic_configs
+from mapping.topic.config_types import InvalidConfig
+from mapping.topic.topic_config import STRUCTURAL_FIELDS, config_field
+from mapping.topic.topic_configs import MIN_INSYNC_REPLICAS, TOPIC_CONFIGS, check_topic_configs
 
 
 def config_option(f: Callable) -> Callable:

@@ -3,7 +3,8 @@
     topic tail TOPIC [--partition P] [--from-beginning | --offset O] [--count N] [--exit]
                      [--format text|json]
 
-Reads committed records only, through the reader V1 CONSUME uses (mapping/record_reader.py:
+Reads committed records only, through the reader V1 CONSUME uses
+(mapping/partition/record_reader.py:
 never past the last stable offset, never a transaction marker or an aborted record), from
 every partition in turn (or ``--partition``), starting at the end (only new records), at
 the first record (``--from-beginning``) or at offset O of each partition. It follows until
@@ -32,8 +33,8 @@ from adapter.cli.options import RedisTarget, topic_name
 
 if TYPE_CHECKING:  # (imported where the command runs, never for its --help)
     from adapter.pod import Pod
-    from mapping.records import StoredRecord
-    from mapping.topic_config import TopicConfig
+    from mapping.core.records import StoredRecord
+    from mapping.topic.topic_config import TopicConfig
 
 # Entries one read of a partition looks at (markers and aborted records included)
 PAGE_RECORDS = 500
@@ -174,7 +175,7 @@ async def _follow(
     count: int | None,
     exit_at_end: bool,
 ) -> None:
-    from mapping.record_reader import read_committed
+    from mapping.partition.record_reader import read_committed
 
     shown = 0
     watch = None

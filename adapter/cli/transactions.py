@@ -20,11 +20,11 @@ import click
 from adapter.cli import options
 from adapter.cli.inspect import echo_json
 from adapter.cli.options import RedisTarget, topic_name
-from mapping.txn_state import OPEN_STATES
+from mapping.txn.txn_state import OPEN_STATES
 
 if TYPE_CHECKING:  # (imported where a command runs, never for its --help)
     from adapter.pod import Pod
-    from mapping.txn_inspection import PartitionTxnView
+    from mapping.txn.txn_inspection import PartitionTxnView
 
 
 @click.command(name="transactions")  # of ``inspect`` (adapter/cli/inspect.py)
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # (imported where a command runs, never for its --help)
 @options.as_json
 def inspect_transactions(only_open: bool, target: RedisTarget, as_json: bool) -> None:
     """One line per transactional id (the transaction coordinator's state)."""
-    from mapping.txn_inspection import transaction_states
+    from mapping.txn.txn_inspection import transaction_states
 
     client = target.connect()
     try:
@@ -63,7 +63,7 @@ def inspect_transactions(only_open: bool, target: RedisTarget, as_json: bool) ->
 def inspect_open_transactions(topic_name: str, target: RedisTarget, as_json: bool) -> None:
     """Per partition of TOPIC: LSO, its lag behind the high watermark, open transactions."""
     from adapter.cli.local_pod import run_on_pod
-    from mapping.txn_inspection import partition_views
+    from mapping.txn.txn_inspection import partition_views
 
     async def work(pod: Pod) -> list[PartitionTxnView]:
         return await partition_views(pod.partitions, pod.partition_txns, topic_name)

@@ -1,6 +1,6 @@
 """``python -m adapter user add|remove|list|hash``: the users V1 AUTH and Kafka SASL check
 (in Redis: the scrypt hash for AUTH and SASL PLAIN, the SCRAM secrets for SASL SCRAM).
-mapping.auth (redis) is imported where a command runs, never for its --help."""
+mapping.security.auth (redis) is imported where a command runs, never for its --help."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import click
 
 from adapter.cli import options
 from adapter.cli.options import RedisTarget
-from mapping.keys import is_valid_name
+from mapping.core.keys import is_valid_name
 
 
 def _user_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -39,7 +39,7 @@ def user() -> None:
 def add(name: str, password: str, target: RedisTarget) -> None:
     """Add user NAME, or set a new password for an existing one (stores the scrypt hash and
     the SCRAM-SHA-256/512 secrets Kafka SASL SCRAM needs)."""
-    from mapping.auth import RedisUsers
+    from mapping.security.auth import RedisUsers
 
     users = RedisUsers(target.connect(), target.keys)
     try:
@@ -54,7 +54,7 @@ def add(name: str, password: str, target: RedisTarget) -> None:
 @options.redis_target
 def remove(name: str, target: RedisTarget) -> None:
     """Remove user NAME (its open connections stay authenticated until they close)."""
-    from mapping.auth import RedisUsers
+    from mapping.security.auth import RedisUsers
 
     users = RedisUsers(target.connect(), target.keys)
     try:
@@ -69,7 +69,7 @@ def remove(name: str, target: RedisTarget) -> None:
 @options.redis_target
 def list_users(target: RedisTarget) -> None:
     """List the users stored in Redis."""
-    from mapping.auth import RedisUsers
+    from mapping.security.auth import RedisUsers
 
     users = RedisUsers(target.connect(), target.keys)
     try:
@@ -85,6 +85,6 @@ def list_users(target: RedisTarget) -> None:
 def hash_line(name: str, password: str) -> None:
     """Print an --auth-file line for user NAME (nothing is stored): the scrypt hash (V1 AUTH,
     Kafka SASL PLAIN) and the SCRAM-SHA-256/512 secrets (Kafka SASL SCRAM)."""
-    from mapping.auth import auth_file_line
+    from mapping.security.auth import auth_file_line
 
     click.echo(auth_file_line(name, password))

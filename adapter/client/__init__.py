@@ -2,7 +2,7 @@
 
 Imports nothing of the pod (no anyio, uvloop, prometheus or click), so an application
 needs only this package, the protocol core (``adapter.v1``) and the offset codec
-(``mapping.codec``, for records' timestamps).
+(``mapping.core.codec``, for records' timestamps).
 """
 
 from adapter.client.client import AsyncClient, Client, Endpoint

@@ -47,7 +47,7 @@ from adapter.client.wire import (
     consumed_records,
 )
 from adapter.v1 import protocol
-from mapping.codec import DEFAULT_SEQUENCE_BITS, check_sequence_bits
+from mapping.core.codec import DEFAULT_SEQUENCE_BITS, check_sequence_bits
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from adapter.v1 import protocol
 from adapter.v1.escaping import escape, unescape
-from mapping.codec import DEFAULT_SEQUENCE_BITS, decode
+from mapping.core.codec import DEFAULT_SEQUENCE_BITS, decode
 
 
 class RequestFailed(Exception):

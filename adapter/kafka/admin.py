@@ -3,9 +3,10 @@ explicit replica assignments over live brokers), DeleteRecords, DescribeCluster,
 and CreatePartitions (grow only). The config APIs are in adapter/kafka/configs.py.
 
 Topics are created with the same script as V1's first use and ``adapter topic create``
-(mapping/topics.py); retention lives in the topic hash as the CLI writes it, so
+(mapping/topic/topics.py); retention lives in the topic hash as the CLI writes it, so
 the pod's retention task, ``inspect`` and ``topic describe`` see Kafka-made topics like any
-other. DeleteTopics and CreatePartitions use mapping/topic_lifecycle.py's ``delete_topic`` and
+other. DeleteTopics and CreatePartitions use mapping/operations/topic_lifecycle.py's
+``delete_topic`` and
 ``add_partitions``, as ``adapter topic delete`` and ``adapter topic alter --partitions`` do:
 every pod hears of the change (pub/sub) and forgets the topic's cached settings.
 
@@ -34,19 +35,19 @@ from adapter.kafka.versions import (
     DELETE_TOPICS,
     DESCRIBE_CLUSTER,
 )
-from mapping.config_types import InvalidConfig
-from mapping.errors import BrokerError
-from mapping.keys import is_valid_name
-from mapping.offsets_topic import OFFSETS_TOPIC
-from mapping.topic_config import (
+from mapping.core.errors import BrokerError
+from mapping.core.keys import is_valid_name
+from mapping.group.offsets_topic import OFFSETS_TOPIC
+from mapping.operations.topic_lifecycle import InvalidPartitions, add_partitions, delete_topic
+from mapping.topic.config_types import InvalidConfig
+from mapping.topic.topic_config import (
     MAX_PARTITIONS,
     MAX_REPLICATION_FACTOR,
     TopicConfig,
     config_field,
     is_internal_topic,
 )
-from mapping.topic_configs import MIN_INSYNC_REPLICAS, TOPIC_CONFIGS, check_topic_configs
-from mapping.topic_lifecycle import InvalidPartitions, add_partitions, delete_topic
+from mapping.topic.topic_configs import MIN_INSYNC_REPLICAS, TOPIC_CONFIGS, check_topic_configs
 
 # Kafka's AclOperation codes: with no ACLs every operation a resource type supports is
 # allowed, and Kafka's bitfields of authorized operations say so (1 << code each).

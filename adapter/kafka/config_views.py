@@ -1,7 +1,7 @@
 """What DescribeConfigs and CreateTopics show of a config: its value, source and synonyms,
 as Kafka's ConfigHelper computes them, over the pods' layers: the topic's own setting
 (DYNAMIC_TOPIC_CONFIG), the cluster-wide dynamic broker configs
-(DYNAMIC_DEFAULT_BROKER_CONFIG, mapping/broker_configs.py), the pod's command-line settings
+(DYNAMIC_DEFAULT_BROKER_CONFIG, mapping/topic/broker_configs.py), the pod's command-line settings
 (STATIC_BROKER_CONFIG, where they differ from the catalogue's default) and the catalogue's
 default (DEFAULT_CONFIG)."""
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adapter.settings import Settings
-from mapping.broker_configs import BROKER_CONFIGS, GROUP_CONFIGS
-from mapping.config_types import ConfigDef
-from mapping.config_types import ConfigSource as S
-from mapping.topic_config import TopicConfig
-from mapping.topic_configs import TOPIC_CONFIGS, text_of
+from mapping.topic.broker_configs import BROKER_CONFIGS, GROUP_CONFIGS
+from mapping.topic.config_types import ConfigDef
+from mapping.topic.config_types import ConfigSource as S
+from mapping.topic.topic_config import TopicConfig
+from mapping.topic.topic_configs import TOPIC_CONFIGS, text_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,10 +3,10 @@ IncrementalAlterConfigs (SET, DELETE, APPEND, SUBTRACT) on the TOPIC, BROKER and
 resources, with Kafka's errors and messages (ConfigAdminManager, ConfigHelper,
 ControllerConfigurationValidator).
 
-Topic configs live in the topic hash (mapping/topics.py writes them; every pod reads the
+Topic configs live in the topic hash (mapping/topic/topics.py writes them; every pod reads the
 topic again on the change notice); the cluster-wide broker configs and the group configs in
-their hashes (mapping/broker_configs.py). The catalogues (mapping/topic_configs.py,
-mapping/broker_configs.py) validate every value. The pods are equal, stateless brokers:
+their hashes (mapping/topic/broker_configs.py). The catalogues (mapping/topic/topic_configs.py,
+mapping/topic/broker_configs.py) validate every value. The pods are equal, stateless brokers:
 broker configs are altered at the default cluster level (resource name "") only.
 """
 
@@ -27,11 +27,11 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
-from mapping.broker_configs import BROKER_CONFIGS, GROUP_CONFIG_BOUNDS, GROUP_CONFIGS
-from mapping.config_types import ConfigSource, ConfigType, InvalidConfig
-from mapping.errors import BrokerError
-from mapping.topic_config import config_field
-from mapping.topic_configs import (
+from mapping.core.errors import BrokerError
+from mapping.topic.broker_configs import BROKER_CONFIGS, GROUP_CONFIG_BOUNDS, GROUP_CONFIGS
+from mapping.topic.config_types import ConfigSource, ConfigType, InvalidConfig
+from mapping.topic.topic_config import config_field
+from mapping.topic.topic_configs import (
     MIN_INSYNC_REPLICAS,
     TOPIC_CONFIGS,
     check_topic_configs,

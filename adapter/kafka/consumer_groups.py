@@ -1,5 +1,5 @@
 """ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848, ``group.protocol=consumer``),
-answered by ``mapping.kafka_groups`` (``consumer_heartbeat``: the pods assign, members
+answered by ``mapping.kafka_group`` (``consumer_heartbeat``: the pods assign, members
 reconcile).
 Topics travel by id: the ids stored with the topics (context.topic_id), the same Metadata
 answers; a deleted topic is left out of assignments (it has no id any more). Regex

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 from adapter.kafka.fetch_sessions import FetchSessions
 from adapter.pod import Pod
-from mapping import partitioner
-from mapping.brokers import BrokerRegistry
-from mapping.errors import UNKNOWN_TOPIC, BrokerError
-from mapping.keys import is_valid_name
-from mapping.topic_config import TopicConfig
+from mapping.core.errors import UNKNOWN_TOPIC, BrokerError
+from mapping.core.keys import is_valid_name
+from mapping.topic import partitioner
+from mapping.topic.brokers import BrokerRegistry
+from mapping.topic.topic_config import TopicConfig
 
 # Topic ids whose names a pod remembers at most (all forgotten at once beyond: cheap, rare).
 MAX_REMEMBERED_IDS = 10_000

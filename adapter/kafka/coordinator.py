@@ -1,7 +1,7 @@
 """FindCoordinator: a live pod chosen by a stable hash of the group id (any pod can do a
 group's work, its state is in Redis: the hash only spreads the clients). v4+ batches keys.
 Transaction coordinators (key type 1) are chosen the same way by the transactional id (any
-pod coordinates any transaction: mapping/transactions.py); share groups (key type 2) do not
+pod coordinates any transaction: mapping/txn/transactions.py); share groups (key type 2) do not
 exist here.
 
 ``coordinator_call``: how every group and offset API answers when the group's state in
@@ -16,7 +16,7 @@ from adapter.kafka import errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import FIND_COORDINATOR
-from mapping.errors import BrokerError
+from mapping.core.errors import BrokerError
 
 T = TypeVar("T")
 

@@ -1,11 +1,11 @@
-"""Kafka error codes (``mapping.kafka_errors``, the one table shared with the groups) and the
+"""Kafka error codes (``mapping.core.kafka_errors``, the one table shared with the groups) and the
 mapping of the Redis side's failures onto them."""
 
 from __future__ import annotations
 
-from mapping import errors as v1
-from mapping.kafka_errors import *  # noqa: F403 (the codes, as ``errors.NONE`` etc.)
-from mapping.kafka_errors import (
+from mapping.core import errors as v1
+from mapping.core.kafka_errors import *  # noqa: F403 (the codes, as ``errors.NONE`` etc.)
+from mapping.core.kafka_errors import (
     KAFKA_STORAGE_ERROR,
     NOT_LEADER_OR_FOLLOWER,
     POLICY_VIOLATION,

@@ -4,12 +4,13 @@ the request's byte limits (adapter/kafka/fetch_reads.py reads them), long-pollin
 adapter/kafka/fetch_sessions.py) for the clients that open them.
 
 - Long-poll: with fewer than ``min_bytes`` the request watches its partitions' hw channels
-  (mapping/waits.py) and waits for a notification or ``max_wait_ms``: no polling. When the
+  (mapping/connection/waits.py) and waits for a notification or ``max_wait_ms``: no polling. When
+  the
   pod already listens on every channel (a consumer's Fetch after its first), the watch is
   taken before the read, so a change after it wakes the wait; otherwise the read is made
   again once the subscriptions are confirmed, so a change before them is not missed.
 - Partitions where nothing happened since the pod last read them are answered from its
-  views (mapping/hw_views.py): no Redis call.
+  views (mapping/replication/hw_views.py): no Redis call.
 - Sessions: an incremental fetch looks only at the partitions of its session that need it
   (adapter/kafka/session_follow.py: added, changed, notified, or unsettled), waits on a
   notification on any partition of the session, and answers those with something to
@@ -48,8 +49,8 @@ from adapter.kafka.fetch_reads import Answer, Wanted, list_aborted, magic_of, re
 from adapter.kafka.fetch_sessions import FetchSession, PartitionKey, SessionPartition
 from adapter.kafka.protocol import Request
 from adapter.kafka.session_follow import SessionFollower
-from mapping.errors import BrokerError
-from mapping.topic_config import TopicConfig
+from mapping.core.errors import BrokerError
+from mapping.topic.topic_config import TopicConfig
 
 STORAGE_ERROR_SINCE = 6  # the first Fetch version whose clients know KAFKA_STORAGE_ERROR
 

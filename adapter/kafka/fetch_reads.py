@@ -8,12 +8,12 @@ watermark, within the request's byte limits (adapter/kafka/fetch.py long-polls a
   A fetch offset above it, or below the log start where retention or DeleteRecords removed
   records, is OFFSET_OUT_OF_RANGE; any other position reads the records at or after it
   (so offset 0 on a log that lost nothing reads from its first record).
-- A partition where nothing happened since the pod last read it (mapping/hw_views.py) is
+- A partition where nothing happened since the pod last read it (mapping/replication/hw_views.py) is
   answered from that read when the position has nothing to read (at the hw, or at the last
   stable offset under read_committed): an idle consumer's Fetch costs no Redis call for it.
 - Topic configs: batches are compressed with the topic's compression.type, and a
   LogAppendTime topic's batches carry the timestamp-type bit and one append time each.
-- Transactions (mapping/partition_txns.py): every answer carries the last stable offset;
+- Transactions (mapping/partition/partition_txns.py): every answer carries the last stable offset;
   read_committed (isolation_level 1) reads only below it and, when the records answered
   hold transactional batches, lists the aborted transactions among them (one more Redis
   read then only), which the client filters out. Transactional records come in batches of
@@ -37,15 +37,15 @@ from adapter.kafka.errors import error_of
 from adapter.kafka.fetch_sessions import PartitionKey, partition_key
 from adapter.kafka.message_sets import MessageSetBuilder
 from adapter.kafka.records import batch_builder, finish_batch
-from mapping import codec
-from mapping.batcher import Pending
-from mapping.codec import entry_offset
-from mapping.errors import BrokerError
-from mapping.kafka import FetchRead
-from mapping.leader_epochs import LeaderEpochs
-from mapping.record_walk import is_control, walk_entries
-from mapping.topic_config import TopicConfig
-from mapping.topic_rules import rules_of
+from mapping.connection.batcher import Pending
+from mapping.core import codec
+from mapping.core.codec import entry_offset
+from mapping.core.errors import BrokerError
+from mapping.partition.kafka import FetchRead
+from mapping.partition.record_walk import is_control, walk_entries
+from mapping.replication.leader_epochs import LeaderEpochs
+from mapping.topic.topic_config import TopicConfig
+from mapping.topic.topic_rules import rules_of
 
 FIRST_PAGE = 16  # entries, while a partition's entry size is unknown
 MAX_PAGE = 10_000  # entries one XRANGE returns at most (a bound on one call's time)
@@ -75,7 +75,7 @@ def refusal(version: int, config: TopicConfig) -> int:
 class Wanted:
     """One partition of a Fetch: its position and byte limit, its topic's settings (None:
     no such topic or partition: answered ``missing``) and its hw channel
-    (mapping/hw_views.py). ``topic_id``: the id a Fetch v13+ named it by, ``topic`` the
+    (mapping/replication/hw_views.py). ``topic_id``: the id a Fetch v13+ named it by, ``topic`` the
     name that id resolved to (None: none)."""
 
     topic: str | None
@@ -148,7 +148,7 @@ async def read_all(
     """One read of every partition: their first pages share one pipeline, their next pages
     are read concurrently; then the response's ``max_bytes`` is applied in request order
     (the first record of the response always comes, KIP-74). A partition with nothing to
-    read at its position by the pod's view of it (mapping/hw_views.py) is answered from
+    read at its position by the pod's view of it (mapping/replication/hw_views.py) is answered from
     that view, with no Redis call and no task. ``magic``: the message format answered
     (magic_of)."""
     limit = min(max_bytes, MAX_RESPONSE_BYTES) if max_bytes > 0 else MAX_RESPONSE_BYTES

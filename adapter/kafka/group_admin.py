@@ -15,7 +15,7 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
-from mapping.kafka_groups import GroupDescription, GroupListing
+from mapping.kafka_group import GroupDescription, GroupListing
 
 ListResponse = LIST_GROUPS.response
 Listed = ListResponse.ListedGroup

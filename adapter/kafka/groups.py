@@ -1,5 +1,5 @@
 """The classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, answered by
-``mapping.kafka_groups`` (the state machine in Redis; the barriers wait across pods).
+``mapping.kafka_group`` (the state machine in Redis; the barriers wait across pods).
 
 A JoinGroup or a follower's SyncGroup may wait up to the rebalance timeout; the connection
 starts later requests meanwhile but answers in request order, as Kafka does (a Kafka broker
@@ -7,7 +7,8 @@ reads nothing more from a connection until it answered). Redis unreachable:
 COORDINATOR_NOT_AVAILABLE, which clients retry after looking the coordinator up again.
 
 With ``--redis-wait-replicas`` a successful JoinGroup or SyncGroup answers only after a WAIT
-round reached the Redis replicas (mapping/durable.py's shared rounds), so a failover cannot
+round reached the Redis replicas (mapping/replication/durable.py's shared rounds), so a failover
+cannot
 take back a generation or assignment a member was told of; unconfirmed, it answers
 COORDINATOR_NOT_AVAILABLE and the client joins again.
 """
@@ -21,9 +22,9 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
-from mapping.acks import AckOutcome
-from mapping.errors import REPLICATION_TIMEOUT, BrokerError
-from mapping.kafka_groups import JoinResult, SyncResult
+from mapping.core.errors import REPLICATION_TIMEOUT, BrokerError
+from mapping.kafka_group import JoinResult, SyncResult
+from mapping.replication.acks import AckOutcome
 
 JoinResponse = JOIN_GROUP.response
 JoinMember = JoinResponse.JoinGroupResponseMember

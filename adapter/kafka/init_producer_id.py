@@ -1,5 +1,5 @@
 """InitProducerId: producer ids for idempotent producers (INCR in Redis), epoch 0; with a
-transactional id, the transaction coordinator's session (mapping/transactions.py).
+transactional id, the transaction coordinator's session (mapping/txn/transactions.py).
 
 Without a transactional id a new producer id is always allocated, as Kafka's transaction
 coordinator does: whatever id and epoch the request names (a KIP-360 bump after a fatal
@@ -22,8 +22,8 @@ from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.transactions import for_version
 from adapter.kafka.versions import INIT_PRODUCER_ID
-from mapping.errors import BrokerError
-from mapping.txn_state import InitResult
+from mapping.core.errors import BrokerError
+from mapping.txn.txn_state import InitResult
 
 Response = INIT_PRODUCER_ID.response
 NO_PRODUCER_ID = -1

@@ -9,14 +9,15 @@ the newest committed record with its own timestamp.
 
 What a reader may fetch bounds the answers, as Kafka's Partition.fetchOffsetForTimestamp
 bounds them: below the high watermark, under read_committed (isolation_level 1) below the
-last stable offset (mapping/partition_txns.py). Latest is that bound; a record found by
+last stable offset (mapping/partition/partition_txns.py). Latest is that bound; a record found by
 timestamp or max timestamp at or past it answers "none" (offset -1, timestamp -1).
 
 There is no tiered storage (KIP-405) here: earliest local (-4) is earliest, and latest
 tiered (-5) answers offset -1 and leader epoch -1, as UnifiedLog.fetchOffsetByTimestamp
 does without remote storage. A negative timestamp a version does not know (-3 before v7,
 -4 before v8, -5 before v9, any other) is UNSUPPORTED_VERSION for its partition, as Kafka
-answers. The leader epoch answered with an offset is its record's (mapping/leader_epochs.py):
+answers. The leader epoch answered with an offset is its record's
+(mapping/replication/leader_epochs.py):
 the current one for latest, as Kafka answers; -1 without an offset.
 
 Version 0 answers a list of at most ``max_num_offsets`` offsets, newest first, as Kafka 3.9's
@@ -34,7 +35,7 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import LIST_OFFSETS
-from mapping.errors import BrokerError
+from mapping.core.errors import BrokerError
 
 Response = LIST_OFFSETS.response
 TopicResponse = Response.ListOffsetsTopicResponse

@@ -23,8 +23,8 @@ from adapter.limits import ConnectionSlots
 from adapter.pod import Pod
 from adapter.settings import Settings
 from adapter.sockets import Draining, SocketServer, listen, serve_socket
-from mapping.brokers import BrokerRegistry
-from mapping.errors import ConfigurationError
+from mapping.core.errors import ConfigurationError
+from mapping.topic.brokers import BrokerRegistry
 
 log = logging.getLogger(__name__)
 

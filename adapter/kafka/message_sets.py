@@ -12,7 +12,7 @@ A magic-0 message has no timestamp: its records are stored without one (readers 
 append time, docs/kafka.md "Old message formats").
 
 Encode (Fetch v0-3, Kafka's down-conversion: magic 0 for v0-1, magic 1 for v2-3): records
-as mapping.record_walk.walk_entries feeds them, headers dropped (the formats have none).
+as mapping.partition.record_walk.walk_entries feeds them, headers dropped (the formats have none).
 Uncompressed, each message carries its own offset; compressed (the topic's compression.type),
 one wrapper message per run whose offset is its last record's, the inner offsets relative to
 the first record in magic 1 and absolute in magic 0 (what Kafka's MemoryRecordsBuilder
@@ -37,7 +37,7 @@ from adapter.kafka.records import (
     ProducedBatch,
     UnsupportedCompression,
 )
-from mapping.records import Header, ProducedRecord
+from mapping.core.records import Header, ProducedRecord
 
 _SIZE = struct.Struct(">i")  # at byte 8: the message's bytes after the first 12
 _OFFSET = struct.Struct(">q")

@@ -7,7 +7,7 @@ the topics (random at each creation: a topic made again is another topic to the 
 Names Kafka reserves for its internal topics (``__consumer_offsets``, ...) are never
 auto-created: UNKNOWN_TOPIC_OR_PARTITION, flagged internal as Kafka does.
 ``__consumer_offsets`` is listed, internal, while the pod mirrors the committed offsets
-there (``--offsets-topic``, mapping/offsets_mirror.py), else never. Asked for
+there (``--offsets-topic``, mapping/group/offsets_mirror.py), else never. Asked for
 (v8+ ``include_topic_authorized_operations``: librdkafka's ``describe_topics(
 include_authorized_operations=True)``), each topic's authorized operations are every
 operation a topic supports (no ACLs: adapter/kafka/admin.py TOPIC_OPERATIONS); likewise the
@@ -26,12 +26,12 @@ from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import METADATA
-from mapping import codec
-from mapping.brokers import partition_replicas
-from mapping.errors import BrokerError
-from mapping.keys import is_valid_name
-from mapping.offsets_topic import OFFSETS_TOPIC
-from mapping.topic_config import TopicConfig, is_internal_topic
+from mapping.core import codec
+from mapping.core.errors import BrokerError
+from mapping.core.keys import is_valid_name
+from mapping.group.offsets_topic import OFFSETS_TOPIC
+from mapping.topic.brokers import partition_replicas
+from mapping.topic.topic_config import TopicConfig, is_internal_topic
 
 Response = METADATA.response
 Broker = Response.MetadataResponseBroker

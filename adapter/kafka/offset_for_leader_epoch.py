@@ -2,7 +2,7 @@
 that fetched records of an epoch can tell whether a failover took them back (a position
 past the end answered is a truncation: librdkafka and the Java client reset it by
 ``auto.offset.reset``). The epochs are the Redis primaries that served the data
-(mapping/leader_epochs.py, docs/durability.md).
+(mapping/replication/leader_epochs.py, docs/durability.md).
 
 As Kafka's Partition.lastOffsetForLeaderEpoch and LeaderEpochFileCache.endOffsetFor answer:
 a ``current_leader_epoch`` (v2+) above the current epoch is UNKNOWN_LEADER_EPOCH, below it
@@ -22,8 +22,8 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import OFFSET_FOR_LEADER_EPOCH
-from mapping.errors import BrokerError
-from mapping.leader_epochs import UNDEFINED, epoch_end
+from mapping.core.errors import BrokerError
+from mapping.replication.leader_epochs import UNDEFINED, epoch_end
 
 Response = OFFSET_FOR_LEADER_EPOCH.response
 TopicResult = Response.OffsetForLeaderTopicResult

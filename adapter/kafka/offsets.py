@@ -1,5 +1,5 @@
 """OffsetCommit, OffsetFetch (one group, or several at once from v8), OffsetDelete: the
-group's committed offsets, the same store V1's COMMIT/OFFSET use (``mapping.kafka_groups``
+group's committed offsets, the same store V1's COMMIT/OFFSET use (``mapping.kafka_group``
 offsets). The committed leader epoch (OffsetCommit v6+) is stored with the offset and
 answered by OffsetFetch v5+; -1 where none was committed (a V1 COMMIT, an older client).
 The empty group id is a group for OffsetCommit and OffsetFetch, as in Kafka."""
@@ -13,8 +13,8 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
-from mapping.acks import AckOutcome
-from mapping.kafka_groups import NO_EPOCH, NO_OFFSET, CommittedOffset, OffsetToCommit
+from mapping.kafka_group import NO_EPOCH, NO_OFFSET, CommittedOffset, OffsetToCommit
+from mapping.replication.acks import AckOutcome
 
 CommitResponse = OFFSET_COMMIT.response
 CommitTopic = CommitResponse.OffsetCommitResponseTopic

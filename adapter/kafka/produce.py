@@ -35,12 +35,12 @@ from adapter.kafka.records import (
     UnsupportedMagic,
     decode_batches,
 )
-from mapping.acks import AckOutcome
-from mapping.batcher import Pending
-from mapping.errors import BrokerError, OutcomeUnknown
-from mapping.kafka import AppendResult
-from mapping.topic_config import TopicConfig, is_internal_topic
-from mapping.topic_rules import rules_of
+from mapping.connection.batcher import Pending
+from mapping.core.errors import BrokerError, OutcomeUnknown
+from mapping.partition.kafka import AppendResult
+from mapping.replication.acks import AckOutcome
+from mapping.topic.topic_config import TopicConfig, is_internal_topic
+from mapping.topic.topic_rules import rules_of
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,8 @@ async def _finish(
     for result in results:
         if result.status in (
             errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
-            errors.UNKNOWN_PRODUCER_ID,  # its state is behind it (mapping/sequence_fence.py)
+            # its state is behind it (mapping/partition/sequence_fence.py)
+            errors.UNKNOWN_PRODUCER_ID,
             errors.INVALID_PRODUCER_EPOCH,
             errors.INVALID_TXN_STATE,
         ):

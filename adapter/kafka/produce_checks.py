@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 from adapter.kafka import errors
 from adapter.kafka.records import ProducedBatch
-from mapping.config_types import LONG_MAX
-from mapping.topic_rules import TopicRules
+from mapping.topic.config_types import LONG_MAX
+from mapping.topic.topic_rules import TopicRules
 
 
 class Refused(NamedTuple):

@@ -3,7 +3,7 @@
 Decode (Produce): CRC-32C checked, any of the four codecs (gzip, snappy, lz4, zstd through
 cramjam). Encode (Fetch): batches whose base offset is the first record's offset and whose
 offset deltas are the gaps between the pod's offsets (a batch never spans more than 2^31-1
-offsets: a longer run starts a new batch; mapping.record_walk.walk_entries feeds them),
+offsets: a longer run starts a new batch; mapping.partition.record_walk.walk_entries feeds them),
 compressed with the topic's compression.type, and on a LogAppendTime topic marked so (the
 timestamp-type attribute bit), one append time per batch; a transaction's records in batches
 of their own with the transactional bit and the producer's id and epoch, each commit or abort
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from mapping.records import ProducedRecord
+from mapping.core.records import ProducedRecord
 
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8: the bytes after the first 12
 _BASE_OFFSET = struct.Struct(">q")
@@ -113,7 +113,7 @@ def decode_batches(data: bytes | memoryview) -> list[ProducedBatch]:
 
 def batch_builder(codec: int = 0) -> DefaultRecordBatchBuilder:
     """A batch's builder for Fetch (offset deltas from ``finish_batch``'s base), compressed
-    with ``codec`` (mapping.topic_config.compression_codec; 0: none)."""
+    with ``codec`` (mapping.topic.topic_config.compression_codec; 0: none)."""
     return DefaultRecordBatchBuilder(2, codec, 0, NO_PRODUCER_ID, -1, -1, 1 << 31)
 
 
@@ -132,7 +132,8 @@ def finish_batch(
     transactional batch of that producer and epoch (the transactional attribute, which
     read_committed consumers match against the aborted transactions); ``control``: a
     transaction marker's batch (its one record Kafka's control key and value);
-    ``leader_epoch``: the leader epoch of its records (KIP-320, mapping/leader_epochs.py)."""
+    ``leader_epoch``: the leader epoch of its records (KIP-320,
+    mapping/replication/leader_epochs.py)."""
     bits = LOG_APPEND_TIME_ATTRIBUTE if log_append_time else 0
     if producer_id != NO_PRODUCER_ID:
         builder.set_producer_state(producer_id, producer_epoch, -1)

@@ -36,8 +36,8 @@ from adapter.kafka import errors
 from adapter.kafka.framing import frame
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
-from mapping.auth import SCRAM_ITERATIONS, SCRAM_MECHANISMS, ScramSecret
-from mapping.errors import BrokerError
+from mapping.core.errors import BrokerError
+from mapping.security.auth import SCRAM_ITERATIONS, SCRAM_MECHANISMS, ScramSecret
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Following an incremental fetch session's partitions (adapter/kafka/fetch_sessions.py), so
 that its fetches look only at the partitions where something happened.
 
-The follower holds the hw channel of each partition of the session (mapping/hw_views.py:
+The follower holds the hw channel of each partition of the session (mapping/replication/hw_views.py:
 the pod listens on them while the session lives) and is called at each notification: the
 partition becomes dirty again and a fetch waiting in the session wakes. A partition leaves
 the dirty set after a look that settled it: no error, no records, its position past what it
@@ -19,9 +19,9 @@ import asyncio
 
 from adapter.kafka.fetch_reads import Answer, Wanted
 from adapter.kafka.fetch_sessions import FetchSession, PartitionKey
-from mapping.hw_views import HwChannel, HwWaits
-from mapping.keys import Keys
-from mapping.topic_config import TopicConfig
+from mapping.core.keys import Keys
+from mapping.replication.hw_views import HwChannel, HwWaits
+from mapping.topic.topic_config import TopicConfig
 
 
 class SessionFollower:

@@ -1,6 +1,6 @@
 """The transaction coordinator's APIs: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 DescribeTransactions, ListTransactions (InitProducerId with a transactional id is in
-init_producer_id.py, TxnOffsetCommit with the groups). The work is mapping/transactions.py's;
+init_producer_id.py, TxnOffsetCommit with the groups). The work is mapping/txn/transactions.py's;
 this module reads requests and builds responses as Kafka's KafkaApis does, including its
 answer to clients too old to know PRODUCER_FENCED (INVALID_PRODUCER_EPOCH).
 
@@ -25,8 +25,8 @@ from adapter.kafka.versions import (
     END_TXN,
     LIST_TRANSACTIONS,
 )
-from mapping.transactions import Transactions
-from mapping.txn_state import STATES
+from mapping.txn.transactions import Transactions
+from mapping.txn.txn_state import STATES
 
 AddPartitionsResponse = ADD_PARTITIONS_TO_TXN.response
 TopicResult = AddPartitionsResponse.AddPartitionsToTxnTopicResult

@@ -1,5 +1,5 @@
 """TxnOffsetCommit (API 28): a transactional producer's consumer offsets, kept aside per
-(group, producer id) until its transaction ends (``mapping.kafka_groups`` txn_offsets:
+(group, producer id) until its transaction ends (``mapping.kafka_group`` txn_offsets:
 EndTxn commits or drops them). v0-2: producer only; v3 adds the consumer's member id,
 generation and group.instance.id, checked as Kafka checks a transactional commit; v4 is
 KIP-890's (the same request; TRANSACTION_ABORTABLE may be answered). v5 (transactions V2:
@@ -13,7 +13,7 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import TXN_OFFSET_COMMIT
-from mapping.kafka_groups import NO_EPOCH, TxnCommitter, TxnOffset
+from mapping.kafka_group import NO_EPOCH, TxnCommitter, TxnOffset
 
 Response = TXN_OFFSET_COMMIT.response
 ResponseTopic = Response.TxnOffsetCommitResponseTopic

@@ -15,8 +15,8 @@ from adapter.v1 import protocol
 from adapter.v1.auth_gate import AuthGate
 from adapter.v1.handlers import Context, Handler, Starter
 from adapter.v1.handlers.table import build_starters
-from mapping.batcher import Pending
-from mapping.errors import BAD_REQUEST, UNAVAILABLE, UNKNOWN_COMMAND, BrokerError
+from mapping.connection.batcher import Pending
+from mapping.core.errors import BAD_REQUEST, UNAVAILABLE, UNKNOWN_COMMAND, BrokerError
 
 log = logging.getLogger(__name__)
 

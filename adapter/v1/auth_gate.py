@@ -18,7 +18,7 @@ import asyncio
 from adapter.auth import Authenticator
 from adapter.v1 import protocol
 from adapter.v1.escaping import unescape
-from mapping.errors import AUTH_FAILED, AUTH_REQUIRED, BAD_REQUEST, BrokerError
+from mapping.core.errors import AUTH_FAILED, AUTH_REQUIRED, BAD_REQUEST, BrokerError
 
 AUTH_USAGE = "AUTH requires: <user> <password>"
 

@@ -6,7 +6,7 @@ Bytes that arrive are split into lines and answered in slices right in the read 
 share the pod's next pipeline); when the last reply of a slice is ready it is written in one
 go, in request order, and the next slice starts. There is no task per connection or per
 read: with anyio streams each read cost a task wake-up, an extra loop turn, cancel scopes
-and an ``asyncio.wait`` (the README's Performance section has the figures).
+and an ``asyncio.wait`` (docs/performance.md has the figures).
 
 Limits (see adapter/limits.py for the numbers):
 
@@ -47,7 +47,7 @@ from adapter.served import TIMER_SLACK_S, ServedConnection
 from adapter.v1 import answer, protocol
 from adapter.v1.auth_gate import AuthGate
 from adapter.v1.handlers import Context, Handler
-from mapping.errors import BAD_REQUEST, UNAVAILABLE
+from mapping.core.errors import BAD_REQUEST, UNAVAILABLE
 
 log = logging.getLogger(__name__)
 

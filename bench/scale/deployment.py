@@ -13,8 +13,8 @@ from pathlib import Path
 import redis
 from redis.crc import key_slot
 
-from mapping.embedded import RedisProcess
-from mapping.keys import DEFAULT_PREFIX, Keys
+from mapping.connection.embedded import RedisProcess
+from mapping.core.keys import DEFAULT_PREFIX, Keys
 from tests.support.cluster import LoopbackCluster
 from tests.support.pods import RF1, Pod
 

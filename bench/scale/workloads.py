@@ -23,9 +23,9 @@ from bench.kafka import RAW_BATCH
 from bench.scale import commands, harness, idle, kafka_load, raw
 from bench.scale.deployment import KEYS, Deployment
 from bench.scale.report import Pair, Side
-from mapping import codec
-from mapping.kafka import KAFKA_PRODUCE, kafka_produce_call
-from mapping.partition_scripts import PARTITION_PRODUCE, PartitionHead
+from mapping.core import codec
+from mapping.partition.kafka import KAFKA_PRODUCE, kafka_produce_call
+from mapping.partition.partition_scripts import PARTITION_PRODUCE, PartitionHead
 
 TIMEOUT_S = 900.0  # a load process's report, at the latest
 PIPELINE_DEPTH = 1024  # V1 PRODUCE requests in flight, over all connections (as bench/run.py)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from tests.apps.streams import (
     APPS_PREFIX,
     EARLY,

@@ -14,8 +14,8 @@ import pytest
 HEAVY = [
     "redis", "kafka", "aiokafka", "anyio", "uvloop", "asyncio", "yaml", "prometheus_client",
     "pyspark", "adapter.kafka", "adapter.pod", "adapter.server", "adapter.v1",
-    "adapter.client", "mapping.cluster", "mapping.client", "mapping.scripts",
-    "mapping.kafka_groups", "mapping.inspection", "mapping.topics", "mapping.embedded",
+    "adapter.client", "mapping.connection", "mapping.kafka_group", "mapping.operations",
+    "mapping.topic.topics",
 ]  # fmt: skip
 
 COMMANDS = [

@@ -16,7 +16,7 @@ LOGIN = {
     "redis_tls_ca": "ADAPTER_REDIS_TLS_CA",
     "redis_tls_cert": "ADAPTER_REDIS_TLS_CERT",
     "redis_tls_key": "ADAPTER_REDIS_TLS_KEY",
-    # Redis Sentinel instead of --redis-url (mapping/sentinel.py)
+    # Redis Sentinel instead of --redis-url (mapping/connection/sentinel.py)
     "redis_sentinel": "ADAPTER_REDIS_SENTINEL",
     "redis_sentinel_master": "ADAPTER_REDIS_SENTINEL_MASTER",
     "redis_sentinel_username": "ADAPTER_REDIS_SENTINEL_USERNAME",

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from mapping.embedded import RedisProcess, free_port
+from mapping.connection.embedded import RedisProcess, free_port
 from tests.support import ROOT
 
 PASSWORD = "errors-Pw7"

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 from confluent_kafka import Consumer
 
 from adapter.cli import main
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from tests.support.cli import CliTarget
 from tests.support.kafka import produce_delivered
 from tests.support.pods import RF1, Pod
@@ -273,7 +273,7 @@ def test_unknown_group_and_redis_down_fail_in_one_line(target: CliTarget, pod: P
     )
     no_topic = run(target, "group", "reset-offsets", "g", "--topic", "nothing", "--to-latest")
     assert (no_topic.exit_code, no_topic.output) == (1, "Error: no topic nothing\n")
-    from mapping.embedded import free_port
+    from mapping.connection.embedded import free_port
 
     down = f"redis://127.0.0.1:{free_port()}/0"
     for args in (["group", "describe", "g"], ["group", "list"],

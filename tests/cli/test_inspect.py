@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from mapping.keys import Keys
-from mapping.partitioner import partition_for
+from mapping.core.keys import Keys
+from mapping.topic.partitioner import partition_for
 from tests.support.cli import CliTarget
 
 State = CliTarget
@@ -43,7 +43,7 @@ def test_inspect_topics_and_partitions(state: State, start_pod) -> None:
         audit = client.produce("audit", "k", "v")
     listing = s.cli("inspect", "topics")
     assert listing.splitlines() == [
-        # the pod's mirror of the committed offsets (mapping/offsets_mirror.py)
+        # the pod's mirror of the committed offsets (mapping/group/offsets_mirror.py)
         "topic=__consumer_offsets partitions=50 replication_factor=1 min_insync_replicas=1 "
         "records=0 under_replicated_partitions=0 retention_ms=-1 retention_bytes=-1 "
         "retention_ignore_groups=false",

@@ -13,8 +13,8 @@ import redis
 
 from adapter.kafka import errors
 from adapter.kafka.versions import ADD_OFFSETS_TO_TXN, INIT_PRODUCER_ID
-from mapping.embedded import free_port
-from mapping.keys import Keys
+from mapping.connection.embedded import free_port
+from mapping.core.keys import Keys
 from tests.support.cli import CliTarget
 from tests.support.kafka import RawKafka
 from tests.support.pods import scrape_metrics

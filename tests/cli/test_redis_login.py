@@ -18,9 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.cli import main
 from adapter.client.tls import client_context
-from mapping.auth import hash_password
-from mapping.embedded import RedisProcess, free_port
-from mapping.keys import Keys
+from mapping.connection.embedded import RedisProcess, free_port
+from mapping.core.keys import Keys
+from mapping.security.auth import hash_password
 from tests.support.pods import RF1, Pod
 from tests.support.tls import Certs, TLSProxy, tls_connect
 from tests.support.waiting import wait_until

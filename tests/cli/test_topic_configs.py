@@ -10,7 +10,7 @@ import redis
 from click.testing import CliRunner
 
 from adapter.cli import main
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from tests.support.cli import CliTarget
 
 

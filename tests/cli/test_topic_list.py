@@ -8,7 +8,7 @@ import uuid
 
 import redis
 
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from tests.support.cli import CliTarget
 
 

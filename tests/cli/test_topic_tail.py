@@ -20,8 +20,8 @@ from confluent_kafka import Producer
 
 from adapter.cli import main
 from adapter.cli.topic_tail import quoted, quoted_text
-from mapping.embedded import free_port
-from mapping.keys import Keys
+from mapping.connection.embedded import free_port
+from mapping.core.keys import Keys
 from tests.support import ROOT
 from tests.support.cli import CliTarget
 from tests.support.kafka import produce_delivered

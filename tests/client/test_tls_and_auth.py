@@ -19,7 +19,7 @@ from adapter.client import AsyncClient, Client, Endpoint, RequestFailed
 from adapter.client.group_consumer import GroupConsumer, Record
 from adapter.client.producer import Producer
 from adapter.client.tls import client_context
-from mapping.auth import hash_password
+from mapping.security.auth import hash_password
 from tests.support.pods import RF1, Pod
 from tests.support.tls import Certs, tls_args
 from tests.support.v1 import KEYS

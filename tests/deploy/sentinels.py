@@ -14,7 +14,7 @@ from pathlib import Path
 
 import redis
 
-from mapping.embedded import RedisProcess, _die_with_parent, free_port
+from mapping.connection.embedded import RedisProcess, _die_with_parent, free_port
 
 MASTER = "adapter-primary"
 DATA_PASSWORD = "data-Pw1"

@@ -9,12 +9,12 @@ import uuid
 
 import pytest
 
-from mapping.client import connect
-from mapping.cluster import connect_sync
-from mapping.embedded import free_port
-from mapping.errors import ConfigurationError
-from mapping.keys import Keys
-from mapping.startup import check_redis
+from mapping.connection.client import connect
+from mapping.connection.cluster import connect_sync
+from mapping.connection.embedded import free_port
+from mapping.connection.startup import check_redis
+from mapping.core.errors import ConfigurationError
+from mapping.core.keys import Keys
 from tests.support.pods import scrape_metrics
 
 pytestmark = pytest.mark.slow
@@ -164,7 +164,7 @@ def test_topic_ids_on_the_cluster(cluster_url: str, start_pod) -> None:
     from adapter.cli import main
     from adapter.kafka import errors
     from adapter.kafka.versions import CREATE_TOPICS, DELETE_TOPICS, METADATA
-    from mapping.topics import TopicDefaults
+    from mapping.topic.topics import TopicDefaults
     from spark_connector.appender import ensure_topic
     from tests.support.kafka import RawKafka
 

@@ -13,9 +13,9 @@ import pytest
 import redis
 
 from adapter.client import Client
-from mapping.embedded import RedisProcess
-from mapping.keys import DEFAULT_PREFIX, Keys
-from mapping.partitioner import partition_for
+from mapping.connection.embedded import RedisProcess
+from mapping.core.keys import DEFAULT_PREFIX, Keys
+from mapping.topic.partitioner import partition_for
 from tests.support.cluster import LoopbackCluster
 from tests.support.kafka import kafka_read_for
 from tests.support.pods import Pod

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import redis
 
-from mapping.cluster import connect_sync
-from mapping.codec import offset_of
-from mapping.keys import Keys
+from mapping.connection.cluster import connect_sync
+from mapping.core.codec import offset_of
+from mapping.core.keys import Keys
 from tests.support.cluster import LoopbackCluster
 from tests.support.pods import Pod
 from tests.support.waiting import wait_until

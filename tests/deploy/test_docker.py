@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from adapter.cli import main
 from adapter.client import Client
-from mapping.embedded import free_port
+from mapping.connection.embedded import free_port
 from tests.support import ROOT
 from tests.support.pods import Pod, start_all
 from tests.support.waiting import wait_until

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pytest
 
 from adapter.client import Client, RequestFailed
-from mapping.embedded import free_port
+from mapping.connection.embedded import free_port
 from tests.deploy.docker_engine import Engine, NoEngine, ensure_tools, get_engine
 from tests.support import ROOT
 from tests.support.redis import REDIS_IMAGE
@@ -336,7 +336,7 @@ def test_redis_fixtures_use_this_engine(stack: Stack) -> None:
     uses it passes, and the container is gone afterwards."""
     env = {**stack.engine.env, "PYTHONPATH": str(ROOT)}
     since = stack.engine.docker("system", "info", "--format", "{{.SystemTime}}").stdout.strip()
-    pytest_args = ["-q", "-p", "no:cacheprovider", "tests/mapping/test_partitions.py"]
+    pytest_args = ["-q", "-p", "no:cacheprovider", "tests/mapping/partition/test_partitions.py"]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", *pytest_args],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,

@@ -32,7 +32,7 @@ import yaml
 
 from adapter.cli import main
 from adapter.client import Client
-from mapping.embedded import RedisProcess, free_port
+from mapping.connection.embedded import RedisProcess, free_port
 from tests.support import ROOT
 from tests.support.waiting import wait_until
 

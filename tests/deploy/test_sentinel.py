@@ -25,16 +25,16 @@ from adapter.cli import main
 from adapter.client import Client
 from adapter.kafka import errors as kafka_errors
 from adapter.settings import Settings
-from mapping.client import connect, make_batcher
-from mapping.cluster import connect_sync, redact
-from mapping.errors import Unavailable
-from mapping.keys import Keys
-from mapping.partition_scripts import PARTITION_PRODUCE
-from mapping.sentinel import (
+from mapping.connection.client import connect, make_batcher
+from mapping.connection.cluster import connect_sync, redact
+from mapping.connection.sentinel import (
     SyncSentinelRedis,
     parse_sentinel_url,
     sentinel_url,
 )
+from mapping.core.errors import Unavailable
+from mapping.core.keys import Keys
+from mapping.partition.partition_scripts import PARTITION_PRODUCE
 from spark_connector import offsets
 from spark_connector.options import OptionError, parse_options
 from spark_connector.sink_options import parse_sink_options
@@ -119,7 +119,7 @@ def test_a_pod_follows_a_failover_without_a_restart(deployment: SentinelDeployme
         member = client.join("billing", topic, "c1")
         client.commit("billing", topic, "c1", member.generation, 0, 12345)
         # acknowledged and on the replica: what survives a failover without
-        # --redis-wait-replicas is what had reached the replica (see the README)
+        # --redis-wait-replicas is what had reached the replica (see docs/durability.md)
         deployment.wait_in_sync()
         replica = deployment.data_client(deployment.replica.port)
         produce_sha = PARTITION_PRODUCE.sha

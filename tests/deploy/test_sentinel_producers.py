@@ -3,7 +3,7 @@
 confluent-kafka producers write, the primary SIGKILLed and the lagging replica promoted by
 the sentinels. The promoted replica lacks the producers' last batches and their sequence
 state; every producer must go on (no fatal error), and what it wrote must read back with no
-duplicate and in its order, the lost records a gap (mapping/sequence_fence.py,
+duplicate and in its order, the lost records a gap (mapping/partition/sequence_fence.py,
 kafka/produce.lua)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A lossy Redis failover as Kafka consumers see it (KIP-320, mapping/leader_epochs.py): the
+"""A lossy Redis failover as Kafka consumers see it (KIP-320,
+mapping/replication/leader_epochs.py): the
 primary SIGKILLed while its replica's link was cut, so the promoted replica lacks the last
 records, which a consumer had already read. The new primary is a new leader epoch: the
 consumer's next fetch is fenced, it learns the epoch from Metadata, asks
@@ -16,7 +17,7 @@ import pytest
 import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from mapping.keys import DEFAULT_PREFIX, Keys
+from mapping.core.keys import DEFAULT_PREFIX, Keys
 from tests.deploy.sentinels import SentinelDeployment
 from tests.support.cluster import LoopbackCluster
 from tests.support.pods import RF1, Pod

@@ -7,7 +7,7 @@ import time
 
 import redis
 
-from mapping.partitioner import partition_for
+from mapping.topic.partitioner import partition_for
 from tests.support.pods import Pod
 from tests.support.v1 import KEYS
 

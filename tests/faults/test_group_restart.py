@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 from tests.support.pods import RF1, Pod
 from tests.support.waiting import wait_until
 

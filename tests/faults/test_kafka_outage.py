@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from adapter.kafka import errors
 from adapter.kafka.versions import FIND_COORDINATOR, METADATA
-from mapping.embedded import RedisProcess
-from mapping.transactions import TXN_COORD_COMPLETE
+from mapping.connection.embedded import RedisProcess
+from mapping.txn.transactions import TXN_COORD_COMPLETE
 from tests.support.kafka import RawKafka, read_committed
 from tests.support.pods import RF1, Pod
 from tests.support.waiting import wait_until

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from adapter.client import Client, produce_args
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 from tests.faults.test_outage import all_records
 from tests.support.pods import RF1, Pod
 from tests.support.waiting import wait_until

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adapter.client import Client
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 from tests.support.pods import RF1, Pod
 from tests.support.waiting import wait_until
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import redis
 
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 from tests.support.pods import RF1, Pod
 
 StartPod = Callable[..., Pod]

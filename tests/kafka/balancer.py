@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mapping.embedded import free_port
+from mapping.connection.embedded import free_port
 from tests.support import ROOT
 from tests.support.tls_proxy import pipe
 from tests.support.waiting import port_open, wait_until

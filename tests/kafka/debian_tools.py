@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from mapping.embedded import free_port
+from mapping.connection.embedded import free_port
 from tests.support import ROOT
 from tests.support.waiting import port_open, wait_until
 

@@ -18,10 +18,10 @@ from confluent_kafka.admin import (
 
 from adapter.client import Client
 from adapter.client.client import RequestFailed
-from mapping.brokers import leader_index, partition_replicas
-from mapping.inspection import retention_of
-from mapping.keys import Keys
-from mapping.topic_configs import TOPIC_CONFIGS
+from mapping.core.keys import Keys
+from mapping.operations.inspection import retention_of
+from mapping.topic.brokers import leader_index, partition_replicas
+from mapping.topic.topic_configs import TOPIC_CONFIGS
 from tests.support.kafka import KAFKA_PODS_PREFIX
 from tests.support.pods import Pod
 from tests.support.waiting import wait_until

@@ -15,8 +15,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 
 from adapter.kafka import errors
 from adapter.kafka.versions import PRODUCE
-from mapping import codec
-from mapping.keys import Keys
+from mapping.core import codec
+from mapping.core.keys import Keys
 from tests.support.cli import CliTarget
 from tests.support.compaction import (
     Record,

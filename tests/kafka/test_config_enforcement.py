@@ -2,7 +2,7 @@
 adapter/kafka/fetch.py, V1 PRODUCE, the Spark sink's appender): max.message.bytes,
 message.timestamp.type, the timestamp bounds, compression.type, and min.insync.replicas
 altered after creation. Configs are written into the topic hash before any pod has seen the
-topic (mapping.topics.alter_configs_sync), so no pod holds older settings."""
+topic (mapping.topic.topics.alter_configs_sync), so no pod holds older settings."""
 
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ from adapter.kafka import errors
 from adapter.kafka.fetch_reads import _encode
 from adapter.kafka.records import LOG_APPEND_TIME_ATTRIBUTE
 from adapter.kafka.versions import FETCH, PRODUCE
-from mapping.keys import Keys
-from mapping.records import record_batch_bytes
-from mapping.topic_config import TopicConfig
-from mapping.topics import ConfigValue, alter_configs_sync, ensure_topic_sync
+from mapping.core.keys import Keys
+from mapping.core.records import record_batch_bytes
+from mapping.topic.topic_config import TopicConfig
+from mapping.topic.topics import ConfigValue, alter_configs_sync, ensure_topic_sync
 from spark_connector.appender import _check_size
 from spark_connector.sink_options import SinkWriteError
 from spark_connector.sink_records import Record

@@ -20,8 +20,8 @@ from confluent_kafka.admin import (
 )
 
 from adapter.kafka.versions import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
-from mapping.keys import Keys
-from mapping.topic_configs import TOPIC_CONFIGS
+from mapping.core.keys import Keys
+from mapping.topic.topic_configs import TOPIC_CONFIGS
 from tests.support.kafka import KAFKA_PODS_PREFIX, RawKafka
 from tests.support.pods import Pod
 from tests.support.waiting import wait_until

@@ -21,8 +21,8 @@ from adapter.kafka.versions import (
     PRODUCE,
     Api,
 )
-from mapping.records import StoredRecord
-from mapping.topic_config import TopicConfig
+from mapping.core.records import StoredRecord
+from mapping.topic.topic_config import TopicConfig
 from tests.support.kafka import Record, encode_batch, encode_stored
 
 
@@ -218,7 +218,7 @@ def test_fetch_batches_carry_the_pods_offsets_with_gaps() -> None:
     ],
 )
 def test_produce_arguments_are_record_items_for_every_record_shape(record: tuple) -> None:
-    from mapping.records import append_args, record_items
+    from mapping.core.records import append_args, record_items
 
     key, value, timestamp, headers = record
     lead, items = record_items(*record)
@@ -284,7 +284,7 @@ def _fetched(batches: list[bytes]) -> list[tuple]:
 
 def test_fetch_encodes_every_entry_layout_as_entry_record_reads_it() -> None:
     from adapter.kafka.fetch_reads import _encode
-    from mapping.records import entry_record
+    from mapping.core.records import entry_record
 
     batches, taken, _, done, _ = _encode(LAYOUTS, BITS, 1 << 40, 1 << 20, True, PLAIN)
     assert (taken, done) == (len(LAYOUTS), False)
@@ -316,9 +316,9 @@ _MIXED_LAYOUTS = [fields for _, fields in LAYOUTS[:6]] + [
 )
 def test_fetch_encodes_mixed_layouts_as_entry_record_reads_them(picks: list[tuple]) -> None:
     from adapter.kafka.fetch_reads import _encode
-    from mapping.records import entry_record
+    from mapping.core.records import entry_record
 
-    # BITS (12) is above the walk's table of sequences (mapping.codec.MAX_SEQUENCE_BITS,
+    # BITS (12) is above the walk's table of sequences (mapping.core.codec.MAX_SEQUENCE_BITS,
     # 11): sequences from 2,048 on take its int() path
     entries, offset = [], 5 << BITS
     for layout, gap in picks:
@@ -333,7 +333,7 @@ def test_fetch_encodes_mixed_layouts_as_entry_record_reads_them(picks: list[tupl
 
 def test_fetch_stops_at_the_high_watermark_and_the_byte_budget() -> None:
     from adapter.kafka.fetch_reads import _encode
-    from mapping.record_walk import RECORD_OVERHEAD
+    from mapping.partition.record_walk import RECORD_OVERHEAD
 
     batches, taken, _, done, _ = _encode(LAYOUTS, BITS, 9000, 1 << 20, True, PLAIN)
     assert (taken, done) == (4, True)
@@ -350,7 +350,7 @@ def test_fetch_stops_at_the_high_watermark_and_the_byte_budget() -> None:
 def test_a_malformed_advertised_listener_is_a_configuration_error(value: str) -> None:
     from adapter.kafka.listener import advertised
     from adapter.settings import Settings
-    from mapping.errors import ConfigurationError
+    from mapping.core.errors import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="HOST:PORT"):
         advertised(Settings(kafka_advertised_listener=value), 9093)

@@ -11,7 +11,7 @@ import redis
 
 from adapter.kafka import errors, protocol
 from adapter.kafka.versions import API_VERSIONS, FETCH, INIT_PRODUCER_ID, METADATA, PRODUCE
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from tests.support.kafka import RawKafka, batch, fetch_body, fetched, partition_reply, produce_body
 from tests.support.pods import RF1, Pod
 from tests.support.waiting import wait_until

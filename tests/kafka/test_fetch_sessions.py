@@ -18,7 +18,7 @@ from kafka import KafkaConsumer
 
 from adapter.kafka import errors
 from adapter.kafka.versions import FETCH
-from mapping.embedded import free_port
+from mapping.connection.embedded import free_port
 from tests.support.kafka import RawKafka, partition_records, produce_values
 from tests.support.pods import RF1, Pod, scrape_metrics
 from tests.support.waiting import wait_until

@@ -23,9 +23,9 @@ from adapter.kafka.versions import (
     LIST_GROUPS,
     OFFSET_FETCH,
 )
-from mapping import inspection
-from mapping.embedded import free_port
-from mapping.keys import Keys
+from mapping.connection.embedded import free_port
+from mapping.core.keys import Keys
+from mapping.operations import inspection
 from tests.kafka.group_helpers import CONFLUENT, owned, poll_until, produce
 from tests.support.kafka import RawKafka, commit_offsets, fetch_offsets
 from tests.support.pods import RF1, Pod, start_all

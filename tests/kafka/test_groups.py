@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka import KafkaConsumer
 
 from adapter.client import RequestFailed
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from tests.kafka.group_helpers import (
     CONFLUENT,
     GROUP_PREFIX,

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from mapping.keys import KafkaGroupKeys, Keys
+from mapping.core.keys import KafkaGroupKeys, Keys
 from tests.kafka.balancer import Balancer
 from tests.kafka.group_helpers import CONFLUENT, owned, poll_until, produce
 from tests.support.pods import RF1, Pod, start_all

@@ -1,4 +1,5 @@
-"""Leader epochs (KIP-320, mapping/leader_epochs.py): the Redis primary a pod reached is an
+"""Leader epochs (KIP-320, mapping/replication/leader_epochs.py): the Redis primary a pod reached
+is an
 epoch, reported by Metadata, ListOffsets and every fetched batch, and OffsetForLeaderEpoch
 answers where each epoch ended, as Kafka does. A new primary (a failover) is simulated here
 by registering another replid, as a pod's connection to a promoted replica would; the real
@@ -14,9 +15,9 @@ import redis
 
 from adapter.kafka import errors
 from adapter.kafka.versions import FETCH, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH
-from mapping import scripts
-from mapping.keys import Keys
-from mapping.leader_epochs import EPOCH_BASE_S, kafka_leader_epoch_call
+from mapping.connection import scripts
+from mapping.core.keys import Keys
+from mapping.replication.leader_epochs import EPOCH_BASE_S, kafka_leader_epoch_call
 from tests.support.kafka import RawKafka, fetch_body, fetched, produce_values
 from tests.support.pods import RF1, Pod
 

@@ -3,7 +3,7 @@ that knows it (-3 max timestamp v7, -4 earliest local v8, -5 latest tiered v9; w
 tiered storage -4 is earliest and -5 none), and what a reader may fetch bounding the
 answers (Partition.fetchOffsetForTimestamp): below the high watermark, under read_committed
 below the last stable offset, so a record found by time in an open transaction is "none".
-With the raw client (a transaction opened through mapping/partition_txns.py, as
+With the raw client (a transaction opened through mapping/partition/partition_txns.py, as
 AddPartitionsToTxn opens it) and with confluent-kafka's transactional producer and
 offsets_for_times."""
 

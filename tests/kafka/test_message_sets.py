@@ -20,8 +20,8 @@ from adapter.kafka.fetch_reads import _encode, magic_of, refusal
 from adapter.kafka.list_offsets import EARLIEST, LATEST, legacy_offsets
 from adapter.kafka.message_sets import MessageSetBuilder, decode_message_set
 from adapter.kafka.records import CorruptBatch, InvalidBatch, UnsupportedCompression
-from mapping.records import entry_record
-from mapping.topic_config import TopicConfig
+from mapping.core.records import entry_record
+from mapping.topic.topic_config import TopicConfig
 from tests.support.kafka import Record, encode_message_set
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4

@@ -8,9 +8,9 @@ import redis
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from adapter.kafka.metadata import reported_replicas
-from mapping import inspection
-from mapping.brokers import partition_replicas
-from mapping.keys import Keys
+from mapping.core.keys import Keys
+from mapping.operations import inspection
+from mapping.topic.brokers import partition_replicas
 from tests.support.kafka import KAFKA_PODS_PREFIX, produce_delivered
 from tests.support.pods import Pod
 from tests.support.waiting import wait_until

@@ -1,7 +1,7 @@
 """``__consumer_offsets``: the pods mirror every committed offset there in Kafka's record
-format (mapping/offsets_mirror.py), read here as a Kafka tool reads it: a confluent-kafka
+format (mapping/group/offsets_mirror.py), read here as a Kafka tool reads it: a confluent-kafka
 consumer on the group's partition (``Utils.abs(hashCode) % 50``), records decoded with
-mapping/offsets_topic.py. Commits come from confluent-kafka consumers and V1 COMMIT,
+mapping/group/offsets_topic.py. Commits come from confluent-kafka consumers and V1 COMMIT,
 deletions (OffsetDelete, DeleteGroups) are tombstones; the topic is internal and read only;
 ``--no-offsets-topic`` hides it; a mirror made on a deployment with offsets fills itself."""
 
@@ -28,8 +28,8 @@ from adapter.kafka.versions import (
     OFFSET_DELETE,
     PRODUCE,
 )
-from mapping.keys import Keys
-from mapping.offsets_topic import (
+from mapping.core.keys import Keys
+from mapping.group.offsets_topic import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
     OffsetKey,

@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 import redis
 
-from mapping.embedded import RedisProcess
-from mapping.keys import Keys
+from mapping.connection.embedded import RedisProcess
+from mapping.core.keys import Keys
 from tests.kafka.balancer import Balancer
 from tests.support.pods import RF1, Pod, start_all
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from adapter.kafka import errors, protocol
 from adapter.kafka.versions import API_VERSIONS, FETCH, METADATA, PRODUCE
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 from tests.support.kafka import RawKafka, batch, fetch_body, fetched, partition_reply, produce_body
 from tests.support.pods import RF1, Pod
 from tests.support.waiting import wait_until
@@ -272,7 +272,7 @@ def test_offsets_below_what_retention_removed_are_out_of_range(
 def test_metrics_count_kafka_requests_by_api(start_pod, redis_url: str) -> None:
     import urllib.request
 
-    from mapping.embedded import free_port
+    from mapping.connection.embedded import free_port
 
     metrics_port = free_port()
     pod = start_pod(redis_url, "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1")

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from adapter.kafka import errors, produce
-from mapping.batcher import Pending
-from mapping.errors import BrokerError, OutcomeUnknown, Unavailable
+from mapping.connection.batcher import Pending
+from mapping.core.errors import BrokerError, OutcomeUnknown, Unavailable
 
 
 def _failed(exc: BrokerError) -> Pending[Any]:

@@ -1,6 +1,6 @@
 """Transactions as Kafka consumers read them (issue 23, the partition side): transactional
 batches written through the Produce API or the KafkaStore path into a transaction that
-mapping/partition_txns.py registered (the coordinator's AddPartitionsToTxn), ended by its
+mapping/partition/partition_txns.py registered (the coordinator's AddPartitionsToTxn), ended by its
 markers; read by confluent-kafka with isolation.level read_committed and read_uncommitted, by
 a raw Fetch (last stable offset, aborted transactions, control batches), ListOffsets, and
 V1 CONSUME."""
@@ -191,7 +191,7 @@ def _entry(ms: int, *fields: bytes) -> tuple[bytes, list[bytes]]:
 
 def test_fetch_batches_split_per_producer_with_markers_as_control_batches() -> None:
     from adapter.kafka.fetch_reads import _encode
-    from mapping.topic_config import TopicConfig
+    from mapping.topic.topic_config import TopicConfig
 
     plain = TopicConfig("t", 1, 1, 1)
     pid, epoch = b"77", b"2"

@@ -19,7 +19,8 @@ from adapter.client import Client
 from adapter.kafka import errors
 from adapter.kafka.framing import frame
 from adapter.kafka.versions import API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
-from mapping.auth import (
+from mapping.core.keys import Keys
+from mapping.security.auth import (
     RedisUsers,
     auth_file_line,
     hash_password,
@@ -27,7 +28,6 @@ from mapping.auth import (
     parse_scram_secrets,
     scram_password_check,
 )
-from mapping.keys import Keys
 from tests.support.kafka import RawKafka
 from tests.support.pods import RF1, Pod
 from tests.support.tls import tls_connect

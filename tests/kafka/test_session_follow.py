@@ -13,11 +13,11 @@ from adapter.kafka import errors
 from adapter.kafka.fetch_reads import Answer, Wanted
 from adapter.kafka.fetch_sessions import FetchSession, SessionPartition
 from adapter.kafka.session_follow import SessionFollower
-from mapping.batcher import Pending
-from mapping.hw_views import HwWaits
-from mapping.kafka import FetchRead
-from mapping.keys import Keys
-from mapping.topic_config import TopicConfig
+from mapping.connection.batcher import Pending
+from mapping.core.keys import Keys
+from mapping.partition.kafka import FetchRead
+from mapping.replication.hw_views import HwWaits
+from mapping.topic.topic_config import TopicConfig
 from tests.support.pubsub import FakeSubscriber
 
 CONFIG = TopicConfig("t", 3, 1, 1, topic_id="id-1")

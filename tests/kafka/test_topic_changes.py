@@ -1,5 +1,6 @@
 """DeleteTopics and CreatePartitions (grow only) through admin clients and a raw client, and
-``adapter topic alter --partitions``: one code path (mapping/topic_lifecycle.py), and every
+``adapter topic alter --partitions``: one code path (mapping/operations/topic_lifecycle.py), and
+every
 pod hears of the change (the other pod's cached settings are dropped). Topic ids: new at
 each creation, stored with the topic, found by id; a producer that knew the topic before it
 was made again follows the new one (librdkafka's 0107)."""
@@ -19,8 +20,8 @@ from adapter.client import Client
 from adapter.client.client import RequestFailed
 from adapter.kafka import errors
 from adapter.kafka.versions import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA
-from mapping.keys import Keys
-from mapping.partitioner import partition_for
+from mapping.core.keys import Keys
+from mapping.topic.partitioner import partition_for
 from tests.support.kafka import KAFKA_PODS_PREFIX, RawKafka
 from tests.support.pods import Pod
 from tests.support.waiting import wait_until

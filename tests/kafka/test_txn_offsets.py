@@ -2,7 +2,7 @@
 the offsets as pending (OffsetFetch answers the committed ones, and UNSTABLE_OFFSET_COMMIT
 with require_stable, v7+), v3+ checks the consumer's membership, and ApiVersions offers it.
 How pending offsets end (EndTxn) is tested at mapping level
-(tests/mapping/kafka_groups/test_txn_offsets.py) and end to end in test_exactly_once.py."""
+(tests/mapping/kafka_group/test_txn_offsets.py) and end to end in test_exactly_once.py."""
 
 from __future__ import annotations
 

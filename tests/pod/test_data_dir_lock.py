@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from adapter.client.wire import ProduceReply
-from mapping.embedded import free_port
+from mapping.connection.embedded import free_port
 from tests.support import ROOT
 from tests.support.pods import RF1, Pod
 from tests.support.procfs import children, cmdline

@@ -7,7 +7,7 @@ from __future__ import annotations
 from prometheus_client.core import Metric
 
 from adapter.deployment_metrics import adapter_families, kafka_exporter_families
-from mapping.metrics_snapshot import DeploymentSnapshot, GroupLag, PartitionState
+from mapping.operations.metrics_snapshot import DeploymentSnapshot, GroupLag, PartitionState
 
 
 def _samples(families: list[Metric]) -> dict[tuple[str, tuple], float]:

@@ -1,6 +1,6 @@
 """A pod whose Redis can fail over (Sentinel, or replicas) while it does not wait for a
 replica (--redis-wait-replicas 0) says at start, in a WARNING, that a failover can lose
-acknowledged writes (mapping/startup.py ``failover_loss``, docs/durability.md)."""
+acknowledged writes (mapping/connection/startup.py ``failover_loss``, docs/durability.md)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mapping.client import connect
-from mapping.embedded import RedisProcess
-from mapping.sentinel import sentinel_url
-from mapping.startup import failover_loss
+from mapping.connection.client import connect
+from mapping.connection.embedded import RedisProcess
+from mapping.connection.sentinel import sentinel_url
+from mapping.connection.startup import failover_loss
 from tests.support.cluster import LoopbackCluster
 from tests.support.pods import RF1, Pod
 from tests.support.redis import start_replica

@@ -13,9 +13,9 @@ import redis
 
 from adapter.client import Client
 from adapter.metrics_http import Probes
-from mapping import scripts
-from mapping.cluster import LazySyncClient
-from mapping.embedded import RedisProcess, free_port
+from mapping.connection import scripts
+from mapping.connection.cluster import LazySyncClient
+from mapping.connection.embedded import RedisProcess, free_port
 from tests.support.pods import RF1
 from tests.support.waiting import wait_until
 

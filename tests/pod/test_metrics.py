@@ -8,9 +8,9 @@ import time
 import redis
 from confluent_kafka import Consumer, TopicPartition
 
-from mapping.embedded import free_port
-from mapping.keys import Keys
-from mapping.topics import alter_configs_sync, ensure_topic_sync
+from mapping.connection.embedded import free_port
+from mapping.core.keys import Keys
+from mapping.topic.topics import alter_configs_sync, ensure_topic_sync
 from tests.support.pods import RF1, scrape_metrics
 from tests.support.waiting import wait_until
 

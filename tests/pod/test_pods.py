@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from mapping.embedded import RedisProcess, free_port
-from mapping.keys import Keys
+from mapping.connection.embedded import RedisProcess, free_port
+from mapping.core.keys import Keys
 from tests.support import ROOT
 from tests.support.pods import RF1, Pod
 from tests.support.v1 import closed_by_peer, exchange, raw_connection, read_lines

@@ -15,9 +15,9 @@ from adapter.client import Client
 from adapter.pod import build_pod
 from adapter.settings import Settings
 from adapter.v1 import protocol
-from mapping import resilient
-from mapping.client import connect
-from mapping.keys import Keys
+from mapping.connection import resilient
+from mapping.connection.client import connect
+from mapping.core.keys import Keys
 from tests.support.v1 import raw_connection
 from tests.support.waiting import port_open, wait_until, wait_until_async
 

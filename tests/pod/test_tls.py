@@ -16,7 +16,7 @@ import redis
 from adapter.client import AsyncClient, Client
 from adapter.client.tls import client_context
 from adapter.v1 import protocol
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from tests.support.pods import RF1, Pod
 from tests.support.tls import Certs, tls_args, tls_connect
 from tests.support.v1 import raw_connection
@@ -105,7 +105,7 @@ def test_client_certificates_verified(start_pod: StartPod, redis_url: str, certs
 
 
 def test_tls_and_auth_together(start_pod: StartPod, redis_url: str, certs: Certs, tmp_path) -> None:
-    from mapping.auth import hash_password
+    from mapping.security.auth import hash_password
 
     users = tmp_path / "users"
     users.write_text(f"app:{hash_password('pw')}\n")

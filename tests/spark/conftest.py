@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 from tests.support import ROOT
 from tests.support.topic_writer import TopicWriter
 

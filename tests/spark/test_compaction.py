@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import redis
 
-from mapping import codec
-from mapping.keys import Keys
+from mapping.core import codec
+from mapping.core.keys import Keys
 from spark_connector.sink_options import SinkWriteError
 from spark_connector.sink_records import Record
 from tests.spark.test_sink_appender import sink_options, write

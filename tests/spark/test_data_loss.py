@@ -1,7 +1,8 @@
 """Records removed by retention before the Spark source read them: the query fails with a
 clear error, or with ``failOnDataLoss=false`` goes on from the log start, as Spark's Kafka
 source does. "earliest" means the log start, so a trimmed topic is no data loss for it.
-Retention is applied as a pod applies it (mapping.retention, partition/retention_trim.lua)."""
+Retention is applied as a pod applies it (mapping.operations.retention,
+partition/retention_trim.lua)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from spark_connector.offsets import RangePartition
 from spark_connector.options import DataLoss, parse_options
 from spark_connector.records import read_partition, source_schema

@@ -14,7 +14,7 @@ import pytest
 import redis
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from spark_connector import offsets
 from spark_connector.errors import DataLoss, OptionError
 from spark_connector.options import parse_options

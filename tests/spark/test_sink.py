@@ -17,8 +17,8 @@ import redis
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from mapping.partitioner import partition_for
-from mapping.topic_config import TopicDefaults
+from mapping.topic.partitioner import partition_for
+from mapping.topic.topic_config import TopicDefaults
 from spark_connector import example_pipeline
 from tests.support.pods import Pod
 from tests.support.topic_writer import TopicWriter

@@ -21,10 +21,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from mapping.keys import Keys
-from mapping.partition_scripts import LATEST_OFFSET
-from mapping.partitioner import partition_for
-from mapping.topic_config import TopicDefaults
+from mapping.core.keys import Keys
+from mapping.partition.partition_scripts import LATEST_OFFSET
+from mapping.topic.partitioner import partition_for
+from mapping.topic.topic_config import TopicDefaults
 from spark_connector.appender import Appender, sequence_bits
 from spark_connector.options import OptionError
 from spark_connector.sink_options import SinkOptions, SinkWriteError, parse_sink_options

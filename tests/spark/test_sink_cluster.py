@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from spark_connector import offsets
 from spark_connector.appender import Appender, ensure_topic, sequence_bits
 from spark_connector.sink_options import parse_sink_options

@@ -1,6 +1,6 @@
 """The "redis-topics" PySpark data source against a real redis-server and a local Spark.
 
-Test data is written through the real produce script (``mapping.partitions.Partitions``),
+Test data is written through the real produce script (``mapping.partition.partitions.Partitions``),
 never as hand-made stream entries. One SparkSession serves the module (see conftest.py).
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import redis
 
-from mapping.embedded import free_port
-from mapping.partitioner import partition_for
-from mapping.topic_config import TopicDefaults
+from mapping.connection.embedded import free_port
+from mapping.topic.partitioner import partition_for
+from mapping.topic.topic_config import TopicDefaults
 from spark_connector import example_pipeline
 from spark_connector.group_commit import commit_group_offsets
 from tests.support import ROOT

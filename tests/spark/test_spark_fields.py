@@ -7,7 +7,7 @@ import pytest
 
 from adapter.kafka import errors
 from adapter.kafka.versions import METADATA, PRODUCE
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from tests.support.kafka import (
     KAFKA_PODS_PREFIX,
     RawKafka,

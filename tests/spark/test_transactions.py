@@ -13,7 +13,7 @@ import pytest
 import redis
 from confluent_kafka import Producer
 
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from spark_connector.offsets import RangePartition, end_positions
 from spark_connector.options import parse_options
 from spark_connector.records import read_partition, source_schema

@@ -10,8 +10,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from mapping.keys import Keys
-from mapping.topics import alter_configs_sync, ensure_topic_sync
+from mapping.core.keys import Keys
+from mapping.topic.topics import alter_configs_sync, ensure_topic_sync
 from tests.support.cli import CliTarget
 
 Record = tuple[bytes, bytes | None]  # (key, value); None: a tombstone

@@ -24,8 +24,8 @@ from adapter.kafka.versions import (
     PRODUCE,
     Api,
 )
-from mapping.record_walk import MAX_OFFSET_DELTA
-from mapping.records import Header, StoredRecord
+from mapping.core.records import Header, StoredRecord
+from mapping.partition.record_walk import MAX_OFFSET_DELTA
 
 if TYPE_CHECKING:
     from tests.support.pods import Pod

@@ -13,14 +13,14 @@ from redis.asyncio import Redis
 
 from adapter.pod import build_pod
 from adapter.settings import Settings
-from mapping import kafka_errors as errors
-from mapping.client import connect
-from mapping.groups import Groups
-from mapping.kafka_groups import JoinResult, KafkaGroups, KafkaGroupSettings
-from mapping.keys import Keys
-from mapping.startup import pin_sequence_bits
-from mapping.topic_config import TopicDefaults
-from mapping.topics import Topics
+from mapping.connection.client import connect
+from mapping.connection.startup import pin_sequence_bits
+from mapping.core import kafka_errors as errors
+from mapping.core.keys import Keys
+from mapping.group.groups import Groups
+from mapping.kafka_group import JoinResult, KafkaGroups, KafkaGroupSettings
+from mapping.topic.topic_config import TopicDefaults
+from mapping.topic.topics import Topics
 
 # Short timeouts keep the tests fast; sessions far longer than any test step unless a test
 # is about expiry. The initial delay lets members a test starts together form generation 1.

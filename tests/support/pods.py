@@ -15,7 +15,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.client import Client
-from mapping.embedded import free_port
+from mapping.connection.embedded import free_port
 from tests.support import ROOT
 from tests.support.procfs import children, cmdline, listening
 from tests.support.waiting import wait_until

@@ -1,4 +1,5 @@
-"""A stand-in for the pod's one pub/sub connection (mapping/pubsub.py ``Subscriber``), for the
+"""A stand-in for the pod's one pub/sub connection (mapping/connection/pubsub.py ``Subscriber``),
+for the
 in-process tests of the waits built on it: subscriptions confirmed at once, notifications
 delivered by ``publish``, lost connections counted by hand."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from mapping.embedded import RedisProcess
+from mapping.connection.embedded import RedisProcess
 from tests.support.waiting import wait_until
 
 REDIS_IMAGE = "redis:7"

@@ -15,7 +15,7 @@ from pathlib import Path
 import trustme
 
 from adapter.client import Client
-from mapping.embedded import free_port
+from mapping.connection.embedded import free_port
 from tests.support import ROOT
 from tests.support.waiting import port_open, wait_until
 

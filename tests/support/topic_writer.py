@@ -1,4 +1,4 @@
-"""Writing test data through the real produce/consume scripts (``mapping.partitions``)
+"""Writing test data through the real produce/consume scripts (``mapping.partition.partitions``)
 from synchronous code: the Spark tests' ``writer`` fixture, and tests of the command line."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any, TypeVar
 
 from adapter.pod import build_pod
 from adapter.settings import Settings
-from mapping.client import connect
-from mapping.keys import Keys
-from mapping.retention import enforce_topic
-from mapping.topic_config import TopicConfig, TopicDefaults
+from mapping.connection.client import connect
+from mapping.core.keys import Keys
+from mapping.operations.retention import enforce_topic
+from mapping.topic.topic_config import TopicConfig, TopicDefaults
 
 # Single-replica topics: the hw follows every produce, no replicas needed.
 SINGLE_REPLICA_TOPICS = TopicDefaults(partitions=3, replication_factor=1, min_insync_replicas=1)

@@ -6,7 +6,7 @@ import socket
 
 from adapter.client import Client
 from adapter.v1.protocol import Response
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 
 KEYS = Keys()  # the default key prefix, as pods use it unless told another
 

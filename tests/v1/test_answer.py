@@ -11,8 +11,8 @@ from redis.exceptions import ResponseError
 
 from adapter.v1.answer import answer
 from adapter.v1.handlers import Context
-from mapping.batcher import RedisBatcher
-from mapping.errors import BadRequest, BrokerError, Unavailable
+from mapping.connection.batcher import RedisBatcher
+from mapping.core.errors import BadRequest, BrokerError, Unavailable
 
 
 async def _ok(context: Context, argv: list[str]) -> str:

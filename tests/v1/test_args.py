@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapter.v1.handlers import args
-from mapping.errors import BAD_REQUEST, BadRequest
+from mapping.core.errors import BAD_REQUEST, BadRequest
 
 
 def test_expect_count() -> None:

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from adapter.client import Client, RequestFailed
-from mapping.auth import (
+from mapping.security.auth import (
     CredentialsError,
     hash_password,
     parse_auth_file,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from tests.support.pods import RF1, Pod
 
 StartPod = Callable[..., Pod]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from adapter.client import AsyncClient, Client, RequestFailed
 from adapter.v1.escaping import escape
-from mapping.partitioner import partition_for
+from mapping.topic.partitioner import partition_for
 from tests.support.pods import Pod
 from tests.support.v1 import KEYS, exchange
 

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from adapter.client import Client, RequestFailed
-from mapping.keys import Keys
+from mapping.core.keys import Keys
 from tests.support.cli import CliTarget
 from tests.support.compaction import compact_now, compacted_topic, kafka_keeps, roll_segment
 from tests.support.pods import Pod

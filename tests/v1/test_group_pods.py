@@ -21,7 +21,7 @@ import redis
 
 from adapter.client import Client, GroupAssignment
 from adapter.client.producer import Producer
-from mapping import assignors
+from mapping.group import assignors
 from tests.support import ROOT
 from tests.support.pods import RF1, Pod
 from tests.support.v1 import KEYS

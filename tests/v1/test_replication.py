@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from adapter.cli import main
 from adapter.client import Client, RequestFailed
-from mapping.embedded import RedisProcess
-from mapping.keys import Keys
+from mapping.connection.embedded import RedisProcess
+from mapping.core.keys import Keys
 from tests.support.pods import Pod
 from tests.support.waiting import wait_until
 

@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from adapter.pod import Pod
-from mapping.batcher import Pending
-from mapping.errors import UNKNOWN_TOPIC, BrokerError
-from mapping.topics import Topics
+from mapping.connection.batcher import Pending
+from mapping.core.errors import UNKNOWN_TOPIC, BrokerError
+from mapping.topic.topics import Topics
 
 # A hot command's synchronous start: validates (raising BrokerError) and queues its Redis
 # calls, returning the pending payload (or a task for what must wait further); None when

@@ -1,14 +1,14 @@
-"""acks=all and --redis-wait-replicas waits (mapping/acks.py) as V1 answers them."""
+"""acks=all and --redis-wait-replicas waits (mapping/replication/acks.py) as V1 answers them."""
 
 from __future__ import annotations
 
 import asyncio
 
-from mapping.acks import Ack, AckOutcome, Acks
-from mapping.batcher import Pending
-from mapping.errors import REPLICATION_TIMEOUT, UNKNOWN_TOPIC, BrokerError
-from mapping.partition_scripts import ProduceResult
-from mapping.topic_config import TopicConfig
+from mapping.connection.batcher import Pending
+from mapping.core.errors import REPLICATION_TIMEOUT, UNKNOWN_TOPIC, BrokerError
+from mapping.partition.partition_scripts import ProduceResult
+from mapping.replication.acks import Ack, AckOutcome, Acks
+from mapping.topic.topic_config import TopicConfig
 
 # How an ack wait that did not end ACKED is answered: the record (or commit) stays in Redis.
 # V1 never asks for the ISR read (one code for every timeout): ISR_TOO_SMALL and

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from mapping.errors import BadRequest
-from mapping.keys import is_valid_name
+from mapping.core.errors import BadRequest
+from mapping.core.keys import is_valid_name
 
 _INTEGER = re.compile(r"-?[0-9]{1,30}")
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from adapter.v1.escaping import escape, unescape
 from adapter.v1.handlers import Context, Handler, Starter, args, on_topic
 from adapter.v1.handlers.acks import start_ack
-from mapping.batcher import Pending
-from mapping.codec import MAX_OFFSET
-from mapping.errors import BadRequest
-from mapping.partition_scripts import ConsumeResult
-from mapping.partitioner import partition_for
-from mapping.records import record_batch_bytes
-from mapping.topic_config import TopicConfig, is_internal_topic
-from mapping.topic_rules import TopicRules, rules_of
+from mapping.connection.batcher import Pending
+from mapping.core.codec import MAX_OFFSET
+from mapping.core.errors import BadRequest
+from mapping.core.records import record_batch_bytes
+from mapping.partition.partition_scripts import ConsumeResult
+from mapping.topic.partitioner import partition_for
+from mapping.topic.topic_config import TopicConfig, is_internal_topic
+from mapping.topic.topic_rules import TopicRules, rules_of
 
 PRODUCE_USAGE = "PRODUCE requires: <topic> <key>:<value> [acks=0|1|all]"
 COMPACTED_KEY_REQUIRED = "compacted topic requires a non-empty key"

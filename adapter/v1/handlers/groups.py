@@ -6,12 +6,12 @@ import asyncio
 
 from adapter.v1.handlers import Context, Handler, Starter, args, on_topic
 from adapter.v1.handlers.acks import durable_wait
-from mapping.assignors import ASSIGNORS
-from mapping.batcher import Pending
-from mapping.codec import MAX_OFFSET
-from mapping.errors import GROUP_IN_USE, BadRequest, BrokerError
-from mapping.groups import kafka_members_live
-from mapping.topic_config import TopicConfig
+from mapping.connection.batcher import Pending
+from mapping.core.codec import MAX_OFFSET
+from mapping.core.errors import GROUP_IN_USE, BadRequest, BrokerError
+from mapping.group.assignors import ASSIGNORS
+from mapping.group.groups import kafka_members_live
+from mapping.topic.topic_config import TopicConfig
 
 JOIN_USAGE = "JOIN requires: <group> <topic> <consumer_id> [assignor=round_robin|range]"
 COMMIT_USAGE = "COMMIT requires: <group> <topic> <consumer_id> <generation> <partition> <offset>"
@@ -160,7 +160,7 @@ async def offset(context: Context, argv: list[str]) -> str:
     await context.pod.topics.partition_of(topic, partition)
     committed = await context.pod.groups.committed(group, topic, partition)
     # --redis-wait-replicas: served once the Redis replicas have it, so that no failover
-    # makes a committed offset go backwards (mapping/durable_reads.py)
+    # makes a committed offset go backwards (mapping/replication/durable_reads.py)
     await durable_wait(context.pod.replication.acks)
     return f"offset={committed}"
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from adapter.v1.handlers import Context, Handler, args
-from mapping.codec import MAX_OFFSET
-from mapping.errors import BadRequest
+from mapping.core.codec import MAX_OFFSET
+from mapping.core.errors import BadRequest
 
 USAGE = "REPLICA_FETCH requires: <topic> <partition> <replica_id> <offset>"
 # Offsets are signed 64-bit as in Kafka; -1 is "nothing yet" (an empty follower).

@@ -7,7 +7,7 @@
 -- sent, so any 64-bit offset is exact).  KEYS[5] (optional): the Kafka commit metadata
 -- hash: a V1 commit carries no metadata and no leader epoch, so the partition's go, and
 -- OffsetFetch answers none for this offset.  Returns the commit time (ms, Redis' clock):
--- the offsets mirror's record of it (mapping/offsets_mirror.py) carries it.
+-- the offsets mirror's record of it (mapping/group/offsets_mirror.py) carries it.
 local member, generation, partition, offset = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local now = now_ms()
 local group = load_group(now)

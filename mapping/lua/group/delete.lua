@@ -7,7 +7,7 @@
 -- not run out is refused (as Kafka's DeleteGroups answers NON_EMPTY_GROUP) unless forced;
 -- a forced delete's members get "group not found" on their next call and JOIN again.
 -- Returns {1, the deletion time (ms, Redis' clock), the partitions that had an offset...}
--- when deleted (the offsets mirror's tombstones: mapping/offsets_mirror.py), 0 when there
+-- when deleted (the offsets mirror's tombstones: mapping/group/offsets_mirror.py), 0 when there
 -- was no such group.
 local force = ARGV[3] == '1'
 if redis.call('EXISTS', meta, members, assignment, offsets) == 0 then return 0 end

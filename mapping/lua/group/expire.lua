@@ -9,7 +9,7 @@
 -- has live Kafka consumers (read by the caller from the Kafka group's slot): kept, and its
 -- clock restarts, as Kafka keeps the offsets of a group with members.
 -- Returns {1, the expiry time (ms, Redis' clock), the partitions that had an offset...}:
--- expired (deleted; the offsets mirror's tombstones: mapping/offsets_mirror.py), 0: kept,
+-- expired (deleted; the offsets mirror's tombstones: mapping/group/offsets_mirror.py), 0: kept,
 -- 2: no such group (its groups-set entry is stale).
 local retention_ms = tonumber(ARGV[3])
 if redis.call('EXISTS', meta, members, assignment, offsets) == 0 then return 2 end

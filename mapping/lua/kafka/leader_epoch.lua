@@ -2,7 +2,7 @@
 -- KEYS: registry
 -- ARGV: replid, epoch_base_s, [start_ms]
 -- Registers the Redis primary this connection reached as a Kafka leader epoch
--- (mapping/leader_epochs.py): KEYS[1] lists "<epoch> <start ms> <replid>", oldest first.
+-- (mapping/replication/leader_epochs.py): KEYS[1] lists "<epoch> <start ms> <replid>", oldest first.
 -- ARGV[1] = the primary's master_replid (a promoted replica gets a new one), ARGV[2] = the
 -- epoch base (s since the Unix epoch). A replid already listed changes nothing; an unknown
 -- one appends epoch max(last + 1, seconds since the base), started now (ARGV[3], when given:

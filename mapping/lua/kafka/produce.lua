@@ -14,7 +14,7 @@
 -- sequence, ARGV[7] = record count, ARGV[8] = how long a producer's state outlives its last
 -- append (ms, Kafka's producer.id.expiration.ms), ARGV[9] = '1' for a transactional batch
 -- (its records in the long form only), ARGV[10] = '1' when the pod failed this very batch
--- before and no earlier one of its producer (mapping/sequence_fence.py): a gap before it
+-- before and no earlier one of its producer (mapping/partition/sequence_fence.py): a gap before it
 -- is acknowledged records a Redis failover took back, and the batch is appended after it
 -- (what was lost stays lost; the producer goes on); then per record: n (its field items),
 -- lead (items before `ts`: key and value, when not null), then n items (field, value, ...);
@@ -36,7 +36,7 @@
 -- registered, or a newer one registered: INVALID_TXN_STATE), after the epoch check against
 -- the producers hash (a batch older than the epoch last seen here, e.g. a zombie's after its
 -- fencing abort marker: INVALID_PRODUCER_EPOCH); its records carry 'pid' and
--- 'pe' (mapping/records.py), are not indexed for compaction (an abort must not let them
+-- 'pe' (mapping/core/records.py), are not indexed for compaction (an abort must not let them
 -- supersede committed records), and the transaction's first append sets its first offset
 -- (and the state's txn_first, the last stable offset, when no other is open). An idempotent
 -- producer's plain batch while its transaction is open here: INVALID_TXN_STATE.  The producers hash keeps per producer id
@@ -130,7 +130,7 @@ local ts = a.now_text
 local SHORT_NULL_KEY, SHORT_KEY_VALUE = K.SHORT_NULL_KEY, K.SHORT_KEY_VALUE
 for _ = 1, count do
   -- the short forms' fields spelled out in the XADD (the same as record_items gives; the
-  -- forms and the field names: mapping/records.py owns them)
+  -- forms and the field names: mapping/core/records.py owns them)
   local form = ARGV[i]
   if form == SHORT_NULL_KEY then
     local value = ARGV[i + 1]

@@ -114,7 +114,7 @@ local function index_key(a, key, id, offset, tombstone)
 end
 
 -- Appends one record (its stream fields: field, value, ...; 'n' is added here) whose value
--- has `value_bytes` bytes; returns its offset. (Field names: mapping/records.py owns them.)
+-- has `value_bytes` bytes; returns its offset. (Field names: mapping/core/records.py owns them.)
 -- A keyed record of a compacted partition is indexed (a keyless one is not: the pod refuses
 -- those before the call).
 local function append_entry(a, log, fields, value_bytes)
@@ -133,9 +133,9 @@ local function append_entry(a, log, fields, value_bytes)
   return offset
 end
 
--- One record given as `n lead item1 .. itemN` from argv[at] on (mapping.records.record_items's
+-- One record given as `n lead item1 .. itemN` from argv[at] on (mapping.core.records.record_items's
 -- layout: the lead items, key and value when not null, go before the append time 'ts';
--- mapping/records.py owns the field names spelled here).
+-- mapping/core/records.py owns the field names spelled here).
 -- `now` is the append time's text (open_append's now_text).
 -- Returns its stream fields, its value's size and where the next record starts.
 local function record_fields(argv, at, now)

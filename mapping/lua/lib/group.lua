@@ -9,7 +9,7 @@
 --   KEYS[5] offset_metadata  Kafka commit metadata and leader epochs (the scripts that
 --                       change or delete offsets: commit, delete, expire)
 -- ARGV[1] = session timeout (ms), ARGV[2] = the topic's partition count; each script's own
--- arguments follow from ARGV[3] (mapping/groups.py GroupHead builds that head).  The clock is
+-- arguments follow from ARGV[3] (mapping/group/groups.py GroupHead builds that head).  The clock is
 -- Redis's (TIME), so pods need no common clock.
 local meta, members, assignment, offsets = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local session_timeout_ms = tonumber(ARGV[1])
@@ -20,7 +20,7 @@ local function mismatch(message)
   return redis.error_reply(K.V1_GENERATION_MISMATCH .. ' ' .. message)
 end
 
--- The assignors (mapping/assignors.py is their specification): member id -> partition list.
+-- The assignors (mapping/group/assignors.py is their specification): member id -> partition list.
 local function assign(assignor, ids)
   local lists, n = {}, #ids
   for i = 1, n do lists[ids[i]] = {} end

@@ -12,7 +12,7 @@
 --   consumer:topics   topic -> partition count last seen (a change means a new epoch)
 -- The group epoch goes up on every change of membership, subscription, assignor or
 -- partition count; the target assignment is computed for it by the caller (the server-side
--- assignor runs in Python, mapping/kafka_groups/assignors.py) and stored only if the epoch
+-- assignor runs in Python, mapping/kafka_group/assignors.py) and stored only if the epoch
 -- did not move meanwhile.  Members then converge on their target as in Kafka: a member first
 -- gives up what is no longer its own (its epoch stays until it reported so), then moves to
 -- the target epoch and gets the target partitions nobody else still holds.

@@ -1,6 +1,6 @@
 --! include lib/clock.lua
 -- Shared by the kafka_group/* scripts: one Kafka classic group, every key under the hash tag
--- {<group>} (see mapping/keys.py KafkaGroupKeys and mapping/kafka_groups/):
+-- {<group>} (see mapping/core/keys.py KafkaGroupKeys and mapping/kafka_group/):
 --   KEYS[1] meta           state, generation, protocol_type, protocol, leader,
 --                          rebalance_deadline, delay_until (ms, Redis clock), join_seq,
 --                          commit_fence (see current_fence below)
@@ -36,7 +36,7 @@ local function consumer_members_live()
   return live
 end
 
--- Kafka's error codes used here are K.<name> (mapping/kafka_errors.py holds them all).
+-- Kafka's error codes used here are K.<name> (mapping/core/kafka_errors.py holds them all).
 -- K.WAIT is not an error: the caller waits (pub/sub or the returned ms) and re-checks.
 
 local function state()

@@ -3,7 +3,7 @@
 -- Partition scripts take KEYS = {log, state, hw_channel, appended_channel, ...} and
 -- ARGV[1..3] = {sequence_bits, replication_factor, replica_lag_max_ms}; their own arguments
 -- follow from ARGV[4].  (Channels are passed as KEYS: they carry the partition's hash tag.)
--- (mapping/partitions.py PartitionHead builds that head.)
+-- (mapping/partition/partitions.py PartitionHead builds that head.)
 -- Offsets are Lua numbers (doubles): exact because offsets stay below 2^53 (see codec).
 
 
@@ -67,7 +67,7 @@ end
 
 -- Wakes the hw channel's watchers with the state as it is ("<hw> <isr_size> -1"), after a
 -- change a Fetch answer reports that moves neither the hw nor the ISR (the log start): Kafka
--- Fetch keeps what it read while its channel is quiet (mapping/hw_views.py).
+-- Fetch keeps what it read while its channel is quiet (mapping/replication/hw_views.py).
 local function publish_state(state, hw_channel)
   local v = redis.call('HMGET', state, 'hw', 'isr')
   if not (v[1] and v[2]) then return end
@@ -139,7 +139,7 @@ end
 
 -- Value size marks, kept by partition/produce.lua so that a reader can size a native XRANGE
 -- without copying entries through Lua (see Partitions.start_consume): 'size.<k>' (k =
--- K.SIZE_MIN_BITS .. K.SIZE_MAX_BITS, mapping/size_marks.py) is the last offset of an append
+-- K.SIZE_MIN_BITS .. K.SIZE_MAX_BITS, mapping/core/size_marks.py) is the last offset of an append
 -- holding a value of more than 2^k bytes (absent: none ever), 'size.from' the first offset
 -- appended while marks were kept (a log written before has no marks below it).
 

@@ -1,4 +1,4 @@
--- Shared by the txn_coord/* scripts (the transaction coordinator, mapping/transactions.py): the
+-- Shared by the txn_coord/* scripts (the transaction coordinator, mapping/txn/transactions.py): the
 -- transaction hash's fields, as Kafka's TransactionMetadata holds them.
 --   transactional_id, producer_id, last_producer_id, epoch, last_epoch, state, timeout_ms,
 --   txn_start_ms (-1: none), last_update_ms, prepare_claimed (see claim_prepare), end_reason

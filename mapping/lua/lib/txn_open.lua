@@ -1,5 +1,5 @@
 --! include lib/clock.lua
--- A partition's open transactions (txn:open, mapping/partition_txns.py): producer id ->
+-- A partition's open transactions (txn:open, mapping/partition/partition_txns.py): producer id ->
 -- "<epoch> <first offset> <transaction>", shared by txn/add.lua, txn/marker.lua and
 -- kafka/produce.lua. first offset -1: registered, nothing appended yet. transaction: which
 -- of the producer's transactions the registration belongs to (the coordinator's

@@ -1,8 +1,8 @@
 --! include lib/append.lua
 -- KEYS: log, state, hw_channel, appended, [index], [dirty], [tombstones]
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, ...
--- The offsets mirror (mapping/offsets_mirror.py): append offset commit records, in Kafka's
--- format (mapping/offsets_topic.py), to one partition of __consumer_offsets.
+-- The offsets mirror (mapping/group/offsets_mirror.py): append offset commit records, in Kafka's
+-- format (mapping/group/offsets_topic.py), to one partition of __consumer_offsets.
 -- ARGV[4..]: key, value, time, ... per record: value '' is a tombstone (a deleted offset: no
 -- 'value' field, 'null' = 'value'); time is when the commit or deletion happened (ms, Redis'
 -- clock, read by the script that made it), stored as the record's CreateTime.
@@ -39,7 +39,7 @@ for i = 4, #ARGV - 2, 3 do
   local last = latest_time(key)
   if not last or last <= tonumber(time) then
     local id, number, offset = next_entry(a, #value)
-    -- the fields in mapping/records.py's order: key, value, ts, create_ts, null, n
+    -- the fields in mapping/core/records.py's order: key, value, ts, create_ts, null, n
     if value == '' then
       redis.call('XADD', log, id, 'key', key, 'ts', a.now_text, 'create_ts', time,
         'null', 'value', 'n', number)

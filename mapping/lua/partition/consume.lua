@@ -16,7 +16,7 @@
 -- ARGV[6] = max value bytes (0: no limit; the first record comes whatever its size, so a
 -- consumer always makes progress), ARGV[7] = '1': hw only up to durable_hw (readable_hw).
 -- Transactions: the hw answered is at most the last stable offset - 1 (the last entry before
--- the oldest open transaction: reader_bounds, mapping/partition_txns.py), so V1 never reads a
+-- the oldest open transaction: reader_bounds, mapping/partition/partition_txns.py), so V1 never reads a
 -- record of an open transaction.
 -- Returns {hw, marks, entry1, entry2, ...}: marks as size_marks() gives them, each entry as
 -- XRANGE gives it, {id, {field, value, ...}} (passed through, not rebuilt: the pod decodes
@@ -51,7 +51,7 @@ if max_bytes <= 0 then
   return reply
 end
 
--- (mapping/records.py owns the field names)
+-- (mapping/core/records.py owns the field names)
 local function value_size(fields)
   if fields[3] == 'value' then  -- as partition/produce.lua writes them: key, value, ts
     return #fields[4]

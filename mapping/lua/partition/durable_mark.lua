@@ -1,6 +1,6 @@
 -- KEYS: state, hw_channel
 -- ARGV: log_end
--- With --redis-wait-replicas (mapping/durable.py): ARGV[1] is a log end the Redis replicas
+-- With --redis-wait-replicas (mapping/replication/durable.py): ARGV[1] is a log end the Redis replicas
 -- were just seen to have (read before a WAIT that reached them all); readers see records
 -- only up to it, so none a failover can take back is ever served. Never lowered. Wakes
 -- hw watchers (Kafka long-polls) with the usual "<hw> <isr_size> <next_change>" message.

@@ -21,7 +21,7 @@ if hw < 0 then return {hw, 0, first_offset, 1} end
 
 local function number_of(entry)
   local fields = entry[2]
-  for j = #fields - 1, 1, -2 do  -- 'n' is written last (mapping/records.py owns the names)
+  for j = #fields - 1, 1, -2 do  -- 'n' is written last (mapping/core/records.py owns the names)
     if fields[j] == 'n' then return tonumber(fields[j + 1]) end
   end
   return nil

@@ -19,7 +19,7 @@ local offsets = {0, 0}
 for i = 4, #ARGV, 2 do
   local value = ARGV[i + 1]
   local id, number, offset = next_entry(a, #value)
-  -- a record's fields (mapping/records.py owns the names)
+  -- a record's fields (mapping/core/records.py owns the names)
   redis.call('XADD', log, id, 'key', ARGV[i], 'value', value, 'ts', a.now_text, 'n', number)
   if a.compaction then index_key(a, ARGV[i], id, offset, false) end
   offsets[#offsets + 1] = offset

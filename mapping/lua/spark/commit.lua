@@ -8,7 +8,7 @@
 -- hash: a moved partition's metadata and leader epoch go, a Spark commit has neither].
 -- ARGV = partition1, next_offset1, partition2, ...
 -- Returns the stored value per partition after the update, as strings.
--- Offsets are exact as Lua numbers (below 2^53, see mapping/codec.py).
+-- Offsets are exact as Lua numbers (below 2^53, see mapping/core/codec.py).
 local offsets = KEYS[1]
 -- Validate everything first: a script is not rolled back when it fails half-way.
 for i = 1, #ARGV, 2 do

@@ -3,7 +3,7 @@
 -- KEYS: log, state, hw_channel, appended, txn_open
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, producer_id, producer_epoch,
 --   transaction
--- AddPartitionsToTxn on one partition (mapping/partition_txns.py): the producer's transaction
+-- AddPartitionsToTxn on one partition (mapping/partition/partition_txns.py): the producer's transaction
 -- is registered here, "epoch -1 transaction" in txn_open (first offset -1: nothing appended
 -- yet; the first transactional append sets it, kafka/produce.lua; transaction: the
 -- coordinator's txn_start_ms, -1 unknown).

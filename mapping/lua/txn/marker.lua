@@ -3,10 +3,10 @@
 -- KEYS: log, state, hw_channel, appended, txn_open, txn_aborted, producers, producer_times
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, producer_id, producer_epoch,
 --   commit, transaction
--- Ends a producer's transaction on one partition (mapping/partition_txns.py): when the
+-- Ends a producer's transaction on one partition (mapping/partition/partition_txns.py): when the
 -- producer is registered in txn_open for this transaction (the same epoch and transaction,
 -- or an older epoch: a fenced session's), appends its commit or abort marker (a control
--- entry: 'ctl', 'pid', 'pe', 'ts', 'n'; mapping/records.py owns the field names) through
+-- entry: 'ctl', 'pid', 'pe', 'ts', 'n'; mapping/core/records.py owns the field names) through
 -- lib/append.lua like any record, drops it from txn_open, records an abort in txn_aborted
 -- ("<pid> <first offset>" -> the marker's offset) and recomputes the state's txn_first (the
 -- smallest first offset still open: what the last stable offset is; absent when none is).

@@ -9,7 +9,7 @@
 -- names the transaction on its partitions, txn/add.lua and txn/marker.lua, so two transactions
 -- of one producer epoch never share it). Partitions added are also put in the registering set
 -- ("<pid> <epoch> <txn_start_ms> <member>" -> now) until the pod that registers them on their
--- partitions has verified them (mapping/transactions.py): a pod that died in between leaves
+-- partitions has verified them (mapping/txn/transactions.py): a pod that died in between leaves
 -- them there for the completer to release (txn_coord/tick.lua).
 -- The previous transaction still PrepareCommit / PrepareAbort with this epoch: its EndTxn was
 -- answered (a client adds nothing before), but Redis failed the pod's finish after the

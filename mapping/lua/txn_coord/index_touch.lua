@@ -1,7 +1,7 @@
 --! include lib/clock.lua
 -- KEYS: index
 -- ARGV: member, due_in_ms, revisit_ms
--- Before a transaction changes (mapping/transactions.py): make sure the completer looks at it
+-- Before a transaction changes (mapping/txn/transactions.py): make sure the completer looks at it
 -- by now + due_in_ms (an earlier look is kept). A look already due may be in a completer's
 -- hands right now: its score changes (to now + revisit_ms at most, and always above the one
 -- it had), so that completer's settle (which compares the score it saw) leaves it and the id

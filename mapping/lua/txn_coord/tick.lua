@@ -1,7 +1,7 @@
 --! include lib/txn_coord.lua
 -- KEYS: state, partitions, groups, registering
 -- ARGV: grace_ms, expiration_ms
--- The completer's look at one transactional id whose time came (mapping/txn_completer.py):
+-- The completer's look at one transactional id whose time came (mapping/txn/txn_completer.py):
 --   Ongoing past txn_start_ms + timeout_ms: fenced (epoch bumped, as Kafka's
 --     abortTimedOutTransactions) and PrepareAbort -> 'finish';
 --   Prepare* older than grace_ms (its pod died mid-EndTxn): claimed -> 'finish';

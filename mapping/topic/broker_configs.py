@@ -1,0 +1,153 @@
+"""The BROKER and GROUP config resources: their catalogues and their store in Redis.
+
+Broker configs. The pods are one cluster of equal, stateless brokers, so the dynamic broker
+configs are cluster-wide only (Kafka's "default cluster level", resource name ""): one Redis
+hash (``Keys.broker_configs``, config name -> Kafka text) shared by every pod. They are the
+topic defaults Kafka lets a cluster change (``log.retention.ms``, ``log.cleanup.policy``,
+``message.max.bytes``, ``min.insync.replicas``, ...: every broker synonym of a topic config);
+a topic with no setting of its own takes them (``mapping.topic.topic_configs.value_of``). Pods read
+the hash at start and again when ``Keys.broker_configs_channel`` announces a change. The
+other broker configs (``broker.id``, ``advertised.listeners``, ``num.partitions``, ...) are
+read-only: they show the pod's command-line settings (adapter/kafka/configs.py).
+
+Group configs (KIP-848's ``consumer.session.timeout.ms`` ..., Kafka 4) are per group, in the
+group's own slot (``Keys.group_configs``): stored and described.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mapping.connection.batcher import RedisBatcher
+from mapping.core.codec import to_str
+from mapping.core.keys import Keys
+from mapping.topic.config_types import ConfigDef, at_least, catalogue
+from mapping.topic.config_types import ConfigType as T
+from mapping.topic.topic_configs import TOPIC_CONFIGS
+
+
+def _dynamic_broker_configs() -> list[ConfigDef]:
+    """Every broker synonym of a topic config, as a cluster-wide dynamic broker config: the
+    first synonym has the topic config's type, validator and default; a synonym in other
+    units (``log.retention.hours``) is an INT with no default (Kafka's log.retention.hours
+    default, 168, would contradict the pods' keep-forever default)."""
+    defs = []
+    for topic in TOPIC_CONFIGS.values():
+        for index, (name, factor) in enumerate(topic.synonyms):
+            if factor == 1:
+                default = topic.default if index == 0 else None
+                defs.append(
+                    ConfigDef(name, topic.type, default, topic.doc, topic.validator,
+                              topic.valid_values, enforced=topic.enforced, dynamic=True)
+                )  # fmt: skip
+            else:
+                defs.append(
+                    ConfigDef(name, T.INT, None, f"{topic.doc} (in {factor} ms units)",
+                              at_least(-1 if "retention" in name else 0), "",
+                              enforced=topic.enforced, dynamic=True)
+                )  # fmt: skip
+    return defs
+
+
+# Read-only broker configs: shown with the pod's settings (adapter/kafka/configs.py).
+_STATIC_BROKER_CONFIGS = [
+    ConfigDef("broker.id", T.INT, "-1", "This broker's node id (the pods' registry)."),
+    ConfigDef("node.id", T.INT, "-1", "This broker's node id (the pods' registry)."),
+    ConfigDef("advertised.listeners", T.STRING, None, "The address clients are told."),
+    ConfigDef("process.roles", T.LIST, "broker", "A pod is a broker (Redis is the rest)."),
+    ConfigDef("auto.create.topics.enable", T.BOOLEAN, "true",
+              "Metadata creates unknown topics (--auto-create-topics)."),
+    ConfigDef("num.partitions", T.INT, "3", "Partitions of an auto-created topic."),
+    ConfigDef("default.replication.factor", T.INT, "3",
+              "Replication factor of an auto-created topic."),
+    ConfigDef("offsets.retention.minutes", T.INT, "10080",
+              "Idle groups' committed offsets expire after this."),
+    ConfigDef("socket.request.max.bytes", T.INT, str(100 << 20), "Largest request frame."),
+    ConfigDef("group.min.session.timeout.ms", T.INT, "1000", "Shortest classic session."),
+    ConfigDef("group.max.session.timeout.ms", T.INT, "1800000", "Longest classic session."),
+    ConfigDef("group.initial.rebalance.delay.ms", T.INT, "300", "First rebalance's wait."),
+    ConfigDef("group.consumer.session.timeout.ms", T.INT, "45000", "KIP-848 sessions."),
+    ConfigDef("group.consumer.heartbeat.interval.ms", T.INT, "5000", "KIP-848 heartbeats."),
+    ConfigDef("producer.id.expiration.ms", T.INT, "86400000",
+              "Idle idempotent producers' state expires after this."),
+    ConfigDef("transaction.max.timeout.ms", T.INT, "900000",
+              "Longest transaction.timeout.ms a producer may ask for."),
+    ConfigDef("transactional.id.expiration.ms", T.INT, "604800000",
+              "A transactional id unused for this long is forgotten."),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", T.INT, "10000",
+              "How often timed-out transactions are aborted."),
+]  # fmt: skip
+BROKER_CONFIGS: dict[str, ConfigDef] = catalogue(
+    [*_dynamic_broker_configs(), *_STATIC_BROKER_CONFIGS]
+)
+
+# KIP-848 group configs (Kafka 4's GroupConfig), each with its broker-level synonym.
+GROUP_CONFIGS: dict[str, ConfigDef] = catalogue([
+    ConfigDef("consumer.session.timeout.ms", T.INT, "45000",
+              "A consumer group member's session timeout.", at_least(1), "[1,...]",
+              (("group.consumer.session.timeout.ms", 1),)),
+    ConfigDef("consumer.heartbeat.interval.ms", T.INT, "5000",
+              "How often consumer group members heartbeat.", at_least(1), "[1,...]",
+              (("group.consumer.heartbeat.interval.ms", 1),)),
+    ConfigDef("share.session.timeout.ms", T.INT, "45000",
+              "A share group member's session timeout (no share groups here).",
+              at_least(1), "[1,...]", (("group.share.session.timeout.ms", 1),)),
+    ConfigDef("share.heartbeat.interval.ms", T.INT, "5000",
+              "How often share group members heartbeat (no share groups here).",
+              at_least(1), "[1,...]", (("group.share.heartbeat.interval.ms", 1),)),
+    ConfigDef("share.record.lock.duration.ms", T.INT, "30000",
+              "How long a share group member holds a record (no share groups here).",
+              at_least(1000), "[1000,...]", (("group.share.record.lock.duration.ms", 1),)),
+])  # fmt: skip
+# Kafka's bounds of the group configs (group.consumer.min/max.session.timeout.ms ...)
+GROUP_CONFIG_BOUNDS: dict[str, tuple[int, int, str, str]] = {
+    "consumer.session.timeout.ms": (45000, 60000, "group.consumer.min.session.timeout.ms",
+                                    "group.consumer.max.session.timeout.ms"),
+    "consumer.heartbeat.interval.ms": (5000, 15000, "group.consumer.min.heartbeat.interval.ms",
+                                       "group.consumer.max.heartbeat.interval.ms"),
+    "share.session.timeout.ms": (45000, 60000, "group.share.min.session.timeout.ms",
+                                 "group.share.max.session.timeout.ms"),
+    "share.heartbeat.interval.ms": (5000, 15000, "group.share.min.heartbeat.interval.ms",
+                                    "group.share.max.heartbeat.interval.ms"),
+    "share.record.lock.duration.ms": (15000, 60000, "group.share.min.record.lock.duration.ms",
+                                      "group.share.max.record.lock.duration.ms"),
+}  # fmt: skip
+
+
+def _hash_commands(key: str, changes: Mapping[str, str | None]) -> list[tuple]:
+    stored = [part for name, text in changes.items() if text is not None for part in (name, text)]
+    removed = [name for name, text in changes.items() if text is None]
+    return ([("HSET", key, *stored)] if stored else []) + (
+        [("HDEL", key, *removed)] if removed else []
+    )
+
+
+class ConfigStore:
+    """The cluster-wide broker configs and the groups' configs in Redis; the pod's copy of
+    the broker configs (``dynamic``), read at start and on every change notice."""
+
+    def __init__(self, batcher: RedisBatcher, keys: Keys) -> None:
+        self.batcher = batcher
+        self.keys = keys
+        self.dynamic: dict[str, str] = {}
+
+    async def load(self) -> dict[str, str]:
+        """Read the cluster-wide broker configs again (and keep them)."""
+        fields = await self.batcher.call("HGETALL", self.keys.broker_configs)
+        self.dynamic = {to_str(k): to_str(v) for k, v in fields.items()}
+        return self.dynamic
+
+    async def alter_broker(self, changes: Mapping[str, str | None]) -> None:
+        """Set (text) or remove (None) cluster-wide broker configs, then tell every pod."""
+        for command in _hash_commands(self.keys.broker_configs, changes):
+            await self.batcher.call(*command)
+        await self.batcher.call("PUBLISH", self.keys.broker_configs_channel, "changed")
+
+    async def group(self, group: str) -> dict[str, str]:
+        """Group ``group``'s configs (name -> text; empty: all default)."""
+        fields = await self.batcher.call("HGETALL", self.keys.group_configs(group))
+        return {to_str(k): to_str(v) for k, v in fields.items()}
+
+    async def alter_group(self, group: str, changes: Mapping[str, str | None]) -> None:
+        for command in _hash_commands(self.keys.group_configs(group), changes):
+            await self.batcher.call(*command)

@@ -1,0 +1,269 @@
+"""The KIP-848 consumer protocol (ConsumerGroupHeartbeat) across "pods" on a real Redis:
+server-side assignment, revocation before hand-over, leaving, expiry, errors, and the
+exclusion of classic members."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field, replace
+
+from mapping.core import kafka_errors as errors
+from mapping.kafka_group import KafkaGroups
+from tests.support.kafka_groups import TEST_SETTINGS, join, pods
+
+SETTINGS = replace(TEST_SETTINGS, consumer_session_timeout_ms=60_000)
+
+
+@dataclass
+class Consumer:
+    """What a KIP-848 client keeps: its id, epoch and owned partitions (it revokes at once)."""
+
+    groups: KafkaGroups
+    group: str
+    topics: list[str]
+    member_id: str = ""
+    epoch: int = 0
+    owned: dict[str, list[int]] = field(default_factory=dict)
+
+    async def heartbeat(self, **extra: object) -> int:
+        first = self.epoch == 0
+        result = await self.groups.consumer_heartbeat(
+            self.group,
+            self.member_id,
+            self.epoch,
+            subscribed_topic_names=self.topics if first else None,
+            owned=self.owned,
+            **extra,  # type: ignore[arg-type]
+        )
+        if result.error == errors.NONE:
+            self.member_id, self.epoch = result.member_id, result.member_epoch
+            if result.assignment is not None:
+                self.owned = result.assignment
+        return result.error
+
+    def partitions(self) -> set[tuple[str, int]]:
+        return {(t, p) for t, ps in self.owned.items() for p in ps}
+
+
+async def _settle(consumers: list[Consumer], rounds: int = 10) -> None:
+    """Heartbeat everyone a few rounds (a client's heartbeat interval, shortened)."""
+    for _ in range(rounds):
+        for c in consumers:
+            assert await c.heartbeat() == errors.NONE
+        owned = [c.partitions() for c in consumers]
+        # never two owners of a partition, at any moment
+        assert sum(len(o) for o in owned) == len(set().union(*owned))
+
+
+def _name(kind: str) -> str:
+    return f"{kind}-{uuid.uuid4().hex[:10]}"
+
+
+def test_members_split_partitions_without_overlap(redis_url: str) -> None:
+    """The first member gets all 6 partitions; a second one (on another pod) gets its half
+    only after the first gave it up; a third joins; a leaver's partitions go to the rest;
+    no partition ever has two owners."""
+
+    async def body() -> None:
+        async with pods(redis_url, 3, SETTINGS) as (a, b, c):
+            group, topic = _name("g"), _name("t")
+            await a.topics.topic(topic)
+            await a.client.hset(a.topics.keys.topic(topic), "partitions", 6)  # grown
+            first = Consumer(a.groups, group, [topic])
+            assert await first.heartbeat() == errors.NONE
+            assert first.partitions() == {(topic, p) for p in range(6)}
+            assert first.epoch >= 1
+
+            second = Consumer(b.groups, group, [topic])
+            assert await second.heartbeat() == errors.NONE
+            assert second.partitions() == set()  # the first still holds everything
+            await _settle([first, second])
+            assert len(first.partitions()) == len(second.partitions()) == 3
+            assert first.epoch == second.epoch
+
+            third = Consumer(c.groups, group, [topic])
+            await _settle([first, second, third])
+            assert [len(x.partitions()) for x in (first, second, third)] == [2, 2, 2]
+
+            result = await b.groups.consumer_heartbeat(group, second.member_id, -1)
+            assert (result.error, result.member_epoch) == (errors.NONE, -1)
+            await _settle([first, third])
+            assert len(first.partitions()) == len(third.partitions()) == 3
+
+            described = await c.groups.consumer_describe(group)
+            assert (described.error, described.state, described.assignor) == (
+                errors.NONE,
+                "Stable",
+                "uniform",
+            )
+            assert {m.member_id for m in described.members} == {first.member_id, third.member_id}
+
+    asyncio.run(body())
+
+
+def test_range_assignor_and_errors(redis_url: str) -> None:
+    """ServerAssignor=range splits contiguously; a wrong epoch is FENCED_MEMBER_EPOCH, an
+    unknown member UNKNOWN_MEMBER_ID, an unknown assignor UNSUPPORTED_ASSIGNOR; a commit
+    with a stale member epoch STALE_MEMBER_EPOCH, with the current one NONE."""
+
+    async def body() -> None:
+        async with pods(redis_url, 2, SETTINGS) as (a, b):
+            group, topic = _name("g"), _name("t")
+            await a.topics.topic(topic)  # 3 partitions
+            one = Consumer(a.groups, group, [topic])
+            two = Consumer(b.groups, group, [topic])
+            assert await one.heartbeat(server_assignor="range") == errors.NONE
+            assert await two.heartbeat(server_assignor="range") == errors.NONE
+            await _settle([one, two])
+            ranges = sorted([sorted(p for _, p in x.partitions()) for x in (one, two)])
+            assert ranges == [[0, 1], [2]] or ranges == [[0], [1, 2]]
+            hb = a.groups.consumer_heartbeat
+            assert (await hb(group, one.member_id, one.epoch + 5)).error == (
+                errors.FENCED_MEMBER_EPOCH
+            )
+            assert (await hb(group, "nobody", 3)).error == errors.UNKNOWN_MEMBER_ID
+            assert (
+                await hb(group, "", 0, subscribed_topic_names=[topic], server_assignor="x")
+            ).error == errors.UNSUPPORTED_ASSIGNOR
+            (p,) = [p for t, p in one.partitions()][:1]
+            stale = await a.groups.commit_offsets(
+                group, one.member_id, one.epoch - 1, {topic: {p: (1, "")}}
+            )
+            assert stale == {topic: {p: errors.STALE_MEMBER_EPOCH}}
+            good = await a.groups.commit_offsets(
+                group, one.member_id, one.epoch, {topic: {p: (1, "")}}
+            )
+            assert good == {topic: {p: errors.NONE}}
+
+    asyncio.run(body())
+
+
+def test_expired_member_partitions_move(redis_url: str) -> None:
+    """A member that stops heartbeating is removed after the session timeout; the other
+    gets its partitions."""
+    settings = replace(TEST_SETTINGS, consumer_session_timeout_ms=300)
+
+    async def body() -> None:
+        async with pods(redis_url, 2, settings) as (a, b):
+            group, topic = _name("g"), _name("t")
+            await a.topics.topic(topic)
+            live = Consumer(a.groups, group, [topic])
+            silent = Consumer(b.groups, group, [topic])
+            await _settle([live, silent])
+            assert silent.partitions()
+            while len(live.partitions()) < 3:
+                assert await live.heartbeat() == errors.NONE
+                await asyncio.sleep(0.05)  # the client's heartbeat interval
+            assert await silent.heartbeat() == errors.UNKNOWN_MEMBER_ID
+
+    asyncio.run(body())
+
+
+def test_protocols_exclude_each_other(redis_url: str) -> None:
+    """While classic members are live a KIP-848 join gets INCONSISTENT_GROUP_PROTOCOL, and
+    the other way round; DeleteGroups and commits from outside group management (generation
+    -1) refuse a group with live KIP-848 members; ``kafka_members_live`` (V1 JOIN's future
+    check) sees members of either protocol."""
+
+    async def body() -> None:
+        async with pods(redis_url, 1, SETTINGS) as (pod,):
+            classic_group, consumer_group, topic = _name("g"), _name("g"), _name("t")
+            await pod.topics.topic(topic)
+            member = await join(pod.groups, classic_group)
+            assert await pod.groups.kafka_members_live(classic_group)
+            assert not await pod.groups.kafka_members_live(_name("g"))
+            refused = Consumer(pod.groups, classic_group, [topic])
+            assert await refused.heartbeat() == errors.INCONSISTENT_GROUP_PROTOCOL
+            await pod.groups.leave(classic_group, [(member.member_id, None)])
+            assert await refused.heartbeat() == errors.NONE
+
+            consumer = Consumer(pod.groups, consumer_group, [topic])
+            assert await consumer.heartbeat() == errors.NONE
+            assert await pod.groups.kafka_members_live(consumer_group)
+            assert (await join(pod.groups, consumer_group)).error == (
+                errors.INCONSISTENT_GROUP_PROTOCOL
+            )
+            assert await pod.groups.delete_groups([consumer_group]) == {
+                consumer_group: errors.NON_EMPTY_GROUP
+            }
+            # a commit from outside group management (an admin tool's reset) waits until
+            # the members are gone, as Kafka's ConsumerGroup.validateOffsetCommit
+            outside = await pod.groups.commit_offsets(consumer_group, "", -1, {topic: {0: (5, "")}})
+            assert outside == {topic: {0: errors.UNKNOWN_MEMBER_ID}}
+            listed = {g.group_id: g for g in await pod.groups.list_groups()}
+            assert listed[consumer_group].group_type == "consumer"
+            await pod.groups.consumer_heartbeat(consumer_group, consumer.member_id, -1)
+            after = await pod.groups.commit_offsets(consumer_group, "", -1, {topic: {0: (5, "")}})
+            assert after == {topic: {0: errors.NONE}}
+            assert await pod.groups.delete_groups([consumer_group]) == {consumer_group: errors.NONE}
+            assert (await pod.groups.consumer_describe(consumer_group)).error == (
+                errors.GROUP_ID_NOT_FOUND
+            )
+
+    asyncio.run(body())
+
+
+def test_member_that_does_not_revoke_is_fenced(redis_url: str) -> None:
+    """A member that keeps reporting partitions it was told to give up is fenced
+    (FENCED_MEMBER_EPOCH) once its rebalance timeout passed; the other member gets them."""
+
+    async def body() -> None:
+        async with pods(redis_url, 2, SETTINGS) as (a, b):
+            group, topic = _name("g"), _name("t")
+            await a.topics.topic(topic)
+            stubborn = Consumer(a.groups, group, [topic])
+            assert await stubborn.heartbeat(rebalance_timeout_ms=200) == errors.NONE
+            held = dict(stubborn.owned)
+            other = Consumer(b.groups, group, [topic])
+            assert await other.heartbeat() == errors.NONE
+            code = errors.NONE
+            while code == errors.NONE:
+                stubborn.owned = held  # never lets go
+                code = await stubborn.heartbeat()
+                await asyncio.sleep(0.02)  # the client's heartbeat interval
+            assert code == errors.FENCED_MEMBER_EPOCH
+            assert await other.heartbeat() == errors.NONE
+            assert other.partitions() == {(topic, p) for p in range(3)}
+
+    asyncio.run(body())
+
+
+def test_group_configs_set_the_session_timeout_and_heartbeat_interval(redis_url: str) -> None:
+    """The GROUP resource's consumer.session.timeout.ms / consumer.heartbeat.interval.ms
+    (IncrementalAlterConfigs, stored in the group's config hash) win over the pod's options
+    (60 s here); removed, the pod's options apply again."""
+
+    async def body() -> None:
+        async with pods(redis_url, 2, SETTINGS) as (a, b):
+            group, topic = _name("g"), _name("t")
+            await a.topics.topic(topic)
+            configs = a.groups.keys.group_configs(group)
+            await a.client.hset(
+                configs,
+                mapping={
+                    "consumer.session.timeout.ms": "300",
+                    "consumer.heartbeat.interval.ms": "1234",
+                },
+            )
+            live = Consumer(a.groups, group, [topic])
+            silent = Consumer(b.groups, group, [topic])
+            first = await a.groups.consumer_heartbeat(
+                group, "", 0, subscribed_topic_names=[topic], owned={}
+            )
+            assert (first.error, first.heartbeat_interval_ms) == (errors.NONE, 1234)
+            live.member_id, live.epoch = first.member_id, first.member_epoch
+            live.owned = first.assignment or {}
+            await _settle([live, silent])
+            assert silent.partitions()
+            # the group's 300 ms session, not the pod's 60 s: the silent member expires
+            while len(live.partitions()) < 3:
+                assert await live.heartbeat() == errors.NONE
+                await asyncio.sleep(0.05)
+            assert await silent.heartbeat() == errors.UNKNOWN_MEMBER_ID
+
+            await a.client.delete(configs)
+            again = await a.groups.consumer_heartbeat(group, live.member_id, live.epoch)
+            assert again.heartbeat_interval_ms == SETTINGS.consumer_heartbeat_interval_ms
+
+    asyncio.run(body())

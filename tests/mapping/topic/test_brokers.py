@@ -1,0 +1,91 @@
+"""The Kafka broker registry (mapping/topic/brokers.py) on a real Redis, around an outage: the
+brokers a pod last read are what it answers while Redis cannot be read, and for one TTL after
+the outage a broker listed before it stays listed while its registration, expired during the
+outage, is not renewed yet; a broker that stays away is dropped after that TTL."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from mapping.connection.batcher import RedisBatcher
+from mapping.connection.client import connect, make_batcher
+from mapping.core.errors import Unavailable
+from mapping.core.keys import Keys
+from mapping.topic.brokers import BrokerRegistry
+
+TTL_MS = 400
+
+
+class Unreachable:
+    """A batcher whose Redis cannot be reached."""
+
+    async def call(self, *command: Any) -> Any:
+        raise Unavailable("redis unavailable: connection refused")
+
+
+def run(redis_url: str, body: Callable[[RedisBatcher, Keys], Awaitable[None]]) -> None:
+    async def main() -> None:
+        client = connect(redis_url)
+        batcher = make_batcher(client)
+        runner = asyncio.create_task(batcher.run())
+        try:
+            await body(batcher, Keys(prefix=f"brk-{uuid.uuid4().hex[:8]}"))
+        finally:
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+            await client.aclose()
+
+    asyncio.run(main())
+
+
+def _ports(brokers: list[tuple[int, str, int]]) -> list[int]:
+    return sorted(port for _, _, port in brokers)
+
+
+def test_an_outage_answers_the_brokers_last_read_and_keeps_them_one_ttl_after(
+    redis_url: str,
+) -> None:
+    async def body(batcher: RedisBatcher, keys: Keys) -> None:
+        here = BrokerRegistry(batcher, keys, pod_id="a", address="h:1", ttl_ms=TTL_MS)
+        other = BrokerRegistry(batcher, keys, pod_id="b", address="h:2", ttl_ms=TTL_MS)
+        await here.refresh()
+        await other.refresh()
+        await here.refresh()
+        assert _ports(here.last_live) == [1, 2]
+
+        here.batcher = Unreachable()  # type: ignore[assignment]
+        with pytest.raises(Unavailable):
+            await here.refresh()
+        assert _ports(here.last_live) == [1, 2]  # what Metadata answers meanwhile
+        await asyncio.sleep(TTL_MS * 1.5 / 1000)  # both registrations expire, unrenewed
+
+        here.batcher = batcher
+        await here.refresh()  # Redis is back: only this pod is registered again
+        assert _ports(here.last_live) == [1, 2]
+        await other.refresh()
+        assert _ports(await here.live()) == [1, 2]
+        # a broker that does not come back is dropped once the TTL after the outage passed
+        await asyncio.sleep(TTL_MS * 1.5 / 1000)
+        await here.refresh()
+        assert _ports(here.last_live) == [1]
+
+    run(redis_url, body)
+
+
+def test_without_an_outage_an_expired_broker_is_dropped_at_once(redis_url: str) -> None:
+    async def body(batcher: RedisBatcher, keys: Keys) -> None:
+        here = BrokerRegistry(batcher, keys, pod_id="a", address="h:1", ttl_ms=TTL_MS)
+        other = BrokerRegistry(batcher, keys, pod_id="b", address="h:2", ttl_ms=TTL_MS)
+        await other.refresh()
+        await here.refresh()
+        assert _ports(here.last_live) == [1, 2]
+        await asyncio.sleep(TTL_MS * 1.5 / 1000)
+        await here.refresh()
+        assert _ports(here.last_live) == [1]
+
+    run(redis_url, body)
