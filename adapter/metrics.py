@@ -2,7 +2,9 @@
 
 Requests, errors and latency by command are counted by wrapping each handler of the command
 table once at start-up (with metrics off the table is untouched: no cost at all). Redis
-round trips and batch sizes come from the batcher's ``on_flush`` hook. Consumer lag and the
+round trips and batch sizes come from the batcher's ``on_flush`` hook, the client quotas'
+bytes and throttle times from the quota manager's ``on_record`` (only entities that have a
+quota are measured, so only they get labels). Consumer lag and the
 partitions' offsets (adapter/deployment_metrics.py) and open transactions are read when
 Prometheus scrapes, with a synchronous Redis client in the scrape thread. The process's own
 (``process_*``, ``python_gc_*``, ``python_info``) are prometheus-client's collectors. The HTTP
@@ -101,6 +103,20 @@ class Metrics:
             "(client: EndTxn; fenced: a new session of the id; timeout: the completer)",
             ["outcome", "reason"], registry=r,
         )  # fmt: skip
+        # client quotas (adapter/quotas.py), as Kafka's per-entity quota sensors (byte-rate,
+        # throttle-time): the rate is ``rate(adapter_quota_bytes_total[1m])``
+        self.quota_bytes = Counter(
+            "adapter_quota_bytes",
+            "Bytes counted against a client quota, by quota key and the entity measured "
+            "(user, client_id: empty where the quota's entity has no such part)",
+            ["quota", "user", "client_id"], registry=r,
+        )  # fmt: skip
+        self.quota_throttle = Counter(
+            "adapter_quota_throttle_seconds",
+            "Throttle time given to connections over a client quota, by quota key and entity",
+            ["quota", "user", "client_id"], registry=r,
+        )  # fmt: skip
+        self._quota_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self.kafka_latency = Histogram(
             "adapter_kafka_request_seconds", "Time to answer a Kafka request, by API", ["api"],
             buckets=LATENCY_BUCKETS, registry=r,
@@ -171,6 +187,20 @@ class Metrics:
         """A Kafka connection answered a request of ``api`` (Fetch: long-polls included)."""
         self.kafka_requests.labels(api).inc()
         self.kafka_latency.labels(api).observe(seconds)
+
+    def on_quota_record(
+        self, key: str, user: str, client_id: str, value: float, throttle_ms: int
+    ) -> None:
+        """The quota manager's hook (``QuotaManager.on_record``): ``value`` bytes counted
+        against quota ``key`` of the entity, and the throttle time they gave."""
+        children = self._quota_children.get((key, user, client_id))
+        if children is None:  # both series appear at once: a throttle time of 0 is shown
+            labels = (key, user, client_id)
+            children = self.quota_bytes.labels(*labels), self.quota_throttle.labels(*labels)
+            self._quota_children[labels] = children
+        children[0].inc(value)
+        if throttle_ms:
+            children[1].inc(throttle_ms / 1000.0)
 
     def on_transaction_end(self, committed: bool, reason: str) -> None:
         """The transaction coordinator's hook (``Transactions.on_end``)."""

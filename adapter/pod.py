@@ -24,6 +24,8 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from adapter.authorizer import Authorizer, parse_super_users
+from adapter.quotas import QuotaManager
 from adapter.settings import Settings
 from mapping.connection import resilient
 from mapping.connection.batcher import RedisBatcher
@@ -45,6 +47,8 @@ from mapping.replication.durable_reads import store_wait_replicas
 from mapping.replication.hw_views import HwWaits
 from mapping.replication.leader_epochs import LeaderEpochs
 from mapping.replication.pod_replication import Replication, new_pod_id
+from mapping.security.acl_store import AclStore, decode_all
+from mapping.security.quotas import QuotaStore
 from mapping.topic.broker_configs import ConfigStore
 from mapping.topic.topic_configs import DEFAULT_MAX_MESSAGE_BYTES, broker_default_fields
 from mapping.topic.topics import Topics
@@ -80,6 +84,10 @@ class Pod:
     offsets_mirror: OffsetsMirror | None = None
     # Kafka leader epochs: the Redis primaries that served the data (KIP-320)
     leader_epochs: LeaderEpochs = field(default_factory=LeaderEpochs)
+    # Kafka's ACLs (--authorizer); off: allows everything at no cost
+    authorizer: Authorizer = field(default_factory=Authorizer)
+    # Kafka's client quotas (none set: nothing measured)
+    quotas: QuotaManager = field(default_factory=QuotaManager)
     _reloads: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def run(self) -> None:
@@ -99,6 +107,9 @@ class Pod:
         ]
         if self.offsets_mirror is not None:
             work.append(self.offsets_mirror.run)
+        if self.authorizer.enabled:
+            work.append(partial(self.authorizer.run, subscriber))
+        work.append(partial(self.quotas.run, subscriber))
         await resilient.together(*work)
 
     async def load_configs(self) -> None:
@@ -228,6 +239,13 @@ def build_pod(settings: Settings, client: Redis, *, pod_id: str = "") -> Pod:
     )
     # markers go to the partitions (pod.partition_txns), offsets to the groups (kafka_groups)
     transactions.participants = pod
+    pod.quotas = QuotaManager(QuotaStore(batcher, keys))
+    pod.authorizer = Authorizer(
+        AclStore(batcher, keys),
+        enabled=settings.authorizer,
+        super_users=parse_super_users(settings.super_users),
+        allow_if_no_acl=settings.allow_everyone_if_no_acl_found,
+    )
     if settings.offsets_topic:
         # (it makes the topic only in Pod.run: the command line writes into an existing one)
         mirror = pod.offsets_mirror = OffsetsMirror(partitions, client)
@@ -255,6 +273,9 @@ async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
         await wait_for_redis(settings, keys, client)
         pod = build_pod(settings, client)
         pod.leader_epochs = epochs
+        if pod.authorizer.enabled:  # the bindings in force from the first request on
+            # (read on the client: the batcher runs only in Pod.run)
+            pod.authorizer.set_bindings(decode_all(await client.smembers(keys.acls)))
         # what readers outside pods (command lines, Spark) wait for
         # (mapping/replication/durable_reads.py)
         await store_wait_replicas(

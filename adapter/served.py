@@ -1,7 +1,8 @@
 """What every front door's connection shares (V1's adapter/v1/connection.py, Kafka's
 adapter/kafka/connection.py): the pod's connection slot, TCP tuning, the idle/stall timer's
-bookkeeping, reading paused while the peer takes no replies, the end of the input (a
-client's, or the SIGTERM drain's), closing.
+bookkeeping, reading paused while the peer takes no replies, the mute of a client over its
+quota (adapter/quotas.py: nothing read or started for the throttle time, the replies already
+due still go out), the end of the input (a client's, or the SIGTERM drain's), closing.
 
 A subclass answers requests (``_pump``), says when reading must pause
 (``_update_reading``), what the end of the input means to it (``_input_ended``: answer
@@ -36,6 +37,8 @@ class ServedConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._has_slot = False
         self._tls = False
+        self._muted = False  # over a client quota: neither read nor start anything
+        self._mute_timer: asyncio.TimerHandle | None = None
 
     # --- hooks ----------------------------------------------------------------------------
 
@@ -80,6 +83,8 @@ class ServedConnection(asyncio.Protocol):
             self._has_slot = False
         if self._timer is not None:
             self._timer.cancel()
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
         self._forget_requests()
         if not self.closed.done():
             self.closed.set_result(None)
@@ -110,6 +115,22 @@ class ServedConnection(asyncio.Protocol):
         poller = select.poll()
         poller.register(sock.fileno(), select.POLLIN)
         return bool(poller.poll(0))
+
+    # --- client quotas --------------------------------------------------------------------
+
+    def _mute(self, wait_ms: int) -> None:
+        """Read and start nothing for ``wait_ms`` (the replies already due still go out):
+        Kafka's throttling of a client over its quota (KIP-219)."""
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+        self._muted = True
+        self._mute_timer = self.loop.call_later(wait_ms / 1000.0, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self._mute_timer = None
+        self._muted = False
+        self._pump()
 
     # --- reading and closing --------------------------------------------------------------
 

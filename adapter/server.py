@@ -67,6 +67,7 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                 LazySyncClient(settings.redis_url, timeout_s, **login), pod.keys
             )
             pod.transactions.on_end = metrics.on_transaction_end
+            pod.quotas.on_record = metrics.on_quota_record
             probes = Probes(
                 asyncio.get_running_loop(),
                 LazySyncClient(settings.redis_url, READY_TIMEOUT_S, **login),

@@ -272,6 +272,24 @@ class Settings:
         "long after it opened (0: never).",
         click.FloatRange(0),
     )
+    # Authorization (adapter/authorizer.py): Kafka's ACLs, stored in Redis (`adapter acl`)
+    authorizer: bool = option(
+        False,
+        "Check every request against the ACL bindings stored in Redis (Kafka's "
+        "StandardAuthorizer; `adapter acl`, or Kafka's CreateAcls); off: everything is "
+        "allowed and nothing is checked.",
+    )
+    super_users: str = option(
+        "",
+        "With --authorizer: principals allowed everything, comma-separated "
+        "(User:admin,User:alice; Kafka's super.users).",
+        metavar="PRINCIPAL,...",
+    )
+    allow_everyone_if_no_acl_found: bool = option(
+        False,
+        "With --authorizer: a resource no binding names is open to everyone (Kafka's "
+        "allow.everyone.if.no.acl.found); off: denied to all but the super users.",
+    )
     # Toward Redis: credentials and TLS beyond what --redis-url carries (every command that
     # reaches Redis takes these, see adapter/cli/options.py)
     redis_username: str | None = option(None, "Redis ACL user (or in the URL).", shared=True)

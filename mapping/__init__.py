@@ -10,7 +10,7 @@ replication  replicas, acks=all, durable reads, high watermark, leader epochs (l
 partition    a partition's log, Kafka records, markers, segments, compaction
                                                    (lua/partition, lua/kafka, lua/txn)
 topic        topics and their configs, brokers, the partitioner     (lua/topic)
-security     users (V1 AUTH, SASL)
+security     users (V1 AUTH, SASL), ACLs, client quotas      (lua/users)
 connection   Redis: connecting, pipelining, pub/sub, waits, the script catalogue
 core         key names, the offset codec, records' fields, errors
 """

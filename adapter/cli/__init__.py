@@ -9,6 +9,8 @@ group     list, describe, delete            (adapter.cli.group)
 inspect   topics, groups, lag               (adapter.cli.inspect)
           transactions, open-transactions   (adapter.cli.transactions)
 user      the users AUTH checks             (adapter.cli.user)
+acl       Kafka's ACL bindings              (adapter.cli.acl)
+quota     Kafka's client quotas             (adapter.cli.quota)
 ping      health check of a pod             (adapter.cli.health)
 
 A failure of any of them is one line on stderr and a non-zero exit (adapter.cli.errors).
@@ -33,6 +35,8 @@ from adapter.cli.errors import OneLineErrors
         "group": "adapter.cli.group:group",
         "inspect": "adapter.cli.inspect:inspect_group",
         "user": "adapter.cli.user:user",
+        "acl": "adapter.cli.acl:acl",
+        "quota": "adapter.cli.quota:quota",
         "ping": "adapter.cli.health:ping",
     },
 )

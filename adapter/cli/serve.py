@@ -72,6 +72,7 @@ SECTIONS: list[tuple[str, list[str]]] = [
         "TLS and authentication",
         ["tls_cert", "tls_key", "tls_client_ca", "auth_file", "auth_redis", "auth_timeout_s"],
     ),
+    ("Authorization", ["authorizer", "super_users", "allow_everyone_if_no_acl_found"]),
     ("Metrics and logs", ["metrics_port", "metrics_host", "log_format", "log_level"]),
 ]  # fmt: skip
 OTHER = "Other options"

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.kafka import errors
+from adapter.kafka import authorization, errors
 from adapter.kafka.config_views import static_broker_configs, topic_view
 from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.errors import error_of
@@ -39,6 +39,7 @@ from mapping.core.errors import BrokerError
 from mapping.core.keys import is_valid_name
 from mapping.group.offsets_topic import OFFSETS_TOPIC
 from mapping.operations.topic_lifecycle import InvalidPartitions, add_partitions, delete_topic
+from mapping.security.acls import CLUSTER_NAME, Operation, ResourceType
 from mapping.topic.config_types import InvalidConfig
 from mapping.topic.topic_config import (
     MAX_PARTITIONS,
@@ -69,6 +70,22 @@ TOPIC_OPERATIONS = frozenset(
 NOT_ASKED = frozenset({31})  # -2147483648: Kafka's "authorized operations not requested"
 
 
+def authorized_operations(
+    context: KafkaContext,
+    request: Request,
+    resource_type: ResourceType,
+    name: str,
+    everything: frozenset[int],
+) -> set[int]:
+    """The bit positions of the operations the request's principal may do on the resource:
+    ``everything`` (all the type supports) with the authorizer off, else its ACLs' answer."""
+    authorizer = context.authorizer
+    if not authorizer.enabled:
+        return set(everything)
+    allowed = authorizer.operations(request.principal, request.client_host, resource_type, name)
+    return {int(operation) for operation in allowed}
+
+
 class _Invalid(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -88,9 +105,12 @@ class _NewTopic:
 async def create_topics(context: KafkaContext, request: Request) -> Any:
     response = CREATE_TOPICS.response
     results = []
+    refused, unseen = await _creation_refusals(context, request)
     for topic in request.body.topics or ():  # an array sent as null: none
         result = response.CreatableTopicResult(name=topic.name, error_code=errors.NONE)
         try:
+            if topic.name in refused and not is_internal_topic(topic.name):
+                raise _Invalid(errors.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             wanted = await _settings(context, topic)
             if await context.find_topic(topic.name) is not None:
                 raise _Invalid(errors.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
@@ -105,13 +125,29 @@ async def create_topics(context: KafkaContext, request: Request) -> Any:
                 result.topic_id = topic_id_of(config)  # (v7+)
             result.num_partitions = wanted.partitions
             result.replication_factor = wanted.replication_factor
-            result.configs = await _created_configs(context, config, response)
+            if topic.name in unseen:  # configs only with DESCRIBE_CONFIGS (as Kafka)
+                result.topic_config_error_code = errors.TOPIC_AUTHORIZATION_FAILED
+            else:
+                result.configs = await _created_configs(context, config, response)
         except _Invalid as exc:
             result.error_code, result.error_message = exc.code, exc.message
         except BrokerError as exc:
             result.error_code, result.error_message = error_of(exc), exc.message
         results.append(result)
     return response[request.version](throttle_time_ms=0, topics=results)
+
+
+async def _creation_refusals(context: KafkaContext, request: Request) -> tuple[set[str], set[str]]:
+    """The topics the principal may not create (CREATE on neither the cluster nor the
+    topic) and those whose configs it may not see (DESCRIBE_CONFIGS); none when off."""
+    if not context.authorizer.enabled:
+        return set(), set()
+    names = {t.name for t in request.body.topics or () if t.name is not None}
+    creatable = await authorization.may_create_topics(context, request, names)
+    unseen = await authorization.denied(
+        context, request, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names
+    )
+    return names - creatable, unseen
 
 
 async def _create(context: KafkaContext, name: str, wanted: _NewTopic) -> TopicConfig:
@@ -245,7 +281,9 @@ async def describe_cluster(context: KafkaContext, request: Request) -> Any:
         cluster_id=context.cluster_id,
         controller_id=brokers[0][0],
         authorized_operations=(
-            set(CLUSTER_OPERATIONS)
+            authorized_operations(
+                context, request, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS
+            )
             if getattr(request.body, "include_cluster_authorized_operations", False)
             else set(NOT_ASKED)
         ),
@@ -262,6 +300,10 @@ async def delete_records(context: KafkaContext, request: Request) -> Any:
     response = DELETE_RECORDS.response
     TopicResult = response.DeleteRecordsTopicResult
     PartitionResult = TopicResult.DeleteRecordsPartitionResult
+    refused = await authorization.denied(
+        context, request, Operation.DELETE, ResourceType.TOPIC,
+        (t.name for t in request.body.topics or ()),
+    )  # fmt: skip
     topics = []
     for topic in request.body.topics or ():
         parts = []
@@ -269,7 +311,9 @@ async def delete_records(context: KafkaContext, request: Request) -> Any:
             code, low = errors.NONE, -1
             try:
                 config = await context.find_topic(topic.name)
-                if is_internal_topic(topic.name):  # Kafka's answer (ReplicaManager)
+                if topic.name in refused:  # DELETE on the topic, before it is looked at
+                    code = errors.TOPIC_AUTHORIZATION_FAILED
+                elif is_internal_topic(topic.name):  # Kafka's answer (ReplicaManager)
                     code = errors.INVALID_TOPIC_EXCEPTION
                 elif config is None or not 0 <= p.partition_index < config.partitions:
                     code = errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -301,6 +345,7 @@ async def delete_topics(context: KafkaContext, request: Request) -> Any:
     else:
         wanted = [(name, None) for name in request.body.topic_names or ()]
     results = []
+    checked = context.authorizer.enabled
     for name, topic_id in wanted:
         result = response.DeletableTopicResult(name=name, topic_id=topic_id, error_code=errors.NONE)
         by_id = name is None and topic_id is not None and bool(topic_id.int)
@@ -311,9 +356,16 @@ async def delete_topics(context: KafkaContext, request: Request) -> Any:
                 result.error_code, result.error_message = error_of(exc), exc.message
                 results.append(result)
                 continue
+        refusal = None
+        if checked and name is not None:
+            refusal = await _deletion_refusal(context, request, name, by_id)
         if name is None:
             result.error_code = errors.UNKNOWN_TOPIC_ID
             result.error_message = f"no topic has the id {topic_id}"
+        elif refusal is not None:
+            result.error_code = errors.TOPIC_AUTHORIZATION_FAILED
+            if refusal:  # by id without DESCRIBE: the name stays unsaid
+                result.name = None
         elif not is_valid_name(name):
             result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
             result.error_message = "names are 1-249 of [A-Za-z0-9._-]"
@@ -339,13 +391,47 @@ async def delete_topics(context: KafkaContext, request: Request) -> Any:
     return response[request.version](throttle_time_ms=0, responses=results)
 
 
+async def _deletion_refusal(
+    context: KafkaContext, request: Request, name: str, by_id: bool
+) -> bool | None:
+    """DeleteTopics' checks (Kafka's ControllerApis): DELETE on the cluster allows all;
+    by id, DELETE on the topic (else refused, its name said only with DESCRIBE); by name,
+    DESCRIBE (else refused), then a missing topic is UNKNOWN_TOPIC_OR_PARTITION, then
+    DELETE. None: not refused; else whether the name is to be hidden."""
+    if await authorization.allowed(
+        context, request, Operation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME
+    ):
+        return None
+    describable = await authorization.allowed(
+        context, request, Operation.DESCRIBE, ResourceType.TOPIC, name
+    )
+    deletable = await authorization.allowed(
+        context, request, Operation.DELETE, ResourceType.TOPIC, name
+    )
+    if by_id:
+        return None if deletable else not describable
+    if not describable:
+        return False
+    if deletable or not is_valid_name(name) or await context.find_topic(name) is None:
+        return None  # (a missing topic: UNKNOWN_TOPIC_OR_PARTITION, as without ACLs)
+    return False
+
+
 async def create_partitions(context: KafkaContext, request: Request) -> Any:
     """Grow topics' partition counts (never shrink: INVALID_PARTITIONS, as Kafka)."""
     response = CREATE_PARTITIONS.response
     results = []
+    refused = await authorization.denied(
+        context, request, Operation.ALTER, ResourceType.TOPIC,
+        (t.name for t in request.body.topics or ()),
+    )  # fmt: skip
     for topic in request.body.topics or ():
         result = response.CreatePartitionsTopicResult(name=topic.name, error_code=errors.NONE)
         try:
+            if topic.name in refused:
+                raise _Invalid(
+                    errors.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed."
+                )
             if not is_valid_name(topic.name or ""):
                 raise _Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic.name}")
             if is_internal_topic(topic.name):

@@ -8,8 +8,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from adapter.kafka import (
+    acls,
     admin,
     api_versions,
+    client_quotas,
     configs,
     consumer_groups,
     coordinator,
@@ -22,6 +24,7 @@ from adapter.kafka import (
     offset_for_leader_epoch,
     offsets,
     produce,
+    scram_admin,
     transactions,
     txn_offsets,
 )
@@ -29,19 +32,26 @@ from adapter.kafka.sasl import SASL_APIS
 from adapter.kafka.versions import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
+    ALTER_CLIENT_QUOTAS,
     ALTER_CONFIGS,
+    ALTER_USER_SCRAM_CREDENTIALS,
     API_VERSIONS,
     CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,
+    CREATE_ACLS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
+    DELETE_ACLS,
     DELETE_GROUPS,
     DELETE_RECORDS,
     DELETE_TOPICS,
+    DESCRIBE_ACLS,
+    DESCRIBE_CLIENT_QUOTAS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
     DESCRIBE_TRANSACTIONS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
     END_TXN,
     FETCH,
     FIND_COORDINATOR,
@@ -67,6 +77,9 @@ from adapter.kafka.versions import (
 Handler = Callable[[Any, Any], Coroutine[Any, Any, Any]]
 
 HANDLERS: dict[int, Handler] = {
+    DESCRIBE_ACLS.key: acls.describe_acls,
+    CREATE_ACLS.key: acls.create_acls,
+    DELETE_ACLS.key: acls.delete_acls,
     PRODUCE.key: produce.handle,
     FETCH.key: fetch.handle,
     LIST_OFFSETS.key: list_offsets.handle,
@@ -101,5 +114,9 @@ HANDLERS: dict[int, Handler] = {
     DESCRIBE_TRANSACTIONS.key: transactions.describe_transactions,
     LIST_TRANSACTIONS.key: transactions.list_transactions,
     TXN_OFFSET_COMMIT.key: txn_offsets.txn_offset_commit,
+    DESCRIBE_CLIENT_QUOTAS.key: client_quotas.describe_client_quotas,
+    ALTER_CLIENT_QUOTAS.key: client_quotas.alter_client_quotas,
+    DESCRIBE_USER_SCRAM_CREDENTIALS.key: scram_admin.describe_user_scram_credentials,
+    ALTER_USER_SCRAM_CREDENTIALS.key: scram_admin.alter_user_scram_credentials,
 }
 assert set(HANDLERS) == set(IMPLEMENTED) - SASL_APIS

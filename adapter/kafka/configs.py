@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adapter.kafka import errors
+from adapter.kafka import authorization, errors
 from adapter.kafka.config_views import (
     ConfigView,
     broker_view,
@@ -28,6 +28,7 @@ from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from mapping.core.errors import BrokerError
+from mapping.security.acls import Operation
 from mapping.topic.broker_configs import BROKER_CONFIGS, GROUP_CONFIG_BOUNDS, GROUP_CONFIGS
 from mapping.topic.config_types import ConfigSource, ConfigType, InvalidConfig
 from mapping.topic.topic_config import config_field
@@ -41,8 +42,16 @@ TOPIC, BROKER, GROUP = 2, 4, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
+# Kafka's messages of DescribeConfigs' denials (Errors.*.message)
+DENIAL_MESSAGES = {
+    errors.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    errors.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    errors.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+}
+
+
 class Refused(Exception):
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str | None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -122,6 +131,7 @@ async def describe_configs(context: KafkaContext, request: Request) -> Any:
     body = request.body
     synonyms = bool(getattr(body, "include_synonyms", False))
     documentation = bool(getattr(body, "include_documentation", False))
+    checked = context.authorizer.enabled
     results = []
     for resource in body.resources or ():
         result = Result(
@@ -130,6 +140,13 @@ async def describe_configs(context: KafkaContext, request: Request) -> Any:
         )  # fmt: skip
         wanted = resource.configuration_keys
         try:
+            if checked:
+                code = await authorization.config_refusal(
+                    context, request, Operation.DESCRIBE_CONFIGS,
+                    resource.resource_type, resource.resource_name or "",
+                )  # fmt: skip
+                if code != errors.NONE:
+                    raise Refused(code, DENIAL_MESSAGES[code])
             views = await _views(context, resource.resource_type, resource.resource_name or "")
             result.configs = [
                 _entry(Entry, view, synonyms, documentation)
@@ -302,6 +319,7 @@ async def _alter(context: KafkaContext, request: Request, api: Any, incremental:
     response = api.response
     resources = list(request.body.resources or ())
     twice = _duplicates(resources)
+    checked = context.authorizer.enabled
     results = []
     for resource in resources:
         result = response.AlterConfigsResourceResponse(
@@ -311,6 +329,13 @@ async def _alter(context: KafkaContext, request: Request, api: Any, incremental:
         try:
             if (resource.resource_type, resource.resource_name) in twice:
                 raise Refused(errors.INVALID_REQUEST, "Each resource must appear at most once.")
+            if checked:  # ALTER_CONFIGS on the resource (Kafka: no message)
+                code = await authorization.config_refusal(
+                    context, request, Operation.ALTER_CONFIGS,
+                    resource.resource_type, resource.resource_name or "",
+                )  # fmt: skip
+                if code != errors.NONE:
+                    raise Refused(code, None)
             ops = [
                 (c.name, c.config_operation if incremental else SET, c.value)
                 for c in resource.configs or ()

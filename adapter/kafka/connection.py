@@ -41,14 +41,20 @@ from adapter.kafka import errors, protocol
 from adapter.kafka.apis import Handler
 from adapter.kafka.framing import FrameDecoder, FrameTooLarge
 from adapter.kafka.sasl import SaslGate
-from adapter.kafka.versions import PRODUCE, SASL_AUTHENTICATE
+from adapter.kafka.versions import FETCH, PRODUCE, SASL_AUTHENTICATE
 from adapter.limits import ConnectionSlots
+from adapter.quotas import QuotaManager
 from adapter.served import TIMER_SLACK_S, ServedConnection
+from mapping.security.quotas import ANONYMOUS_USER, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 
 log = logging.getLogger(__name__)
 
 # One open request: its future (the handler's task) or its ready bytes; when it started.
 _Open = tuple[protocol.Request, "asyncio.Future[Any] | bytes", float]
+
+
+# the requests counted against byte-rate quotas
+_MEASURED = (PRODUCE, FETCH)
 
 
 def _append_bytes(frame: bytes) -> int:
@@ -100,6 +106,8 @@ class KafkaConnection(ServedConnection):
         self._auth_timeout_s = auth_timeout_s
         self._auth_timer: asyncio.TimerHandle | None = None
         self.client_host = ""  # "/<peer address>", set once connected
+        pod = getattr(context, "pod", None)
+        self.quotas: QuotaManager | None = getattr(pod, "quotas", None)
 
     # --- asyncio callbacks ----------------------------------------------------------------
 
@@ -153,6 +161,7 @@ class KafkaConnection(ServedConnection):
                 and len(self._open) < self.max_in_flight
                 and self._write_stalled_at is None  # the client reads no answers: wait
                 and not self._authenticating
+                and not self._muted
             ):
                 frame = self._frames[0]
                 if self.gate.raw_tokens:  # after SaslHandshake v0: a SASL token
@@ -167,6 +176,8 @@ class KafkaConnection(ServedConnection):
                 try:
                     request = protocol.parse_request(frame)
                     request.client_host = self.client_host
+                    if self.gate.user is not None:
+                        request.principal = f"User:{self.gate.user}"
                 except protocol.CloseConnection as exc:
                     log.info("closing a Kafka connection: %s", exc)
                     self._appended(size)
@@ -213,11 +224,48 @@ class KafkaConnection(ServedConnection):
             self._authenticating = True
             task.add_done_callback(self._on_authentication_done)  # before _on_done's flush
         else:
-            task = self.loop.create_task(self.handlers[request.api.key](self.context, request))
+            answer = self.handlers[request.api.key](self.context, request)
+            if self.quotas is not None and self.quotas.active and request.api in _MEASURED:
+                answer = self._measured(request, answer, self._produced(request, size))
+            task = self.loop.create_task(answer)
         if size:  # before _on_done: its flush may start this connection's next Produce
             task.add_done_callback(partial(self._appended, size))
         self._open.append((request, task, self.loop.time()))
         task.add_done_callback(self._on_done)
+
+    def _produced(self, request: protocol.Request, size: int) -> int:
+        """A Produce request counted against the client's producer_byte_rate as it starts
+        (Kafka answers a connection's requests one at a time: over the quota, the requests
+        the client pipelined behind this one wait, muted); its throttle time (ms)."""
+        if request.api is not PRODUCE:
+            return 0
+        assert self.quotas is not None
+        user = self.gate.user or ANONYMOUS_USER
+        wait = self.quotas.record(PRODUCER_BYTE_RATE, user, request.client_id or "", size)
+        if wait > 0:
+            self._mute(wait)
+        return wait
+
+    async def _measured(self, request: protocol.Request, answer: Any, wait: int) -> Any:
+        """``answer`` with its throttle time: a Produce's, counted as it started; a Fetch's,
+        its records counted against consumer_byte_rate once answered, as Kafka's
+        ClientQuotaManager counts them. Over the quota, the response carries the throttle
+        time and the connection is muted that long (KIP-219)."""
+        response = await answer
+        if request.api is FETCH:
+            assert self.quotas is not None
+            sent = sum(
+                len(p.records or b"")
+                for topic in getattr(response, "responses", ())
+                for p in topic.partitions
+            )
+            user = self.gate.user or ANONYMOUS_USER
+            wait = self.quotas.record(CONSUMER_BYTE_RATE, user, request.client_id or "", sent)
+            if wait > 0:
+                self._mute(wait)
+        if wait > 0 and response is not None and hasattr(response, "throttle_time_ms"):
+            response.throttle_time_ms = wait
+        return response
 
     def _start_raw_token(self, token: bytes) -> None:
         task = asyncio.ensure_future(self.gate.raw_token(token))
@@ -295,6 +343,7 @@ class KafkaConnection(ServedConnection):
             and len(self._open) < self.max_in_flight
             and self._write_stalled_at is None
             and not self._authenticating
+            and not self._muted
         ):
             self._pump()
             return
@@ -309,6 +358,7 @@ class KafkaConnection(ServedConnection):
             or bool(self._frames)
             or len(self._open) >= self.max_in_flight
             or self._write_stalled_at is not None
+            or self._muted
         )
 
     def _input_ended(self) -> None:

@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
-from adapter.kafka import errors
+from adapter.kafka import authorization, errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT
+from mapping.security.acls import Operation, ResourceType
 
 Response = CONSUMER_GROUP_HEARTBEAT.response
 Assignment = Response.Assignment
@@ -38,9 +39,27 @@ def _answer(request: Request, code: int, message: str | None = None, **fields: A
 
 
 async def consumer_group_heartbeat(context: KafkaContext, request: Request) -> Any:
+    if context.authorizer.enabled:
+        code = await _heartbeat_refusal(context, request)
+        if code != errors.NONE:
+            return _answer(request, code)
     if getattr(request.body, "subscribed_topic_regex", None):
         return _answer(request, errors.INVALID_REQUEST, NO_REGEX)
     return await coordinator_call(_heartbeat(context, request), partial(_answer, request))
+
+
+async def _heartbeat_refusal(context: KafkaContext, request: Request) -> int:
+    """READ on the group (else GROUP_AUTHORIZATION_FAILED), DESCRIBE on every subscribed
+    topic (else TOPIC_AUTHORIZATION_FAILED: clients see no topic they may not describe)."""
+    body = request.body
+    if not await authorization.allowed(
+        context, request, Operation.READ, ResourceType.GROUP, body.group_id or ""
+    ):
+        return errors.GROUP_AUTHORIZATION_FAILED
+    names = body.subscribed_topic_names or ()
+    if await authorization.denied(context, request, Operation.DESCRIBE, ResourceType.TOPIC, names):
+        return errors.TOPIC_AUTHORIZATION_FAILED
+    return errors.NONE
 
 
 async def _heartbeat(context: KafkaContext, request: Request) -> Any:
@@ -115,9 +134,15 @@ def _assignment(ids: dict[str, uuid.UUID], assigned: dict[str, list[int]]) -> An
 
 
 async def consumer_group_describe(context: KafkaContext, request: Request) -> Any:
+    names = list(request.body.group_ids or ())
+    refused = await authorization.denied(
+        context, request, Operation.DESCRIBE, ResourceType.GROUP, names
+    )
     groups = [
-        await coordinator_call(_described(context, name or ""), partial(_undescribed, name))
-        for name in request.body.group_ids or ()
+        _undescribed(name, errors.GROUP_AUTHORIZATION_FAILED)
+        if name in refused
+        else await coordinator_call(_described(context, name or ""), partial(_undescribed, name))
+        for name in names
     ]
     return DescribeResponse[request.version](throttle_time_ms=0, groups=groups)
 

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from adapter.authorizer import Authorizer
 from adapter.kafka.fetch_sessions import FetchSessions
 from adapter.pod import Pod
 from mapping.core.errors import UNKNOWN_TOPIC, BrokerError
@@ -62,6 +63,11 @@ class KafkaContext:
             self.topic_names_by_id.clear()
         self.topic_names_by_id[topic_id] = config.name
         return config.name
+
+    @property
+    def authorizer(self) -> Authorizer:
+        """The pod's ACL checks (off: every check allows, at no cost)."""
+        return self.pod.authorizer
 
     @property
     def cluster_id(self) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from adapter.kafka import errors
+from adapter.kafka.authorization import DENIED, DESCRIBE, GROUP, TXN, allowed
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import FIND_COORDINATOR
@@ -31,14 +32,14 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     body = request.body
     key_type = body.key_type or GROUP_KEY
     if request.version < 4:
-        code, message, (node, host, port) = await _one(context, body.key, key_type)
+        code, message, (node, host, port) = await _one(context, body.key, key_type, request)
         return Response[request.version](
             throttle_time_ms=0, error_code=code, error_message=message,
             node_id=node, host=host, port=port,
         )  # fmt: skip
     coordinators = []
     for key in body.coordinator_keys or ():
-        code, message, (node, host, port) = await _one(context, key, key_type)
+        code, message, (node, host, port) = await _one(context, key, key_type, request)
         coordinators.append(
             Coordinator(
                 key=key,
@@ -53,10 +54,13 @@ async def handle(context: KafkaContext, request: Request) -> Any:
 
 
 async def _one(
-    context: KafkaContext, key: str | None, key_type: int
+    context: KafkaContext, key: str | None, key_type: int, request: Request
 ) -> tuple[int, str | None, tuple[int, str, int]]:
     if key_type not in COORDINATOR_KEY_TYPES:
         return errors.INVALID_REQUEST, f"unknown coordinator key type {key_type}", (-1, "", -1)
+    kind = GROUP if key_type == GROUP_KEY else TXN  # Kafka: DESCRIBE on the group / the id
+    if not await allowed(context, request, DESCRIBE, kind, key or ""):
+        return DENIED[kind], None, (-1, "", -1)
     if key_type == TRANSACTION_KEY and not key:
         return errors.INVALID_REQUEST, "a transactional id is not empty", (-1, "", -1)
     return errors.NONE, None, await context.coordinator(key or "")

@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from adapter.kafka import errors
+from adapter.kafka.authorization import TOPIC, denied
 from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.fetch_codec import (
     TOPIC_IDS_SINCE,  # the first Fetch version naming topics by id (KIP-516)
@@ -50,6 +51,7 @@ from adapter.kafka.fetch_sessions import FetchSession, PartitionKey, SessionPart
 from adapter.kafka.protocol import Request
 from adapter.kafka.session_follow import SessionFollower
 from mapping.core.errors import BrokerError
+from mapping.security.acls import Operation
 from mapping.topic.topic_config import TopicConfig
 
 STORAGE_ERROR_SINCE = 6  # the first Fetch version whose clients know KAFKA_STORAGE_ERROR
@@ -82,9 +84,15 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     if fetch.session is not None:
         if ids:
             await _resolve(context, fetch.session)
+        if context.authorizer.enabled:  # READ on each topic of the session, once
+            topics = {p.topic for p in fetch.session.partitions.values()}
+            reading.denied = await denied(context, request, Operation.READ, TOPIC, topics)
         looked = await _incremental(reading, fetch.session)
     else:
         wanted = [_wanted(p) for p in fetch.partitions]
+        if context.authorizer.enabled:  # READ on each topic asked for, once
+            topics = {w.topic for w in wanted}
+            reading.denied = await denied(context, request, Operation.READ, TOPIC, topics)
         _configure(context, wanted, await _configs(context, {w.topic for w in wanted}), reading)
         looked = list(zip(wanted, await _long_poll(reading, wanted), strict=True))
     if committed:
@@ -117,6 +125,7 @@ class _Reading:
         self.committed = committed
         self.magic = magic_of(version)
         self.deadline = deadline
+        self.denied: set[str] = set()  # the topics the principal may not read
 
     async def read(self, wanted: list[Wanted]) -> list[Answer]:
         body = self.body
@@ -220,10 +229,14 @@ def _configure(
     by_id = reading.version >= TOPIC_IDS_SINCE
     ids = {name: topic_id_of(c) for name, c in configs.items() if c and by_id}
     keys = context.pod.keys
+    refused = reading.denied
     for w in wanted:
         config = configs.get(w.topic) if w.topic is not None else None
         if w.topic_id is not None and (config is None or ids[config.name] != w.topic_id):
             w.missing = errors.UNKNOWN_TOPIC_ID
+            continue
+        if refused and w.topic in refused:  # answered as missing: not read
+            w.missing = errors.TOPIC_AUTHORIZATION_FAILED
             continue
         if config is not None and 0 <= w.partition < config.partitions:
             w.config = config

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapter.kafka import errors
+from adapter.kafka import authorization, errors
+from adapter.kafka.admin import NOT_ASKED, authorized_operations
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
 from mapping.kafka_group import GroupDescription, GroupListing
+from mapping.security.acls import SUPPORTED, Operation, ResourceType
 
 ListResponse = LIST_GROUPS.response
 Listed = ListResponse.ListedGroup
@@ -25,6 +27,7 @@ DescribedMember = Described.DescribedGroupMember
 DeleteResponse = DELETE_GROUPS.response
 Deleted = DeleteResponse.DeletableGroupResult
 DEAD = "Dead"
+GROUP_OPERATIONS = frozenset(int(op) for op in SUPPORTED[ResourceType.GROUP])
 
 
 async def list_groups(context: KafkaContext, request: Request) -> Any:
@@ -40,6 +43,12 @@ async def list_groups(context: KafkaContext, request: Request) -> Any:
         return errors.NONE, listings
 
     code, listings = await coordinator_call(listed(), lambda code: (code, []))
+    if context.authorizer.enabled:  # DESCRIBE on the cluster: all; else each group's
+        hidden = await authorization.cluster_or_denied(
+            context, request, Operation.DESCRIBE, Operation.DESCRIBE, ResourceType.GROUP,
+            [g.group_id for g in listings],
+        )  # fmt: skip
+        listings = [g for g in listings if g.group_id not in hidden]
     return ListResponse[request.version](
         throttle_time_ms=0,
         error_code=code,
@@ -58,11 +67,29 @@ async def list_groups(context: KafkaContext, request: Request) -> Any:
 
 async def describe_groups(context: KafkaContext, request: Request) -> Any:
     names = list(request.body.groups or ())
+    # DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED (Kafka's groupError)
+    refused = await authorization.denied(
+        context, request, Operation.DESCRIBE, ResourceType.GROUP, names
+    )
+    if refused:
+        names = [n for n in names if n not in refused]
     found = await coordinator_call(
         context.pod.kafka_groups.describe_groups([n or "" for n in names]),
         lambda code: [GroupDescription(n, code, DEAD) for n in names],
     )
-    described = []
+    described = [
+        Described(
+            error_code=errors.GROUP_AUTHORIZATION_FAILED,
+            error_message=None,
+            group_id=n,
+            group_state="",
+            protocol_type="",
+            protocol_data="",
+            members=[],
+        )
+        for n in dict.fromkeys(request.body.groups or ())
+        if n in refused
+    ]
     for g in found:
         code = g.error
         if request.version >= 6 and code == errors.NONE and g.state == DEAD:
@@ -88,14 +115,29 @@ async def describe_groups(context: KafkaContext, request: Request) -> Any:
                 ],
             )
         )
+    if request.version >= 3:  # KIP-430: the group's authorized operations, when asked
+        asked = bool(getattr(request.body, "include_authorized_operations", False))
+        for group in described:
+            group.authorized_operations = (
+                authorized_operations(
+                    context, request, ResourceType.GROUP, group.group_id, GROUP_OPERATIONS
+                )
+                if asked and group.error_code == errors.NONE
+                else set(NOT_ASKED)
+            )
     return DescribeResponse[request.version](throttle_time_ms=0, groups=described)
 
 
 async def delete_groups(context: KafkaContext, request: Request) -> Any:
     names = [n or "" for n in request.body.groups_names or ()]
-    codes = await coordinator_call(
-        context.pod.kafka_groups.delete_groups(names), lambda code: dict.fromkeys(names, code)
+    refused = await authorization.denied(
+        context, request, Operation.DELETE, ResourceType.GROUP, names
     )
+    allowed = [n for n in names if n not in refused] if refused else names
+    codes = await coordinator_call(
+        context.pod.kafka_groups.delete_groups(allowed), lambda code: dict.fromkeys(allowed, code)
+    )
+    codes.update(dict.fromkeys(refused, errors.GROUP_AUTHORIZATION_FAILED))
     return DeleteResponse[request.version](
         throttle_time_ms=0,
         results=[Deleted(group_id=n, error_code=codes[n]) for n in dict.fromkeys(names)],

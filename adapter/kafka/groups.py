@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapter.kafka import errors
+from adapter.kafka.authorization import GROUP, READ, refusal
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
@@ -34,6 +35,8 @@ LeaveMember = LeaveResponse.MemberResponse
 
 async def join_group(context: KafkaContext, request: Request) -> Any:
     body = request.body
+    if (refused := await refusal(context, request, READ, GROUP, body.group_id)) is not None:
+        return refused
 
     async def join() -> JoinResult:
         result = await context.pod.kafka_groups.join(
@@ -74,6 +77,8 @@ async def join_group(context: KafkaContext, request: Request) -> Any:
 
 async def sync_group(context: KafkaContext, request: Request) -> Any:
     body = request.body
+    if (refused := await refusal(context, request, READ, GROUP, body.group_id)) is not None:
+        return refused
 
     async def sync() -> SyncResult:
         result = await context.pod.kafka_groups.sync(
@@ -109,6 +114,8 @@ async def _wait_durable(context: KafkaContext) -> None:
 
 async def heartbeat(context: KafkaContext, request: Request) -> Any:
     body = request.body
+    if (refused := await refusal(context, request, READ, GROUP, body.group_id)) is not None:
+        return refused
     beat = context.pod.kafka_groups.heartbeat(
         body.group_id or "",
         body.member_id or "",
@@ -121,6 +128,8 @@ async def heartbeat(context: KafkaContext, request: Request) -> Any:
 
 async def leave_group(context: KafkaContext, request: Request) -> Any:
     body = request.body
+    if (refused := await refusal(context, request, READ, GROUP, body.group_id)) is not None:
+        return refused
     if request.version < 3:
         leaving = [(body.member_id or "", None)]
     else:

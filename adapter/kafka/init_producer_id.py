@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapter.kafka import errors
+from adapter.kafka.authorization import TXN, WRITE, allowed, may_write_idempotently
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.errors import error_of
@@ -32,8 +33,15 @@ NO_EPOCH = -1
 
 async def handle(context: KafkaContext, request: Request) -> Any:
     reply = Response[request.version](throttle_time_ms=0, producer_id=-1, producer_epoch=-1)
-    if request.body.transactional_id is not None:
+    txn = request.body.transactional_id
+    if txn is not None:
+        if not await allowed(context, request, WRITE, TXN, txn):
+            reply.error_code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            return reply
         return await _transactional(context, request, reply)
+    if not await may_write_idempotently(context, request):
+        reply.error_code = errors.CLUSTER_AUTHORIZATION_FAILED
+        return reply
     try:
         reply.producer_id = await context.pod.kafka.new_producer_id()
     except BrokerError as exc:

@@ -30,12 +30,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from adapter.kafka import errors
+from adapter.kafka import authorization, errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import LIST_OFFSETS
 from mapping.core.errors import BrokerError
+from mapping.security.acls import Operation, ResourceType
 
 Response = LIST_OFFSETS.response
 TopicResponse = Response.ListOffsetsTopicResponse
@@ -48,16 +49,21 @@ NONE_FOUND = (errors.NONE, -1, -1)  # Kafka's UNKNOWN_TIMESTAMP / UNKNOWN_OFFSET
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
+    refused = await _refused(context, request)
     if request.version == 0:
-        return await _handle_v0(context, request)
+        return await _handle_v0(context, request, refused)
     topics = []
     # read_committed (isolation_level 1, v2+): latest is the last stable offset
     committed = getattr(request.body, "isolation_level", 0) == 1
     for topic in request.body.topics or ():  # an array sent as null: none
         parts = []
         for p in topic.partitions or ():
-            code, timestamp, offset = await _one(
-                context, topic.name, p.partition_index, p.timestamp, committed, request.version
+            code, timestamp, offset = (
+                (errors.TOPIC_AUTHORIZATION_FAILED, -1, -1)
+                if topic.name in refused
+                else await _one(
+                    context, topic.name, p.partition_index, p.timestamp, committed, request.version
+                )
             )
             parts.append(
                 PartitionResponse(
@@ -107,13 +113,25 @@ async def _one(
     return NONE_FOUND if found is None else (errors.NONE, found.timestamp, found.offset)
 
 
-async def _handle_v0(context: KafkaContext, request: Request) -> Any:
+async def _refused(context: KafkaContext, request: Request) -> set[str]:
+    """The topics the principal may not DESCRIBE (TOPIC_AUTHORIZATION_FAILED, as Kafka)."""
+    return await authorization.denied(
+        context, request, Operation.DESCRIBE, ResourceType.TOPIC,
+        (t.name for t in request.body.topics or ()),
+    )  # fmt: skip
+
+
+async def _handle_v0(context: KafkaContext, request: Request, refused: set[str]) -> Any:
     topics = []
     for topic in request.body.topics or ():
         parts = []
         for p in topic.partitions or ():
-            code, offsets = await _one_v0(
-                context, topic.name, p.partition_index, p.timestamp, p.max_num_offsets
+            code, offsets = (
+                (errors.TOPIC_AUTHORIZATION_FAILED, [])
+                if topic.name in refused
+                else await _one_v0(
+                    context, topic.name, p.partition_index, p.timestamp, p.max_num_offsets
+                )
             )
             parts.append(
                 PartitionResponse(

@@ -21,7 +21,13 @@ import uuid
 from typing import Any
 
 from adapter.kafka import errors
-from adapter.kafka.admin import CLUSTER_OPERATIONS, NOT_ASKED, TOPIC_OPERATIONS
+from adapter.kafka.admin import (
+    CLUSTER_OPERATIONS,
+    NOT_ASKED,
+    TOPIC_OPERATIONS,
+    authorized_operations,
+)
+from adapter.kafka.authorization import MetadataGate
 from adapter.kafka.context import KafkaContext, topic_id_of
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
@@ -30,6 +36,7 @@ from mapping.core import codec
 from mapping.core.errors import BrokerError
 from mapping.core.keys import is_valid_name
 from mapping.group.offsets_topic import OFFSETS_TOPIC
+from mapping.security.acls import CLUSTER_NAME, ResourceType
 from mapping.topic.brokers import partition_replicas
 from mapping.topic.topic_config import TopicConfig, is_internal_topic
 
@@ -37,6 +44,7 @@ Response = METADATA.response
 Broker = Response.MetadataResponseBroker
 Topic = Response.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
+TOPIC_DENIED = errors.TOPIC_AUTHORIZATION_FAILED
 
 
 async def handle(context: KafkaContext, request: Request) -> Any:
@@ -57,13 +65,29 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     create = allow_create and context.pod.settings.auto_create_topics and not every_topic
     operations = TOPIC_OPERATIONS if _operations_asked(request) else NOT_ASKED
     topics = []
+    gate = await MetadataGate.of(
+        context, request, [n for n, i in asked if i is None], create, listing=every_topic
+    )
     for name, topic_id in asked:
         if topic_id is not None:
-            topics.append(await _topic_by_id(context, brokers, topic_id, operations))
+            topics.append(await _topic_by_id(context, brokers, topic_id, operations, gate))
             continue
-        topic = await _topic(context, brokers, name, create, operations)
+        if gate is not None and name in gate.hidden:  # DESCRIBE denied: left out, or refused
+            if not every_topic:
+                topics.append(Topic(error_code=TOPIC_DENIED, name=name, partitions=[]))
+            continue
+        creatable = create and (gate is None or name in gate.creatable)
+        topic = await _topic(context, brokers, name, creatable, operations)
+        if creatable != create and topic.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION:
+            topic.error_code = TOPIC_DENIED  # its auto-creation needs CREATE
         if not (every_topic and topic.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION):
             topics.append(topic)
+    if operations is TOPIC_OPERATIONS and context.authorizer.enabled:  # the principal's own
+        for topic in topics:
+            if topic.error_code == errors.NONE:
+                topic.authorized_operations = authorized_operations(
+                    context, request, ResourceType.TOPIC, topic.name, TOPIC_OPERATIONS
+                )
     answer = Response[request.version](
         throttle_time_ms=0,
         brokers=[Broker(node_id=n, host=h, port=p, rack=None) for n, h, p in brokers],
@@ -73,7 +97,13 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     )
     if 8 <= request.version <= 10:  # the cluster's operations (librdkafka's describe_cluster)
         asked = bool(getattr(body, "include_cluster_authorized_operations", 0))
-        answer.authorized_operations = set(CLUSTER_OPERATIONS if asked else NOT_ASKED)
+        answer.authorized_operations = (
+            authorized_operations(
+                context, request, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS
+            )
+            if asked
+            else set(NOT_ASKED)
+        )
     return answer
 
 
@@ -93,6 +123,7 @@ async def _topic_by_id(
     brokers: list[tuple[int, str, int]],
     topic_id: uuid.UUID,
     operations: frozenset[int],
+    gate: MetadataGate | None = None,
 ) -> Any:
     try:
         name = await context.topic_name(topic_id)
@@ -102,6 +133,8 @@ async def _topic_by_id(
         return Topic(
             error_code=errors.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[]
         )
+    if gate is not None and await gate.hides(name):  # the id, not the name (as Kafka)
+        return Topic(error_code=TOPIC_DENIED, name=None, topic_id=topic_id, partitions=[])
     return await _topic(context, brokers, name, False, operations)
 
 

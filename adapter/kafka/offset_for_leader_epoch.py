@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapter.kafka import errors
+from adapter.kafka import authorization, errors
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import OFFSET_FOR_LEADER_EPOCH
 from mapping.core.errors import BrokerError
 from mapping.replication.leader_epochs import UNDEFINED, epoch_end
+from mapping.security.acls import Operation, ResourceType
 
 Response = OFFSET_FOR_LEADER_EPOCH.response
 TopicResult = Response.OffsetForLeaderTopicResult
@@ -33,17 +34,26 @@ EpochEndOffset = TopicResult.EpochEndOffset
 async def handle(context: KafkaContext, request: Request) -> Any:
     epochs = context.pod.leader_epochs
     topics = []
+    # KIP-320: CLUSTER_ACTION on the cluster (brokers), else DESCRIBE on each topic
+    refused = await authorization.cluster_or_denied(
+        context, request, Operation.CLUSTER_ACTION, Operation.DESCRIBE, ResourceType.TOPIC,
+        (t.topic for t in request.body.topics or ()),
+    )  # fmt: skip
     try:
         await epochs.refresh(context.pod.batcher)  # Redis' registry, not this pod's memory
     except BrokerError as exc:
         code = error_of(exc)
         for topic in request.body.topics or ():
-            parts = [_answer(p.partition, code) for p in topic.partitions or ()]
+            denial = errors.TOPIC_AUTHORIZATION_FAILED if topic.topic in refused else code
+            parts = [_answer(p.partition, denial) for p in topic.partitions or ()]
             topics.append(TopicResult(topic=topic.topic, partitions=parts))
         return Response[request.version](throttle_time_ms=0, topics=topics)
     for topic in request.body.topics or ():
         parts = []
         for p in topic.partitions or ():
+            if topic.topic in refused:
+                parts.append(_answer(p.partition, errors.TOPIC_AUTHORIZATION_FAILED))
+                continue
             current = p.current_leader_epoch if request.version >= 2 else -1
             code, epoch, end = await _one(context, topic.topic, p.partition, current,
                                           p.leader_epoch)  # fmt: skip

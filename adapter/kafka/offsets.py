@@ -9,6 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from adapter.kafka import errors
+from adapter.kafka.authorization import (
+    DELETE,
+    DESCRIBE,
+    GROUP,
+    READ,
+    TOPIC,
+    allowed,
+    commit_refusals,
+    denied,
+    refusal,
+)
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
@@ -41,16 +52,21 @@ async def offset_commit(context: KafkaContext, request: Request) -> Any:
                 p.committed_metadata,
                 p.committed_leader_epoch if request.version >= 6 else NO_EPOCH,
             )
-    committing = context.pod.kafka_groups.commit_offsets(
-        body.group_id or "",
-        body.member_id or "",
-        body.generation_id_or_member_epoch,
-        wanted,
-        body.group_instance_id or None,
-    )
-    codes = await coordinator_call(
-        committing, lambda code: {t: dict.fromkeys(ps, code) for t, ps in wanted.items()}
-    )
+    refused = await commit_refusals(context, request, body.group_id or "", wanted)
+    asked, wanted = wanted, {t: ps for t, ps in wanted.items() if t not in refused}
+    codes: dict[str, dict[int, int]] = {}
+    if wanted or not refused:  # (nothing left to commit: the group is not touched)
+        committing = context.pod.kafka_groups.commit_offsets(
+            body.group_id or "",
+            body.member_id or "",
+            body.generation_id_or_member_epoch,
+            wanted,
+            body.group_instance_id or None,
+        )
+        codes = await coordinator_call(
+            committing, lambda code: {t: dict.fromkeys(ps, code) for t, ps in wanted.items()}
+        )
+    codes.update({t: dict.fromkeys(asked[t], code) for t, code in refused.items()})
     acks = context.pod.replication.acks
     if acks.waits_for_redis_replicas and any(
         c == errors.NONE for ps in codes.values() for c in ps.values()
@@ -83,9 +99,30 @@ async def _fetch_one(
     group: str,
     topics: dict[str, list[int]] | None,
     require_stable: bool,
+    request: Request,
 ) -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
     """(group error, topic -> partition -> committed offset) of one group; ``require_stable``
-    (v7+): UNSTABLE_OFFSET_COMMIT where a transaction's offsets are pending."""
+    (v7+): UNSTABLE_OFFSET_COMMIT where a transaction's offsets are pending. Authorized as
+    Kafka does: DESCRIBE on the group, and on each topic (a topic asked for by name is
+    answered TOPIC_AUTHORIZATION_FAILED, left out of "every committed partition")."""
+    if not await allowed(context, request, DESCRIBE, GROUP, group):
+        return errors.GROUP_AUTHORIZATION_FAILED, {}
+    code, found = await _fetch_unchecked(context, group, topics, require_stable)
+    hidden = await denied(context, request, DESCRIBE, TOPIC, found)
+    if hidden:
+        denial = CommittedOffset(NO_OFFSET, None, errors.TOPIC_AUTHORIZATION_FAILED)
+        found = {t: ps for t, ps in found.items() if t not in hidden}
+        if topics is not None:
+            found.update({t: dict.fromkeys(topics[t], denial) for t in hidden if t in topics})
+    return code, found
+
+
+async def _fetch_unchecked(
+    context: KafkaContext,
+    group: str,
+    topics: dict[str, list[int]] | None,
+    require_stable: bool,
+) -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
 
     async def fetch() -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
         groups = context.pod.kafka_groups
@@ -113,7 +150,7 @@ async def offset_fetch(context: KafkaContext, request: Request) -> Any:
         groups = []
         for asked in body.groups or ():
             code, found = await _fetch_one(
-                context, asked.group_id or "", _asked(asked.topics), require_stable
+                context, asked.group_id or "", _asked(asked.topics), require_stable, request
             )
             groups.append(
                 FetchGroup(
@@ -131,7 +168,9 @@ async def offset_fetch(context: KafkaContext, request: Request) -> Any:
     topics = body.topics
     if request.version < 2 and not topics:
         topics = None  # v1 has no null array: an empty one cannot ask for every topic
-    code, found = await _fetch_one(context, body.group_id or "", _asked(topics), require_stable)
+    code, found = await _fetch_one(
+        context, body.group_id or "", _asked(topics), require_stable, request
+    )
     if request.version < 2 and code != errors.NONE:
         # v0-1 have no group error: it goes on every partition asked for
         failed = CommittedOffset(NO_OFFSET, None, code)
@@ -164,8 +203,14 @@ async def offset_delete(context: KafkaContext, request: Request) -> Any:
     wanted = {
         t.name or "": [p.partition_index for p in t.partitions or ()] for t in body.topics or ()
     }
+    if (refused := await refusal(context, request, DELETE, GROUP, body.group_id)) is not None:
+        return refused
+    unread = await denied(context, request, READ, TOPIC, wanted)  # Kafka: READ on each topic
+    asked, wanted = wanted, {t: ps for t, ps in wanted.items() if t not in unread}
     deleting = context.pod.kafka_groups.delete_offsets(body.group_id or "", wanted)
     code, found = await coordinator_call(deleting, lambda code: (code, {}))
+    denial = errors.TOPIC_AUTHORIZATION_FAILED
+    found = {**found, **{t: dict.fromkeys(asked[t], denial) for t in unread}}
     return DeleteResponse[request.version](
         throttle_time_ms=0,
         error_code=code,

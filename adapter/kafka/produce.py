@@ -21,6 +21,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from adapter.kafka import errors
+from adapter.kafka.authorization import produce_refusals
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
 from adapter.kafka.message_sets import decode_message_set
@@ -49,9 +50,12 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     body = request.body
     acks = body.acks
     jobs: list[tuple[str, int, Awaitable[Outcome | Refused] | int | Refused]] = []
+    refused = await produce_refusals(context, request) if context.authorizer.enabled else None
     for topic in body.topic_data or ():  # an array sent as null: none
         for part in topic.partition_data or ():
-            jobs.append((topic.name, part.index, _start(context, request, topic.name, part)))
+            code = refused.get(topic.name) if refused else None
+            job = _start(context, request, topic.name, part) if code is None else code
+            jobs.append((topic.name, part.index, job))
     # The appends were all queued in this turn (one pipeline); now collect the answers.
     try:
         outcomes = [job if isinstance(job, int | Refused) else await job for _, _, job in jobs]

@@ -24,6 +24,7 @@ from typing import Any
 
 from adapter.kafka import errors, fetch_codec, produce_codec
 from adapter.kafka.versions import API_VERSIONS, IMPLEMENTED, PRODUCE, Api, supported_versions
+from mapping.security.acls import ANONYMOUS
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class Request:
     body: Any  # the decoded request message; None when ``error`` is set
     error: int = errors.NONE  # UNSUPPORTED_VERSION or INVALID_REQUEST: answer with it
     client_host: str = ""  # the peer's address as Kafka shows it ("/127.0.0.1"; the connection's)
+    principal: str = ANONYMOUS  # "User:<name>" once the connection authenticated (ACLs)
 
 
 def parse_request(data: bytes) -> Request:

@@ -15,6 +15,17 @@ import time
 from typing import Any
 
 from adapter.kafka import errors
+from adapter.kafka.authorization import (
+    DESCRIBE,
+    GROUP,
+    READ,
+    TOPIC,
+    TXN,
+    WRITE,
+    add_partitions_refusals,
+    allowed,
+    denied,
+)
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
@@ -65,10 +76,13 @@ def _topic_results(codes: dict[tuple[str, int], int]) -> list[Any]:
 
 async def _add_one(
     context: KafkaContext, version: int, transactional_id: str | None, producer_id: int,
-    epoch: int, partitions: list[tuple[str, int]], verify_only: bool,
+    epoch: int, partitions: list[tuple[str, int]], verify_only: bool, request: Request,
 ) -> dict[tuple[str, int], int]:  # fmt: skip
     if not transactional_id:
         return dict.fromkeys(partitions, errors.INVALID_REQUEST)
+    refused = await add_partitions_refusals(context, request, transactional_id, partitions)
+    if refused:
+        return refused
     coordinator = _coordinator(context)
     if verify_only:
         work = coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
@@ -85,6 +99,7 @@ async def add_partitions_to_txn(context: KafkaContext, request: Request) -> Any:
         codes = await _add_one(
             context, version, body.v3_and_below_transactional_id,
             body.v3_and_below_producer_id, body.v3_and_below_producer_epoch, partitions, False,
+            request,
         )  # fmt: skip
         return AddPartitionsResponse[version](
             throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(codes)
@@ -93,7 +108,7 @@ async def add_partitions_to_txn(context: KafkaContext, request: Request) -> Any:
     for txn in body.transactions or ():
         codes = await _add_one(
             context, version, txn.transactional_id, txn.producer_id, txn.producer_epoch,
-            _partitions(txn.topics), bool(txn.verify_only),
+            _partitions(txn.topics), bool(txn.verify_only), request,
         )  # fmt: skip
         results.append(
             TransactionResult(
@@ -109,6 +124,10 @@ async def add_offsets_to_txn(context: KafkaContext, request: Request) -> Any:
     body, version = request.body, request.version
     if not body.transactional_id:
         code = errors.INVALID_REQUEST
+    elif not await allowed(context, request, WRITE, TXN, body.transactional_id):
+        code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not await allowed(context, request, READ, GROUP, body.group_id or ""):
+        code = errors.GROUP_AUTHORIZATION_FAILED
     else:
         work = _coordinator(context).add_offsets(
             body.transactional_id, body.producer_id, body.producer_epoch, body.group_id or ""
@@ -123,6 +142,8 @@ async def end_txn(context: KafkaContext, request: Request) -> Any:
     body, version = request.body, request.version
     if not body.transactional_id:
         code = errors.INVALID_REQUEST
+    elif not await allowed(context, request, WRITE, TXN, body.transactional_id):
+        code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
         work = _coordinator(context).end_txn(
             body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed)
@@ -136,13 +157,19 @@ async def end_txn(context: KafkaContext, request: Request) -> Any:
 async def describe_transactions(context: KafkaContext, request: Request) -> Any:
     coordinator = _coordinator(context)
     states = []
-    for transactional_id in request.body.transactional_ids or ():
+    ids = list(request.body.transactional_ids or ())
+    refused = await denied(context, request, DESCRIBE, TXN, ids)  # per id (as Kafka)
+    checked = context.authorizer.enabled
+    for transactional_id in ids:
         entry = DescribeResponse.TransactionState(
             error_code=errors.NONE, transactional_id=transactional_id, transaction_state="",
             transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
             producer_epoch=-1, topics=[],
         )  # fmt: skip
         states.append(entry)
+        if transactional_id in refused:
+            entry.error_code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            continue
         if not transactional_id:
             entry.error_code = errors.INVALID_REQUEST
             continue
@@ -156,6 +183,9 @@ async def describe_transactions(context: KafkaContext, request: Request) -> Any:
         by_topic: dict[str, list[int]] = {}
         for topic, p in state.partitions:
             by_topic.setdefault(topic, []).append(p)
+        if checked:  # only the topics the principal may DESCRIBE
+            for topic in await denied(context, request, DESCRIBE, TOPIC, by_topic):
+                del by_topic[topic]
         entry.transaction_state = state.state
         entry.transaction_timeout_ms = state.timeout_ms
         entry.transaction_start_time_ms = state.txn_start_ms
@@ -213,5 +243,10 @@ async def list_transactions(context: KafkaContext, request: Request) -> Any:
     if isinstance(found, int):
         reply.error_code = found
     else:
+        if context.authorizer.enabled:  # only the ids the principal may DESCRIBE
+            hidden = await denied(
+                context, request, DESCRIBE, TXN, (t.transactional_id for t in found)
+            )
+            found = [t for t in found if t.transactional_id not in hidden]
         reply.transaction_states = found
     return reply

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from adapter.kafka.authorization import txn_commit_refusals
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
@@ -38,10 +39,17 @@ async def txn_offset_commit(context: KafkaContext, request: Request) -> Any:
         generation=body.generation_id if request.version >= 3 else -1,
         group_instance_id=(body.group_instance_id or None) if request.version >= 3 else None,
     )
-    committing = context.pod.kafka_groups.txn_commit_offsets(body.group_id or "", committer, wanted)
-    codes = await coordinator_call(
-        committing, lambda code: {t: dict.fromkeys(ps, code) for t, ps in wanted.items()}
-    )
+    refused = await txn_commit_refusals(context, request, wanted)
+    asked, wanted = wanted, {t: ps for t, ps in wanted.items() if t not in refused}
+    codes: dict[str, dict[int, int]] = {}
+    if wanted or not refused:  # (nothing left to commit: the group is not touched)
+        committing = context.pod.kafka_groups.txn_commit_offsets(
+            body.group_id or "", committer, wanted
+        )
+        codes = await coordinator_call(
+            committing, lambda code: {t: dict.fromkeys(ps, code) for t, ps in wanted.items()}
+        )
+    codes.update({t: dict.fromkeys(asked[t], code) for t, code in refused.items()})
     return Response[request.version](
         throttle_time_ms=0,
         topics=[

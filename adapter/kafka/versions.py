@@ -27,18 +27,30 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -47,6 +59,8 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
@@ -209,9 +223,34 @@ LIST_TRANSACTIONS = Api(
     66, "ListTransactions", ListTransactionsRequest, ListTransactionsResponse, 0, 1
 )
 
+# Users' SCRAM credentials (adapter/kafka/scram_admin.py)
+DESCRIBE_USER_SCRAM_CREDENTIALS = Api(
+    50, "DescribeUserScramCredentials", DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse, 0, 0,
+)  # fmt: skip
+ALTER_USER_SCRAM_CREDENTIALS = Api(
+    51, "AlterUserScramCredentials", AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse, 0, 0,
+)  # fmt: skip
+
+# Kafka's ACL admin APIs (adapter/kafka/acls.py); v0 has no pattern type (LITERAL only)
+DESCRIBE_ACLS = Api(29, "DescribeAcls", DescribeAclsRequest, DescribeAclsResponse, 0, 3)
+CREATE_ACLS = Api(30, "CreateAcls", CreateAclsRequest, CreateAclsResponse, 0, 3)
+DELETE_ACLS = Api(31, "DeleteAcls", DeleteAclsRequest, DeleteAclsResponse, 0, 3)
+# Client quotas (adapter/kafka/client_quotas.py): Kafka 3.9's versions
+DESCRIBE_CLIENT_QUOTAS = Api(
+    48, "DescribeClientQuotas", DescribeClientQuotasRequest, DescribeClientQuotasResponse, 0, 1
+)
+ALTER_CLIENT_QUOTAS = Api(
+    49, "AlterClientQuotas", AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1
+)
+
 IMPLEMENTED: dict[int, Api] = {
     api.key: api
     for api in (
+        DESCRIBE_ACLS,
+        CREATE_ACLS,
+        DELETE_ACLS,
         PRODUCE,
         FETCH,
         LIST_OFFSETS,
@@ -248,6 +287,10 @@ IMPLEMENTED: dict[int, Api] = {
         END_TXN,
         DESCRIBE_TRANSACTIONS,
         LIST_TRANSACTIONS,
+        DESCRIBE_CLIENT_QUOTAS,
+        ALTER_CLIENT_QUOTAS,
+        DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ALTER_USER_SCRAM_CREDENTIALS,
     )
 }
 

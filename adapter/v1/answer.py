@@ -13,10 +13,11 @@ from redis.exceptions import RedisError
 
 from adapter.v1 import protocol
 from adapter.v1.auth_gate import AuthGate
-from adapter.v1.handlers import Context, Handler, Starter
+from adapter.v1.handlers import Context, Handler, Starter, access
 from adapter.v1.handlers.table import build_starters
 from mapping.connection.batcher import Pending
 from mapping.core.errors import BAD_REQUEST, UNAVAILABLE, UNKNOWN_COMMAND, BrokerError
+from mapping.security.acls import WILDCARD
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +40,22 @@ def _unknown(request: protocol.Request) -> bytes:
 
 
 async def _answer_request(
-    context: Context, table: dict[str, Handler], request: protocol.Request, gate: AuthGate | None
+    context: Context,
+    table: dict[str, Handler],
+    request: protocol.Request,
+    gate: AuthGate | None,
+    screened: bool = False,
 ) -> bytes:
     try:
-        if gate is not None:
+        if gate is not None and not screened:
             refusal = await gate.screen(request)
             if refusal is not None:
                 return refusal
         handler = table.get(request.command)
         if handler is None:
             return _unknown(request)
+        if not screened and context is not None and context.authorizer.enabled:
+            _authorize(context, request, gate)
         payload = await handler(context, request.args)
     except (BrokerError, RedisError) as exc:
         return _error_reply(request, exc)
@@ -86,6 +93,11 @@ def _start(
     handler = table.get(request.command)
     if handler is None:
         return _unknown(request)
+    if context.authorizer.enabled:  # (off: this one attribute check per request)
+        try:
+            _authorize(context, request, gate)
+        except BrokerError as exc:
+            return _error_reply(request, exc)
     starter = starters.get(request.command)
     if starter is not None:
         try:
@@ -94,7 +106,17 @@ def _start(
             return _error_reply(request, exc)
         if pending is not None:
             return (request, pending)
-    return asyncio.ensure_future(_answer_request(context, table, request, None))
+    return asyncio.ensure_future(_answer_request(context, table, request, gate, screened=True))
+
+
+def _authorize(context: Context, request: protocol.Request, gate: AuthGate | None) -> None:
+    """Raise NOT_AUTHORIZED unless the connection's user may run the command from its host
+    (--authorizer)."""
+    principal = access.principal_of(gate.user if gate is not None else None)
+    host = gate.host if gate is not None else WILDCARD
+    refused = access.refusal(context, request.command, request.args, principal, host)
+    if refused is not None:
+        raise refused
 
 
 _STARTERS = build_starters()

@@ -31,6 +31,9 @@ class AuthGate:
     ) -> None:
         self.authenticator = authenticator
         self.user: str | None = None
+        # The peer's IP as ACL bindings name hosts (the connection sets it once it knows the
+        # peer; "*" until then matches only bindings for every host)
+        self.host = "*"
         self._pending: asyncio.Future[None] | None = None  # the last AUTH not yet decided
         # An unauthenticated connection is closed at this time (``now``: the connection's
         # clock when it opened), so connections that never authenticate cannot hold the

@@ -27,6 +27,10 @@ Limits (see adapter/limits.py for the numbers):
 - a connection beyond the pod's ``--max-connections`` gets
   ``V1|0|ERR|UNAVAILABLE|too many connections ...`` and is closed (a client may retry, or go
   to another pod);
+- a user over a client quota (adapter/quotas.py; with none set, one attribute check per
+  slice) has its connection muted for the throttle time: PRODUCE lines are counted as their
+  slice starts (the lines after the one that went over wait for the mute to end), CONSUME
+  replies once ready;
 - a handler bug closes only this connection;
 - a Kafka client on the V1 port (its first bytes are a Kafka request frame, not a line:
   ``protocol.classify_first_bytes``) is closed at once, with a log line naming the Kafka
@@ -43,11 +47,13 @@ import time
 from adapter.auth import Authenticator
 from adapter.backpressure import AppendBudget
 from adapter.limits import ConnectionSlots
+from adapter.quotas import QuotaManager
 from adapter.served import TIMER_SLACK_S, ServedConnection
 from adapter.v1 import answer, protocol
 from adapter.v1.auth_gate import AuthGate
 from adapter.v1.handlers import Context, Handler
 from mapping.core.errors import BAD_REQUEST, UNAVAILABLE
+from mapping.security.quotas import ANONYMOUS_USER, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +65,13 @@ REPLY_BYTES_AT_ONCE = 1 << 20
 # error reply before the client reads it.
 LINGER_S = 2.0
 DROP_BYTES = 16 << 20
+
+
+def _command(line: bytes) -> bytes:
+    """The command of a request line as sent (b"" when it has none), without parsing it."""
+    second = line.find(b"|", line.find(b"|") + 1)
+    third = line.find(b"|", second + 1) if second >= 0 else -1
+    return line[second + 1 : third].strip().upper() if third >= 0 else b""
 
 
 def _address(name: object) -> tuple[str, str]:
@@ -139,6 +152,8 @@ class Connection(ServedConnection):
         self._backlog_bytes = 0
         self._slice: list[answer.Started] | None = None  # started, some still waiting
         self._slice_bytes = 0  # taken from the budget for the slice
+        self._slice_consumes: list[int] = []  # where its CONSUME lines are (quotas on)
+        self.quotas: QuotaManager | None = getattr(context.pod, "quotas", None)
         self._held = False  # the budget refused the next slice: wait for a turn
         self._waiting = 0
         self._eof = False
@@ -148,6 +163,12 @@ class Connection(ServedConnection):
         self._first_bytes: bytes | None = b""
 
     # --- asyncio callbacks ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and peer:  # the host ACL bindings are matched against
+            self.gate.host = str(peer[0])
 
     def _refuse(self, transport: asyncio.BaseTransport) -> None:
         assert self.slots is not None
@@ -243,11 +264,19 @@ class Connection(ServedConnection):
         if transport is None or transport.is_closing():
             return
         self._held = False
-        while self._slice is None and self._backlog and self._write_stalled_at is None:
+        while (
+            self._slice is None
+            and self._backlog
+            and self._write_stalled_at is None
+            and not self._muted
+        ):
             count, size = self._next_slice()
             if not self.budget.try_take(self.share, size):
                 self._held = True  # resumed when the pod gives this connection its turn
                 break
+            consumes: list[int] = []
+            if self.quotas is not None and self.quotas.active:  # (off: this check per slice)
+                count, size, consumes = self._produced(count, size)
             lines = self._backlog[:count]
             del self._backlog[:count]
             self._backlog_bytes -= size
@@ -255,11 +284,12 @@ class Connection(ServedConnection):
             futures = {future for future in map(answer.awaited, started) if future is not None}
             if futures:
                 self._slice, self._waiting, self._slice_bytes = started, len(futures), size
+                self._slice_consumes = consumes
                 for future in futures:
                     future.add_done_callback(self._one_done)
                 continue
             self.budget.give(self.share, size)
-            if not self._reply(started):
+            if not self._reply(started, consumes):
                 return
         if self._slice is None and not self._backlog:
             if self.framer.overflowed and not self._lingering:
@@ -287,6 +317,42 @@ class Connection(ServedConnection):
             size += len(backlog[count])
         return most, size
 
+    def _produced(self, count: int, size: int) -> tuple[int, int, list[int]]:
+        """The next slice's ``count`` lines (``size`` bytes) counted against the user's
+        quotas as they start: each PRODUCE line's bytes against producer_byte_rate, up to
+        the first that takes the user over its quota. The lines after that one wait, the
+        connection muted for the throttle time, as the requests a Kafka client pipelined
+        behind a throttled one. The slice's lines and bytes then, and where its CONSUME
+        lines are (their replies are counted once ready)."""
+        assert self.quotas is not None
+        user = self.gate.user or ANONYMOUS_USER
+        consumes: list[int] = []
+        for index, line in enumerate(self._backlog[:count]):
+            command = _command(line)
+            if command == b"PRODUCE":
+                wait = self.quotas.record(PRODUCER_BYTE_RATE, user, "", len(line))
+                if wait > 0:
+                    self._mute(wait)
+                    if index + 1 < count:
+                        kept = sum(map(len, self._backlog[: index + 1]))
+                        self.budget.give(self.share, size - kept)
+                        count, size = index + 1, kept
+                    break
+            elif command == b"CONSUME":
+                consumes.append(index)
+        return count, size, consumes
+
+    def _consumed(self, replies: list[bytes], consumes: list[int]) -> None:
+        """A slice's CONSUME replies counted against the user's consumer_byte_rate; over
+        it, the connection is muted for the throttle time (V1 replies have no field for
+        it)."""
+        assert self.quotas is not None
+        sent = sum(len(replies[index]) for index in consumes)
+        user = self.gate.user or ANONYMOUS_USER
+        wait = self.quotas.record(CONSUMER_BYTE_RATE, user, "", sent)
+        if wait > 0:
+            self._mute(wait)
+
     def _one_done(self, _: asyncio.Future) -> None:
         if self._slice is None:  # the connection went away meanwhile
             return
@@ -295,11 +361,12 @@ class Connection(ServedConnection):
             return
         started, self._slice = self._slice, None
         self.budget.give(self.share, self._slice_bytes)
-        if self._reply(started):
+        if self._reply(started, self._slice_consumes):
             self._pump()
 
-    def _reply(self, started: list[answer.Started]) -> bool:
-        """Write a finished slice's replies; False when the connection was closed instead."""
+    def _reply(self, started: list[answer.Started], consumes: list[int]) -> bool:
+        """Write a finished slice's replies (``consumes``: where its CONSUME lines are, with
+        quotas on); False when the connection was closed instead."""
         assert self.transport is not None
         try:
             replies = [answer.finish(item) for item in started]
@@ -307,6 +374,8 @@ class Connection(ServedConnection):
             log.exception("closing a connection after an unexpected error")
             self.close()
             return False
+        if consumes:
+            self._consumed(replies, consumes)
         data = b"".join(replies)
         self.flow.update(len(started), len(data))
         self._last_activity = self.loop.time()
@@ -319,6 +388,7 @@ class Connection(ServedConnection):
             self._eof
             or self._write_stalled_at is not None
             or self._held
+            or self._muted
             or len(self._backlog) >= self.flow.lines_at_once
             or bool(bound and self._backlog_bytes >= bound)
         )

@@ -16,6 +16,9 @@ AUTH_FAILED = "AUTH_FAILED"
 # Additive: a command named a topic that does not exist and the pod may not create it
 # (--no-auto-create-topics), or that was deleted under it.
 UNKNOWN_TOPIC = "UNKNOWN_TOPIC"
+# Additive, only with --authorizer: the connection's user lacks the ACL the command needs
+# (Kafka's operation on the topic, group or cluster; docs/security.md).
+NOT_AUTHORIZED = "NOT_AUTHORIZED"
 # Additive: creating one more topic would exceed the pod's --max-topics.
 TOPIC_LIMIT = "TOPIC_LIMIT"
 # Additive (admin): deleting a group that still has live members, without --force.

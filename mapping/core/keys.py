@@ -81,6 +81,12 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        consumer.session.timeout.ms ...)
     <prefix>:users:scram                       hash    client user -> SCRAM secrets (Kafka
                                                        SASL SCRAM-SHA-256/512)
+    <prefix>:acls                              set     Kafka ACL bindings, one JSON array each
+                                                       (mapping/security/acl_store.py)
+    <prefix>:acls:changed                      channel the bindings changed: pods read them again
+    <prefix>:quotas                            hash    Kafka client quotas: JSON [entity, key] ->
+                                                       value (mapping/security/quotas.py)
+    <prefix>:quotas:changed                    channel they changed: pods read them again
     <prefix>:part:{<topic>:<p>}:producers      hash    Kafka producer id -> epoch and its
                                                        last five batches (idempotence)
     <prefix>:part:{<topic>:<p>}:producer_times zset    Kafka producer id -> its last append
@@ -376,6 +382,27 @@ class Keys:
         """Kafka SASL SCRAM secrets: field = user name, value =
         mapping.security.auth.scram_secrets'."""
         return f"{self.prefix}:users:scram"
+
+    @property
+    def acls(self) -> str:
+        """Kafka's ACL bindings: a set of canonical encodings (mapping/security/acl_store.py)."""
+        return f"{self.prefix}:acls"
+
+    @property
+    def acls_changed_channel(self) -> str:
+        """Where a change of the ACL bindings is announced: every pod reads them again."""
+        return f"{self.acls}:changed"
+
+    @property
+    def client_quotas(self) -> str:
+        """Kafka's client quotas: field = JSON [entity, quota key], value = the bound
+        (mapping/security/quotas.py)."""
+        return f"{self.prefix}:quotas"
+
+    @property
+    def client_quotas_changed_channel(self) -> str:
+        """Where a change of the client quotas is announced: every pod reads them again."""
+        return f"{self.client_quotas}:changed"
 
     @property
     def kafka_producer_ids(self) -> str:

@@ -30,6 +30,7 @@ from pathlib import Path
 from redis import Redis
 from scramp import ScramException, ScramMechanism
 
+from mapping.connection import scripts
 from mapping.core.codec import to_str
 from mapping.core.keys import Keys, is_valid_name
 
@@ -97,6 +98,11 @@ def dummy_hash() -> str:
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM_ITERATIONS = 4096  # Kafka's minimum and its kafka-configs default
+# Kafka's SCRAM mechanism codes (AlterUserScramCredentials, DescribeUserScramCredentials)
+SCRAM_MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+# The iteration counts Kafka accepts from AlterUserScramCredentials (ScramControlManager)
+SCRAM_MIN_ITERATIONS, SCRAM_MAX_ITERATIONS = 4096, 16384
+_SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +143,29 @@ def parse_scram_secrets(encoded: str) -> dict[str, ScramSecret]:
     except ValueError as exc:
         raise CredentialsError(f"not SCRAM secrets: {exc}") from None
     return secrets
+
+
+def scram_secret_from_salted(
+    mechanism: str, iterations: int, salt: bytes, salted_password: bytes
+) -> str:
+    """One mechanism's part of ``scram_secrets``' encoding from the SaltedPassword a Kafka
+    admin client sends (AlterUserScramCredentials): StoredKey and ServerKey derived as RFC
+    5802 says (and Kafka's ScramFormatter does); the password itself is never seen."""
+    digest = _SCRAM_HASHES[mechanism]
+    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
+    stored = digest(client_key).digest()
+    server = hmac.new(salted_password, b"Server Key", digest).digest()
+    return f"{mechanism}${iterations}${_b64(salt)}${_b64(stored)}${_b64(server)}"
+
+
+USERS_SCRAM_ALTER = scripts.load("users/scram_alter")
+
+
+def users_scram_alter_call(keys: Keys, user: str, mechanism: str, secret: str) -> tuple:
+    """users/scram_alter.lua: sets ``user``'s ``mechanism`` secret (one part of
+    ``scram_secrets``' encoding), or deletes it when ``secret`` is empty (answers 0 when
+    there was none); the user's other mechanism stays."""
+    return USERS_SCRAM_ALTER.command([keys.users_scram], [user, mechanism, secret])
 
 
 def scram_password_check(password: str, secret: ScramSecret, mechanism: str) -> bool:
@@ -214,9 +243,10 @@ class RedisUsers:
 
     def remove(self, user: str) -> bool:
         removed = bool(self.client.hdel(self.keys.users, user))
-        self.client.hdel(self.keys.users_scram, user)
-        return removed
+        # a user made by Kafka's AlterUserScramCredentials has SCRAM secrets alone
+        return bool(self.client.hdel(self.keys.users_scram, user)) or removed
 
     def names(self) -> list[str]:
-        names = self.client.hkeys(self.keys.users)
+        """Every user: those with a password hash and those with SCRAM secrets alone."""
+        names = {*self.client.hkeys(self.keys.users), *self.client.hkeys(self.keys.users_scram)}
         return sorted(to_str(n) for n in names)

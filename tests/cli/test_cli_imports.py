@@ -21,7 +21,8 @@ HEAVY = [
 COMMANDS = [
     [], ["serve"], ["request"], ["ping"], ["topic"], ["topic", "create"], ["topic", "list"],
     ["topic", "tail"], ["group"], ["group", "reset-offsets"], ["inspect"],
-    ["inspect", "transactions"], ["user"], ["user", "add"],
+    ["inspect", "transactions"], ["user"], ["user", "add"], ["acl"], ["acl", "add"],
+    ["quota"], ["quota", "set"],
 ]  # fmt: skip
 
 

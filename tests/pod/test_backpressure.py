@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from adapter.authorizer import Authorizer
 from adapter.backpressure import AppendBudget, Share, Trimmer
 from adapter.kafka.connection import KafkaConnection
 from adapter.kafka.protocol import encode_request
@@ -273,7 +274,9 @@ def test_a_v1_connection_waits_its_turn_under_the_pod_bound() -> None:
 
     async def main() -> None:
         answers: list[asyncio.Future[str]] = []
-        context = Context(SimpleNamespace(settings=Settings()), starters={})  # type: ignore[arg-type]
+        context = Context(
+            SimpleNamespace(settings=Settings(), authorizer=Authorizer()), starters={}
+        )  # type: ignore[arg-type]
         line = b"V1|1|PRODUCE|t k:" + b"v" * 100 + b"\n"
         budget = AppendBudget(pod_bytes=len(line), connection_bytes=0)
         handlers = {"PRODUCE": _held(answers)}
@@ -305,7 +308,9 @@ def test_a_v1_slice_stops_at_the_connection_bound() -> None:
             started.append(argv[1])
             return "ok"
 
-        context = Context(SimpleNamespace(settings=Settings()), starters={})  # type: ignore[arg-type]
+        context = Context(
+            SimpleNamespace(settings=Settings(), authorizer=Authorizer()), starters={}
+        )  # type: ignore[arg-type]
         lines = [b"V1|%d|PRODUCE|t k:%s\n" % (i, b"v" * 100) for i in range(10)]
         budget = AppendBudget(pod_bytes=0, connection_bytes=3 * len(lines[0]))
         connection = Connection(context, {"PRODUCE": produce}, budget=budget)

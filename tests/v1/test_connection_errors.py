@@ -10,6 +10,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from adapter.authorizer import Authorizer
 from adapter.settings import Settings
 from adapter.v1.connection import Connection
 from adapter.v1.handlers import Context
@@ -32,7 +33,9 @@ TABLE: Any = {"PING": _ping, "BUG": _bug, "REDIS": _redis}
 
 def _context(**settings: Any) -> Any:
     """A V1 context with only the settings a connection reads."""
-    return SimpleNamespace(pod=SimpleNamespace(settings=Settings(**settings)), starters=None)
+    return SimpleNamespace(
+        pod=SimpleNamespace(settings=Settings(**settings)), authorizer=Authorizer(), starters=None
+    )
 
 
 def test_handler_bug_closes_only_that_connection() -> None:

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from adapter.authorizer import Authorizer
 from adapter.pod import Pod
 from mapping.connection.batcher import Pending
 from mapping.core.errors import UNKNOWN_TOPIC, BrokerError
@@ -27,6 +28,11 @@ class Context:
     pod: Pod
     # The hot commands' starters (see ``Starter``); None: the default table's.
     starters: dict[str, Starter] | None = None
+
+    @property
+    def authorizer(self) -> Authorizer:
+        """The pod's ACL checks (off: every check allows, at no cost)."""
+        return self.pod.authorizer
 
 
 Handler = Callable[[Context, list[str]], Awaitable[str]]

@@ -87,6 +87,7 @@ from mapping.partition.segments import partition_segment_roll_call
 from mapping.replication.durable import partition_durable_mark_call
 from mapping.replication.leader_epochs import kafka_leader_epoch_call
 from mapping.replication.replicator import replicator_tick_call
+from mapping.security.auth import users_scram_alter_call
 from mapping.topic.brokers import kafka_brokers_call, kafka_register_call
 from mapping.topic.topic_rules import Compaction, Segments
 from mapping.topic.topics import (
@@ -301,6 +302,10 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
     "txn_coord/tick": [lambda: txn_coord_tick_call(TXN, 5000, 604_800_000)],
     "txn_coord/index_touch": [lambda: txn_coord_index_touch_call(KEYS.txn_index, "tx", 5000, 5000)],
     "txn_coord/index_settle": [lambda: txn_coord_index_settle_call(KEYS.txn_index, "tx", 12.0, -1)],
+    "users/scram_alter": [
+        lambda: users_scram_alter_call(KEYS, "u", "SCRAM-SHA-256", "SCRAM-SHA-256$4096$..."),
+        lambda: users_scram_alter_call(KEYS, "u", "SCRAM-SHA-512", ""),
+    ],
     "replicator/tick": [
         lambda: replicator_tick_call(KEYS.replicator_leases(16), "pod", 10_000, release=False),
         lambda: replicator_tick_call(KEYS.retention_lease, "pod", 10_000, release=True),

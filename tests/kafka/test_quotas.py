@@ -1,0 +1,205 @@
+"""Kafka's client quotas: AlterClientQuotas / DescribeClientQuotas through any pod (the
+quotas live in Redis), Kafka's error codes for bad requests with nothing stored, and a
+producer over its byte-rate quota slowed to it, with throttle_time_ms, while another client
+on the same pod keeps its own rate; the pod's metrics show the quota entity's bytes and
+throttle time."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from adapter.kafka.versions import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
+from mapping.core.keys import Keys
+from tests.support.kafka import RawKafka
+from tests.support.pods import RF1, Pod, scrape_metrics, start_all
+
+AlterRequest = ALTER_CLIENT_QUOTAS.request
+DescribeRequest = DESCRIBE_CLIENT_QUOTAS.request
+PREFIX = f"quotas-{uuid.uuid4().hex[:8]}"
+QUOTA = 200_000  # bytes per second
+
+
+@pytest.fixture(scope="module")
+def quota_pods(redis_url: str) -> Iterator[tuple[Pod, Pod]]:
+    pods = [Pod(redis_url, *RF1, "--key-prefix", PREFIX, metrics=True) for _ in range(2)]
+    start_all(pods)
+    yield pods[0], pods[1]
+    for pod in pods:
+        pod.stop()
+
+
+def _alter(
+    port: int, entries: list[tuple[dict[str, str | None], list[tuple[str, float, bool]]]], *,
+    validate_only: bool = False, version: int = 1,
+) -> list[tuple[int, str | None]]:  # fmt: skip
+    request = AlterRequest[version]
+    body = request(
+        entries=[
+            request.EntryData(
+                entity=[
+                    request.EntryData.EntityData(entity_type=t, entity_name=n)
+                    for t, n in entity.items()
+                ],
+                ops=[request.EntryData.OpData(key=k, value=v, remove=r) for k, v, r in ops],
+            )
+            for entity, ops in entries
+        ],
+        validate_only=validate_only,
+    )
+    with RawKafka(port) as raw:
+        reply = raw.call(ALTER_CLIENT_QUOTAS, version, body)
+    return [(e.error_code, e.error_message) for e in reply.entries]
+
+
+def _describe(
+    port: int, components: list[tuple[str, int, str | None]], *, strict: bool = False,
+    version: int = 0,
+) -> Any:  # fmt: skip
+    request = DescribeRequest[version]
+    body = request(
+        components=[
+            request.ComponentData(entity_type=t, match_type=m, match=s) for t, m, s in components
+        ],
+        strict=strict,
+    )
+    with RawKafka(port) as raw:
+        return raw.call(DESCRIBE_CLIENT_QUOTAS, version, body)
+
+
+def _entries(reply: Any) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    return {
+        tuple((e.entity_type, e.entity_name) for e in entry.entity): {
+            v.key: v.value for v in entry.values
+        }
+        for entry in reply.entries
+    }
+
+
+def test_alter_and_describe_through_any_pod(
+    quota_pods: tuple[Pod, Pod], redis_client: redis.Redis
+) -> None:
+    a, b = quota_pods
+    stored = Keys(PREFIX).client_quotas
+    alice = {"user": "alice", "client-id": None}
+    results = _alter(
+        a.kafka_port,
+        [
+            (alice, [("producer_byte_rate", 1024.0, False), ("request_percentage", 50.0, False)]),
+            ({"client-id": "bad"}, [("no_such_quota", 1.0, False)]),
+            ({"client-id": "fraction"}, [("consumer_byte_rate", 1.5, False)]),
+            ({"group": "g"}, [("producer_byte_rate", 1.0, False)]),
+        ],
+    )
+    assert results == [
+        (0, None),
+        (42, "Invalid configuration key no_such_quota"),
+        (42, "consumer_byte_rate cannot be a fractional value."),
+        (42, "Unhandled client quota entity type: group"),
+    ]
+    # validate_only: answered, nothing stored
+    assert _alter(
+        a.kafka_port, [({"user": "bob"}, [("producer_byte_rate", 10.0, False)])],
+        validate_only=True,
+    ) == [(0, None)]  # fmt: skip
+    for version in (0, 1):
+        reply = _describe(b.kafka_port, [("user", 2, None)], version=version)
+        assert reply.error_code == 0
+        assert _entries(reply) == {
+            (("client-id", None), ("user", "alice")): {
+                "producer_byte_rate": 1024.0,
+                "request_percentage": 50.0,
+            }
+        }
+    assert len(redis_client.hgetall(stored)) == 2  # the bad entries stored nothing
+    assert _entries(_describe(b.kafka_port, [("user", 0, "alice")], strict=True)) == {}
+    bad = _describe(b.kafka_port, [("user", 0, None)])
+    assert (bad.error_code, bad.error_message) == (
+        42,
+        "Request specified MATCH_TYPE_EXACT, but set match string to null.",
+    )
+    # removed: gone everywhere
+    assert _alter(
+        b.kafka_port,
+        [(alice, [("producer_byte_rate", 0.0, True), ("request_percentage", 0.0, True)])],
+    ) == [(0, None)]  # fmt: skip
+    assert _entries(_describe(a.kafka_port, [])) == {}
+    assert redis_client.hlen(stored) == 0
+
+
+def _produce_for(
+    bootstrap: str, topic: str, client_id: str, seconds: float, throttles: list[int]
+) -> float:
+    """Produce 1 KiB records as fast as the pod takes them; the bytes per second delivered.
+    (Kafka's rate counts at least ten 1 s windows: a new client may send ten seconds' worth
+    at once, then little until that first sample ages out; over ten seconds, the quota.)"""
+    delivered = [0]
+
+    def done(err: Any, msg: Any) -> None:
+        if err is None:
+            delivered[0] += len(msg.value())
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "linger.ms": 5,
+            "batch.size": 16384,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+        }
+    )
+    value = b"x" * 1024
+    start = time.monotonic()
+    while time.monotonic() < start + seconds:
+        try:
+            producer.produce(topic, value, on_delivery=done)
+        except BufferError:
+            producer.poll(0.01)
+            continue
+        producer.poll(0)
+    rate = delivered[0] / (time.monotonic() - start)
+    producer.purge()
+    producer.flush(10)
+    return rate
+
+
+def test_producer_over_its_quota_is_slowed_to_it(quota_pods: tuple[Pod, Pod], topic: str) -> None:
+    a, _ = quota_pods
+    # one partition: both producers write to the one pod that leads it (quotas are per pod)
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    assert admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10) is None
+    assert _alter(a.kafka_port, [({"client-id": "slow"}, [("producer_byte_rate", QUOTA, False)])])
+    slow_throttles: list[int] = []
+    fast_throttles: list[int] = []
+    rates: dict[str, float] = {}
+
+    def fast() -> None:
+        rates["fast"] = _produce_for(a.bootstrap, topic, "fast", 10, fast_throttles)
+
+    other = threading.Thread(target=fast)
+    other.start()
+    rates["slow"] = _produce_for(a.bootstrap, topic, "slow", 10, slow_throttles)
+    other.join()
+
+    assert abs(rates["slow"] - QUOTA) <= 0.2 * QUOTA, rates
+    assert rates["fast"] > 2 * QUOTA, rates
+    assert slow_throttles and max(slow_throttles) > 0
+    assert not any(fast_throttles)
+    # the entity's series (its client id; no user part), none for clients without a quota
+    assert a.metrics_port is not None
+    quota_series = {
+        (name, dict(labels)["user"], dict(labels)["client_id"]): value
+        for (name, labels), value in scrape_metrics(a.metrics_port).items()
+        if name.startswith("adapter_quota_") and dict(labels)["quota"] == "producer_byte_rate"
+    }
+    assert quota_series["adapter_quota_bytes_total", "", "slow"] >= rates["slow"] * 10
+    assert quota_series["adapter_quota_throttle_seconds_total", "", "slow"] > 0
+    assert {client for _, _, client in quota_series} == {"slow"}, quota_series
