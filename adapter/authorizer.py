@@ -29,6 +29,9 @@ from mapping.security.acls import (
 __all__ = ["ANONYMOUS", "Authorizer", "Operation", "ResourceType", "parse_super_users"]
 
 log = logging.getLogger(__name__)
+# Decisions remembered at most (then forgotten all at once: a pod serving that many distinct
+# (principal, host, resource) triples recomputes them).
+MAX_DECISIONS = 65_536
 audit = logging.getLogger("adapter.audit")
 
 
@@ -63,6 +66,9 @@ class Authorizer:
         # the bindings by resource type: a check scans only its type's
         self._by_type: dict[ResourceType, tuple[AclBinding, ...]] = {}
         self.bindings: tuple[AclBinding, ...] = ()
+        # (principal, host, operation, type, name) -> the decision, until the bindings change:
+        # a check walks its type's bindings once, then costs a dict lookup
+        self._decisions: dict[tuple[str, str, Operation, ResourceType, str], bool] = {}
         self.loaded = False  # a first read has succeeded
         self._reloads: set[asyncio.Task[None]] = set()
         self._dirty = False
@@ -94,16 +100,22 @@ class Authorizer:
         *,
         audited: bool,
     ) -> bool:
-        allowed = authorize(
-            self._by_type.get(resource_type, ()),
-            principal,
-            _host(host),
-            operation,
-            resource_type,
-            name,
-            super_users=self.super_users,
-            allow_if_no_acl=self.allow_if_no_acl,
-        )
+        key = (principal, host, operation, resource_type, name)
+        allowed = self._decisions.get(key)
+        if allowed is None:
+            allowed = authorize(
+                self._by_type.get(resource_type, ()),
+                principal,
+                _host(host),
+                operation,
+                resource_type,
+                name,
+                super_users=self.super_users,
+                allow_if_no_acl=self.allow_if_no_acl,
+            )
+            if len(self._decisions) >= MAX_DECISIONS:
+                self._decisions.clear()
+            self._decisions[key] = allowed
         if not allowed and audited:
             audit.info(
                 "principal=%s host=%s operation=%s resource_type=%s name=%s DENIED",
@@ -164,6 +176,7 @@ class Authorizer:
             by_type.setdefault(binding.resource_type, []).append(binding)
         self._by_type = {t: tuple(found) for t, found in by_type.items()}
         self.bindings = kept
+        self._decisions = {}
 
     async def load(self) -> None:
         """Read every binding again (a read failing keeps the last copy: the reconnect, or

@@ -16,6 +16,7 @@ from spark_connector.errors import (
     DataLoss,
     NoOffsetForTimestamp,
     OptionError,
+    RedisPermissionDenied,
     RedisUnreachable,
     TopicNotFound,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "DataLoss",
     "NoOffsetForTimestamp",
     "OptionError",
+    "RedisPermissionDenied",
     "RedisTopicsDataSource",
     "RedisUnreachable",
     "TopicNotFound",

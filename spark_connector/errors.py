@@ -20,6 +20,11 @@ class RedisUnreachable(ConnectorError):
     """Redis did not answer."""
 
 
+class RedisPermissionDenied(ConnectorError):
+    """Redis refused a command or key to the connector's ACL user (NOPERM): the user is
+    confined to another deployment's prefix, or lacks a command of the connector's rule."""
+
+
 class DataLoss(ConnectorError):
     """Records the query must read were removed (retention, a deleted topic) before it read
     them."""

@@ -11,9 +11,11 @@ are Spark's Kafka source's JSON, ``{"<topic>": {"<partition>": <next offset>}}``
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from pyspark.sql.datasource import InputPartition
@@ -22,7 +24,12 @@ from mapping.connection.cluster import connect_sync, credentials, redact
 from mapping.core import codec
 from mapping.core.keys import Keys
 from mapping.replication.durable_reads import confirm_read_sync
-from spark_connector.errors import DataLoss, RedisUnreachable, TopicNotFound
+from spark_connector.errors import (
+    DataLoss,
+    RedisPermissionDenied,
+    RedisUnreachable,
+    TopicNotFound,
+)
 from spark_connector.offset_specs import TopicPartition
 from spark_connector.options import SourceOptions
 from spark_connector.subscription import Subscription, TopicNames
@@ -88,6 +95,28 @@ def connect(opts: SourceOptions) -> redis.Redis:
         client.close()
         raise RedisUnreachable(f"cannot reach Redis at {redact(opts.redis_url)}: {exc}") from None
     return client
+
+
+def permission_message(opts: SourceOptions, exc: redis.RedisError) -> str:
+    """What a NOPERM means for a job: the user's ACL rule does not cover this keyPrefix (or
+    a command the connector sends). Names the user and prefix, never the password."""
+    user = opts.redis_username or urlsplit(opts.redis_url).username or "default"
+    prefix = opts.key_prefix
+    return (
+        f"Redis refused the connector's ACL user {user!r} on keyPrefix {prefix!r} "
+        f"(NOPERM: {exc}). A Redis user confined to one deployment reaches only that "
+        f"deployment's keys: check the keyPrefix option and the user's rule (`python -m "
+        f"spark_connector.redis_acl --key-prefix {prefix}` prints the one it needs)"
+    )
+
+
+@contextmanager
+def permission_checked(opts: SourceOptions) -> Iterator[None]:
+    """Turns Redis' NOPERM into ``RedisPermissionDenied`` with ``permission_message``."""
+    try:
+        yield
+    except redis.exceptions.NoPermissionError as exc:
+        raise RedisPermissionDenied(permission_message(opts, exc)) from None
 
 
 def _missing(keys: Keys, topic: str) -> TopicNotFound:

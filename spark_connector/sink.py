@@ -39,6 +39,7 @@ from spark_connector.appender import (
     ensure_topic,
     sequence_bits,
 )
+from spark_connector.errors import RedisPermissionDenied
 from spark_connector.options import OptionError
 from spark_connector.sink_options import SinkOptions, SinkWriteError, parse_sink_options
 from spark_connector.sink_records import check_sink_schema, records_of
@@ -78,9 +79,10 @@ class _SinkWriter:
         client = offsets.connect(opts.connection)  # unreachable Redis: fails here
         try:
             keys = Keys(opts.key_prefix)
-            self.sequence_bits = sequence_bits(client, keys)
-            if opts.topic is not None:
-                ensure_topic(client, keys, opts.topic, opts.new_topics)
+            with offsets.permission_checked(opts.connection):  # NOPERM: a clear error
+                self.sequence_bits = sequence_bits(client, keys)
+                if opts.topic is not None:
+                    ensure_topic(client, keys, opts.topic, opts.new_topics)
         finally:
             client.close()
         self.opts = opts
@@ -104,6 +106,9 @@ class _SinkWriter:
             for record in records_of(batches):
                 appender.add(record)
             return SinkCommitMessage(marker, appender.finish())
+        except redis.exceptions.NoPermissionError as exc:
+            message = offsets.permission_message(self.opts.connection, exc)
+            raise RedisPermissionDenied(message) from None
         except redis.RedisError as exc:
             raise SinkWriteError(f"redis-topics sink: {exc}") from exc
         finally:

@@ -85,7 +85,8 @@ class RedisTopicsDataSource(DataSource):
         opts = parse_options(self.options)
         client = offsets.connect(opts)
         try:
-            offsets.describe_topics(client, Keys(opts.key_prefix), opts.subscription)
+            with offsets.permission_checked(opts):  # a user of another deployment: NOPERM
+                offsets.describe_topics(client, Keys(opts.key_prefix), opts.subscription)
         finally:
             client.close()
         return source_schema(opts.binary, opts.include_headers)

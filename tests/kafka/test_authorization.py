@@ -6,6 +6,8 @@ writes them."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -265,3 +267,36 @@ def test_transactions_described_and_listed_only_with_describe(pod: Pod) -> None:
         )).transaction_states  # fmt: skip
     assert {s.transactional_id: s.error_code for s in states} == {"tx-ok": 0, "tx-hidden": TXN_CODE}
     assert {t.transactional_id for t in listed} == {"tx-ok"}
+
+
+def test_kcat_produces_consumes_and_lists_only_what_it_may(pod: Pod) -> None:
+    """Debian's kcat (librdkafka 2.0.2) over SASL PLAIN: it produces to and consumes a
+    topic its user may write and read, a denied topic fails its delivery with Kafka's
+    error (and kcat exits non-zero), and its metadata listing leaves the denied topic out."""
+    from tests.kafka.debian_tools import require
+
+    kcat = require("kcat", "kcat")
+    sasl = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN",
+            "-X", f"sasl.username={USER}", "-X", f"sasl.password={PASSWORD}"]  # fmt: skip
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        command = [kcat, "-b", pod.bootstrap, "-m", "10", *sasl, *args]
+        return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=60)
+
+    wait_until(lambda: _produce_one(pod, "open") is None)
+    value = f"kcat-{uuid.uuid4().hex[:8]}"
+    produced = run("-P", "-t", "open", "-p", "0", stdin=f"{value}\n")
+    assert produced.returncode == 0, produced.stderr
+
+    denied = run("-P", "-t", "secret", "-p", "0", stdin="never\n")
+    assert denied.returncode != 0
+    assert "Topic authorization failed" in denied.stderr, denied.stderr
+
+    consumed = run("-C", "-t", "open", "-p", "0", "-o", "beginning", "-e", "-f", "%s\n")
+    assert consumed.returncode == 0, consumed.stderr
+    assert value in consumed.stdout.splitlines()
+
+    listed = run("-L", "-J")
+    assert listed.returncode == 0, listed.stderr
+    topics = {t["topic"] for t in json.loads(listed.stdout)["topics"]}
+    assert "open" in topics and "secret" not in topics
