@@ -36,6 +36,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from adapter.authorizer import Authorizer
 from adapter.kafka import errors, produce, protocol
 from adapter.kafka.versions import PRODUCE
 from adapter.settings import Settings
@@ -199,8 +200,9 @@ def _context(client: FakeCluster) -> SimpleNamespace:
         topics=topics,
         partitions=partitions,
         kafka=KafkaStore(partitions, 60_000),
+        authorizer=Authorizer(),
     )
-    return SimpleNamespace(pod=pod)
+    return SimpleNamespace(pod=pod, authorizer=pod.authorizer)
 
 
 def _produce_request() -> protocol.Request:
