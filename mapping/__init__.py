@@ -3,6 +3,7 @@
 beside the packages that call them.
 
 operations   deleting and growing topics, retention, inspection and lag, offset resets
+share_group  Kafka share groups (KIP-932): members, records in flight  (lua/share_group)
 kafka_group  Kafka consumer groups, both protocols, their offsets    (lua/kafka_group)
 group        V1 groups, the __consumer_offsets mirror, group deletion (lua/group, offsets_topic)
 txn          the transaction coordinator                            (lua/txn_coord)
@@ -26,5 +27,6 @@ FLOORS = (
     "txn",
     "group",
     "kafka_group",
+    "share_group",
     "operations",
 )

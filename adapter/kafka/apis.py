@@ -25,6 +25,8 @@ from adapter.kafka import (
     offsets,
     produce,
     scram_admin,
+    share_fetch,
+    share_groups,
     transactions,
     txn_offsets,
 )
@@ -70,6 +72,9 @@ from adapter.kafka.versions import (
     OFFSET_FETCH,
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
+    SHARE_ACKNOWLEDGE,
+    SHARE_FETCH,
+    SHARE_GROUP_HEARTBEAT,
     SYNC_GROUP,
     TXN_OFFSET_COMMIT,
 )
@@ -108,6 +113,9 @@ HANDLERS: dict[int, Handler] = {
     DELETE_GROUPS.key: group_admin.delete_groups,
     CONSUMER_GROUP_HEARTBEAT.key: consumer_groups.consumer_group_heartbeat,
     CONSUMER_GROUP_DESCRIBE.key: consumer_groups.consumer_group_describe,
+    SHARE_GROUP_HEARTBEAT.key: share_groups.share_group_heartbeat,
+    SHARE_FETCH.key: share_fetch.share_fetch,
+    SHARE_ACKNOWLEDGE.key: share_fetch.share_acknowledge,
     ADD_PARTITIONS_TO_TXN.key: transactions.add_partitions_to_txn,
     ADD_OFFSETS_TO_TXN.key: transactions.add_offsets_to_txn,
     END_TXN.key: transactions.end_txn,

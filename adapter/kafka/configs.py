@@ -30,7 +30,14 @@ from adapter.kafka.versions import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_
 from mapping.core.errors import BrokerError
 from mapping.security.acls import Operation
 from mapping.topic.broker_configs import BROKER_CONFIGS, GROUP_CONFIG_BOUNDS, GROUP_CONFIGS
-from mapping.topic.config_types import ConfigSource, ConfigType, InvalidConfig
+from mapping.topic.config_types import (
+    ConfigDef,
+    ConfigSource,
+    ConfigType,
+    InvalidConfig,
+    between,
+    one_of,
+)
 from mapping.topic.topic_config import config_field
 from mapping.topic.topic_configs import (
     MIN_INSYNC_REPLICAS,
@@ -39,6 +46,38 @@ from mapping.topic.topic_configs import (
 )
 
 TOPIC, BROKER, GROUP = 2, 4, 32
+
+# Share groups' configs (KIP-932, mapping/share_group) beyond GROUP_CONFIGS' share.*
+# timings: Kafka's GroupConfig names, defaults and bounds (group.share.min/max.delivery.count.
+# limit). read_committed is accepted and stored; share groups read uncommitted records yet.
+SHARE_GROUP_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in (
+        ConfigDef("share.delivery.count.limit", ConfigType.INT, "5",
+                  "How often a share group delivers a record before archiving it.",
+                  between(2, 10), "[2,...,10]", (("group.share.delivery.count.limit", 1),),
+                  enforced=True),
+        ConfigDef("share.auto.offset.reset", ConfigType.STRING, "latest",
+                  "Where a share group starts reading a partition.",
+                  one_of("latest", "earliest"), "[latest, earliest]", enforced=True),
+        ConfigDef("share.isolation.level", ConfigType.STRING, "read_uncommitted",
+                  "Which records a share group reads (read_committed: not enforced yet).",
+                  one_of("read_uncommitted", "read_committed"),
+                  "[read_uncommitted, read_committed]"),
+    )
+}  # fmt: skip
+ALL_GROUP_CONFIGS: dict[str, ConfigDef] = {**GROUP_CONFIGS, **SHARE_GROUP_CONFIGS}
+
+
+def _share_group_view(name: str, stored: dict[str, str]) -> ConfigView:
+    definition = SHARE_GROUP_CONFIGS[name]
+    synonyms: list[tuple[str, str | None, ConfigSource]] = []
+    if name in stored:
+        synonyms.append((name, stored[name], ConfigSource.GROUP_CONFIG))
+    synonyms.append((name, definition.default, ConfigSource.DEFAULT_CONFIG))
+    return ConfigView(definition, synonyms[0][1], synonyms[0][2], synonyms)
+
+
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -120,7 +159,9 @@ async def _views(context: KafkaContext, resource_type: int, name: str) -> list[C
             raise Refused(errors.INVALID_REQUEST, "Group name must not be empty")
         stored = await store.group(name)
         static = await _static(context, context.registry.node_id or 0)
-        return [group_view(n, stored, static) for n in GROUP_CONFIGS]
+        return [group_view(n, stored, static) for n in GROUP_CONFIGS] + [
+            _share_group_view(n, stored) for n in SHARE_GROUP_CONFIGS
+        ]
     raise Refused(errors.INVALID_REQUEST, f"Unsupported resource type: {resource_type}")
 
 
@@ -298,10 +339,12 @@ async def _alter_group(
         raise Refused(errors.INVALID_REQUEST, "Default group resources are not allowed.")
     store = context.pod.configs
     current = await store.group(name)
-    updated = _updated(current, ops, replace, GROUP_CONFIGS, "Unknown group config name")
+    updated = _updated(current, ops, replace, ALL_GROUP_CONFIGS, "Unknown group config name")
     try:
         for config, text in updated.items():
-            value = GROUP_CONFIGS[config].check(text)
+            value = ALL_GROUP_CONFIGS[config].check(text)
+            if config not in GROUP_CONFIG_BOUNDS:
+                continue
             low, high, low_name, high_name = GROUP_CONFIG_BOUNDS[config]
             if value < low:
                 raise InvalidConfig(f"{config} must be greater than or equal to {low_name}")

@@ -7,12 +7,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from adapter.authorizer import Authorizer
 from adapter.kafka.fetch_sessions import FetchSessions
 from adapter.pod import Pod
 from mapping.core.errors import UNKNOWN_TOPIC, BrokerError
 from mapping.core.keys import is_valid_name
+from mapping.share_group.share_groups import ShareGroups
 from mapping.topic import partitioner
 from mapping.topic.brokers import BrokerRegistry
 from mapping.topic.topic_config import TopicConfig
@@ -32,6 +34,11 @@ class KafkaContext:
     entry_sizes: dict[tuple[str, int], float] = field(default_factory=dict)
     # incremental fetch sessions (KIP-227), kept in the pod's memory
     fetch_sessions: FetchSessions = field(default_factory=lambda: FetchSessions(0))
+
+    # share groups (KIP-932): their state in Redis; the share sessions, in the pod's memory
+    # (adapter/kafka/share_fetch.py), by (group, member id)
+    share_sessions: dict[tuple[str, str], Any] = field(default_factory=dict)
+    _share_groups: ShareGroups | None = None
 
     # topic id -> name, of the ids asked for lately (checked against the cached settings)
     topic_names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
@@ -63,6 +70,14 @@ class KafkaContext:
             self.topic_names_by_id.clear()
         self.topic_names_by_id[topic_id] = config.name
         return config.name
+
+    @property
+    def share_groups(self) -> ShareGroups:
+        """The share groups' store, built on first use from the pod's parts."""
+        if self._share_groups is None:
+            pod = self.pod
+            self._share_groups = ShareGroups(pod.batcher, pod.keys, pod.kafka.bits)
+        return self._share_groups
 
     @property
     def authorizer(self) -> Authorizer:

@@ -124,6 +124,12 @@ from adapter.kafka.schemas import (
     ConsumerGroupHeartbeatResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
 )
 
 
@@ -205,6 +211,15 @@ CONSUMER_GROUP_DESCRIBE = Api(
     69, "ConsumerGroupDescribe", ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse, 0, 1,
 )  # fmt: skip
+# KIP-932 share groups (adapter/kafka/share_groups.py, share_fetch.py): v1, the stable
+# version (v0 was Kafka 4.0's early access); schemas from adapter/kafka/schemas/
+SHARE_GROUP_HEARTBEAT = Api(
+    76, "ShareGroupHeartbeat", ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 1, 1
+)
+SHARE_FETCH = Api(78, "ShareFetch", ShareFetchRequest, ShareFetchResponse, 1, 1)
+SHARE_ACKNOWLEDGE = Api(
+    79, "ShareAcknowledge", ShareAcknowledgeRequest, ShareAcknowledgeResponse, 1, 1
+)
 
 # Transactions (adapter/kafka/transactions.py): Kafka 3.9's versions. AddPartitionsToTxn 4+
 # (batched, verify-only) is what brokers send each other for KIP-890's verification; clients
@@ -282,6 +297,9 @@ IMPLEMENTED: dict[int, Api] = {
         TXN_OFFSET_COMMIT,
         CONSUMER_GROUP_HEARTBEAT,
         CONSUMER_GROUP_DESCRIBE,
+        SHARE_GROUP_HEARTBEAT,
+        SHARE_FETCH,
+        SHARE_ACKNOWLEDGE,
         ADD_PARTITIONS_TO_TXN,
         ADD_OFFSETS_TO_TXN,
         END_TXN,

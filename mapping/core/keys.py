@@ -73,6 +73,12 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        pending offsets (until EndTxn)
     <prefix>:kgroup:{<group>}:txn:producers    hash    producer id -> "<epoch> <last ms>":
                                                        the newest epoch seen (fences zombies)
+    <prefix>:kgroup:{<group>}:share:meta       hash    KIP-932 share group: group_epoch
+    <prefix>:kgroup:{<group>}:share:members    hash    member id -> JSON (session expiry,
+                                                       subscribed topics)
+    share:<group>                              (no key) the Redis consumer group a share
+                                                       group keeps on each partition's log
+                                                       stream (mapping/share_group/)
     <prefix>:users                             hash    client user -> password hash (AUTH)
     <prefix>:broker:{configs}                  hash    cluster-wide dynamic broker configs
                                                        (Kafka name -> text: log.retention.ms ...)
@@ -287,6 +293,18 @@ class KafkaGroupKeys:
 
 
 @dataclass(frozen=True, slots=True)
+class ShareGroupKeys:
+    """A share group's membership (KIP-932), under the group's hash tag, in the order the
+    ``share_group/heartbeat`` script takes them."""
+
+    meta: str
+    members: str
+
+    def script_keys(self) -> list[str]:
+        return [self.meta, self.members]
+
+
+@dataclass(frozen=True, slots=True)
 class TxnKeys:
     """A Kafka transactional id's coordinator state, under one hash tag, in the order the
     ``txn_coord/*`` scripts take them."""
@@ -485,6 +503,17 @@ class Keys:
             txn_offsets=f"{base}:txn:offsets",
             txn_producers=f"{base}:txn:producers",
         )
+
+    def share_group(self, group: str) -> ShareGroupKeys:
+        """Share group ``group``'s membership (beside its Kafka group keys: one namespace)."""
+        base = f"{self.prefix}:kgroup:{{{group_part(group)}}}:share"
+        return ShareGroupKeys(meta=f"{base}:meta", members=f"{base}:members")
+
+    @staticmethod
+    def share_consumer_group(group: str) -> str:
+        """The name of the Redis consumer group share group ``group`` keeps on the log
+        stream of every partition it reads (not a key: a group inside the stream)."""
+        return f"share:{group_part(group)}"
 
     def txn(self, transactional_id: str) -> TxnKeys:
         """Transactional id ``transactional_id``'s coordinator state (its ``group_part``)."""

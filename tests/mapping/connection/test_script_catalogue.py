@@ -88,6 +88,13 @@ from mapping.replication.durable import partition_durable_mark_call
 from mapping.replication.leader_epochs import kafka_leader_epoch_call
 from mapping.replication.replicator import replicator_tick_call
 from mapping.security.auth import users_scram_alter_call
+from mapping.share_group.share_groups import (
+    AckBatch,
+    ShareSettings,
+    share_group_acknowledge_call,
+    share_group_acquire_call,
+    share_group_heartbeat_call,
+)
 from mapping.topic.brokers import kafka_brokers_call, kafka_register_call
 from mapping.topic.topic_rules import Compaction, Segments
 from mapping.topic.topics import (
@@ -208,6 +215,52 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
     "kafka_group/describe": [lambda: kafka_group_describe_call(KGROUP, summary=True)],
     "kafka_group/live": [lambda: kafka_group_live_call(KGROUP)],
     "kafka_group/delete": [lambda: kafka_group_delete_call(KGROUP)],
+    "share_group/heartbeat": [
+        lambda: share_group_heartbeat_call(
+            KEYS.share_group("g"),
+            now_ms=1,
+            session_timeout_ms=45_000,
+            member_id="m",
+            member_epoch=0,
+            subscribed_topics=["t"],
+        ),
+        lambda: share_group_heartbeat_call(
+            KEYS.share_group("g"),
+            now_ms=1,
+            session_timeout_ms=45_000,
+            member_id="m",
+            member_epoch=3,
+            subscribed_topics=None,
+        ),
+    ],
+    "share_group/acquire": [
+        lambda: share_group_acquire_call(
+            KEYS.partition("t", 0),
+            consumer_group=KEYS.share_consumer_group("g"),
+            member_id="m",
+            settings=ShareSettings.of({}),
+            max_records=500,
+            sequence_bits=10,
+        )
+    ],
+    "share_group/acknowledge": [
+        lambda: share_group_acknowledge_call(
+            KEYS.partition("t", 0),
+            consumer_group=KEYS.share_consumer_group("g"),
+            member_id="m",
+            lock_ms=30_000,
+            sequence_bits=10,
+            batches=[],
+        ),
+        lambda: share_group_acknowledge_call(
+            KEYS.partition("t", 0),
+            consumer_group=KEYS.share_consumer_group("g"),
+            member_id="m",
+            lock_ms=30_000,
+            sequence_bits=10,
+            batches=[AckBatch(1024, 2048, [1]), AckBatch(4096, 4098, [1, 0, 3])],
+        ),
+    ],
     "kafka_group/consumer_heartbeat": [
         lambda: kafka_group_consumer_heartbeat_call(
             KGROUP,
