@@ -3,8 +3,14 @@ notice), the rates it measures against them and the throttle times they give, as
 ClientQuotaManager (mapping/security/quotas.py has the rules).
 
 With no quota set anywhere, ``active`` is false and the front doors ask nothing else: no
-Redis call, no lookup per request. The rates are this pod's own: a client spread over
-several pods gets its quota on each, as a Kafka client gets its quota on each broker.
+Redis call, no lookup per request; with no request_percentage set anywhere,
+``request_active`` is false and no request is timed. The rates are this pod's own: a client
+spread over several pods gets its quota on each, as a Kafka client gets its quota on each
+broker.
+
+request_percentage is measured as Kafka's ClientRequestQuotaManager measures it: each
+request's handler time, as a percentage of one second (a rate in percent of one thread),
+its throttle time bounded by one window.
 """
 
 from __future__ import annotations
@@ -15,9 +21,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mapping.security.quotas import Quotas, QuotaStore, Rate, quota_of, throttle_ms
+from mapping.security.quotas import (
+    REQUEST_PERCENTAGE,
+    Quotas,
+    QuotaStore,
+    Rate,
+    quota_of,
+    throttle_ms,
+)
 
 log = logging.getLogger(__name__)
+
+# a request's handler time (ns) as a percentage of one second (NanosToPercentagePerSecond)
+NS_TO_PERCENT = 100.0 / 1e9
 
 # (quota key, user, client id) pairs remembered at most (all forgotten at once beyond)
 MAX_REMEMBERED = 10_000
@@ -42,6 +58,7 @@ class QuotaManager:
         self.clock = clock
         self.quotas: Quotas = {}
         self.active = False  # some quota is set: measure
+        self.request_active = False  # some request_percentage is set: time the requests
         self.on_record: OnRecord | None = None
         # (key, user, client id) -> (bound, measured names) or None: the precedence walked once
         self._found: dict[tuple[str, str, str], tuple[float, tuple[str, str]] | None] = {}
@@ -69,6 +86,7 @@ class QuotaManager:
         self.quotas = quotas
         self._found = {}
         self.active = bool(quotas)
+        self.request_active = any(REQUEST_PERCENTAGE in values for values in quotas.values())
         if not quotas:
             self._rates = {}
 
@@ -77,9 +95,7 @@ class QuotaManager:
         self._reloads.add(task)
         task.add_done_callback(self._reloads.discard)
 
-    def record(self, key: str, user: str, client_id: str, value: float) -> int:
-        """Count ``value`` (bytes) against quota ``key`` of the pair; the time (ms) its
-        connection must wait, 0 when within its quota or when it has none."""
+    def _find(self, key: str, user: str, client_id: str) -> tuple[float, tuple[str, str]] | None:
         wanted = (key, user, client_id)
         found = self._found.get(wanted, False)
         if found is False:
@@ -87,6 +103,26 @@ class QuotaManager:
             if len(self._found) >= MAX_REMEMBERED:
                 self._found = {}
             self._found[wanted] = found
+        return found
+
+    def max_in_window(self, key: str, user: str, client_id: str) -> float | None:
+        """The most the pair may count at once without being throttled whatever it did
+        before (Kafka's getMaxValueInQuotaWindow: a Fetch asks no more bytes than that);
+        None without a quota."""
+        found = self._find(key, user, client_id)
+        if found is None:
+            return None
+        return found[0] * (self.samples - 1) * self.window_ms / 1000.0
+
+    def record(
+        self, key: str, user: str, client_id: str, value: float, *, unless: int | None = None
+    ) -> int:
+        """Count ``value`` (bytes; for request_percentage a request's time in percent of a
+        second) against quota ``key`` of the pair; the time (ms) its connection must wait, 0
+        when within its quota or when it has none. ``unless``: the throttle time another
+        quota gives the request; when it or this one is above 0 the value is taken back (a
+        throttled Fetch sends no records: Kafka's unrecordQuotaSensor)."""
+        found = self._find(key, user, client_id)
         if found is None:
             return 0
         bound, (measured_user, measured_client) = found
@@ -99,6 +135,13 @@ class QuotaManager:
         now_ms = self.clock() * 1000.0
         rate.record(value, now_ms)
         wait = throttle_ms(rate, bound, now_ms)
+        if key == REQUEST_PERCENTAGE:
+            # at most one window (ClientRequestQuotaManager's boundedThrottleTime); its
+            # values are no bytes: the metrics hear nothing of them
+            return min(wait, self.window_ms)
+        if unless is not None and (wait > 0 or unless > 0):
+            rate.record(-value, now_ms)
+            value = 0.0
         if self.on_record is not None:
             self.on_record(key, measured_user, measured_client, value, wait)
         return wait

@@ -24,28 +24,43 @@ answers SaslHandshake and SaslAuthenticate itself, and with authentication on th
 succeed before anything but ApiVersions/SaslHandshake/SaslAuthenticate runs (else the
 connection closes), within ``--auth-timeout-s`` of connecting. After a SaslHandshake v0 the
 frames are raw SASL tokens until the exchange is over: the gate answers them with raw frames.
+
+Client quotas (adapter/quotas.py): Produce bytes count against producer_byte_rate as the
+request starts, Fetch records against consumer_byte_rate once read, and, while some
+request_percentage is set, each request's handler time against it (the time its steps hold
+the event loop, its waits left out), as Kafka's request handler time; not counted, as in
+Kafka: what the SASL gate answers, anything before authentication, Produce with acks=0.
+Over a quota the connection is muted for the longest throttle time, which every response
+carries in throttle_time_ms; a throttled Fetch is answered without its partitions
+(fetch.throttled), as Kafka does, and its records come with the next Fetch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Generator
 from functools import partial
 from typing import Any
 
 from adapter.auth import Authenticator
 from adapter.backpressure import AppendBudget
-from adapter.kafka import errors, protocol
+from adapter.kafka import errors, fetch, protocol
 from adapter.kafka.apis import Handler
 from adapter.kafka.framing import FrameDecoder, FrameTooLarge
 from adapter.kafka.sasl import SaslGate
 from adapter.kafka.versions import FETCH, PRODUCE, SASL_AUTHENTICATE
 from adapter.limits import ConnectionSlots
-from adapter.quotas import QuotaManager
+from adapter.quotas import NS_TO_PERCENT, QuotaManager
 from adapter.served import TIMER_SLACK_S, ServedConnection
-from mapping.security.quotas import ANONYMOUS_USER, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from mapping.security.quotas import (
+    ANONYMOUS_USER,
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +76,42 @@ def _append_bytes(frame: bytes) -> int:
     """The bytes ``frame`` counts against the append budget: its size for a Produce request
     (API key 0, the frame's first two bytes), 0 for any other request."""
     return len(frame) if frame[:2] == b"\x00\x00" else 0
+
+
+class _Held:
+    """Awaits a handler's coroutine and adds up the time its steps hold the event loop
+    (``ns``): its waits on Redis or for a long poll are not the pod's work."""
+
+    __slots__ = ("coro", "ns")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.coro = coro
+        self.ns = 0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro = self.coro
+        clock = time.perf_counter_ns
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            start = clock()
+            try:
+                step = coro.send(sent) if thrown is None else coro.throw(thrown)
+            except StopIteration as stop:
+                self.ns += clock() - start
+                return stop.value
+            except BaseException:
+                self.ns += clock() - start
+                raise
+            self.ns += clock() - start
+            sent, thrown = None, None
+            try:
+                sent = yield step
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # (a cancellation too) goes to the handler
+                thrown = exc
 
 
 def _failure_response(request: protocol.Request) -> bytes | None:
@@ -225,13 +276,24 @@ class KafkaConnection(ServedConnection):
             task.add_done_callback(self._on_authentication_done)  # before _on_done's flush
         else:
             answer = self.handlers[request.api.key](self.context, request)
-            if self.quotas is not None and self.quotas.active and request.api in _MEASURED:
-                answer = self._measured(request, answer, self._produced(request, size))
+            quotas = self.quotas
+            if quotas is not None and quotas.active:
+                timed = quotas.request_active and self._timed(request)
+                if timed or request.api in _MEASURED:
+                    answer = self._measured(request, answer, self._produced(request, size), timed)
             task = self.loop.create_task(answer)
         if size:  # before _on_done: its flush may start this connection's next Produce
             task.add_done_callback(partial(self._appended, size))
         self._open.append((request, task, self.loop.time()))
         task.add_done_callback(self._on_done)
+
+    def _timed(self, request: protocol.Request) -> bool:
+        """Whether the request's time counts against request_percentage: not before
+        authentication (Kafka's authenticator answers those), nor a Produce with acks=0
+        (answered by none, exempt in Kafka)."""
+        if self.gate.required and self.gate.user is None:
+            return False
+        return request.api is not PRODUCE or getattr(request.body, "acks", 1) != 0
 
     def _produced(self, request: protocol.Request, size: int) -> int:
         """A Produce request counted against the client's producer_byte_rate as it starts
@@ -246,26 +308,62 @@ class KafkaConnection(ServedConnection):
             self._mute(wait)
         return wait
 
-    async def _measured(self, request: protocol.Request, answer: Any, wait: int) -> Any:
-        """``answer`` with its throttle time: a Produce's, counted as it started; a Fetch's,
-        its records counted against consumer_byte_rate once answered, as Kafka's
-        ClientQuotaManager counts them. Over the quota, the response carries the throttle
-        time and the connection is muted that long (KIP-219)."""
-        response = await answer
+    async def _measured(
+        self, request: protocol.Request, answer: Any, wait: int, timed: bool
+    ) -> Any:
+        """``answer`` with its throttle time, the longest of its quotas' (as Kafka's): a
+        Produce's bytes, counted as it started; its handler time against request_percentage
+        when ``timed``; a Fetch's records against consumer_byte_rate once read, as Kafka's
+        ClientQuotaManager counts them. Over a quota, the response carries the throttle time
+        and the connection is muted that long (KIP-219); a throttled Fetch goes without its
+        records (kept for the next one) and they are not counted."""
+        quotas = self.quotas
+        assert quotas is not None
+        user = self.gate.user or ANONYMOUS_USER
+        client_id = request.client_id or ""
         if request.api is FETCH:
-            assert self.quotas is not None
+            most = quotas.max_in_window(CONSUMER_BYTE_RATE, user, client_id)
+            body = request.body
+            if most is not None and not 0 < body.max_bytes <= most:
+                body.max_bytes = max(1, int(most))  # Kafka's bound: one window's quota
+        requested = 0
+        if timed:
+            held = _Held(answer)
+            try:
+                response = await held
+            except Exception:  # its error response is throttled too
+                self._mute_for(
+                    quotas.record(REQUEST_PERCENTAGE, user, client_id, held.ns * NS_TO_PERCENT)
+                )
+                raise
+            requested = quotas.record(REQUEST_PERCENTAGE, user, client_id, held.ns * NS_TO_PERCENT)
+        else:
+            response = await answer
+        if request.api is FETCH:
             sent = sum(
                 len(p.records or b"")
                 for topic in getattr(response, "responses", ())
                 for p in topic.partitions
             )
-            user = self.gate.user or ANONYMOUS_USER
-            wait = self.quotas.record(CONSUMER_BYTE_RATE, user, request.client_id or "", sent)
-            if wait > 0:
-                self._mute(wait)
+            wait = quotas.record(CONSUMER_BYTE_RATE, user, client_id, sent, unless=requested)
+            if max(wait, requested) > 0 and isinstance(response, fetch.FetchAnswer):
+                response = fetch.throttled(self.context, request, response)
+            self._mute_for(max(wait, requested))
+        else:
+            self._mute_for(requested)  # (a Produce's own wait muted as it started)
+        wait = max(wait, requested)
         if wait > 0 and response is not None and hasattr(response, "throttle_time_ms"):
             response.throttle_time_ms = wait
         return response
+
+    def _mute_for(self, wait_ms: int) -> None:
+        """Mute for ``wait_ms`` unless already muted longer."""
+        if wait_ms <= 0:
+            return
+        timer = self._mute_timer
+        if timer is not None and timer.when() >= self.loop.time() + wait_ms / 1000.0:
+            return
+        self._mute(wait_ms)
 
     def _start_raw_token(self, token: bytes) -> None:
         task = asyncio.ensure_future(self.gate.raw_token(token))

@@ -26,6 +26,11 @@ adapter/kafka/fetch_sessions.py) for the clients that open them.
   NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH; a Fetch here answers neither (any pod
   serves any partition; a storage error goes as NOT_LEADER_OR_FOLLOWER only to v0-5), so
   it stays empty.
+- Over a client quota (adapter/kafka/connection.py) a Fetch is answered as Kafka's
+  getThrottledResponse: no partitions, the throttle time, the incremental session's id (a
+  full fetch's new session is dropped: id 0). Its records stay for the next Fetch from the
+  same offsets: the client's position did not move, and the session's partitions with
+  records stay to be read.
 """
 
 from __future__ import annotations
@@ -47,7 +52,12 @@ from adapter.kafka.fetch_codec import (
     TopicResponse,
 )
 from adapter.kafka.fetch_reads import Answer, Wanted, list_aborted, magic_of, read_all, refusal
-from adapter.kafka.fetch_sessions import FetchSession, PartitionKey, SessionPartition
+from adapter.kafka.fetch_sessions import (
+    INITIAL_EPOCH,
+    FetchSession,
+    PartitionKey,
+    SessionPartition,
+)
 from adapter.kafka.protocol import Request
 from adapter.kafka.session_follow import SessionFollower
 from mapping.core.errors import BrokerError
@@ -111,6 +121,15 @@ async def handle(context: KafkaContext, request: Request) -> Any:
         sent = looked
         error, session_id = sessions.finish(fetch, [], _now_ms())
     return _response(request, error, session_id, [] if error else sent)
+
+
+def throttled(context: KafkaContext, request: Request, answer: FetchAnswer) -> FetchAnswer:
+    """``answer`` as a Fetch over a client quota gets it: without its partitions; a session
+    its full fetch created is dropped (Kafka creates none for a throttled one)."""
+    if answer.session_id and getattr(request.body, "session_epoch", -1) == INITIAL_EPOCH:
+        context.fetch_sessions.remove(answer.session_id)
+        return FetchAnswer([], answer.error_code, 0)
+    return FetchAnswer([], answer.error_code, answer.session_id)
 
 
 class _Reading:

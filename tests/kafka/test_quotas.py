@@ -2,7 +2,8 @@
 quotas live in Redis), Kafka's error codes for bad requests with nothing stored, and a
 producer over its byte-rate quota slowed to it, with throttle_time_ms, while another client
 on the same pod keeps its own rate; the pod's metrics show the quota entity's bytes and
-throttle time."""
+throttle time. A client over its request_percentage is throttled (its neighbour is not), and
+a Fetch over consumer_byte_rate is answered without records, which the next Fetch gets."""
 
 from __future__ import annotations
 
@@ -17,9 +18,16 @@ import redis
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from adapter.kafka.versions import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
+from adapter.kafka import protocol
+from adapter.kafka.versions import (
+    ALTER_CLIENT_QUOTAS,
+    DESCRIBE_CLIENT_QUOTAS,
+    FETCH,
+    METADATA,
+    Api,
+)
 from mapping.core.keys import Keys
-from tests.support.kafka import RawKafka
+from tests.support.kafka import RawKafka, fetch_body, fetched, produce_values
 from tests.support.pods import RF1, Pod, scrape_metrics, start_all
 
 AlterRequest = ALTER_CLIENT_QUOTAS.request
@@ -193,13 +201,92 @@ def test_producer_over_its_quota_is_slowed_to_it(quota_pods: tuple[Pod, Pod], to
     assert rates["fast"] > 2 * QUOTA, rates
     assert slow_throttles and max(slow_throttles) > 0
     assert not any(fast_throttles)
-    # the entity's series (its client id; no user part), none for clients without a quota
-    assert a.metrics_port is not None
-    quota_series = {
-        (name, dict(labels)["user"], dict(labels)["client_id"]): value
-        for (name, labels), value in scrape_metrics(a.metrics_port).items()
-        if name.startswith("adapter_quota_") and dict(labels)["quota"] == "producer_byte_rate"
-    }
+    # the entity's series (its client id; no user part), none for clients without a quota,
+    # on the pod that leads the partition (either: both scraped, summed)
+    quota_series: dict[tuple[str, str, str], float] = {}
+    for pod in quota_pods:
+        assert pod.metrics_port is not None
+        for (name, labels), value in scrape_metrics(pod.metrics_port).items():
+            label = dict(labels)
+            if name.startswith("adapter_quota_") and label["quota"] == "producer_byte_rate":
+                series = (name, label["user"], label["client_id"])
+                quota_series[series] = quota_series.get(series, 0.0) + value
     assert quota_series["adapter_quota_bytes_total", "", "slow"] >= rates["slow"] * 10
     assert quota_series["adapter_quota_throttle_seconds_total", "", "slow"] > 0
     assert {client for _, _, client in quota_series} == {"slow"}, quota_series
+
+
+def _call_as(raw: RawKafka, client_id: str, api: Api, version: int, body: Any) -> Any:
+    """``raw.call`` under another client id."""
+    raw.correlation_id += 1
+    raw.sock.sendall(protocol.encode_request(api, version, body, raw.correlation_id, client_id))
+    reply = raw.receive(api, version)
+    assert reply.header.correlation_id == raw.correlation_id
+    return reply
+
+
+def _metadata_throttles(raw: RawKafka, client_id: str, seconds: float, *, until: bool) -> list[int]:
+    """Metadata requests one after the other for ``seconds`` (or, ``until``, up to the first
+    throttled one): the throttle time of each answer."""
+    body = METADATA.request[12](topics=None, allow_auto_topic_creation=False)
+    throttles: list[int] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        throttles.append(_call_as(raw, client_id, METADATA, 12, body).throttle_time_ms)
+        if until and throttles[-1] > 0:
+            break
+    return throttles
+
+
+def test_request_percentage_throttles_its_client_only(quota_pods: tuple[Pod, Pod]) -> None:
+    a, _ = quota_pods
+    # 0.01 % of one thread: 1 ms of handling per 10 s window, a few Metadata requests
+    busy = {"client-id": "busy"}
+    assert _alter(a.kafka_port, [(busy, [("request_percentage", 0.01, False)])]) == [(0, None)]
+    try:
+        with RawKafka(a.kafka_port) as raw:
+            first = _metadata_throttles(raw, "busy", 5, until=True)
+            assert first[-1] > 0, first  # throttled once the quota reached the pod
+            after = _metadata_throttles(raw, "busy", 2, until=False)
+            idle = _metadata_throttles(raw, "idle", 2, until=False)
+        assert any(after), after
+        assert not any(idle)
+        # muted up to a window after each answer: far fewer requests than its neighbour
+        assert len(after) * 4 < len(idle), (len(after), len(idle))
+    finally:
+        _alter(a.kafka_port, [(busy, [("request_percentage", 0.0, True)])])
+
+
+def test_throttled_fetch_is_answered_without_records(
+    quota_pods: tuple[Pod, Pod], topic: str
+) -> None:
+    a, _ = quota_pods
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    assert admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10) is None
+    # one record of 6000 bytes: over 500 B/s on its own (its 10 s window holds 5000 bytes)
+    thirsty = {"client-id": "thirsty"}
+    assert _alter(a.kafka_port, [(thirsty, [("consumer_byte_rate", 500.0, False)])]) == [(0, None)]
+    try:
+        with RawKafka(a.kafka_port) as raw:
+            offset = produce_values(raw, topic, 0, b"v" * 6000)
+            deadline = time.monotonic() + 5
+            while True:  # until the quota reached the pod: then the Fetch is throttled
+                reply = _call_as(raw, "thirsty", FETCH, 12, fetch_body(topic, 0, offset))
+                if reply.throttle_time_ms > 0 or time.monotonic() > deadline:
+                    break
+            assert reply.throttle_time_ms > 0
+            assert reply.error_code == 0 and reply.responses == []
+            # another client reads the record meanwhile
+            _, records = fetched(_call_as(raw, "other", FETCH, 12, fetch_body(topic, 0, offset)))
+            assert [r.value for r in records] == [b"v" * 6000]
+            # without the quota, the same Fetch gets it after the mute
+            _alter(a.kafka_port, [(thirsty, [("consumer_byte_rate", 0.0, True)])])
+            deadline = time.monotonic() + 5
+            while True:
+                reply = _call_as(raw, "thirsty", FETCH, 12, fetch_body(topic, 0, offset))
+                if reply.responses or time.monotonic() > deadline:
+                    break
+            _, records = fetched(reply)
+            assert [r.value for r in records] == [b"v" * 6000]
+    finally:
+        _alter(a.kafka_port, [(thirsty, [("consumer_byte_rate", 0.0, True)])])

@@ -7,6 +7,7 @@ import pytest
 from mapping.core.kafka_errors import INVALID_REQUEST, UNSUPPORTED_VERSION
 from mapping.security.quotas import (
     CLIENT_ID,
+    CONSUMER_BYTE_RATE,
     MATCH_DEFAULT,
     MATCH_EXACT,
     MATCH_SPECIFIED,
@@ -22,6 +23,7 @@ from mapping.security.quotas import (
 )
 
 P = PRODUCER_BYTE_RATE
+CONSUMER = CONSUMER_BYTE_RATE
 
 
 def test_entity_is_canonical_and_validated() -> None:
@@ -108,3 +110,21 @@ def test_describe_filter() -> None:
         with pytest.raises(QuotaError) as caught:
             QuotaFilter.of(components, strict=False)
         assert caught.value.code == code
+
+
+def test_request_quota_is_bounded_and_a_throttled_fetch_is_not_counted() -> None:
+    from adapter.quotas import QuotaManager
+
+    now = [0.0]
+    manager = QuotaManager(clock=lambda: now[0])
+    assert not manager.request_active
+    manager.set({entity_of([(CLIENT_ID, "c")]): {"request_percentage": 1.0, CONSUMER: 1000.0}})
+    assert manager.active and manager.request_active
+    # 50 % of a second over a 10 s window, 1 % allowed: Kafka's bound is one window (1 s)
+    assert manager.record("request_percentage", "u", "c", 50.0) == 1000
+    assert manager.max_in_window(CONSUMER, "u", "c") == 10_000.0
+    # a Fetch throttled by another quota counts none of its bytes
+    assert manager.record(CONSUMER, "u", "c", 9000, unless=5) == 0
+    assert manager.record(CONSUMER, "u", "c", 9000, unless=0) == 0  # kept: 900 B/s
+    assert manager.record(CONSUMER, "u", "c", 2000, unless=0) == 1000  # over: taken back
+    assert manager.record(CONSUMER, "u", "c", 1000, unless=0) == 0  # 10000 B in 10 s
