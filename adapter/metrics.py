@@ -43,6 +43,7 @@ from mapping.connection.cluster import LazySyncClient
 from mapping.core.errors import BrokerError
 from mapping.core.keys import Keys
 from mapping.partition.compaction import CompactionResult
+from mapping.security.quotas import REQUEST_PERCENTAGE
 from mapping.txn.txn_inspection import open_counts, transaction_states
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,11 @@ class Metrics:
         self.quota_throttle = Counter(
             "adapter_quota_throttle_seconds",
             "Throttle time given to connections over a client quota, by quota key and entity",
+            ["quota", "user", "client_id"], registry=r,
+        )  # fmt: skip
+        self.quota_request = Counter(
+            "adapter_quota_request_seconds",
+            "Request handling time counted against a request_percentage quota, by entity",
             ["quota", "user", "client_id"], registry=r,
         )  # fmt: skip
         self._quota_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
@@ -191,12 +197,15 @@ class Metrics:
     def on_quota_record(
         self, key: str, user: str, client_id: str, value: float, throttle_ms: int
     ) -> None:
-        """The quota manager's hook (``QuotaManager.on_record``): ``value`` bytes counted
-        against quota ``key`` of the entity, and the throttle time they gave."""
+        """The quota manager's hook (``QuotaManager.on_record``): ``value`` bytes (seconds
+        of request time for request_percentage) counted against quota ``key`` of the
+        entity, and the throttle time they gave."""
         children = self._quota_children.get((key, user, client_id))
         if children is None:  # both series appear at once: a throttle time of 0 is shown
             labels = (key, user, client_id)
-            children = self.quota_bytes.labels(*labels), self.quota_throttle.labels(*labels)
+            # request_percentage counts seconds of handling, not bytes
+            counted = self.quota_request if key == REQUEST_PERCENTAGE else self.quota_bytes
+            children = counted.labels(*labels), self.quota_throttle.labels(*labels)
             self._quota_children[labels] = children
         children[0].inc(value)
         if throttle_ms:

@@ -39,7 +39,8 @@ NS_TO_PERCENT = 100.0 / 1e9
 MAX_REMEMBERED = 10_000
 
 # what the metrics hear of each measured request: quota key, user, client id (the entity's
-# measured names, "" for a part it has not), value, throttle time (ms)
+# measured names, "" for a part it has not), value (bytes; for request_percentage the
+# request's time in seconds), throttle time (ms)
 OnRecord = Callable[[str, str, str, float, int], None]
 
 
@@ -136,9 +137,12 @@ class QuotaManager:
         rate.record(value, now_ms)
         wait = throttle_ms(rate, bound, now_ms)
         if key == REQUEST_PERCENTAGE:
-            # at most one window (ClientRequestQuotaManager's boundedThrottleTime); its
-            # values are no bytes: the metrics hear nothing of them
-            return min(wait, self.window_ms)
+            # at most one window (ClientRequestQuotaManager's boundedThrottleTime); the
+            # metrics hear its time in seconds (percent of a second / 100)
+            wait = min(wait, self.window_ms)
+            if self.on_record is not None:
+                self.on_record(key, measured_user, measured_client, value / 100.0, wait)
+            return wait
         if unless is not None and (wait > 0 or unless > 0):
             rate.record(-value, now_ms)
             value = 0.0

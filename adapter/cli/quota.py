@@ -46,7 +46,11 @@ def quota() -> None:
 @_entity_options
 @click.option("--producer-byte-rate", type=int, help="Produce bytes per second.")
 @click.option("--consumer-byte-rate", type=int, help="Fetch bytes per second.")
-@click.option("--request-percentage", type=float, help="Stored and shown; not enforced.")
+@click.option(
+    "--request-percentage",
+    type=float,
+    help="Percent of one event loop's time per window its requests may hold.",
+)
 @options.redis_target
 def set_quota(
     user: str | None,

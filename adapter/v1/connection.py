@@ -30,7 +30,10 @@ Limits (see adapter/limits.py for the numbers):
 - a user over a client quota (adapter/quotas.py; with none set, one attribute check per
   slice) has its connection muted for the throttle time: PRODUCE lines are counted as their
   slice starts (the lines after the one that went over wait for the mute to end), CONSUME
-  replies once ready;
+  replies once ready; while some request_percentage is set, the time the connection holds
+  the event loop starting a slice and making its replies is counted against it once the
+  slice is answered (over it, muted as above; the lines' waits on Redis are not counted,
+  nor what a command's own task does between them, nor anything before AUTH succeeds);
 - a handler bug closes only this connection;
 - a Kafka client on the V1 port (its first bytes are a Kafka request frame, not a line:
   ``protocol.classify_first_bytes``) is closed at once, with a log line naming the Kafka
@@ -47,13 +50,18 @@ import time
 from adapter.auth import Authenticator
 from adapter.backpressure import AppendBudget
 from adapter.limits import ConnectionSlots
-from adapter.quotas import QuotaManager
+from adapter.quotas import NS_TO_PERCENT, QuotaManager
 from adapter.served import TIMER_SLACK_S, ServedConnection
 from adapter.v1 import answer, protocol
 from adapter.v1.auth_gate import AuthGate
 from adapter.v1.handlers import Context, Handler
 from mapping.core.errors import BAD_REQUEST, UNAVAILABLE
-from mapping.security.quotas import ANONYMOUS_USER, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from mapping.security.quotas import (
+    ANONYMOUS_USER,
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+)
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +161,7 @@ class Connection(ServedConnection):
         self._slice: list[answer.Started] | None = None  # started, some still waiting
         self._slice_bytes = 0  # taken from the budget for the slice
         self._slice_consumes: list[int] = []  # where its CONSUME lines are (quotas on)
+        self._slice_ns = -1  # the slice's time holding the loop so far; -1: not timed
         self.quotas: QuotaManager | None = getattr(context.pod, "quotas", None)
         self._held = False  # the budget refused the next slice: wait for a turn
         self._waiting = 0
@@ -275,12 +284,16 @@ class Connection(ServedConnection):
                 self._held = True  # resumed when the pod gives this connection its turn
                 break
             consumes: list[int] = []
+            began = -1
             if self.quotas is not None and self.quotas.active:  # (off: this check per slice)
                 count, size, consumes = self._produced(count, size)
+                if self.quotas.request_active and self.gate.open:
+                    began = time.perf_counter_ns()
             lines = self._backlog[:count]
             del self._backlog[:count]
             self._backlog_bytes -= size
             started = answer.start(self.context, self.table, lines, self.gate)
+            self._slice_ns = time.perf_counter_ns() - began if began >= 0 else -1
             futures = {future for future in map(answer.awaited, started) if future is not None}
             if futures:
                 self._slice, self._waiting, self._slice_bytes = started, len(futures), size
@@ -353,6 +366,17 @@ class Connection(ServedConnection):
         if wait > 0:
             self._mute(wait)
 
+    def _requested(self, ns: int) -> None:
+        """A slice's time holding the event loop counted against the user's
+        request_percentage; over it, the connection is muted for the throttle time (unless
+        already muted longer)."""
+        assert self.quotas is not None
+        user = self.gate.user or ANONYMOUS_USER
+        wait = self.quotas.record(REQUEST_PERCENTAGE, user, "", ns * NS_TO_PERCENT)
+        timer = self._mute_timer
+        if wait > 0 and (timer is None or timer.when() < self.loop.time() + wait / 1000.0):
+            self._mute(wait)
+
     def _one_done(self, _: asyncio.Future) -> None:
         if self._slice is None:  # the connection went away meanwhile
             return
@@ -368,6 +392,7 @@ class Connection(ServedConnection):
         """Write a finished slice's replies (``consumes``: where its CONSUME lines are, with
         quotas on); False when the connection was closed instead."""
         assert self.transport is not None
+        began = time.perf_counter_ns() if self._slice_ns >= 0 else 0
         try:
             replies = [answer.finish(item) for item in started]
         except Exception:
@@ -376,6 +401,9 @@ class Connection(ServedConnection):
             return False
         if consumes:
             self._consumed(replies, consumes)
+        if self._slice_ns >= 0:
+            self._requested(self._slice_ns + time.perf_counter_ns() - began)
+            self._slice_ns = -1
         data = b"".join(replies)
         self.flow.update(len(started), len(data))
         self._last_activity = self.loop.time()

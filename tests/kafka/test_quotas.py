@@ -253,6 +253,13 @@ def test_request_percentage_throttles_its_client_only(quota_pods: tuple[Pod, Pod
         assert not any(idle)
         # muted up to a window after each answer: far fewer requests than its neighbour
         assert len(after) * 4 < len(idle), (len(after), len(idle))
+        # its handling time is a metric of its entity
+        assert any(
+            name == "adapter_quota_request_seconds_total"
+            and ("client_id", "busy") in labels
+            and value > 0
+            for (name, labels), value in scrape_metrics(a.metrics_port).items()
+        )
     finally:
         _alter(a.kafka_port, [(busy, [("request_percentage", 0.0, True)])])
 

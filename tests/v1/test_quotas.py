@@ -1,7 +1,8 @@
 """Client quotas on the V1 door: a user over its producer_byte_rate is slowed to it (its
 connection muted, as a Kafka client's), another user on the same pod is not, a user over its
-consumer_byte_rate is throttled too, and the pod's metrics show each quota entity's bytes
-and throttle time (only entities that have a quota)."""
+consumer_byte_rate or its request_percentage is throttled too, and the pod's metrics show
+each quota entity's bytes, request time and throttle time (only entities that have a
+quota)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from tests.support.waiting import wait_until
 PREFIX = f"v1quotas-{uuid.uuid4().hex[:8]}"
 QUOTA = 100_000  # bytes per second
 VALUE = "x" * 1000
-USERS = ("slow", "fast", "reader")
+USERS = ("slow", "fast", "reader", "busy", "idle")
 
 
 def plain(port: int) -> Client:
@@ -165,3 +166,66 @@ def test_a_user_over_its_quota_is_slowed_and_metered(
     assert samples[("adapter_quota_throttle_seconds_total", *consumed)] > 0
     # labels only for the entities that have a quota
     assert {user for _, _, user, _ in samples} == {"slow", "reader"}, samples
+
+
+def _requests_for(port: int, user: str, line: str, seconds: float, counts: dict[str, int]) -> None:
+    """``line`` pipelined in batches as fast as the pod reads them, for ``seconds``: the
+    replies answered, in ``counts[user]``."""
+    sock = _authenticated(port, user)
+    stop = threading.Event()
+
+    def send() -> None:
+        batch = "".join(f"V1|{i}|{line}\n" for i in range(1, 65)).encode()
+        try:
+            while not stop.is_set():
+                sock.sendall(batch)
+        except OSError:
+            pass  # closed at the end of the run
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    answered = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not select.select([sock], [], [], 0.05)[0]:
+            continue
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            break
+        answered += chunk.count(b"\n")
+    stop.set()
+    sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+    sender.join()
+    counts[user] = answered
+
+
+def test_a_user_over_its_request_percentage_is_muted(
+    quota_pod: Pod, redis_url: str, redis_client: redis.Redis, topic: str
+) -> None:
+    target = CliTarget(redis_url, Keys(PREFIX), redis_client)
+    # 0.01 % of one thread: 1 ms of handling per 10 s window, a few slices of requests
+    target.cli("quota", "set", "--user", "busy", "--request-percentage", "0.01")
+    timed = ("adapter_quota_request_seconds_total", "request_percentage", "busy", "")
+
+    def followed() -> bool:  # the pod read the quota: "busy"'s requests are timed
+        sock = _authenticated(quota_pod.port, "busy")
+        sock.sendall(f"V1|1|CONSUME|{topic} 0 0\n".encode())
+        read_lines(sock, 1)
+        sock.close()
+        return timed in _quota_samples(quota_pod.metrics_port)
+
+    wait_until(followed, timeout=10)
+    counts: dict[str, int] = {}
+    line = f"CONSUME|{topic} 0 0"
+    other = threading.Thread(target=_requests_for, args=(quota_pod.port, "idle", line, 4.0, counts))
+    other.start()
+    _requests_for(quota_pod.port, "busy", line, 4.0, counts)
+    other.join()
+
+    # muted up to a window after each slice: far fewer requests than its neighbour
+    assert counts["busy"] * 5 < counts["idle"], counts
+    samples = _quota_samples(quota_pod.metrics_port)
+    assert samples[timed] > 0
+    assert samples[("adapter_quota_throttle_seconds_total", "request_percentage", "busy", "")] > 0
+    assert not any(user == "idle" for _, _, user, _ in samples), samples
