@@ -113,8 +113,12 @@ class Pod:
             self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
             return 0
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.log_dir / f"pod-{self.port}.log"
-        with self.log_path.open("ab") as log:
+        path = self.log_dir / f"pod-{self.port}.log"
+        # A restart of this pod appends to its log; a first start on this port begins it anew
+        # (a log left by another run's pod on the same port is not this one's).
+        mode = "ab" if path == self.log_path else "wb"
+        self.log_path = path
+        with self.log_path.open(mode) as log:
             log_start = log.tell()
             self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         return log_start
