@@ -5,7 +5,8 @@ The store (redis) is imported where a command runs, never for its --help."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -127,10 +128,16 @@ def _resources(
     return found
 
 
-def _store(target: RedisTarget) -> Any:
+@contextmanager
+def _store(target: RedisTarget) -> Iterator[Any]:
+    """The deployment's ACL store, its connection closed after use."""
     from mapping.security.acl_store import SyncAclStore
 
-    return SyncAclStore(target.connect(), target.keys)
+    store = SyncAclStore(target.connect(), target.keys)
+    try:
+        yield store
+    finally:
+        store.client.close()
 
 
 def describe(binding: AclBinding) -> str:
@@ -196,11 +203,8 @@ def add(
         for host in hosts or (WILDCARD,)
         for op in operations
     ]
-    store = _store(target)
-    try:
+    with _store(target) as store:
         added = store.create(bindings)
-    finally:
-        store.client.close()
     for binding in bindings:
         click.echo(f"added {describe(binding)}")
     if added < len(bindings):
@@ -239,11 +243,8 @@ def list_acls(
         for rtype, name in resources or [(ResourceType.ANY, None)]
         for principal in principals or [None]
     ]
-    store = _store(target)
-    try:
+    with _store(target) as store:
         bindings = store.load()
-    finally:
-        store.client.close()
     for binding in bindings:
         if any(f.matches(binding) for f in filters):
             click.echo(describe(binding))
@@ -287,11 +288,8 @@ def remove(
         for host in hosts or [None]
         for op in operations or [Operation.ANY]
     ]
-    store = _store(target)
-    try:
+    with _store(target) as store:
         deleted = store.delete(filters)
-    finally:
-        store.client.close()
     removed = list({describe(b): b for found in deleted for b in found})
     for line in removed:
         click.echo(f"removed {line}")

@@ -10,12 +10,9 @@ import json
 import subprocess
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import redis
 
-from adapter.client import Client
 from adapter.kafka.versions import (
     DESCRIBE_TRANSACTIONS,
     LIST_OFFSETS,
@@ -23,12 +20,10 @@ from adapter.kafka.versions import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
 )
-from mapping.core.keys import Keys
-from mapping.security.acl_store import SyncAclStore
 from mapping.security.acls import AclBinding, Operation, PatternType, Permission, ResourceType
-from mapping.security.auth import auth_file_line
+from tests.support.authorizing import authorizing_pod
 from tests.support.kafka import RawKafka
-from tests.support.pods import RF1, Pod
+from tests.support.pods import Pod
 from tests.support.waiting import wait_until
 
 USER, ADMIN, PASSWORD = "alice", "admin", "secret pass"
@@ -57,25 +52,16 @@ BINDINGS = [
 
 @pytest.fixture(scope="module")
 def pod(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pod]:
-    prefix = f"authz-{uuid.uuid4().hex[:8]}"
-    users: Path = tmp_path_factory.mktemp("authz") / "users"
-    users.write_text(f"{auth_file_line(USER, PASSWORD)}\n{auth_file_line(ADMIN, PASSWORD)}\n")
-    args = [*RF1, "--key-prefix", prefix, "--auth-file", str(users), "--authorizer",
-            "--super-users", f"User:{ADMIN}"]  # fmt: skip
-    pod = Pod(redis_url, *args, connect=lambda port: Client("127.0.0.1", port, timeout=10))
-    pod.start()
-    client = redis.Redis.from_url(redis_url)
-    try:
-        SyncAclStore(client, Keys(prefix)).create(BINDINGS)
-    finally:
-        client.close()
-    admin = Client("127.0.0.1", pod.port, timeout=10)
-    admin.auth(ADMIN, PASSWORD)
-    for topic in ("open", "secret", "pre-x", "pre-denied"):  # (the super user creates them)
-        assert admin.request("PRODUCE", f"{topic} k:v").ok
-    admin.close()
-    yield pod
-    pod.stop()
+    with authorizing_pod(
+        redis_url,
+        tmp_path_factory.mktemp("authz"),
+        user=USER,
+        admin=ADMIN,
+        password=PASSWORD,
+        bindings=BINDINGS,
+        topics=("open", "secret", "pre-x", "pre-denied"),  # (the super user creates them)
+    ) as started:
+        yield started
 
 
 def _config(pod: Pod, user: str = USER) -> dict:

@@ -4,19 +4,14 @@ connection stays usable. One pod for the module."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import redis
 
 from adapter.client import Client
-from mapping.core.keys import Keys
-from mapping.security.acl_store import SyncAclStore
 from mapping.security.acls import AclBinding, Operation, PatternType, Permission, ResourceType
-from mapping.security.auth import auth_file_line
-from tests.support.pods import RF1, Pod
+from tests.support.authorizing import authorizing_pod
+from tests.support.pods import Pod
 from tests.support.waiting import wait_until
 
 USER, ADMIN, PASSWORD = "alice", "admin", "v1 pass"
@@ -28,33 +23,23 @@ def _binding(rtype: ResourceType, name: str, op: Operation, host: str = "*") -> 
 
 @pytest.fixture(scope="module")
 def pod(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pod]:
-    prefix = f"v1authz-{uuid.uuid4().hex[:8]}"
-    users: Path = tmp_path_factory.mktemp("v1authz") / "users"
-    users.write_text(f"{auth_file_line(USER, PASSWORD)}\n{auth_file_line(ADMIN, PASSWORD)}\n")
-    args = [*RF1, "--key-prefix", prefix, "--auth-file", str(users), "--authorizer",
-            "--super-users", f"User:{ADMIN}"]  # fmt: skip
-    pod = Pod(redis_url, *args, connect=lambda port: Client("127.0.0.1", port, timeout=10))
-    pod.start()
-    client = redis.Redis.from_url(redis_url)
-    try:
-        SyncAclStore(client, Keys(prefix)).create(
-            [
-                _binding(ResourceType.TOPIC, "mine", Operation.WRITE),
-                _binding(ResourceType.TOPIC, "readable", Operation.READ),
-                _binding(ResourceType.GROUP, "g-ok", Operation.READ),
-                _binding(ResourceType.TOPIC, "from-here", Operation.WRITE, "127.0.0.1"),
-                _binding(ResourceType.TOPIC, "from-there", Operation.WRITE, "10.9.9.9"),
-            ]
-        )
-    finally:
-        client.close()
-    admin = Client("127.0.0.1", pod.port, timeout=10)
-    admin.auth(ADMIN, PASSWORD)
-    for topic in ("mine", "readable", "other"):
-        assert admin.request("PRODUCE", f"{topic} k:v").ok
-    admin.close()
-    yield pod
-    pod.stop()
+    bindings = [
+        _binding(ResourceType.TOPIC, "mine", Operation.WRITE),
+        _binding(ResourceType.TOPIC, "readable", Operation.READ),
+        _binding(ResourceType.GROUP, "g-ok", Operation.READ),
+        _binding(ResourceType.TOPIC, "from-here", Operation.WRITE, "127.0.0.1"),
+        _binding(ResourceType.TOPIC, "from-there", Operation.WRITE, "10.9.9.9"),
+    ]
+    with authorizing_pod(
+        redis_url,
+        tmp_path_factory.mktemp("v1authz"),
+        user=USER,
+        admin=ADMIN,
+        password=PASSWORD,
+        bindings=bindings,
+        topics=("mine", "readable", "other"),
+    ) as started:
+        yield started
 
 
 @pytest.fixture
