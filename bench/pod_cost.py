@@ -38,7 +38,7 @@ import click
 import hiredis
 
 from adapter.kafka import fetch, produce_codec, protocol
-from adapter.kafka.fetch_reads import Answer, Wanted, _encode
+from adapter.kafka.fetch_reads import Answer, Wanted, encode_entries
 from adapter.kafka.versions import FETCH, PRODUCE
 from mapping.connection.cluster import connect_async
 from mapping.connection.cluster_batcher import ClusterBatcher
@@ -96,7 +96,7 @@ def walk_row(count: int, value_size: int, repeat: int) -> tuple[float, float]:
 
     def walk(entries: list[list[Any]]) -> float:
         def encode() -> None:
-            _, taken, _, _, _ = _encode(entries, BITS, 1 << 62, 1 << 40, True, config)
+            _, taken, _, _, _ = encode_entries(entries, BITS, 1 << 62, 1 << 40, True, config)
             assert taken == len(entries)
 
         return best_of(repeat, encode) * 1e6 / len(entries)

@@ -26,8 +26,12 @@ AssignedTopic = Assignment.TopicPartitions
 NO_REGEX = "regex subscriptions are not supported: subscribe by topic names"
 
 
-def _answer(request: Request, code: int, message: str | None = None, **fields: Any) -> Any:
-    return Response[request.version](
+def heartbeat_answer(
+    response: Any, request: Request, code: int, message: str | None = None, **fields: Any
+) -> Any:
+    """A ConsumerGroupHeartbeat or ShareGroupHeartbeat answer (``response``: the API's
+    response class): the two have the same fields."""
+    return response[request.version](
         throttle_time_ms=0,
         error_code=code,
         error_message=message,
@@ -36,6 +40,10 @@ def _answer(request: Request, code: int, message: str | None = None, **fields: A
         heartbeat_interval_ms=fields.get("heartbeat_interval_ms", 0),
         assignment=fields.get("assignment"),
     )
+
+
+def _answer(request: Request, code: int, message: str | None = None, **fields: Any) -> Any:
+    return heartbeat_answer(Response, request, code, message, **fields)
 
 
 async def consumer_group_heartbeat(context: KafkaContext, request: Request) -> Any:

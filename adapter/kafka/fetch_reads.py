@@ -198,7 +198,7 @@ async def read_all(
             batches = taken.batches
             if taken.used > budget:  # the response's limit cuts this partition: re-encode
                 entries = [entry for page in taken.pages for entry in page]
-                batches, _, used, _, transactional = _encode(
+                batches, _, used, _, transactional = encode_entries(
                     entries, bits, answer.bound, budget, not any_records, w.config, magic,
                     context.pod.leader_epochs,
                 )  # fmt: skip
@@ -246,7 +246,7 @@ def _page(context: KafkaContext, w: Wanted, budget: int) -> int:
     return max(1, min(MAX_PAGE, int(budget / average) + 1))
 
 
-def _encode(
+def encode_entries(
     entries: list[Any],
     bits: int,
     high_watermark: int,
@@ -321,7 +321,7 @@ async def _partition(
     key = (w.topic, w.partition)
     while True:
         entries = read.entries
-        batches, end, used, done, transactional = _encode(
+        batches, end, used, done, transactional = encode_entries(
             entries, bits, bound, budget - taken.used, not taken.batches, w.config, magic,
             context.pod.leader_epochs,
         )  # fmt: skip

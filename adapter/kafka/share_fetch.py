@@ -1,14 +1,18 @@
-"""ShareFetch and ShareAcknowledge (KIP-932), v1.
+"""ShareFetch and ShareAcknowledge (KIP-932), v1 and v2 (KIP-1206's acquire modes, KIP-1222's
+RENEW acknowledgements).
 
 Share sessions live in the pod's memory, by (group, member id): epoch 0 opens one, -1 closes
-it, any other epoch must be the next one. A pod that does not know the session (a restart,
-another pod) answers SHARE_SESSION_NOT_FOUND, as Kafka does, and the client opens a new
-one: nothing of the records' state is in the session, it is all in Redis
+it (and releases what the member holds on the session's partitions, as Kafka does), any
+other epoch must be the next one. A pod that does not know the session (a restart, another
+pod) answers SHARE_SESSION_NOT_FOUND, as Kafka does, and the client opens a new one:
+nothing of the records' state is in the session, it is all in Redis
 (``mapping.share_group``). Records are acquired per share-partition by
-``share_group/acquire``; the answer carries them as Kafka record batches (the Fetch
-encoder) with one AcquiredRecords range per run of consecutive offsets of one delivery
-count. The long poll is simple: up to MaxWaitMs, acquisition is tried again every
-POLL_STEP_S."""
+``share_group/acquire``, MaxRecords at most over the whole request (in both acquire modes:
+batch_optimized may go past it in Kafka, never here); the answer carries them as Kafka
+record batches (the Fetch encoder) with one AcquiredRecords range per run of consecutive
+offsets of one delivery count. The long poll is simple: up to MaxWaitMs, acquisition is
+tried again every POLL_STEP_S. RENEW (4) is accepted only where the request says it carries
+renewals (v2's IsRenewAck); a ShareFetch that does then only acknowledges."""
 
 from __future__ import annotations
 
@@ -20,13 +24,13 @@ from typing import Any
 
 from adapter.kafka import authorization, errors
 from adapter.kafka.context import KafkaContext
-from adapter.kafka.fetch_reads import _encode
+from adapter.kafka.fetch_reads import encode_entries
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import SHARE_ACKNOWLEDGE, SHARE_FETCH
 from mapping.core.codec import MAX_OFFSET, entry_offset
 from mapping.core.errors import BrokerError
 from mapping.security.acls import Operation, ResourceType
-from mapping.share_group.share_groups import AckBatch, Acquired
+from mapping.share_group.share_groups import AckBatch, Acquired, invalid_acknowledgements
 
 # Kafka's error codes of share sessions and acknowledgements (Errors.java).
 INVALID_RECORD_STATE = 121
@@ -35,6 +39,10 @@ INVALID_SHARE_SESSION_EPOCH = 123
 POLL_STEP_S = 0.05
 # Sessions a pod keeps at most (the oldest go first beyond: their clients open new ones).
 MAX_SESSIONS = 10_000
+# ShareFetch v2's ShareAcquireMode (KIP-1206).
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1
+# What a request that names no MaxRecords (0) gets at most.
+DEFAULT_MAX_RECORDS = 500
 
 FetchResponse = SHARE_FETCH.response
 FetchTopic = FetchResponse.ShareFetchableTopicResponse
@@ -82,17 +90,56 @@ def ack_batches(raw: Any) -> list[AckBatch]:
     ]
 
 
+def rotated(partitions: list[TopicPartition], start: int) -> list[TopicPartition]:
+    """``partitions`` beginning at ``start`` (modulo their number), so that a request's
+    record budget does not always go to the same first partition."""
+    if not partitions:
+        return []
+    at = start % len(partitions)
+    return partitions[at:] + partitions[:at]
+
+
+def renewing(version: int, body: Any) -> bool:
+    """Whether a v2 request says it carries RENEW acknowledgements (IsRenewAck)."""
+    return version >= 2 and bool(getattr(body, "is_renew_ack", False))
+
+
 async def _names(context: KafkaContext, ids: set[uuid.UUID]) -> dict[uuid.UUID, str | None]:
     return {topic_id: await context.topic_name(topic_id) for topic_id in ids}
 
 
 async def _acknowledge(
-    context: KafkaContext, group: str, member: str, topic: str | None, p: int, raw: Any
+    context: KafkaContext,
+    group: str,
+    member: str,
+    topic: str | None,
+    p: int,
+    raw: Any,
+    renew: bool,
 ) -> int:
     if topic is None:
         return errors.UNKNOWN_TOPIC_ID
-    held = await context.share_groups.acknowledge(group, member, topic, p, ack_batches(raw))
+    batches = ack_batches(raw)
+    if invalid_acknowledgements(batches, renew):
+        return errors.INVALID_REQUEST
+    held = await context.share_groups.acknowledge(group, member, topic, p, batches)
     return errors.NONE if held else INVALID_RECORD_STATE
+
+
+async def _release(
+    context: KafkaContext,
+    group: str,
+    member: str,
+    partitions: set[TopicPartition],
+    names: dict[uuid.UUID, str | None],
+) -> None:
+    """A closed share session gives back what the member holds on its partitions."""
+    targets = [
+        (member, name, p)
+        for topic_id, p in sorted(partitions, key=lambda tp: (str(tp[0]), tp[1]))
+        if (name := names.get(topic_id)) is not None
+    ]
+    await context.share_groups.release(group, targets)
 
 
 async def _acquire(
@@ -106,7 +153,7 @@ async def _acquire(
         return _Outcome()
     bits = context.pod.kafka.bits
     entries = [(a.entry_id, a.fields) for a in taken]
-    batches, _, _, _, _ = _encode(
+    batches, _, _, _, _ = encode_entries(
         entries, bits, MAX_OFFSET, 1 << 62, True, config, 2, context.pod.leader_epochs
     )
     offsets = [(entry_offset(a.entry_id, bits), a.delivery_count) for a in taken]
@@ -134,8 +181,10 @@ def _open(context: KafkaContext, key: tuple[str, str]) -> ShareSession:
     return session
 
 
-def _fetch_answer(code: int, lock_ms: int = 0, message: str | None = None, **kw: Any) -> Any:
-    return FetchResponse[1](
+def _fetch_answer(
+    version: int, code: int, lock_ms: int = 0, message: str | None = None, **kw: Any
+) -> Any:
+    return FetchResponse[version](
         throttle_time_ms=0,
         error_code=code,
         error_message=message,
@@ -146,21 +195,33 @@ def _fetch_answer(code: int, lock_ms: int = 0, message: str | None = None, **kw:
 
 
 async def share_fetch(context: KafkaContext, request: Request) -> Any:
-    body = request.body
+    body, version = request.body, request.version
     group, member = body.group_id or "", body.member_id or ""
     if not group or not member:
-        return _fetch_answer(errors.INVALID_REQUEST, message="GroupId and MemberId are needed")
+        return _fetch_answer(
+            version, errors.INVALID_REQUEST, message="GroupId and MemberId are needed"
+        )
     if context.authorizer.enabled and not await authorization.allowed(
         context, request, Operation.READ, ResourceType.GROUP, group
     ):
-        return _fetch_answer(errors.GROUP_AUTHORIZATION_FAILED)
+        return _fetch_answer(version, errors.GROUP_AUTHORIZATION_FAILED)
+    mode = body.share_acquire_mode if version >= 2 else BATCH_OPTIMIZED
+    if mode not in (BATCH_OPTIMIZED, RECORD_LIMIT):
+        return _fetch_answer(version, errors.INVALID_REQUEST, message="Unknown ShareAcquireMode")
+    renew = renewing(version, body)
+    if renew and (body.max_bytes or body.min_bytes or body.max_records or body.max_wait_ms):
+        # KIP-1222: a renewing ShareFetch only acknowledges
+        message = "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 with IsRenewAck"
+        return _fetch_answer(version, errors.INVALID_REQUEST, message=message)
     try:
-        return await _share_fetch(context, body, group, member)
+        return await _share_fetch(context, version, body, group, member, renew)
     except BrokerError:
-        return _fetch_answer(errors.UNKNOWN_SERVER_ERROR, message="Redis is not available")
+        return _fetch_answer(version, errors.UNKNOWN_SERVER_ERROR, message="Redis is not available")
 
 
-async def _share_fetch(context: KafkaContext, body: Any, group: str, member: str) -> Any:
+async def _share_fetch(
+    context: KafkaContext, version: int, body: Any, group: str, member: str, renew: bool
+) -> Any:
     key = (group, member)
     epoch = body.share_session_epoch
     if epoch == 0:
@@ -168,7 +229,7 @@ async def _share_fetch(context: KafkaContext, body: Any, group: str, member: str
     else:
         code, found = _session_check(context, key, epoch)
         if found is None:
-            return _fetch_answer(code)
+            return _fetch_answer(version, code)
         session = found
         session.epoch += 1
     requested: dict[TopicPartition, Any] = {}
@@ -178,7 +239,7 @@ async def _share_fetch(context: KafkaContext, body: Any, group: str, member: str
     for forgotten in body.forgotten_topics_data or ():
         for p in forgotten.partitions or ():
             session.partitions.discard((forgotten.topic_id, p))
-    if epoch != -1:
+    if epoch != -1 and not renew:
         session.partitions.update(requested)
     names = await _names(context, {t for t, _ in (*requested, *session.partitions)})
     settings = await context.share_groups.settings(group)
@@ -186,15 +247,19 @@ async def _share_fetch(context: KafkaContext, body: Any, group: str, member: str
     for (topic_id, p), raw in requested.items():
         if raw:
             outcome = outcomes.setdefault((topic_id, p), _Outcome())
-            outcome.ack_error = await _acknowledge(context, group, member, names[topic_id], p, raw)
+            outcome.ack_error = await _acknowledge(
+                context, group, member, names[topic_id], p, raw, renew
+            )
     if epoch == -1:
         context.share_sessions.pop(key, None)
-    else:
+        await _release(context, group, member, session.partitions | set(requested), names)
+    elif not renew:
         await _fetch_records(context, body, group, member, session, names, outcomes)
     for topic_id, p in requested:
         if epoch == 0:
             outcomes.setdefault((topic_id, p), _Outcome())
-    return _fetch_answer(errors.NONE, settings.lock_ms, responses=_fetch_topics(context, outcomes))
+    topics = _fetch_topics(context, outcomes)
+    return _fetch_answer(version, errors.NONE, settings.lock_ms, responses=topics)
 
 
 async def _fetch_records(
@@ -206,23 +271,28 @@ async def _fetch_records(
     names: dict[uuid.UUID, str | None],
     outcomes: dict[TopicPartition, _Outcome],
 ) -> None:
+    """Acquire from the session's partitions, MaxRecords at most in all, waiting up to
+    MaxWaitMs while nothing is available."""
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
-    max_records = body.max_records if body.max_records > 0 else 500
+    budget = body.max_records if body.max_records > 0 else DEFAULT_MAX_RECORDS
+    order = sorted(session.partitions, key=lambda tp: (str(tp[0]), tp[1]))
     while True:
-        got = False
-        for topic_id, p in sorted(session.partitions, key=lambda tp: (str(tp[0]), tp[1])):
+        left = budget
+        for topic_id, p in rotated(order, session.epoch):
             name = names.get(topic_id)
             if name is None:
                 outcomes.setdefault((topic_id, p), _Outcome()).error = errors.UNKNOWN_TOPIC_ID
                 continue
-            outcome = await _acquire(context, group, member, name, p, max_records)
+            if left <= 0:
+                break
+            outcome = await _acquire(context, group, member, name, p, left)
             if outcome.error or outcome.acquired:
                 mine = outcomes.setdefault((topic_id, p), _Outcome())
                 mine.error, mine.records, mine.acquired = (
                     outcome.error, outcome.records, outcome.acquired,
                 )  # fmt: skip
-                got = got or bool(outcome.acquired)
-        if got or time.monotonic() >= deadline or not session.partitions:
+                left -= sum(last - first + 1 for first, last, _ in outcome.acquired)
+        if left < budget or time.monotonic() >= deadline or not session.partitions:
             return
         await asyncio.sleep(min(POLL_STEP_S, max(0.0, deadline - time.monotonic())))
 
@@ -253,48 +323,60 @@ def _fetch_topics(context: KafkaContext, outcomes: dict[TopicPartition, _Outcome
     return [FetchTopic(topic_id=t, partitions=ps) for t, ps in by_topic.items()]
 
 
-def _ack_answer(code: int, message: str | None = None, responses: list[Any] | None = None) -> Any:
-    return AckResponse[1](
+def _ack_answer(
+    version: int,
+    code: int,
+    message: str | None = None,
+    responses: list[Any] | None = None,
+    lock_ms: int = 0,
+) -> Any:
+    answer = AckResponse[version](
         throttle_time_ms=0,
         error_code=code,
         error_message=message,
         responses=responses or [],
         node_endpoints=[],
     )
+    if version >= 2:
+        answer.acquisition_lock_timeout_ms = lock_ms
+    return answer
 
 
 async def share_acknowledge(context: KafkaContext, request: Request) -> Any:
-    body = request.body
+    body, version = request.body, request.version
     group, member = body.group_id or "", body.member_id or ""
     if not group or not member:
-        return _ack_answer(errors.INVALID_REQUEST, "GroupId and MemberId are needed")
+        return _ack_answer(version, errors.INVALID_REQUEST, "GroupId and MemberId are needed")
     if context.authorizer.enabled and not await authorization.allowed(
         context, request, Operation.READ, ResourceType.GROUP, group
     ):
-        return _ack_answer(errors.GROUP_AUTHORIZATION_FAILED)
+        return _ack_answer(version, errors.GROUP_AUTHORIZATION_FAILED)
     key = (group, member)
     epoch = body.share_session_epoch
     if epoch == 0:  # acknowledging needs a session (Kafka: the same error)
-        return _ack_answer(INVALID_SHARE_SESSION_EPOCH)
+        return _ack_answer(version, INVALID_SHARE_SESSION_EPOCH)
     code, session = _session_check(context, key, epoch)
     if session is None:
-        return _ack_answer(code)
+        return _ack_answer(version, code)
     if epoch == -1:
         context.share_sessions.pop(key, None)
     else:
         session.epoch += 1
+    renew = renewing(version, body)
     leader = AckPartition.LeaderIdAndEpoch(
         leader_id=context.registry.node_id or 0, leader_epoch=context.pod.leader_epochs.current
     )
     topics = []
     try:
+        settings = await context.share_groups.settings(group)
+        ids = {t.topic_id for t in body.topics or ()} | {t for t, _ in session.partitions}
+        names = await _names(context, ids)
         for topic in body.topics or ():
-            name = await context.topic_name(topic.topic_id)
             partitions = []
             for part in topic.partitions or ():
                 ack = await _acknowledge(
-                    context, group, member, name, part.partition_index,
-                    part.acknowledgement_batches,
+                    context, group, member, names[topic.topic_id], part.partition_index,
+                    part.acknowledgement_batches, renew,
                 )  # fmt: skip
                 partitions.append(
                     AckPartition(
@@ -305,6 +387,13 @@ async def share_acknowledge(context: KafkaContext, request: Request) -> Any:
                     )
                 )
             topics.append(AckTopic(topic_id=topic.topic_id, partitions=partitions))
+        if epoch == -1:
+            named = {
+                (t.topic_id, p.partition_index)
+                for t in body.topics or ()
+                for p in t.partitions or ()
+            }
+            await _release(context, group, member, session.partitions | named, names)
     except BrokerError:
-        return _ack_answer(errors.UNKNOWN_SERVER_ERROR, "Redis is not available")
-    return _ack_answer(errors.NONE, responses=topics)
+        return _ack_answer(version, errors.UNKNOWN_SERVER_ERROR, "Redis is not available")
+    return _ack_answer(version, errors.NONE, responses=topics, lock_ms=settings.lock_ms)

@@ -1,6 +1,8 @@
 """ShareGroupHeartbeat (KIP-932), answered by ``mapping.share_group``: members join (epoch
 0), heartbeat and leave (-1); the pods assign with Kafka's simple assignor (a partition may
-go to several members). Topics travel by id, as for KIP-848 groups."""
+go to several members). Topics travel by id, as for KIP-848 groups. A heartbeat whose
+epoch is neither the member's nor its previous one is FENCED_MEMBER_EPOCH; a member that
+leaves or expires has its records in flight released at once."""
 
 from __future__ import annotations
 
@@ -9,27 +11,22 @@ from functools import partial
 from typing import Any
 
 from adapter.kafka import authorization, errors
+from adapter.kafka.consumer_groups import heartbeat_answer
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import SHARE_GROUP_HEARTBEAT
 from mapping.security.acls import Operation, ResourceType
+from mapping.share_group.share_groups import FENCED_MEMBER, UNKNOWN_MEMBER, ShareClient
 
 Response = SHARE_GROUP_HEARTBEAT.response
 Assignment = Response.Assignment
 AssignedTopic = Assignment.TopicPartitions
 
 
-def _answer(request: Request, code: int, message: str | None = None, **fields: Any) -> Any:
-    return Response[request.version](
-        throttle_time_ms=0,
-        error_code=code,
-        error_message=message,
-        member_id=fields.get("member_id"),
-        member_epoch=fields.get("member_epoch", -1),
-        heartbeat_interval_ms=fields.get("heartbeat_interval_ms", 0),
-        assignment=fields.get("assignment"),
-    )
+_answer = partial(heartbeat_answer, Response)
+# share_group/heartbeat's refusals as Kafka's error codes
+REFUSALS = {UNKNOWN_MEMBER: errors.UNKNOWN_MEMBER_ID, FENCED_MEMBER: errors.FENCED_MEMBER_EPOCH}
 
 
 async def share_group_heartbeat(context: KafkaContext, request: Request) -> Any:
@@ -55,9 +52,14 @@ async def _heartbeat(context: KafkaContext, request: Request) -> Any:
         body.member_id,
         body.member_epoch,
         list(subscribed) if subscribed is not None else None,
+        # who the member is, kept once, at its join (ShareGroupDescribe shows it)
+        ShareClient(request.client_id or "", request.client_host, body.rack_id)
+        if body.member_epoch == 0
+        else None,
     )
     if result.error:
-        return _answer(request, errors.UNKNOWN_MEMBER_ID, member_id=body.member_id)
+        code = REFUSALS.get(result.error, errors.UNKNOWN_SERVER_ERROR)
+        return _answer(request, code, member_id=body.member_id)
     if body.member_epoch == -1:
         return _answer(request, errors.NONE, member_id=body.member_id, member_epoch=-1)
     topics: list[Any] = []

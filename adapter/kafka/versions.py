@@ -118,16 +118,24 @@ from kafka.protocol.sasl import (
 )
 
 from adapter.kafka.schemas import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
     ShareFetchRequest,
     ShareFetchResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
 )
@@ -216,10 +224,27 @@ CONSUMER_GROUP_DESCRIBE = Api(
 SHARE_GROUP_HEARTBEAT = Api(
     76, "ShareGroupHeartbeat", ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 1, 1
 )
-SHARE_FETCH = Api(78, "ShareFetch", ShareFetchRequest, ShareFetchResponse, 1, 1)
+SHARE_FETCH = Api(78, "ShareFetch", ShareFetchRequest, ShareFetchResponse, 1, 2)
 SHARE_ACKNOWLEDGE = Api(
-    79, "ShareAcknowledge", ShareAcknowledgeRequest, ShareAcknowledgeResponse, 1, 1
+    79, "ShareAcknowledge", ShareAcknowledgeRequest, ShareAcknowledgeResponse, 1, 2
 )
+# KIP-932's admin APIs (adapter/kafka/share_admin.py), Kafka 4.2's versions: ShareGroupDescribe
+# v1 (v0 was 4.0's early access); DescribeShareGroupOffsets v1 adds the lag (KIP-1226)
+SHARE_GROUP_DESCRIBE = Api(
+    77, "ShareGroupDescribe", ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1
+)
+DESCRIBE_SHARE_GROUP_OFFSETS = Api(
+    90, "DescribeShareGroupOffsets", DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse, 0, 1,
+)  # fmt: skip
+ALTER_SHARE_GROUP_OFFSETS = Api(
+    91, "AlterShareGroupOffsets", AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse, 0, 0,
+)  # fmt: skip
+DELETE_SHARE_GROUP_OFFSETS = Api(
+    92, "DeleteShareGroupOffsets", DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse, 0, 0,
+)  # fmt: skip
 
 # Transactions (adapter/kafka/transactions.py): Kafka 3.9's versions. AddPartitionsToTxn 4+
 # (batched, verify-only) is what brokers send each other for KIP-890's verification; clients
@@ -300,6 +325,10 @@ IMPLEMENTED: dict[int, Api] = {
         SHARE_GROUP_HEARTBEAT,
         SHARE_FETCH,
         SHARE_ACKNOWLEDGE,
+        SHARE_GROUP_DESCRIBE,
+        DESCRIBE_SHARE_GROUP_OFFSETS,
+        ALTER_SHARE_GROUP_OFFSETS,
+        DELETE_SHARE_GROUP_OFFSETS,
         ADD_PARTITIONS_TO_TXN,
         ADD_OFFSETS_TO_TXN,
         END_TXN,

@@ -73,9 +73,14 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
                                                        pending offsets (until EndTxn)
     <prefix>:kgroup:{<group>}:txn:producers    hash    producer id -> "<epoch> <last ms>":
                                                        the newest epoch seen (fences zombies)
+    <prefix>:sharegroups                       set     share group names (ListGroups): their
+                                                       group_parts
     <prefix>:kgroup:{<group>}:share:meta       hash    KIP-932 share group: group_epoch
     <prefix>:kgroup:{<group>}:share:members    hash    member id -> JSON (session expiry,
-                                                       subscribed topics)
+                                                       epochs, subscribed topics, client id,
+                                                       host, rack)
+    <prefix>:kgroup:{<group>}:share:topics     set     every topic a member subscribed to
+                                                       (where the group may have state)
     share:<group>                              (no key) the Redis consumer group a share
                                                        group keeps on each partition's log
                                                        stream (mapping/share_group/)
@@ -299,9 +304,10 @@ class ShareGroupKeys:
 
     meta: str
     members: str
+    topics: str
 
     def script_keys(self) -> list[str]:
-        return [self.meta, self.members]
+        return [self.meta, self.members, self.topics]
 
 
 @dataclass(frozen=True, slots=True)
@@ -507,7 +513,14 @@ class Keys:
     def share_group(self, group: str) -> ShareGroupKeys:
         """Share group ``group``'s membership (beside its Kafka group keys: one namespace)."""
         base = f"{self.prefix}:kgroup:{{{group_part(group)}}}:share"
-        return ShareGroupKeys(meta=f"{base}:meta", members=f"{base}:members")
+        return ShareGroupKeys(
+            meta=f"{base}:meta", members=f"{base}:members", topics=f"{base}:topics"
+        )
+
+    @property
+    def share_groups(self) -> str:
+        """Share groups, for ListGroups: their ``group_part``s."""
+        return f"{self.prefix}:sharegroups"
 
     @staticmethod
     def share_consumer_group(group: str) -> str:

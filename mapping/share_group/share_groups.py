@@ -1,11 +1,16 @@
 """Share groups' state in Redis (KIP-932): membership (``share_group/heartbeat``) and, per
 share-partition, the records in flight on a Redis consumer group of the partition's log
-(``share_group/acquire``, ``share_group/acknowledge``). Nothing is kept in the pod: any pod
-serves any member and any share-partition."""
+(``share_group/acquire``, ``share_group/acknowledge``, ``share_group/release``). Nothing is
+kept in the pod: any pod serves any member and any share-partition.
+
+A member's records in flight are on the logs of its partitions, in other Redis Cluster
+slots than the group's membership: the heartbeat script names the members that left or
+expired, and their records are released here, one script call per partition."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -13,12 +18,13 @@ from dataclasses import dataclass, field
 from mapping.connection import scripts
 from mapping.connection.batcher import RedisBatcher
 from mapping.core.codec import entry_id, to_str
-from mapping.core.keys import Keys, PartitionKeys, ShareGroupKeys, is_valid_name
+from mapping.core.keys import Keys, PartitionKeys, ShareGroupKeys, group_part, is_valid_name
 from mapping.share_group.assignor import assign
 
 SHARE_GROUP_HEARTBEAT = scripts.load("share_group/heartbeat")
 SHARE_GROUP_ACQUIRE = scripts.load("share_group/acquire")
 SHARE_GROUP_ACKNOWLEDGE = scripts.load("share_group/acknowledge")
+SHARE_GROUP_RELEASE = scripts.load("share_group/release")
 
 # Kafka's group configs of share groups and their defaults (GroupConfig, ShareGroupConfig).
 LOCK_DURATION = "share.record.lock.duration.ms"
@@ -35,8 +41,10 @@ DEFAULTS: dict[str, str] = {
     SESSION_TIMEOUT: "45000",
     HEARTBEAT_INTERVAL: "5000",
 }
-# Acknowledge types (ShareFetch/ShareAcknowledge AcknowledgeTypes).
-GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
+# Acknowledge types (ShareFetch/ShareAcknowledge AcknowledgeTypes); RENEW from v2 (KIP-1222).
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+# share_group/heartbeat's statuses.
+HEARTBEAT_OK, UNKNOWN_MEMBER, FENCED_MEMBER = 0, 1, 2
 # What one acquisition takes per share-partition at most.
 MAX_ACQUIRED = 500
 # How long a pod trusts the group configs it read (they change rarely).
@@ -50,6 +58,7 @@ class ShareSettings:
     earliest: bool
     session_timeout_ms: int
     heartbeat_interval_ms: int
+    read_committed: bool = False
 
     @staticmethod
     def of(stored: dict[str, str]) -> ShareSettings:
@@ -60,12 +69,23 @@ class ShareSettings:
             earliest=values[AUTO_OFFSET_RESET] == "earliest",
             session_timeout_ms=int(values[SESSION_TIMEOUT]),
             heartbeat_interval_ms=int(values[HEARTBEAT_INTERVAL]),
+            read_committed=values[ISOLATION_LEVEL] == "read_committed",
         )
 
 
 @dataclass(frozen=True, slots=True)
+class ShareClient:
+    """Who a member is, as ShareGroupDescribe shows it: the request header's client id, the
+    connection's peer host, the heartbeat's rack (None: none)."""
+
+    client_id: str
+    host: str
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HeartbeatResult:
-    error: int  # 0, or UNKNOWN_MEMBER_ID (the caller's table)
+    error: int  # HEARTBEAT_OK, UNKNOWN_MEMBER or FENCED_MEMBER
     member_epoch: int
     heartbeat_interval_ms: int
     assignment: dict[str, list[int]] = field(default_factory=dict)
@@ -88,6 +108,31 @@ class AckBatch:
     types: list[int]
 
 
+def invalid_acknowledgements(batches: list[AckBatch], renew_allowed: bool) -> bool:
+    """Whether a partition's acknowledgement batches break Kafka's rules (the partition's
+    answer is then INVALID_REQUEST and none of them applies): each batch's range in order
+    and apart from the one before, one type for the range or one per offset, each a known
+    type; RENEW only in a request that says it carries renewals (v2's IsRenewAck)."""
+    highest = RENEW if renew_allowed else REJECT
+    previous_last = -1
+    for batch in batches:
+        first, last, types = batch.first_offset, batch.last_offset, batch.types
+        if first < 0 or first > last or first <= previous_last or not types:
+            return True
+        if len(types) > 1 and len(types) != last - first + 1:
+            return True
+        if any(t < GAP or t > highest for t in types):
+            return True
+        previous_last = last
+    return False
+
+
+def departed_members(encoded: bytes | str) -> dict[str, list[str]]:
+    """share_group/heartbeat's gone JSON: member id -> the topics it was subscribed to."""
+    gone = json.loads(to_str(encoded) or "{}")
+    return {m: [t for t in ts if isinstance(t, str)] for m, ts in gone.items() if ts}
+
+
 def share_group_heartbeat_call(
     keys: ShareGroupKeys,
     *,
@@ -96,10 +141,12 @@ def share_group_heartbeat_call(
     member_id: str,
     member_epoch: int,
     subscribed_topics: list[str] | None,
+    client: ShareClient | None = None,
 ) -> tuple:
-    """share_group/heartbeat.lua (``subscribed_topics`` None: unchanged)."""
+    """share_group/heartbeat.lua (``subscribed_topics``, ``client`` None: unchanged)."""
     topics = json.dumps(sorted(set(subscribed_topics))) if subscribed_topics is not None else ""
-    args = [now_ms, session_timeout_ms, member_id, member_epoch, topics]
+    described = json.dumps(dataclasses.asdict(client)) if client is not None else ""
+    args = [now_ms, session_timeout_ms, member_id, member_epoch, topics, described]
     return SHARE_GROUP_HEARTBEAT.command(keys.script_keys(), args)
 
 
@@ -121,8 +168,10 @@ def share_group_acquire_call(
         settings.delivery_limit,
         "0" if settings.earliest else "$",
         sequence_bits,
+        int(settings.read_committed),
     ]
-    return SHARE_GROUP_ACQUIRE.command([partition.log, partition.state], args)
+    keys = [partition.log, partition.state, partition.txn_aborted]
+    return SHARE_GROUP_ACQUIRE.command(keys, args)
 
 
 def share_group_acknowledge_call(
@@ -147,6 +196,13 @@ def share_group_acknowledge_call(
     return SHARE_GROUP_ACKNOWLEDGE.command([partition.log], args)
 
 
+def share_group_release_call(
+    partition: PartitionKeys, *, consumer_group: str, member_id: str, lock_ms: int
+) -> tuple:
+    """share_group/release.lua: everything ``member_id`` holds on one share-partition."""
+    return SHARE_GROUP_RELEASE.command([partition.log], [consumer_group, member_id, lock_ms])
+
+
 class ShareGroups:
     def __init__(self, batcher: RedisBatcher, keys: Keys, sequence_bits: int) -> None:
         self.batcher = batcher
@@ -169,11 +225,19 @@ class ShareGroups:
         return settings
 
     async def heartbeat(
-        self, group: str, member_id: str, member_epoch: int, subscribed: list[str] | None
+        self,
+        group: str,
+        member_id: str,
+        member_epoch: int,
+        subscribed: list[str] | None,
+        client: ShareClient | None = None,
     ) -> HeartbeatResult:
         """ShareGroupHeartbeat: join (epoch 0), leave (-1) or stay; the member's assignment
-        by the simple assignor over the members as they are now."""
+        by the simple assignor over the members as they are now. A join registers the
+        group in the share groups set (ListGroups), beside the script: another slot."""
         settings = await self.settings(group)
+        if member_epoch == 0:
+            await self.batcher.call("SADD", self.keys.share_groups, group_part(group))
         reply = await self.batcher.call(
             *share_group_heartbeat_call(
                 self.keys.share_group(group),
@@ -182,17 +246,55 @@ class ShareGroups:
                 member_id=member_id,
                 member_epoch=member_epoch,
                 subscribed_topics=subscribed,
+                client=client,
             )
         )
         status, epoch = int(reply[0]), int(reply[1])
-        if status != 0:
-            return HeartbeatResult(1, -1, settings.heartbeat_interval_ms)
+        gone = departed_members(reply[3]) if len(reply) > 3 else {}
+        if gone:
+            await self.release_members(group, gone)
+        if status != HEARTBEAT_OK:
+            return HeartbeatResult(status, -1, settings.heartbeat_interval_ms)
         if member_epoch == -1:
-            return HeartbeatResult(0, -1, settings.heartbeat_interval_ms)
+            return HeartbeatResult(HEARTBEAT_OK, -1, settings.heartbeat_interval_ms)
         members = {m: list(ts) for m, ts in json.loads(to_str(reply[2])).items()}
         topics = sorted({t for ts in members.values() for t in ts if is_valid_name(t)})
         target = assign(members, await self.partition_counts(topics))
-        return HeartbeatResult(0, epoch, settings.heartbeat_interval_ms, target.get(member_id, {}))
+        assigned = target.get(member_id, {})
+        return HeartbeatResult(HEARTBEAT_OK, epoch, settings.heartbeat_interval_ms, assigned)
+
+    async def release_members(self, group: str, gone: dict[str, list[str]]) -> int:
+        """Release at once the records in flight of members that left or expired, on every
+        partition of the topics they were subscribed to (Kafka gives a departed member's
+        acquired records back); the number released."""
+        topics = sorted({t for ts in gone.values() for t in ts if is_valid_name(t)})
+        counts = await self.partition_counts(topics)
+        targets = [
+            (member, topic, p)
+            for member, subscribed in sorted(gone.items())
+            for topic in subscribed
+            for p in range(counts.get(topic, 0))
+        ]
+        return await self.release(group, targets)
+
+    async def release(self, group: str, targets: list[tuple[str, str, int]]) -> int:
+        """Release what each (member, topic, partition) of ``targets`` holds, concurrently
+        (one script call per partition: the logs are in other slots than the group)."""
+        if not targets:
+            return 0
+        settings = await self.settings(group)
+        cgroup = self.keys.share_consumer_group(group)
+        calls = [
+            share_group_release_call(
+                self.keys.partition(topic, p),
+                consumer_group=cgroup,
+                member_id=member,
+                lock_ms=settings.lock_ms,
+            )
+            for member, topic, p in targets
+        ]
+        released = await asyncio.gather(*(self.batcher.call(*call) for call in calls))
+        return sum(int(n) for n in released)
 
     async def partition_counts(self, topics: list[str]) -> dict[str, int]:
         """The partition counts of the ``topics`` that exist."""

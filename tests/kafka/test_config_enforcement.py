@@ -26,7 +26,7 @@ from confluent_kafka import (
 from adapter.client import Client
 from adapter.client.client import RequestFailed
 from adapter.kafka import errors
-from adapter.kafka.fetch_reads import _encode
+from adapter.kafka.fetch_reads import encode_entries
 from adapter.kafka.records import LOG_APPEND_TIME_ATTRIBUTE
 from adapter.kafka.versions import FETCH, PRODUCE
 from mapping.core.keys import Keys
@@ -236,7 +236,7 @@ def test_fetch_batches_of_a_log_append_time_topic_hold_one_append_time_each() ->
     entries.append(
         [b"6-1", [b"key", b"k", b"value", b"d", b"ts", b"900", b"create_ts", b"5", b"n", b"4"]]
     )
-    batches, taken, _, _, _ = _encode(entries, 10, 1 << 40, 1 << 20, True, config)
+    batches, taken, _, _, _ = encode_entries(entries, 10, 1 << 40, 1 << 20, True, config)
     assert (len(batches), taken) == (2, 4)
     seen = []
     memory = MemoryRecords(b"".join(batches))

@@ -113,9 +113,10 @@ KAFKA_3_9 = {
     29: (0, 3), 30: (0, 3), 31: (0, 3),  # ACLs
     48: (0, 1), 49: (0, 1),  # client quotas
 }  # fmt: skip
-# KIP-932's share group APIs, which Kafka 3.9 did not serve: v1, the first stable version
-# (Kafka 4.1+; v0 was 4.0's early access), the one version librdkafka asks for
-KIP_932 = {76: (1, 1), 78: (1, 1), 79: (1, 1)}
+# KIP-932's share group APIs, which Kafka 3.9 did not serve, as Kafka 4.2 serves them: the
+# heartbeat, describe, fetch and acknowledge from v1 (v0 was 4.0's early access), the
+# offsets admin APIs from v0
+KIP_932 = {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 90: (0, 1), 91: (0, 0), 92: (0, 0)}
 
 
 def test_every_version_kafka_3_9_served_is_served() -> None:
@@ -289,10 +290,10 @@ def _fetched(batches: list[bytes]) -> list[tuple]:
 
 
 def test_fetch_encodes_every_entry_layout_as_entry_record_reads_it() -> None:
-    from adapter.kafka.fetch_reads import _encode
+    from adapter.kafka.fetch_reads import encode_entries
     from mapping.core.records import entry_record
 
-    batches, taken, _, done, _ = _encode(LAYOUTS, BITS, 1 << 40, 1 << 20, True, PLAIN)
+    batches, taken, _, done, _ = encode_entries(LAYOUTS, BITS, 1 << 40, 1 << 20, True, PLAIN)
     assert (taken, done) == (len(LAYOUTS), False)
     assert len(batches) == 2  # the last offset is past one batch's delta range
     expected = [tuple(entry_record(i, f, BITS)) for i, f in LAYOUTS]
@@ -321,7 +322,7 @@ _MIXED_LAYOUTS = [fields for _, fields in LAYOUTS[:6]] + [
     )
 )
 def test_fetch_encodes_mixed_layouts_as_entry_record_reads_them(picks: list[tuple]) -> None:
-    from adapter.kafka.fetch_reads import _encode
+    from adapter.kafka.fetch_reads import encode_entries
     from mapping.core.records import entry_record
 
     # BITS (12) is above the walk's table of sequences (mapping.core.codec.MAX_SEQUENCE_BITS,
@@ -331,25 +332,27 @@ def test_fetch_encodes_mixed_layouts_as_entry_record_reads_them(picks: list[tupl
         offset += gap
         ms, sequence = offset >> BITS, offset & ((1 << BITS) - 1)
         entries.append([b"%d-%d" % (ms, sequence), list(_MIXED_LAYOUTS[layout])])
-    batches, taken, _, _, _ = _encode(entries, BITS, 1 << 40, 1 << 20, True, PLAIN)
+    batches, taken, _, _, _ = encode_entries(entries, BITS, 1 << 40, 1 << 20, True, PLAIN)
     assert taken == len(entries)
     expected = [tuple(entry_record(i, f, BITS)) for i, f in entries]
     assert _fetched(batches) == expected
 
 
 def test_fetch_stops_at_the_high_watermark_and_the_byte_budget() -> None:
-    from adapter.kafka.fetch_reads import _encode
+    from adapter.kafka.fetch_reads import encode_entries
     from mapping.partition.record_walk import RECORD_OVERHEAD
 
-    batches, taken, _, done, _ = _encode(LAYOUTS, BITS, 9000, 1 << 20, True, PLAIN)
+    batches, taken, _, done, _ = encode_entries(LAYOUTS, BITS, 9000, 1 << 20, True, PLAIN)
     assert (taken, done) == (4, True)
     assert [r[0] for r in _fetched(batches)] == [5000, 5001, 5002, 9000]
     first_two = 2 + 1 + 2 + 2 * RECORD_OVERHEAD  # k + v1, v2
-    batches, taken, used, done, _ = _encode(LAYOUTS, BITS, 1 << 40, first_two + 1, True, PLAIN)
+    batches, taken, used, done, _ = encode_entries(
+        LAYOUTS, BITS, 1 << 40, first_two + 1, True, PLAIN
+    )
     assert (taken, used, done) == (2, first_two, True)
     # the first entry comes whatever its size only when asked to
-    assert _encode(LAYOUTS, BITS, 1 << 40, 1, True, PLAIN)[1:3] == (1, 3 + RECORD_OVERHEAD)
-    assert _encode(LAYOUTS, BITS, 1 << 40, 1, False, PLAIN)[:2] == ([], 0)
+    assert encode_entries(LAYOUTS, BITS, 1 << 40, 1, True, PLAIN)[1:3] == (1, 3 + RECORD_OVERHEAD)
+    assert encode_entries(LAYOUTS, BITS, 1 << 40, 1, False, PLAIN)[:2] == ([], 0)
 
 
 @pytest.mark.parametrize("value", ["nohost", "host:", ":9093", "host:port", "host:70000"])

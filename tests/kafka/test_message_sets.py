@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.kafka import errors
-from adapter.kafka.fetch_reads import _encode, magic_of, refusal
+from adapter.kafka.fetch_reads import encode_entries, magic_of, refusal
 from adapter.kafka.list_offsets import EARLIEST, LATEST, legacy_offsets
 from adapter.kafka.message_sets import MessageSetBuilder, decode_message_set
 from adapter.kafka.records import CorruptBatch, InvalidBatch, UnsupportedCompression
@@ -239,8 +239,9 @@ ENTRIES = [
 @pytest.mark.parametrize("magic", [0, 1])
 def test_fetch_down_converts_entries_without_headers_or_markers(magic: int) -> None:
     plain = TopicConfig("t", 1, 1, 1)
-    sets, taken, _, done, transactional = _encode(ENTRIES, BITS, 1 << 40, 1 << 20, True, plain,
-                                                  magic)  # fmt: skip
+    sets, taken, _, done, transactional = encode_entries(
+        ENTRIES, BITS, 1 << 40, 1 << 20, True, plain, magic
+    )
     assert (taken, done, transactional) == (len(ENTRIES), False, False)
     stored = [entry_record(i, f, BITS) for i, f in ENTRIES if f[0] != b"ctl"]
     expected = [
@@ -249,7 +250,7 @@ def test_fetch_down_converts_entries_without_headers_or_markers(magic: int) -> N
     ]
     assert _read(b"".join(sets)) == expected
     # the same entries in magic 2 do carry the marker and the header
-    batches = _encode(ENTRIES, BITS, 1 << 40, 1 << 20, True, plain)[0]
+    batches = encode_entries(ENTRIES, BITS, 1 << 40, 1 << 20, True, plain)[0]
     assert len(_read(b"".join(batches))) == len(ENTRIES)
 
 

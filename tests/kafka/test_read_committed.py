@@ -190,7 +190,7 @@ def _entry(ms: int, *fields: bytes) -> tuple[bytes, list[bytes]]:
 
 
 def test_fetch_batches_split_per_producer_with_markers_as_control_batches() -> None:
-    from adapter.kafka.fetch_reads import _encode
+    from adapter.kafka.fetch_reads import encode_entries
     from mapping.topic.topic_config import TopicConfig
 
     plain = TopicConfig("t", 1, 1, 1)
@@ -206,7 +206,9 @@ def test_fetch_batches_split_per_producer_with_markers_as_control_batches() -> N
         _entry(5, b"ctl", b"commit", b"pid", pid, b"pe", epoch, b"ts", b"6", b"n", b"5"),
         _entry(6, b"key", b"k", b"value", b"b", b"ts", b"7", b"create_ts", b"5", b"n", b"6"),
     ]  # fmt: skip
-    batches, taken, _, done, transactional = _encode(entries, 0, 1 << 40, 1 << 20, True, plain)
+    batches, taken, _, done, transactional = encode_entries(
+        entries, 0, 1 << 40, 1 << 20, True, plain
+    )
     assert (taken, done, transactional) == (6, False, True)
     found = _batches(b"".join(batches))
     shape = [

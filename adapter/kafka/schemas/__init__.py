@@ -60,17 +60,57 @@ class ShareAcknowledgeResponse(ApiMessage, load_json=_HERE):
     pass
 
 
+class ShareGroupDescribeRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class ShareGroupDescribeResponse(ApiMessage, load_json=_HERE):
+    pass
+
+
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=_HERE):
+    pass
+
+
+class AlterShareGroupOffsetsRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class AlterShareGroupOffsetsResponse(ApiMessage, load_json=_HERE):
+    pass
+
+
+class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=_HERE):
+    pass
+
+
 __all__ = [
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsResponse",
     "ConsumerGroupDescribeRequest",
     "ConsumerGroupDescribeResponse",
     "ConsumerGroupHeartbeatRequest",
     "ConsumerGroupHeartbeatResponse",
+    "DeleteShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsResponse",
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsResponse",
     "OffsetForLeaderEpochRequest",
     "OffsetForLeaderEpochResponse",
     "ShareAcknowledgeRequest",
     "ShareAcknowledgeResponse",
     "ShareFetchRequest",
     "ShareFetchResponse",
+    "ShareGroupDescribeRequest",
+    "ShareGroupDescribeResponse",
     "ShareGroupHeartbeatRequest",
     "ShareGroupHeartbeatResponse",
 ]

@@ -5,8 +5,11 @@
 -- first offset, types (comma-separated: one type for the whole range, or one per offset).
 -- Types: 0 gap (nothing), 1 accept (XACK), 2 release (the entry stays pending, its idle
 -- time set past the lock so that the next acquisition claims it, its delivery count kept),
--- 3 reject (XACK: archived, never delivered again).  Only entries this member holds are
--- acknowledged.
+-- 3 reject (XACK: archived, never delivered again), 4 renew (the member keeps the entry and
+-- its lock starts again: XCLAIM by the same consumer with IDLE 0 and JUSTID, which leaves
+-- the delivery count as it is).  Only entries this member holds are acknowledged: pending
+-- for it and idle no longer than the lock (an entry whose lock expired, or that was
+-- released, is no longer the member's even before another acquisition claims it).
 -- Returns the number of batches that named records the member does not hold.
 local log, cgroup, member = KEYS[1], ARGV[1], ARGV[2]
 local lock_ms, scale = tonumber(ARGV[3]), 2 ^ tonumber(ARGV[4])
@@ -27,7 +30,11 @@ for i = 5, #ARGV, 4 do
   if redis.call('EXISTS', log) == 1 then
     local ok, reply = pcall(redis.call, 'XPENDING', log, cgroup, ARGV[i], ARGV[i + 1],
       1000000, member)
-    if ok then held = reply end
+    if ok then
+      for _, p in ipairs(reply) do
+        if tonumber(p[3]) <= lock_ms then held[#held + 1] = p end
+      end
+    end
   end
   if wanted and #held == 0 then refused = refused + 1 end
   for _, p in ipairs(held) do
@@ -38,6 +45,8 @@ for i = 5, #ARGV, 4 do
       redis.call('XACK', log, cgroup, id)
     elseif t == 2 then
       redis.call('XCLAIM', log, cgroup, member, 0, id, 'IDLE', lock_ms + 1, 'JUSTID')
+    elseif t == 4 then
+      redis.call('XCLAIM', log, cgroup, member, 0, id, 'IDLE', 0, 'JUSTID')
     end
   end
 end

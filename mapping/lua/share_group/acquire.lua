@@ -1,19 +1,24 @@
--- KEYS: log, state
+-- KEYS: log, state, txn_aborted
 -- ARGV: consumer_group, member_id, lock_ms, max_records, delivery_limit, start_id,
---   sequence_bits
+--   sequence_bits, read_committed
 -- ShareFetch's acquisition on one share-partition, which rides on the Redis consumer group
 -- ARGV[1] of the partition's log stream (created at ARGV[6], '$' latest or '0' earliest,
 -- when missing).  First the records whose lock expired (or that were released: their idle
 -- time is set past the lock) are claimed by XAUTOCLAIM, which counts one more delivery;
 -- those past the delivery limit ARGV[5] are archived (XACK) instead.  Then new records are
 -- read by XREADGROUP, never past the high watermark (the state's hw: the last offset
--- readers may see).  Transaction markers are never handed out: they are acknowledged on
--- sight.  At most ARGV[4] records.
+-- readers may see) and, with read_committed (ARGV[8] = '1'), never at or past the first
+-- offset of the oldest open transaction (the state's txn_first: the last stable offset), so
+-- the records of an open transaction wait for its marker.  Transaction markers are never
+-- handed out, nor, with read_committed, the records of aborted transactions (txn_aborted:
+-- "<producer id> <first offset>" -> the abort marker's offset): both are archived on sight.
+-- At most ARGV[4] records.
 -- Returns {{entry id, delivery count, fields}, ...}, in no particular order.
-local log, state = KEYS[1], KEYS[2]
+local log, state, txn_aborted = KEYS[1], KEYS[2], KEYS[3]
 local cgroup, member = ARGV[1], ARGV[2]
 local lock_ms, max_records, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local scale = 2 ^ tonumber(ARGV[7])
+local read_committed = ARGV[8] == '1'
 
 if redis.call('EXISTS', log) == 0 then return {} end
 redis.pcall('XGROUP', 'CREATE', log, cgroup, ARGV[6])
@@ -23,9 +28,47 @@ local function offset_of(id)
   return tonumber(ms) * scale + tonumber(seq)
 end
 
+-- The aborted transactions' ranges per producer, read once, at the first transactional
+-- record met (entries come in offset order: aborts whose marker is before it are behind).
+local aborted = nil
+local function is_aborted(producer, offset)
+  if aborted == nil then
+    aborted = {}
+    local found = redis.call('ZRANGEBYSCORE', txn_aborted, offset, '+inf', 'WITHSCORES')
+    for i = 1, #found, 2 do
+      local pid, first = string.match(found[i], '^(%S+) (%S+)$')
+      local ranges = aborted[pid] or {}
+      ranges[#ranges + 1] = {tonumber(first), tonumber(found[i + 1])}
+      aborted[pid] = ranges
+    end
+  end
+  for _, r in ipairs(aborted[producer] or {}) do
+    if r[1] <= offset and offset <= r[2] then return true end
+  end
+  return false
+end
+
+-- A transactional record's producer id (its 'pid' field, among the last ones), or nil.
+local function producer_of(fields)
+  for i = #fields - 1, math.max(1, #fields - 7), -2 do
+    if fields[i] == 'pid' then return fields[i + 1] end
+  end
+  return nil
+end
+
+-- Whether an entry is never handed out: a marker, or (read_committed) an aborted record.
+local function archived(id, fields)
+  if fields[1] == 'ctl' then return true end
+  if read_committed then
+    local producer = producer_of(fields)
+    if producer then return is_aborted(producer, offset_of(id)) end
+  end
+  return false
+end
+
 local out = {}
 local function take(id, count, fields)
-  if fields[1] == 'ctl' then
+  if archived(id, fields) then
     redis.call('XACK', log, cgroup, id)
   else
     out[#out + 1] = {id, count, fields}
@@ -50,9 +93,13 @@ repeat
   rounds = rounds + 1
 until cursor == '0-0' or #out >= max_records or rounds >= 10
 
--- 2. new records, below the high watermark
+-- 2. new records, below the high watermark (read_committed: below the last stable offset)
 if #out < max_records then
-  local hw = tonumber(redis.call('HGET', state, 'hw') or '')
+  local bound = tonumber(redis.call('HGET', state, 'hw') or '')
+  if read_committed then
+    local open_first = tonumber(redis.call('HGET', state, 'txn_first') or '')
+    if open_first and (bound == nil or open_first - 1 < bound) then bound = open_first - 1 end
+  end
   local last = nil
   for _, g in ipairs(redis.call('XINFO', 'GROUPS', log)) do
     local name, delivered = nil, nil
@@ -62,20 +109,26 @@ if #out < max_records then
     end
     if name == cgroup then last = delivered end
   end
-  if last then
-    local ahead = redis.call('XRANGE', log, '(' .. last, '+', 'COUNT', max_records - #out)
+  -- markers and aborted records taken on the way do not count: read on (a few rounds)
+  local reads = 0
+  while last and #out < max_records and reads < 10 do
+    local want = max_records - #out
+    local ahead = redis.call('XRANGE', log, '(' .. last, '+', 'COUNT', want)
     local n = 0
     for _, e in ipairs(ahead) do
-      if hw and offset_of(e[1]) > hw then break end
+      if bound and offset_of(e[1]) > bound then break end
       n = n + 1
     end
-    if n > 0 then
-      local read = redis.call('XREADGROUP', 'GROUP', cgroup, member, 'COUNT', n,
-        'STREAMS', log, '>')
-      if read and read[1] then
-        for _, e in ipairs(read[1][2]) do take(e[1], 1, e[2]) end
-      end
+    if n == 0 then break end
+    local read = redis.call('XREADGROUP', 'GROUP', cgroup, member, 'COUNT', n,
+      'STREAMS', log, '>')
+    if not (read and read[1]) then break end
+    for _, e in ipairs(read[1][2]) do
+      take(e[1], 1, e[2])
+      last = e[1]
     end
+    reads = reads + 1
+    if n < want then break end -- the bound or the log's end
   end
 end
 return out

@@ -94,6 +94,12 @@ from mapping.share_group.share_groups import (
     share_group_acknowledge_call,
     share_group_acquire_call,
     share_group_heartbeat_call,
+    share_group_release_call,
+)
+from mapping.share_group.state import (
+    share_group_offsets_alter_call,
+    share_group_offsets_delete_call,
+    share_group_offsets_describe_call,
 )
 from mapping.topic.brokers import kafka_brokers_call, kafka_register_call
 from mapping.topic.topic_rules import Compaction, Segments
@@ -261,6 +267,17 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
             batches=[AckBatch(1024, 2048, [1]), AckBatch(4096, 4098, [1, 0, 3])],
         ),
     ],
+    "share_group/release": [
+        lambda: share_group_release_call(
+            KEYS.partition("t", 0),
+            consumer_group=KEYS.share_consumer_group("g"),
+            member_id="m",
+            lock_ms=30_000,
+        )
+    ],
+    "share_group/offsets_describe": [lambda: share_group_offsets_describe_call(KEYS, "g", "t", 0)],
+    "share_group/offsets_alter": [lambda: share_group_offsets_alter_call(KEYS, "g", "t", 0, 5, 10)],
+    "share_group/offsets_delete": [lambda: share_group_offsets_delete_call(KEYS, "g", "t", 0)],
     "kafka_group/consumer_heartbeat": [
         lambda: kafka_group_consumer_heartbeat_call(
             KGROUP,

@@ -130,14 +130,14 @@ def _heartbeat(client: redis.Redis, member: str, epoch: int, topics: list[str] |
 
 
 def test_membership_epochs(redis_client: redis.Redis) -> None:
-    status, first, _ = _heartbeat(redis_client, "a", 0, ["t"])
+    status, first, *_ = _heartbeat(redis_client, "a", 0, ["t"])
     assert status == 0
-    status, second, members = _heartbeat(redis_client, "b", 0, ["t", "u"])
+    status, second, members, _ = _heartbeat(redis_client, "b", 0, ["t", "u"])
     assert (status, second) == (0, first + 1)
     assert {k: sorted(v) for k, v in json.loads(members).items()} == {
         "a": ["t"], "b": ["t", "u"],
     }  # fmt: skip
-    assert _heartbeat(redis_client, "a", second, None)[:2] == [0, second]  # nothing changed
+    assert _heartbeat(redis_client, "a", first, None)[:2] == [0, second]  # its epoch moves on
     assert _heartbeat(redis_client, "zz", 3, None)[0] == 1  # unknown member
     assert _heartbeat(redis_client, "b", -1, None)[1] == second + 1  # left
 
