@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import fairness, kafka, transactions
+from bench import fairness, kafka, share, transactions
 from bench.report import Row, ratio
 
 
@@ -48,6 +48,8 @@ def measure(redis_url: str, records: int, latency_s: float, adapter_args: list[s
         # transactional vs idempotent produce, read_committed vs read_uncommitted (none
         # while the pods refuse transactional producers)
         *transactions.rows(redis_url, min(records, 20_000), adapter_args),
+        # share consumers (KIP-932) against a classic group on the same records
+        *share.rows(redis_url, min(records, 100_000), adapter_args),
     ]
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import click
 
 from bench import kafka
+from bench.report import Row, ratio
 from mapping.connection.embedded import RedisProcess
 
 DEADLINE_S = 300.0
@@ -175,6 +176,23 @@ def measure(
         return rows
     finally:
         served.stop(timeout=30)
+
+
+def rows(redis_url: str, records: int, adapter_args: list[str]) -> list[Row]:
+    """The table rows of ``python -m bench``: share consumers against a classic group of as
+    many consumers, reading the same records (3 consumers, 6 partitions)."""
+    share, classic = measure(redis_url, 3, 6, records, 100, adapter_args)
+
+    def rate(name: str, found: dict[str, Any], base: Row | None = None) -> Row:
+        value = float(found["records_per_s"])
+        row = Row(name, "adapter", found["consumers"], "pipelined", value, value, None, None,
+                  None, note="3 consumers, 6 partitions")  # fmt: skip
+        if base is not None:
+            row.ratio, row.ratio_to = ratio(value, base), base.name
+        return row
+
+    classic_row = rate("Kafka classic group (confluent)", classic)
+    return [classic_row, rate("Kafka share group (confluent)", share, classic_row)]
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -55,6 +55,10 @@ def test_bench_short_mode(tmp_path: Path) -> None:
     # bench/transactions.py's rows: records/s only
     throughput_only |= {r["name"] for r in results["rows"] if r["name"].startswith(
         ("Kafka produce idempotent", "Kafka produce txn", "Kafka fetch read_"))}  # fmt: skip
+    # bench/share.py's rows: share consumers against a classic group, records/s only
+    shared = kafka["Kafka share group (confluent)"]
+    assert shared["ratio_to"] == "Kafka classic group (confluent)" and shared["ratio"] > 0
+    throughput_only |= {shared["name"], shared["ratio_to"]}
     # bench/compaction.py's rows: produce beside compaction, its ratio the p99's
     during = next(r for r in results["rows"] if r["name"] == "produce during compaction")
     assert during["ratio_to"] == "p99 / idle p99" and during["extra"]["removed"] > 0
