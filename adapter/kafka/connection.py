@@ -32,7 +32,9 @@ the event loop, its waits left out), as Kafka's request handler time; not counte
 Kafka: what the SASL gate answers, anything before authentication, Produce with acks=0.
 Over a quota the connection is muted for the longest throttle time, which every response
 carries in throttle_time_ms; a throttled Fetch is answered without its partitions
-(fetch.throttled), as Kafka does, and its records come with the next Fetch.
+(fetch.throttled), as Kafka does, and its records come with the next Fetch. A ShareFetch's
+records count against consumer_byte_rate too, but a throttled one keeps them: they are
+acquired for its member (dropped, they would stay locked until their lock ran out).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from adapter.kafka import errors, fetch, protocol
 from adapter.kafka.apis import Handler
 from adapter.kafka.framing import FrameDecoder, FrameTooLarge
 from adapter.kafka.sasl import SaslGate
-from adapter.kafka.versions import FETCH, PRODUCE, SASL_AUTHENTICATE
+from adapter.kafka.versions import FETCH, PRODUCE, SASL_AUTHENTICATE, SHARE_FETCH
 from adapter.limits import ConnectionSlots
 from adapter.quotas import NS_TO_PERCENT, QuotaManager
 from adapter.served import TIMER_SLACK_S, ServedConnection
@@ -69,7 +71,7 @@ _Open = tuple[protocol.Request, "asyncio.Future[Any] | bytes", float]
 
 
 # the requests counted against byte-rate quotas
-_MEASURED = (PRODUCE, FETCH)
+_MEASURED = (PRODUCE, FETCH, SHARE_FETCH)
 
 
 def _append_bytes(frame: bytes) -> int:
@@ -339,7 +341,7 @@ class KafkaConnection(ServedConnection):
             requested = quotas.record(REQUEST_PERCENTAGE, user, client_id, held.ns * NS_TO_PERCENT)
         else:
             response = await answer
-        if request.api is FETCH:
+        if request.api in (FETCH, SHARE_FETCH):
             sent = sum(
                 len(p.records or b"")
                 for topic in getattr(response, "responses", ())

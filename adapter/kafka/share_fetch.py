@@ -214,14 +214,15 @@ async def share_fetch(context: KafkaContext, request: Request) -> Any:
         message = "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 with IsRenewAck"
         return _fetch_answer(version, errors.INVALID_REQUEST, message=message)
     try:
-        return await _share_fetch(context, version, body, group, member, renew)
+        return await _share_fetch(context, request, group, member, renew)
     except BrokerError:
         return _fetch_answer(version, errors.UNKNOWN_SERVER_ERROR, message="Redis is not available")
 
 
 async def _share_fetch(
-    context: KafkaContext, version: int, body: Any, group: str, member: str, renew: bool
+    context: KafkaContext, request: Request, group: str, member: str, renew: bool
 ) -> Any:
+    body, version = request.body, request.version
     key = (group, member)
     epoch = body.share_session_epoch
     if epoch == 0:
@@ -244,6 +245,15 @@ async def _share_fetch(
     names = await _names(context, {t for t, _ in (*requested, *session.partitions)})
     settings = await context.share_groups.settings(group)
     outcomes: dict[TopicPartition, _Outcome] = {}
+    # READ on each topic (Kafka's share fetch): a refused one is neither acknowledged nor
+    # read, and leaves the session
+    refused = await authorization.denied(
+        context, request, Operation.READ, ResourceType.TOPIC, names.values()
+    )
+    for tp in [tp for tp in (*requested, *session.partitions) if names.get(tp[0]) in refused]:
+        outcomes.setdefault(tp, _Outcome()).error = errors.TOPIC_AUTHORIZATION_FAILED
+        requested.pop(tp, None)
+        session.partitions.discard(tp)
     for (topic_id, p), raw in requested.items():
         if raw:
             outcome = outcomes.setdefault((topic_id, p), _Outcome())
@@ -371,13 +381,20 @@ async def share_acknowledge(context: KafkaContext, request: Request) -> Any:
         settings = await context.share_groups.settings(group)
         ids = {t.topic_id for t in body.topics or ()} | {t for t, _ in session.partitions}
         names = await _names(context, ids)
+        refused = await authorization.denied(
+            context, request, Operation.READ, ResourceType.TOPIC,
+            [names[t.topic_id] for t in body.topics or ()],
+        )  # fmt: skip
         for topic in body.topics or ():
             partitions = []
             for part in topic.partitions or ():
-                ack = await _acknowledge(
-                    context, group, member, names[topic.topic_id], part.partition_index,
-                    part.acknowledgement_batches, renew,
-                )  # fmt: skip
+                if names[topic.topic_id] in refused:
+                    ack = errors.TOPIC_AUTHORIZATION_FAILED
+                else:
+                    ack = await _acknowledge(
+                        context, group, member, names[topic.topic_id], part.partition_index,
+                        part.acknowledgement_batches, renew,
+                    )  # fmt: skip
                 partitions.append(
                     AckPartition(
                         partition_index=part.partition_index,

@@ -31,10 +31,17 @@ REFUSALS = {UNKNOWN_MEMBER: errors.UNKNOWN_MEMBER_ID, FENCED_MEMBER: errors.FENC
 
 async def share_group_heartbeat(context: KafkaContext, request: Request) -> Any:
     body = request.body
-    if context.authorizer.enabled and not await authorization.allowed(
-        context, request, Operation.READ, ResourceType.GROUP, body.group_id or ""
-    ):
-        return _answer(request, errors.GROUP_AUTHORIZATION_FAILED)
+    if context.authorizer.enabled:
+        if not await authorization.allowed(
+            context, request, Operation.READ, ResourceType.GROUP, body.group_id or ""
+        ):
+            return _answer(request, errors.GROUP_AUTHORIZATION_FAILED)
+        # DESCRIBE on every subscribed topic, as for KIP-848 groups
+        subscribed = body.subscribed_topic_names or ()
+        if await authorization.denied(
+            context, request, Operation.DESCRIBE, ResourceType.TOPIC, subscribed
+        ):
+            return _answer(request, errors.TOPIC_AUTHORIZATION_FAILED)
     if not body.group_id:
         return _answer(request, errors.INVALID_GROUP_ID)
     if not body.member_id:  # the client makes its member id (KIP-1082)

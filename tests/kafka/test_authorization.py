@@ -10,6 +10,7 @@ import json
 import subprocess
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -17,8 +18,12 @@ from adapter.kafka.versions import (
     DESCRIBE_TRANSACTIONS,
     LIST_OFFSETS,
     LIST_TRANSACTIONS,
+    METADATA,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    SHARE_ACKNOWLEDGE,
+    SHARE_FETCH,
+    SHARE_GROUP_HEARTBEAT,
 )
 from mapping.security.acls import AclBinding, Operation, PatternType, Permission, ResourceType
 from tests.support.authorizing import authorizing_pod
@@ -286,3 +291,71 @@ def test_kcat_produces_consumes_and_lists_only_what_it_may(pod: Pod) -> None:
     assert listed.returncode == 0, listed.stderr
     topics = {t["topic"] for t in json.loads(listed.stdout)["topics"]}
     assert "open" in topics and "secret" not in topics
+
+
+def _topic_id(pod: Pod, topic: str) -> uuid.UUID:
+    raw = _raw(pod, ADMIN)
+    try:
+        asked = METADATA.request.MetadataRequestTopic(name=topic)
+        body = METADATA.request[12](topics=[asked], allow_auto_topic_creation=False)
+        (answer,) = raw.call(METADATA, 12, body).topics
+    finally:
+        raw.close()
+    assert answer.error_code == 0
+    return answer.topic_id
+
+
+def test_share_groups_need_read_on_the_group_and_the_topics(pod: Pod) -> None:
+    """KIP-932 under ACLs, as Kafka checks it: ShareGroupHeartbeat needs READ on the group
+    and DESCRIBE on each subscribed topic; ShareFetch and ShareAcknowledge READ on the group,
+    and READ on each topic for its partitions (TOPIC_AUTHORIZATION_FAILED, the others
+    served)."""
+    heartbeat = SHARE_GROUP_HEARTBEAT.request[1]
+    fetch, ack = SHARE_FETCH.request, SHARE_ACKNOWLEDGE.request
+    wait_until(lambda: _produce_one(pod, "open") is None)  # the bindings are loaded
+    open_id, secret_id = _topic_id(pod, "open"), _topic_id(pod, "secret")
+    member = uuid.uuid4().hex[:22]
+
+    def join(group: str, topics: list[str]) -> int:
+        return raw.call(SHARE_GROUP_HEARTBEAT, 1, heartbeat(
+            group_id=group, member_id=member, member_epoch=0, rack_id=None,
+            subscribed_topic_names=topics,
+        )).error_code  # fmt: skip
+
+    def share_fetch(group: str, epoch: int) -> Any:
+        wanted = [
+            fetch.FetchTopic(topic_id=t, partitions=[
+                fetch.FetchTopic.FetchPartition(partition_index=0, acknowledgement_batches=[])
+            ])
+            for t in (open_id, secret_id)
+        ]  # fmt: skip
+        return raw.call(SHARE_FETCH, 1, fetch[1](
+            group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=0,
+            min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10, topics=wanted,
+            forgotten_topics_data=[],
+        ))  # fmt: skip
+
+    raw = _raw(pod)
+    try:
+        assert join("g-denied", ["open"]) == GROUP_CODE
+        assert join("g-ok", ["open", "secret"]) == TOPIC_CODE
+        assert join("g-ok", ["open"]) == 0
+        assert share_fetch("g-denied", 0).error_code == GROUP_CODE
+        answer = share_fetch("g-ok", 0)
+        assert answer.error_code == 0
+        codes = {t.topic_id: t.partitions[0].error_code for t in answer.responses}
+        assert codes == {open_id: 0, secret_id: TOPIC_CODE}
+        batch = ack.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch
+        acked = raw.call(SHARE_ACKNOWLEDGE, 1, ack[1](
+            group_id="g-ok", member_id=member, share_session_epoch=1, topics=[
+                ack.AcknowledgeTopic(topic_id=secret_id, partitions=[
+                    ack.AcknowledgeTopic.AcknowledgePartition(
+                        partition_index=0, acknowledgement_batches=[
+                            batch(first_offset=0, last_offset=0, acknowledge_types=[1])
+                        ])
+                ])
+            ],
+        ))  # fmt: skip
+        assert acked.responses[0].partitions[0].error_code == TOPIC_CODE
+    finally:
+        raw.close()

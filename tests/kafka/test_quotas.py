@@ -3,7 +3,8 @@ quotas live in Redis), Kafka's error codes for bad requests with nothing stored,
 producer over its byte-rate quota slowed to it, with throttle_time_ms, while another client
 on the same pod keeps its own rate; the pod's metrics show the quota entity's bytes and
 throttle time. A client over its request_percentage is throttled (its neighbour is not), and
-a Fetch over consumer_byte_rate is answered without records, which the next Fetch gets."""
+a Fetch over consumer_byte_rate is answered without records, which the next Fetch gets; a
+ShareFetch over it keeps the records it acquired and carries the throttle time."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from adapter.kafka.versions import (
     DESCRIBE_CLIENT_QUOTAS,
     FETCH,
     METADATA,
+    SHARE_FETCH,
+    SHARE_GROUP_HEARTBEAT,
     Api,
 )
 from mapping.core.keys import Keys
@@ -297,3 +300,53 @@ def test_throttled_fetch_is_answered_without_records(
             assert [r.value for r in records] == [b"v" * 6000]
     finally:
         _alter(a.kafka_port, [(thirsty, [("consumer_byte_rate", 0.0, True)])])
+
+
+def test_throttled_share_fetch_keeps_its_records(quota_pods: tuple[Pod, Pod], topic: str) -> None:
+    """Share consumers' records count against consumer_byte_rate; a throttled ShareFetch
+    still carries what it acquired (the records are the member's until acknowledged)."""
+    a, _ = quota_pods
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    assert admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10) is None
+    sharer = {"client-id": "sharer"}
+    assert _alter(a.kafka_port, [(sharer, [("consumer_byte_rate", 500.0, False)])]) == [(0, None)]
+    group, member = f"sq-{topic}", uuid.uuid4().hex[:22]
+    client = redis.Redis.from_url(a.redis_url or "")
+    client.hset(Keys(PREFIX).group_configs(group), "share.auto.offset.reset", "earliest")
+    client.close()
+    heartbeat, fetch = SHARE_GROUP_HEARTBEAT.request[1], SHARE_FETCH.request
+    try:
+        with RawKafka(a.kafka_port) as raw:
+            for _ in range(20):
+                produce_values(raw, topic, 0, b"s" * 3000)
+            topic_id = None
+            for _ in range(50):  # the assignment names the topic once its metadata is there
+                joined = _call_as(raw, "sharer", SHARE_GROUP_HEARTBEAT, 1, heartbeat(
+                    group_id=group, member_id=member, member_epoch=0, rack_id=None,
+                    subscribed_topic_names=[topic],
+                ))  # fmt: skip
+                if joined.assignment and joined.assignment.topic_partitions:
+                    topic_id = joined.assignment.topic_partitions[0].topic_id
+                    break
+                time.sleep(0.1)
+            assert topic_id is not None
+            wanted = [fetch.FetchTopic(topic_id=topic_id, partitions=[
+                fetch.FetchTopic.FetchPartition(partition_index=0, acknowledgement_batches=[])
+            ])]  # fmt: skip
+            deadline, epoch = time.monotonic() + 10, 0
+            while True:  # one record a request, until the quota reached the pod
+                reply = _call_as(raw, "sharer", SHARE_FETCH, 1, fetch[1](
+                    group_id=group, member_id=member, share_session_epoch=epoch,
+                    max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, max_records=1,
+                    batch_size=1, topics=wanted if epoch == 0 else [],
+                    forgotten_topics_data=[],
+                ))  # fmt: skip
+                epoch += 1
+                assert reply.error_code == 0, reply
+                if reply.throttle_time_ms > 0 or time.monotonic() > deadline:
+                    break
+            assert reply.throttle_time_ms > 0
+            (part,) = reply.responses[0].partitions
+            assert part.acquired_records and part.records
+    finally:
+        _alter(a.kafka_port, [(sharer, [("consumer_byte_rate", 0.0, True)])])
