@@ -4,6 +4,11 @@ adapter's names and under kafka_exporter's (danielqsj/kafka_exporter: its metric
 label names and meanings), so its dashboards and alerts work unchanged, with a lag that
 counts records (docs/operations.md says why the offsets' difference does not).
 
+Share groups (KIP-932) get ``kafka_sharegroup_*`` families in kafka_exporter's style
+(it has none for them yet), with the words of Kafka 4.2's share metrics (KIP-1103's
+in-flight message count, KIP-1226's share-partition lag), read by
+mapping/operations/share_group_overview.py.
+
 Every pod reports the same deployment-wide numbers: take one pod's (max by labels), not
 their sum.
 """
@@ -20,13 +25,16 @@ from prometheus_client.registry import Collector
 
 from mapping.connection.cluster import LazySyncClient
 from mapping.core.keys import Keys
-from mapping.operations import metrics_snapshot
+from mapping.operations import metrics_snapshot, share_group_overview
+from mapping.operations.inspection import sequence_bits
 from mapping.operations.metrics_snapshot import DeploymentSnapshot
+from mapping.operations.share_group_overview import ShareSnapshot, topic_totals
 
 log = logging.getLogger(__name__)
 
 # kafka_exporter's label names
 GROUP, TOPIC, PARTITION = "consumergroup", "topic", "partition"
+SHARE_GROUP = "sharegroup"  # kafka_exporter's style for share groups
 
 
 def adapter_families(snapshot: DeploymentSnapshot | None) -> list[GaugeMetricFamily]:
@@ -198,6 +206,60 @@ class _GroupFamilies:
         return [self.current, self.current_sum, self.lag, self.lag_sum, self.members]
 
 
+def share_group_families(shares: ShareSnapshot | None) -> list[GaugeMetricFamily]:
+    """``kafka_sharegroup_*``: live members and state per share group, and per
+    share-partition with state its start offset, records in flight and lag in records (no
+    samples without ``shares``)."""
+    where = [SHARE_GROUP, TOPIC, PARTITION]
+    members = _gauge(
+        "kafka_sharegroup_members", "Amount of live members in a share group", [SHARE_GROUP]
+    )
+    state = _gauge(
+        "kafka_sharegroup_state",
+        "1 for the share group's state (Empty: no live member, Stable)",
+        [SHARE_GROUP, "state"],
+    )
+    start = _gauge(
+        "kafka_sharegroup_start_offset",
+        "Start offset (SPSO) of a ShareGroup at Topic/Partition: the first record not yet "
+        "acknowledged",
+        where,
+    )
+    in_flight = _gauge(
+        "kafka_sharegroup_records_in_flight",
+        "Records of a ShareGroup at Topic/Partition acquired and not yet acknowledged, or "
+        "released for redelivery",
+        where,
+    )
+    lag = _gauge(
+        "kafka_sharegroup_lag",
+        "Lag of a ShareGroup at Topic/Partition, in records not yet acknowledged (in flight "
+        "or not yet delivered; -1: unknown)",
+        where,
+    )
+    lag_sum = _gauge(
+        "kafka_sharegroup_lag_sum",
+        "Lag of a ShareGroup at Topic for all partitions, in records",
+        [SHARE_GROUP, TOPIC],
+    )
+    if shares is not None:
+        for group, count in sorted(shares.members.items()):
+            members.add_metric([group], count)
+        for group, name in sorted(shares.states.items()):
+            state.add_metric([group, name], 1)
+        by_group: dict[str, list] = {}
+        for group, row in shares.partitions:
+            labels = [group, row.topic, str(row.partition)]
+            start.add_metric(labels, row.start_offset)
+            in_flight.add_metric(labels, row.in_flight)
+            lag.add_metric(labels, row.lag)
+            by_group.setdefault(group, []).append(row)
+        for group, rows in sorted(by_group.items()):
+            for totals in topic_totals(rows):
+                lag_sum.add_metric([group, totals.topic], totals.lag)
+    return [members, state, start, in_flight, lag, lag_sum]
+
+
 class DeploymentCollector(Collector):
     """Reads the deployment once per scrape and reports it under both sets of names;
     scrapes that arrive while a read is under way share it."""
@@ -207,21 +269,23 @@ class DeploymentCollector(Collector):
         self.keys = keys
         self.v1_session_timeout_ms = v1_session_timeout_ms
         self._lock = threading.Lock()
-        self._last: tuple[float, DeploymentSnapshot | None] | None = None  # (read at, read)
+        # (read at, the deployment's read, the share groups' read)
+        self._last: tuple[float, DeploymentSnapshot | None, ShareSnapshot | None] | None = None
 
     def describe(self) -> list:
         return []  # computed on scrape: nothing to check at registration
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        snapshot = self._read()
+        snapshot, shares = self._read()
         yield from adapter_families(snapshot)
         yield from kafka_exporter_families(snapshot)
+        yield from share_group_families(shares)
 
-    def _read(self) -> DeploymentSnapshot | None:
+    def _read(self) -> tuple[DeploymentSnapshot | None, ShareSnapshot | None]:
         asked = time.monotonic()
         with self._lock:
             if self._last is not None and self._last[0] >= asked:
-                return self._last[1]  # read while this scrape waited for the lock
+                return self._last[1], self._last[2]  # read while this scrape waited
             try:
                 snapshot = metrics_snapshot.read(
                     self.client.get(), self.keys, self.v1_session_timeout_ms
@@ -230,5 +294,16 @@ class DeploymentCollector(Collector):
                 log.warning("cannot read consumer lag and partition state: %s", exc)
                 self.client.reset()
                 snapshot = None
-            self._last = (time.monotonic(), snapshot)
-            return snapshot
+            shares = self._read_shares(snapshot) if snapshot is not None else None
+            self._last = (time.monotonic(), snapshot, shares)
+            return snapshot, shares
+
+    def _read_shares(self, snapshot: DeploymentSnapshot) -> ShareSnapshot | None:
+        try:
+            client = self.client.get()
+            return share_group_overview.read_snapshot(
+                client, self.keys, snapshot.partition_counts, sequence_bits(client, self.keys)
+            )
+        except Exception as exc:  # the other families are still served
+            log.warning("cannot read share groups' state: %s", exc)
+            return None

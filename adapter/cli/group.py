@@ -3,6 +3,8 @@
     group list [--json]                          every group: protocol, state, members
     group describe GROUP [--json]                state, members, and per partition the
                                                  committed offset, log end offset and lag
+                                                 (a share group: per share-partition the
+                                                 start offset, lag, records in flight)
     group reset-offsets GROUP --topic T ...      (adapter/cli/group_reset.py)
     group delete GROUP [--topic T] [--force]
 
@@ -17,6 +19,9 @@ A group is keyed by (group, topic) for deletion: without ``--topic`` GROUP is de
 every topic it has. A group with live members (a member whose session has not run out) is
 refused, as Kafka's DeleteGroups answers NON_EMPTY_GROUP, unless ``--force`` (its members
 then get "group not found" and JOIN again).
+
+Share groups (KIP-932, mapping/operations/share_group_overview.py) are listed, described,
+reset and deleted by the same commands, as kafka-share-groups.sh handles them.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ if TYPE_CHECKING:  # (imported where a command runs, never for its --help)
     from adapter.pod import Pod
     from mapping.group.deletion import GroupDeletion
     from mapping.operations.group_overview import GroupOverview
+    from mapping.operations.share_group_overview import ShareGroupOverview
+    from mapping.share_group.state import ShareGroupState
 
 # V1 members are live while heard from within this long (the pods' --session-timeout-ms)
 session_timeout_option = click.option(
@@ -55,11 +62,18 @@ def _name(value: str | None) -> str | None:
     return value
 
 
+def share_state(pod: Pod) -> ShareGroupState:
+    """The deployment's share groups (KIP-932) through a pod's batcher."""
+    from mapping.share_group.state import ShareGroupState
+
+    return ShareGroupState(pod.batcher, pod.keys, pod.partitions.sequence_bits)
+
+
 @click.group(
     cls=LazyGroup, lazy_subcommands={"reset-offsets": "adapter.cli.group_reset:reset_offsets"}
 )
 def group() -> None:
-    """List, describe, reset the offsets of, and delete consumer groups."""
+    """List, describe, reset the offsets of, and delete consumer groups and share groups."""
 
 
 @group.command()
@@ -78,56 +92,95 @@ def delete(
     session_timeout_ms: int,
     target: RedisTarget,
 ) -> None:
-    """Delete GROUP: members, assignment, generation, committed offsets, its listing."""
+    """Delete GROUP: members, assignment, generation, committed offsets, its listing. A
+    share group: its membership and its state on every share-partition (with --topic: only
+    its state on that topic's partitions, as kafka-share-groups.sh --delete-offsets)."""
     from adapter.cli.local_pod import run_on_pod
     from mapping.group.deletion import DELETED, NON_EMPTY, delete_groups
 
-    results: list[GroupDeletion] = run_on_pod(
-        target,
-        lambda pod: delete_groups(
+    async def work(pod: Pod) -> tuple[list[GroupDeletion], str]:
+        share = await _delete_share_group(pod, group_name, topic_name, force)
+        results = await delete_groups(
             pod.topics,
             group_name,
             topic_name,
             force=force,
             session_timeout_ms=session_timeout_ms,
             mirror=pod.offsets_mirror,
-        ),
-    )
+        )
+        return results, share
+
+    results, share = run_on_pod(target, work)
     deleted = [r for r in results if r.outcome == DELETED]
     refused = [r for r in results if r.outcome == NON_EMPTY]
+    where = f" topic={topic_name}" if topic_name else ""
+    if share == DELETED:
+        click.echo(f"deleted share group={group_name}{where}")
     for r in deleted:
         click.echo(f"deleted group={r.group} topic={r.topic}")
+    if share.startswith(NON_EMPTY):
+        click.echo(
+            f"refused share group={group_name}{where}: {share[len(NON_EMPTY) + 1 :]} "
+            "(NON_EMPTY_GROUP; --force deletes it anyway)",
+            err=True,
+        )
     for r in refused:
         click.echo(
             f"refused group={r.group} topic={r.topic}: {r.message} (NON_EMPTY_GROUP; "
             "--force deletes it anyway)",
             err=True,
         )
-    if refused:
+    if refused or share.startswith(NON_EMPTY):
         raise SystemExit(1)
-    if not deleted:
+    if not deleted and share != DELETED:
         where = f" on topic {topic_name}" if topic_name else ""
         raise click.ClickException(f"no group {group_name}{where}")
 
 
-def read_overview(target: RedisTarget, group_name: str, session_timeout_ms: int) -> GroupOverview:
-    """GROUP across its protocols; a one-line error when it does not exist."""
+async def _delete_share_group(
+    pod: Pod, group_name: str, topic_name: str | None, force: bool
+) -> str:
+    """Delete share group ``group_name`` (``topic_name``: only its state on that topic):
+    DELETED, "" when there is no such share group, or NON_EMPTY and why."""
+    from mapping.group.deletion import DELETED, NON_EMPTY
+    from mapping.operations.share_group_overview import every_partition
+
+    state = share_state(pod)
+    membership = await state.membership(group_name)
+    if membership is None:
+        return ""
+    if membership.members and not force:
+        return f"{NON_EMPTY} {len(membership.members)} live members"
+    if topic_name is not None:
+        await state.delete(group_name, await every_partition(pod.topics, [topic_name]))
+    else:
+        await state.delete_group(group_name)
+    return DELETED
+
+
+def read_overview(
+    target: RedisTarget, group_name: str, session_timeout_ms: int
+) -> tuple[GroupOverview | None, ShareGroupOverview | None]:
+    """GROUP across its protocols, and the share group of that name; a one-line error when
+    neither exists."""
     from adapter.cli.local_pod import run_on_pod
     from mapping.operations.group_overview import overview
+    from mapping.operations.share_group_overview import share_overview
     from mapping.replication.durable_reads import confirm_read
 
-    async def work(pod: Pod) -> GroupOverview | None:
+    async def work(pod: Pod) -> tuple[GroupOverview | None, ShareGroupOverview | None]:
         found = await overview(pod.kafka_groups, group_name, pod.partitions.sequence_bits)
         if found is not None:  # committed offsets shown once the Redis replicas have them
             topics = {p.topic for p in found.partitions}
             read = [pod.keys.group(group_name, t).offsets for t in sorted(topics)]
             await confirm_read(pod.client, pod.keys, read)
-        return found
+        share = await share_overview(share_state(pod), group_name)
+        return found, share
 
-    found = run_on_pod(target, work, session_timeout_ms=session_timeout_ms)
-    if found is None:
+    found, share = run_on_pod(target, work, session_timeout_ms=session_timeout_ms)
+    if found is None and share is None:
         raise click.ClickException(f"Consumer group '{group_name}' does not exist.")
-    return found
+    return found, share
 
 
 @group.command(name="list")
@@ -135,26 +188,32 @@ def read_overview(target: RedisTarget, group_name: str, session_timeout_ms: int)
 @options.redis_target
 @options.as_json
 def list_groups(session_timeout_ms: int, target: RedisTarget, as_json: bool) -> None:
-    """Every group (Kafka classic, KIP-848 and V1, and groups that only have committed
-    offsets): protocol, state and live members."""
+    """Every group (Kafka classic, KIP-848 and V1, groups that only have committed
+    offsets, and share groups: protocol ``share``): protocol, state and live members."""
     import asyncio
 
     from adapter.cli.local_pod import run_on_pod
     from mapping.operations.group_overview import group_names, overview
+    from mapping.operations.share_group_overview import SHARE, share_overviews, summary_json
 
-    async def work(pod: Pod) -> list[GroupOverview]:
+    async def work(pod: Pod) -> tuple[list[GroupOverview], list[ShareGroupOverview]]:
         bits = pod.partitions.sequence_bits
         names = await group_names(pod.kafka_groups)
         found = await asyncio.gather(
             *(overview(pod.kafka_groups, g, bits, offsets=False) for g in names)
         )
-        return [o for o in found if o is not None]
+        shares = await share_overviews(share_state(pod))
+        return [o for o in found if o is not None], shares
 
-    found = run_on_pod(target, work, session_timeout_ms=session_timeout_ms)
+    found, shares = run_on_pod(target, work, session_timeout_ms=session_timeout_ms)
+    listed = sorted(
+        [(o.group, _summary_json(o)) for o in found] + [(o.group, summary_json(o)) for o in shares],
+        key=lambda entry: (entry[0], entry[1]["protocol"] == SHARE),
+    )
     if as_json:
-        click.echo(json.dumps([_summary_json(o) for o in found]))
+        click.echo(json.dumps([entry for _, entry in listed]))
         return
-    rows = [[o.group, cell(o.protocol), o.state, str(len(o.members))] for o in found]
+    rows = [[e["group"], cell(e["protocol"]), e["state"], str(e["members"])] for _, e in listed]
     echo_columns(["GROUP", "PROTOCOL", "STATE", "#MEMBERS"], rows)
 
 
@@ -173,11 +232,54 @@ def describe(group_name: str, session_timeout_ms: int, target: RedisTarget, as_j
     commits on or is assigned: CURRENT-OFFSET (committed), LOG-END-OFFSET (Kafka's high
     watermark) and LAG, in RECORDS from the committed offset to the high watermark
     (offsets are time-encoded: LOG-END-OFFSET minus CURRENT-OFFSET is not a record count;
-    "N+": at least N). The columns are kafka-consumer-groups --describe's."""
-    found = read_overview(target, group_name, session_timeout_ms)
+    "N+": at least N). The columns are kafka-consumer-groups --describe's.
+
+    A share group (KIP-932): its state, group epoch and members, and per share-partition
+    kafka-share-groups.sh --describe --offsets' START-OFFSET and LAG (records not yet
+    acknowledged), then IN-FLIGHT (acquired, or released for redelivery) and AVAILABLE (not
+    delivered yet)."""
+    from mapping.operations.share_group_overview import overview_json
+
+    found, share = read_overview(target, group_name, session_timeout_ms)
     if as_json:
-        click.echo(json.dumps({**dataclasses.asdict(found), "lag_unit": "records"}))
+        if found is None:
+            assert share is not None  # (read_overview refused neither)
+            click.echo(json.dumps(overview_json(share)))
+            return
+        described = {**dataclasses.asdict(found), "lag_unit": "records"}
+        if share is not None:
+            described["share"] = overview_json(share)
+        click.echo(json.dumps(described))
         return
+    if found is not None:
+        _echo_overview(found)
+    if share is not None:
+        if found is not None:
+            click.echo()
+        _echo_share_overview(share)
+
+
+def _echo_share_overview(share: ShareGroupOverview) -> None:
+    from mapping.operations.share_group_overview import (
+        MEMBER_HEADER,
+        OFFSETS_HEADER,
+        STATE_HEADER,
+        member_rows,
+        offset_rows,
+        state_rows,
+    )
+
+    echo_columns(STATE_HEADER, state_rows(share))
+    click.echo()
+    if share.members:
+        echo_columns(MEMBER_HEADER, member_rows(share))
+    else:
+        click.echo(f"Share group '{share.group}' has no active members.")
+    click.echo()
+    echo_columns(OFFSETS_HEADER, offset_rows(share))
+
+
+def _echo_overview(found: GroupOverview) -> None:
     g = found.group
     echo_columns(
         ["GROUP", "PROTOCOL", "TOPIC", "STATE", "GENERATION", "ASSIGNMENT-STRATEGY", "#MEMBERS"],

@@ -9,6 +9,12 @@ through the path of every Kafka commit (mapping/operations/offset_reset.py: the 
 fence, never keys written by hand). Refused while the group has live members of any
 protocol, as Kafka's tool refuses a group that is not Empty or Dead. A group that does not
 exist yet gets the offsets (Kafka's tool allows it too: a way to place a new group).
+
+A share group (KIP-932) has start offsets instead (kafka-share-groups.sh --reset-offsets):
+``--to-earliest``, ``--to-latest``, ``--to-offset`` and ``--to-datetime`` / ``--to-timestamp``
+move each share-partition's start there with nothing in flight
+(``ShareGroupState.alter``, AlterShareGroupOffsets' path), refused while the share group has
+live members (Kafka's NON_EMPTY_GROUP).
 """
 
 from __future__ import annotations
@@ -143,10 +149,21 @@ def reset_offsets(
     """Reset GROUP's committed offsets on --topic, as kafka-consumer-groups --reset-offsets:
     prints GROUP TOPIC PARTITION CURRENT-OFFSET NEW-OFFSET NEW-LAG (the lag in RECORDS the
     group will have there); writes only with --execute. Refused while the group has live
-    members (Kafka: "Assignments can only be reset if the group is inactive")."""
+    members (Kafka: "Assignments can only be reset if the group is inactive").
+
+    A share group: each share-partition's start offset (CURRENT-OFFSET: the start now, "-"
+    when not initialised; NEW-LAG: the records available from the new start), with
+    --to-earliest, --to-latest, --to-offset, --to-datetime or --to-timestamp; refused while
+    it has live members (NON_EMPTY_GROUP)."""
+    from adapter.cli.group import share_state
     from adapter.cli.local_pod import run_on_pod
     from mapping.operations.group_overview import overview
     from mapping.operations.offset_reset import CannotReset, execute_reset, plan_reset
+    from mapping.operations.share_group_overview import (
+        CannotResetShare,
+        execute_share_reset,
+        plan_share_reset,
+    )
 
     wanted = _target(to_earliest, to_latest, to_datetime, to_timestamp, to_offset, shift_by)
     if dry_run and execute:
@@ -162,6 +179,24 @@ def reset_offsets(
             raise click.ClickException(
                 f"topic {topic} has {config.partitions} partitions: no partition {outside[0]}"
             )
+        shares = share_state(pod)
+        membership = await shares.membership(group_name)
+        if membership is not None:  # a share group: its start offsets
+            if membership.members:
+                raise click.ClickException(
+                    f"Share group '{group_name}' is not empty: the current state is "
+                    f"{membership.state} ({len(membership.members)} live members; "
+                    "NON_EMPTY_GROUP)."
+                )
+            try:
+                planned = await plan_share_reset(
+                    pod.kafka, shares, group_name, config, chosen, wanted
+                )
+            except CannotResetShare as exc:
+                raise click.ClickException(str(exc)) from None
+            if execute:
+                await execute_share_reset(shares, group_name, planned)
+            return planned
         bits = pod.partitions.sequence_bits
         found = await overview(pod.kafka_groups, group_name, bits, offsets=False)
         if found is not None and not found.inactive:

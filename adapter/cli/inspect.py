@@ -4,8 +4,10 @@ the transaction views).
     inspect topics               one line per topic
     inspect topic NAME           settings, then per partition role, last offset, log end
                                  offset (Kafka's, exclusive), hw, ISR, ...
-    inspect groups [--topic T]   one line per (group, topic)
-    inspect group GROUP TOPIC    generation, members, assignment, committed offsets, lag
+    inspect groups [--topic T]   one line per (group, topic), share groups' too
+    inspect group GROUP TOPIC    generation, members, assignment, committed offsets, lag;
+                                 a share group's start offsets, records in flight and
+                                 available, lag
 
 Lag is in records (partition/lag.lua), unlike Kafka tools' log end minus committed offset,
 which counts time-encoded offset units (docs/operations.md).
@@ -28,6 +30,43 @@ from adapter.cli.topic_configs import describe_configs
 
 if TYPE_CHECKING:  # (imported where a command runs, never for its --help)
     from mapping.operations import inspection
+    from mapping.operations.share_group_overview import ShareGroupOverview
+
+
+def read_share_groups(
+    target: RedisTarget, group_name: str | None, topic_name: str | None
+) -> list[ShareGroupOverview]:
+    """Share group ``group_name`` (None: every share group) with its share-partitions
+    (``topic_name``: of that topic only)."""
+    from adapter.cli.group import share_state
+    from adapter.cli.local_pod import run_on_pod
+    from adapter.pod import Pod
+    from mapping.operations.share_group_overview import share_overview
+
+    async def work(pod: Pod) -> list[ShareGroupOverview]:
+        state = share_state(pod)
+        names = [group_name] if group_name is not None else await state.group_names()
+        found = [await share_overview(state, g, topic=topic_name) for g in names]
+        return [o for o in found if o is not None]
+
+    return run_on_pod(target, work)
+
+
+def share_lines(share: ShareGroupOverview) -> list[dict[str, Any]]:
+    """``inspect groups``' entries of a share group: one per topic it has state on (none:
+    one without a topic)."""
+    from mapping.operations.share_group_overview import SHARE, topic_totals
+
+    head = {"group": share.group, "type": SHARE, "state": share.state,
+            "group_epoch": share.group_epoch, "members": len(share.members)}  # fmt: skip
+    totals = topic_totals(share.partitions)
+    if not totals:
+        return [{**head, "topic": None}]
+    return [
+        {**head, "topic": t.topic, "partitions": t.partitions, "available": t.available,
+         "in_flight": t.in_flight, "lag": t.lag}
+        for t in totals
+    ]  # fmt: skip
 
 
 def print_topic(view: inspection.TopicView) -> None:
@@ -136,7 +175,11 @@ def inspect_groups(topic_name: str | None, target: RedisTarget, as_json: bool) -
     compute, log end minus committed (kafka-consumer-groups, kafka_exporter, Burrow), counts
     offset units, about 2^B per millisecond, not records. This lag, and the pods' metrics
     kafka_consumergroup_lag and adapter_consumer_lag_records, count records
-    (docs/operations.md)."""
+    (docs/operations.md).
+
+    Share groups (type=share): one line per topic they have share-partitions on, with the
+    records available (not delivered yet), in flight (acquired, or released for
+    redelivery) and the lag (both), in records."""
     from mapping.operations import inspection
 
     keys = target.keys
@@ -150,14 +193,32 @@ def inspect_groups(topic_name: str | None, target: RedisTarget, as_json: bool) -
     finally:
         client.close()
     views = [v for v in views if v is not None]
+    shares = [
+        line
+        for share in read_share_groups(target, None, topic_name)
+        for line in share_lines(share)
+        if topic_name is None or line["topic"] == topic_name
+    ]
     if as_json:
-        echo_json([dataclasses.asdict(v) for v in views])
+        echo_json([*(dataclasses.asdict(v) for v in views), *shares])
         return
     for v in views:
         click.echo(
             f"group={v.group} topic={v.topic} generation={v.generation} "
             f"assignor={v.assignor} members={len(v.members)} "
             f"lag={sum(p.lag for p in v.partitions)}"
+        )
+    for line in shares:
+        where = f" topic={line['topic']}" if line["topic"] is not None else ""
+        counts = (
+            f" partitions={line['partitions']} available={line['available']} "
+            f"in_flight={line['in_flight']} lag={line['lag']}"
+            if line["topic"] is not None
+            else ""
+        )
+        click.echo(
+            f"group={line['group']} type=share{where} state={line['state']} "
+            f"group_epoch={line['group_epoch']} members={line['members']}{counts}"
         )
 
 
@@ -171,18 +232,50 @@ def inspect_one_group(group_name: str, topic_name: str, target: RedisTarget, as_
 
     lag = records from the committed offset up to the high watermark ("N+": at least N).
     Offsets are time-encoded: Kafka tools' LAG (log end minus committed) counts offset
-    units, about 2^B (1,024) per millisecond, not records (docs/operations.md)."""
+    units, about 2^B (1,024) per millisecond, not records (docs/operations.md).
+
+    A share group: its state, group epoch, members and, per share-partition of TOPIC, the
+    start offset, records in flight and available, and the lag (in records; "-": not
+    initialised)."""
     from mapping.operations import inspection
+    from mapping.operations.share_group_overview import cell, overview_json
 
     client = target.connect()
     try:
         view = inspection.group(client, target.keys, group_name, topic_name)
     finally:
         client.close()
-    if view is None:
+    shares = read_share_groups(target, group_name, topic_name)
+    share = shares[0] if shares else None
+    if view is None and share is None:
         raise click.ClickException(f"no group {group_name} on topic {topic_name}")
     if as_json:
-        echo_json(view)
+        if view is None:
+            assert share is not None  # (refused above when neither exists)
+            echo_json({**overview_json(share), "topic": topic_name})
+        else:
+            found = dataclasses.asdict(view)
+            if share is not None:
+                found["share"] = overview_json(share)
+            echo_json(found)
+        return
+    if share is not None:
+        click.echo(
+            f"group={share.group} type=share topic={topic_name} state={share.state} "
+            f"group_epoch={share.group_epoch} assignor={share.assignor} "
+            f"members={len(share.members)}"
+        )
+        for m in share.members:
+            click.echo(
+                f"member={m.member_id} client_id={cell(m.client_id)} host={cell(m.host)} "
+                f"partitions=[{' '.join(map(str, m.assignment.get(topic_name, [])))}]"
+            )
+        for p in share.partitions:
+            click.echo(
+                f"partition={p.partition} start_offset={cell(p.start_offset)} "
+                f"in_flight={p.in_flight} available={cell(p.available)} lag={cell(p.lag)}"
+            )
+    if view is None:
         return
     click.echo(
         f"group={view.group} topic={view.topic} generation={view.generation} "
