@@ -9,17 +9,20 @@ from adapter.client.client import AsyncClient, Client, Endpoint
 from adapter.client.group_consumer import GroupConsumer
 from adapter.client.producer import Producer, ProducerClosed
 from adapter.client.wire import (
+    AcquiredRecord,
     ConsumeReply,
     GroupAssignment,
     ProduceReply,
     Record,
     RequestFailed,
+    ShareAcquireReply,
     consume_reply,
     produce_args,
     produce_reply,
 )
 
 __all__ = [
+    "AcquiredRecord",
     "AsyncClient",
     "Client",
     "ConsumeReply",
@@ -31,6 +34,7 @@ __all__ = [
     "ProducerClosed",
     "Record",
     "RequestFailed",
+    "ShareAcquireReply",
     "consume_reply",
     "produce_args",
     "produce_reply",

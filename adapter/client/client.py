@@ -23,10 +23,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from adapter.client.wire import (
+    AcquiredRecord,
     ConsumeReply,
     GroupAssignment,
     ProduceReply,
     RequestFailed,
+    ShareAcquireReply,
     assignment_reply,
     auth_args,
     consume_reply,
@@ -34,10 +36,16 @@ from adapter.client.wire import (
     ok,
     produce_args,
     produce_reply,
+    share_ack_args,
+    share_ack_reply,
+    share_acquire_args,
+    share_acquire_reply,
+    share_leave_reply,
 )
 from adapter.v1 import protocol
 
 __all__ = [
+    "AcquiredRecord",
     "AsyncClient",
     "Client",
     "ConsumeReply",
@@ -45,6 +53,7 @@ __all__ = [
     "GroupAssignment",
     "ProduceReply",
     "RequestFailed",
+    "ShareAcquireReply",
     "consume_reply",
     "produce_args",
     "produce_reply",
@@ -259,6 +268,35 @@ class Client:
         """OFFSET: the committed offset (next to read); 0 when nothing is committed."""
         return int(ok(self.request("OFFSET", f"{group} {topic} {partition}"))["offset"])
 
+    # Share groups (KIP-932), beside Kafka's ShareConsumers: each record to one member at a
+    # time, acknowledged by (partition, offset) before its lock runs out.
+
+    def share_acquire(
+        self, group: str, topic: str, consumer_id: str, max_records: int | None = None
+    ) -> ShareAcquireReply:
+        """Join the share group if needed (renewing the member's session otherwise) and
+        acquire up to ``max_records`` records (the pod's default: 100)."""
+        args = share_acquire_args(group, topic, consumer_id, max_records)
+        return share_acquire_reply(self.request("SHARE_ACQUIRE", args))
+
+    def share_ack(
+        self,
+        group: str,
+        topic: str,
+        consumer_id: str,
+        partition: int,
+        offsets: Iterable[int],
+        kind: str = "accept",
+    ) -> int:
+        """Accept, release or reject records this member holds; `RequestFailed`
+        INVALID_RECORD_STATE when it holds some of them no longer."""
+        args = share_ack_args(group, topic, consumer_id, partition, offsets, kind)
+        return share_ack_reply(self.request("SHARE_ACK", args))
+
+    def share_leave(self, group: str, topic: str, consumer_id: str) -> bool:
+        """Leave the share group; the records the member holds go to the others at once."""
+        return share_leave_reply(self.request("SHARE_LEAVE", f"{group} {topic} {consumer_id}"))
+
 
 class AsyncClient:
     """asyncio client over one TCP connection; concurrent calls are pipelined."""
@@ -400,3 +438,27 @@ class AsyncClient:
     async def committed(self, group: str, topic: str, partition: int) -> int:
         response = await self.request("OFFSET", f"{group} {topic} {partition}")
         return int(ok(response)["offset"])
+
+    # Share groups, as on Client.
+
+    async def share_acquire(
+        self, group: str, topic: str, consumer_id: str, max_records: int | None = None
+    ) -> ShareAcquireReply:
+        args = share_acquire_args(group, topic, consumer_id, max_records)
+        return share_acquire_reply(await self.request("SHARE_ACQUIRE", args))
+
+    async def share_ack(
+        self,
+        group: str,
+        topic: str,
+        consumer_id: str,
+        partition: int,
+        offsets: Iterable[int],
+        kind: str = "accept",
+    ) -> int:
+        args = share_ack_args(group, topic, consumer_id, partition, offsets, kind)
+        return share_ack_reply(await self.request("SHARE_ACK", args))
+
+    async def share_leave(self, group: str, topic: str, consumer_id: str) -> bool:
+        args = f"{group} {topic} {consumer_id}"
+        return share_leave_reply(await self.request("SHARE_LEAVE", args))

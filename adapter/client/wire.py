@@ -7,6 +7,7 @@ byte string round-trips (docs/protocol.md, "Bytes").
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from adapter.v1 import protocol
@@ -81,6 +82,31 @@ def consumed_records(
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class AcquiredRecord:
+    """One record SHARE_ACQUIRE handed to this member: acknowledge it by ``partition`` and
+    ``offset`` (SHARE_ACK) before ``lock_ms`` passes, or it goes to another member."""
+
+    partition: int
+    offset: int
+    delivery_count: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ShareAcquireReply:
+    records: list[AcquiredRecord]
+    lock_ms: int  # how long the member holds each record unless it acknowledges it
+
+    def offsets(self, partition: int) -> list[int]:
+        """The offsets acquired on ``partition`` (what SHARE_ACK takes)."""
+        return [r.offset for r in self.records if r.partition == partition]
+
+
+# What SHARE_ACK does with the records it names.
+ACK_TYPES = ("accept", "release", "reject")
+
+
 def _bytes(data: bytes | str) -> bytes:
     return data.encode() if isinstance(data, str) else data
 
@@ -97,6 +123,25 @@ def auth_args(user: str, password: bytes | str) -> str:
 def join_args(group: str, topic: str, consumer_id: str, assignor: str | None = None) -> str:
     suffix = f" assignor={assignor}" if assignor else ""
     return f"{group} {topic} {consumer_id}{suffix}"
+
+
+def share_acquire_args(
+    group: str, topic: str, consumer_id: str, max_records: int | None = None
+) -> str:
+    suffix = f" max={max_records}" if max_records is not None else ""
+    return f"{group} {topic} {consumer_id}{suffix}"
+
+
+def share_ack_args(
+    group: str, topic: str, consumer_id: str, partition: int, offsets: Iterable[int], kind: str
+) -> str:
+    """``kind``: accept, release or reject (one of ``ACK_TYPES``)."""
+    if kind not in ACK_TYPES:
+        raise ValueError(f"kind must be one of {', '.join(ACK_TYPES)}")
+    listed = ",".join(str(o) for o in offsets)
+    if not listed:
+        raise ValueError("no offsets to acknowledge")
+    return f"{group} {topic} {consumer_id} {partition} {listed} {kind}"
 
 
 def ok(response: protocol.Response) -> dict[str, str]:
@@ -123,3 +168,23 @@ def assignment_reply(response: protocol.Response) -> GroupAssignment:
     fields = ok(response)
     assigned = protocol.parse_list(fields["assigned"])
     return GroupAssignment(int(fields["generation"]), assigned)
+
+
+def share_acquire_reply(response: protocol.Response) -> ShareAcquireReply:
+    fields = ok(response)
+    records = []
+    for item in filter(None, fields["records"].split(",")):
+        partition, offset, count, value = item.split(":", 3)
+        records.append(AcquiredRecord(int(partition), int(offset), int(count), unescape(value)))
+    return ShareAcquireReply(records, int(fields.get("lock_ms", "0")))
+
+
+def share_ack_reply(response: protocol.Response) -> int:
+    """The number of records acknowledged (all those named: else `RequestFailed`
+    INVALID_RECORD_STATE, the others acknowledged all the same)."""
+    return int(ok(response)["acked"])
+
+
+def share_leave_reply(response: protocol.Response) -> bool:
+    """Whether the consumer was a member (False: nothing to leave)."""
+    return ok(response)["left"] == "true"

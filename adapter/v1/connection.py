@@ -75,6 +75,10 @@ LINGER_S = 2.0
 DROP_BYTES = 16 << 20
 
 
+# Commands whose replies carry records: counted against consumer_byte_rate.
+CONSUMING = (b"CONSUME", b"SHARE_ACQUIRE")
+
+
 def _command(line: bytes) -> bytes:
     """The command of a request line as sent (b"" when it has none), without parsing it."""
     second = line.find(b"|", line.find(b"|") + 1)
@@ -351,14 +355,14 @@ class Connection(ServedConnection):
                         self.budget.give(self.share, size - kept)
                         count, size = index + 1, kept
                     break
-            elif command == b"CONSUME":
+            elif command in CONSUMING:
                 consumes.append(index)
         return count, size, consumes
 
     def _consumed(self, replies: list[bytes], consumes: list[int]) -> None:
-        """A slice's CONSUME replies counted against the user's consumer_byte_rate; over
-        it, the connection is muted for the throttle time (V1 replies have no field for
-        it)."""
+        """A slice's CONSUME (and SHARE_ACQUIRE) replies counted against the user's
+        consumer_byte_rate; over it, the connection is muted for the throttle time (V1
+        replies have no field for it)."""
         assert self.quotas is not None
         sent = sum(len(replies[index]) for index in consumes)
         user = self.gate.user or ANONYMOUS_USER

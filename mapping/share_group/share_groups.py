@@ -224,6 +224,14 @@ class ShareGroups:
         self._settings[group] = (now, settings)
         return settings
 
+    async def member_epoch(self, group: str, member_id: str) -> int | None:
+        """The member epoch ``member_id`` holds (its last heartbeat's answer), None when it
+        is no member: what a client that keeps no epoch of its own (V1) heartbeats with."""
+        raw = await self.batcher.call("HGET", self.keys.share_group(group).members, member_id)
+        if raw is None:
+            return None
+        return int(json.loads(to_str(raw)).get("epoch") or 0)
+
     async def heartbeat(
         self,
         group: str,

@@ -1,6 +1,6 @@
 """V1's handlers: per command a small function that validates, calls `mapping`, and formats
-the payload (core.py, groups.py, replication.py; the command table, table.py). A handler
-raises `BrokerError` for an error reply. Here: what every handler module shares."""
+the payload (core.py, groups.py, replication.py, share.py; the command table, table.py). A
+handler raises `BrokerError` for an error reply. Here: what every handler module shares."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from adapter.authorizer import Authorizer
 from adapter.pod import Pod
 from mapping.connection.batcher import Pending
 from mapping.core.errors import UNKNOWN_TOPIC, BrokerError
+from mapping.share_group.share_groups import ShareGroups
 from mapping.topic.topics import Topics
 
 # A hot command's synchronous start: validates (raising BrokerError) and queues its Redis
@@ -28,11 +29,20 @@ class Context:
     pod: Pod
     # The hot commands' starters (see ``Starter``); None: the default table's.
     starters: dict[str, Starter] | None = None
+    _share_groups: ShareGroups | None = None
 
     @property
     def authorizer(self) -> Authorizer:
         """The pod's ACL checks (off: every check allows, at no cost)."""
         return self.pod.authorizer
+
+    @property
+    def share_groups(self) -> ShareGroups:
+        """The share groups' store (SHARE_* commands), built on first use."""
+        if self._share_groups is None:
+            pod = self.pod
+            self._share_groups = ShareGroups(pod.batcher, pod.keys, pod.kafka.bits)
+        return self._share_groups
 
 
 Handler = Callable[[Context, list[str]], Awaitable[str]]

@@ -22,6 +22,10 @@ NEEDS: dict[str, tuple[tuple[Operation, ResourceType, int | None], ...]] = {
     "LEAVE": ((Operation.READ, GROUP, 0),),
     "COMMIT": ((Operation.READ, GROUP, 0), (Operation.READ, TOPIC, 1)),  # as OffsetCommit
     "OFFSET": ((Operation.DESCRIBE, GROUP, 0), (Operation.DESCRIBE, TOPIC, 1)),  # OffsetFetch
+    # as ShareGroupHeartbeat with ShareFetch / ShareAcknowledge (READ implies DESCRIBE)
+    "SHARE_ACQUIRE": ((Operation.READ, GROUP, 0), (Operation.READ, TOPIC, 1)),
+    "SHARE_ACK": ((Operation.READ, GROUP, 0), (Operation.READ, TOPIC, 1)),
+    "SHARE_LEAVE": ((Operation.READ, GROUP, 0),),  # a leaving ShareGroupHeartbeat
     "SET_PARTITION_ROLE": ((Operation.ALTER, CLUSTER, None),),
     "REPLICA_FETCH": ((Operation.CLUSTER_ACTION, CLUSTER, None),),  # Kafka's follower fetch
 }

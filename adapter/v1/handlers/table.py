@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from adapter.v1.handlers import Handler, Starter, core, groups, replication
+from adapter.v1.handlers import Handler, Starter, core, groups, replication, share
 
 
 def build_table() -> dict[str, Handler]:
     table: dict[str, Handler] = {}
-    for module in (core, groups, replication):
+    for module in (core, groups, replication, share):
         table.update(module.HANDLERS)
     return table
 
