@@ -346,6 +346,9 @@ async def _alter_group(
             if config not in GROUP_CONFIG_BOUNDS:
                 continue
             low, high, low_name, high_name = GROUP_CONFIG_BOUNDS[config]
+            # the bounds' cluster-wide broker configs, when set
+            low = int(store.dynamic.get(low_name, low))
+            high = int(store.dynamic.get(high_name, high))
             if value < low:
                 raise InvalidConfig(f"{config} must be greater than or equal to {low_name}")
             if value > high:

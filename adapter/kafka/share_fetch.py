@@ -143,12 +143,15 @@ async def _release(
 
 
 async def _acquire(
-    context: KafkaContext, group: str, member: str, topic: str, p: int, max_records: int
-) -> _Outcome:
+    context: KafkaContext, group: str, member: str, topic: str, p: int, max_records: int,
+    max_bytes: int, first: bool,
+) -> _Outcome:  # fmt: skip
     config = await context.find_topic(topic)
     if config is None or p >= config.partitions:
         return _Outcome(error=errors.UNKNOWN_TOPIC_OR_PARTITION)
-    taken: list[Acquired] = await context.share_groups.acquire(group, member, topic, p, max_records)
+    taken: list[Acquired] = await context.share_groups.acquire(
+        group, member, topic, p, max_records, max_bytes, first
+    )
     if not taken:
         return _Outcome()
     bits = context.pod.kafka.bits
@@ -243,7 +246,7 @@ async def _share_fetch(
     if epoch != -1 and not renew:
         session.partitions.update(requested)
     names = await _names(context, {t for t, _ in (*requested, *session.partitions)})
-    settings = await context.share_groups.settings(group)
+    settings = await context.share_groups.settings(group, fresh=True)
     outcomes: dict[TopicPartition, _Outcome] = {}
     # READ on each topic (Kafka's share fetch): a refused one is neither acknowledged nor
     # read, and leaves the session
@@ -281,27 +284,32 @@ async def _fetch_records(
     names: dict[uuid.UUID, str | None],
     outcomes: dict[TopicPartition, _Outcome],
 ) -> None:
-    """Acquire from the session's partitions, MaxRecords at most in all, waiting up to
-    MaxWaitMs while nothing is available."""
+    """Acquire from the session's partitions, MaxRecords at most in all and about MaxBytes
+    (Kafka's soft bound: the first record comes whatever its size; MaxBytes 0: none),
+    waiting up to MaxWaitMs while nothing is available."""
+    if body.max_bytes <= 0:
+        return
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
     budget = body.max_records if body.max_records > 0 else DEFAULT_MAX_RECORDS
     order = sorted(session.partitions, key=lambda tp: (str(tp[0]), tp[1]))
     while True:
-        left = budget
+        left, bytes_left = budget, body.max_bytes
         for topic_id, p in rotated(order, session.epoch):
             name = names.get(topic_id)
             if name is None:
                 outcomes.setdefault((topic_id, p), _Outcome()).error = errors.UNKNOWN_TOPIC_ID
                 continue
-            if left <= 0:
+            if left <= 0 or bytes_left <= 0:
                 break
-            outcome = await _acquire(context, group, member, name, p, left)
+            nothing_yet = left == budget
+            outcome = await _acquire(context, group, member, name, p, left, bytes_left, nothing_yet)
             if outcome.error or outcome.acquired:
                 mine = outcomes.setdefault((topic_id, p), _Outcome())
                 mine.error, mine.records, mine.acquired = (
                     outcome.error, outcome.records, outcome.acquired,
                 )  # fmt: skip
                 left -= sum(last - first + 1 for first, last, _ in outcome.acquired)
+                bytes_left -= len(outcome.records)
         if left < budget or time.monotonic() >= deadline or not session.partitions:
             return
         await asyncio.sleep(min(POLL_STEP_S, max(0.0, deadline - time.monotonic())))

@@ -158,8 +158,11 @@ def share_group_acquire_call(
     settings: ShareSettings,
     max_records: int,
     sequence_bits: int,
+    max_bytes: int | None = None,
+    first: bool = True,
 ) -> tuple:
-    """share_group/acquire.lua on one share-partition."""
+    """share_group/acquire.lua on one share-partition (``max_bytes`` None: no bound;
+    ``first``: nothing is in the answer yet, so one record may go past ``max_bytes``)."""
     args = [
         consumer_group,
         member_id,
@@ -169,6 +172,8 @@ def share_group_acquire_call(
         "0" if settings.earliest else "$",
         sequence_bits,
         int(settings.read_committed),
+        -1 if max_bytes is None else max(0, max_bytes),
+        int(first),
     ]
     keys = [partition.log, partition.state, partition.txn_aborted]
     return SHARE_GROUP_ACQUIRE.command(keys, args)
@@ -210,12 +215,13 @@ class ShareGroups:
         self.bits = sequence_bits
         self._settings: dict[str, tuple[float, ShareSettings]] = {}
 
-    async def settings(self, group: str) -> ShareSettings:
+    async def settings(self, group: str, *, fresh: bool = False) -> ShareSettings:
         """The group's share configs (IncrementalAlterConfigs on the GROUP resource), read
-        again at most every CONFIG_TTL_S."""
+        again at most every CONFIG_TTL_S, or now when ``fresh`` (a ShareFetch reads them
+        as it starts: a change applies to the next fetch, as in Kafka)."""
         now = time.monotonic()
         cached = self._settings.get(group)
-        if cached is not None and now - cached[0] < CONFIG_TTL_S:
+        if cached is not None and now - cached[0] < CONFIG_TTL_S and not fresh:
             return cached[1]
         fields = await self.batcher.call("HGETALL", self.keys.group_configs(group))
         settings = ShareSettings.of({to_str(k): to_str(v) for k, v in fields.items()})
@@ -312,10 +318,17 @@ class ShareGroups:
         return {t: int(c) for t, c in zip(topics, counts, strict=True) if c}
 
     async def acquire(
-        self, group: str, member_id: str, topic: str, partition: int, max_records: int
+        self,
+        group: str,
+        member_id: str,
+        topic: str,
+        partition: int,
+        max_records: int,
+        max_bytes: int | None = None,
+        first: bool = True,
     ) -> list[Acquired]:
-        """Hand ``member_id`` up to ``max_records`` records of the share-partition, sorted
-        by offset."""
+        """Hand ``member_id`` up to ``max_records`` records of the share-partition (and, new
+        ones, up to about ``max_bytes``: see share_group_acquire_call), sorted by offset."""
         settings = await self.settings(group)
         reply = await self.batcher.call(
             *share_group_acquire_call(
@@ -325,6 +338,8 @@ class ShareGroups:
                 settings=settings,
                 max_records=max(1, min(max_records, MAX_ACQUIRED)),
                 sequence_bits=self.bits,
+                max_bytes=max_bytes,
+                first=first,
             )
         )
         taken = [Acquired(bytes(e[0]), list(e[2]), int(e[1])) for e in reply]

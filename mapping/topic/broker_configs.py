@@ -77,28 +77,6 @@ _STATIC_BROKER_CONFIGS = [
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", T.INT, "10000",
               "How often timed-out transactions are aborted."),
 ]  # fmt: skip
-BROKER_CONFIGS: dict[str, ConfigDef] = catalogue(
-    [*_dynamic_broker_configs(), *_STATIC_BROKER_CONFIGS]
-)
-
-# KIP-848 group configs (Kafka 4's GroupConfig), each with its broker-level synonym.
-GROUP_CONFIGS: dict[str, ConfigDef] = catalogue([
-    ConfigDef("consumer.session.timeout.ms", T.INT, "45000",
-              "A consumer group member's session timeout.", at_least(1), "[1,...]",
-              (("group.consumer.session.timeout.ms", 1),)),
-    ConfigDef("consumer.heartbeat.interval.ms", T.INT, "5000",
-              "How often consumer group members heartbeat.", at_least(1), "[1,...]",
-              (("group.consumer.heartbeat.interval.ms", 1),)),
-    ConfigDef("share.session.timeout.ms", T.INT, "45000",
-              "A share group member's session timeout (no share groups here).",
-              at_least(1), "[1,...]", (("group.share.session.timeout.ms", 1),)),
-    ConfigDef("share.heartbeat.interval.ms", T.INT, "5000",
-              "How often share group members heartbeat (no share groups here).",
-              at_least(1), "[1,...]", (("group.share.heartbeat.interval.ms", 1),)),
-    ConfigDef("share.record.lock.duration.ms", T.INT, "30000",
-              "How long a share group member holds a record (no share groups here).",
-              at_least(1000), "[1000,...]", (("group.share.record.lock.duration.ms", 1),)),
-])  # fmt: skip
 # Kafka's bounds of the group configs (group.consumer.min/max.session.timeout.ms ...)
 GROUP_CONFIG_BOUNDS: dict[str, tuple[int, int, str, str]] = {
     "consumer.session.timeout.ms": (45000, 60000, "group.consumer.min.session.timeout.ms",
@@ -112,6 +90,42 @@ GROUP_CONFIG_BOUNDS: dict[str, tuple[int, int, str, str]] = {
     "share.record.lock.duration.ms": (15000, 60000, "group.share.min.record.lock.duration.ms",
                                       "group.share.max.record.lock.duration.ms"),
 }  # fmt: skip
+
+
+def _group_bound_configs() -> list[ConfigDef]:
+    """Each group config's bounds as a cluster-wide dynamic broker config (in Kafka they are
+    static broker configs; here the cluster is its Redis, so an operator sets them as the
+    dynamic ones, e.g. a lower group.share.min.record.lock.duration.ms for tests)."""
+    return [
+        ConfigDef(name, T.INT, str(default), f"The {side} of {config}.", at_least(1),
+                  "[1,...]", enforced=True, dynamic=True)
+        for config, (low, high, low_name, high_name) in GROUP_CONFIG_BOUNDS.items()
+        for name, default, side in ((low_name, low, "minimum"), (high_name, high, "maximum"))
+    ]  # fmt: skip
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = catalogue(
+    [*_dynamic_broker_configs(), *_group_bound_configs(), *_STATIC_BROKER_CONFIGS]
+)
+
+# KIP-848 group configs (Kafka 4's GroupConfig), each with its broker-level synonym.
+GROUP_CONFIGS: dict[str, ConfigDef] = catalogue([
+    ConfigDef("consumer.session.timeout.ms", T.INT, "45000",
+              "A consumer group member's session timeout.", at_least(1), "[1,...]",
+              (("group.consumer.session.timeout.ms", 1),)),
+    ConfigDef("consumer.heartbeat.interval.ms", T.INT, "5000",
+              "How often consumer group members heartbeat.", at_least(1), "[1,...]",
+              (("group.consumer.heartbeat.interval.ms", 1),)),
+    ConfigDef("share.session.timeout.ms", T.INT, "45000",
+              "A share group member's session timeout.",
+              at_least(1), "[1,...]", (("group.share.session.timeout.ms", 1),)),
+    ConfigDef("share.heartbeat.interval.ms", T.INT, "5000",
+              "How often share group members heartbeat.",
+              at_least(1), "[1,...]", (("group.share.heartbeat.interval.ms", 1),)),
+    ConfigDef("share.record.lock.duration.ms", T.INT, "30000",
+              "How long a share group member holds a record it acquired.",
+              at_least(1000), "[1000,...]", (("group.share.record.lock.duration.ms", 1),)),
+])  # fmt: skip
 
 
 def _hash_commands(key: str, changes: Mapping[str, str | None]) -> list[tuple]:

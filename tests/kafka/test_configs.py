@@ -5,6 +5,7 @@ a change made through one pod seen by the other without a restart."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -244,6 +245,42 @@ def test_group_resource_configs(admins: tuple[AdminClient, AdminClient], topic: 
         ConfigEntry(session, "100", incremental_operation=op.SET)])  # fmt: skip
     with pytest.raises(KafkaException, match="group.consumer.min.session.timeout.ms"):
         list(admin.incremental_alter_configs([too_short]).values())[0].result(10)
+
+
+def test_group_config_bounds_are_cluster_wide_broker_configs(
+    admins: tuple[AdminClient, AdminClient], kafka_pods: tuple[Pod, Pod], topic: str,
+    redis_client,
+) -> None:  # fmt: skip
+    """A group config's bounds (Kafka's group.share.min.record.lock.duration.ms ...) are
+    cluster-wide broker configs: lowered through one pod, a shorter share lock is taken by
+    the other (as a Kafka cluster started with a lower minimum takes it)."""
+    _, other = admins
+    op = AlterConfigOpType
+    lock = "share.record.lock.duration.ms"
+    short = ConfigResource(ResourceType.GROUP, f"g-{topic}", incremental_configs=[
+        ConfigEntry(lock, "3000", incremental_operation=op.SET)])  # fmt: skip
+    with pytest.raises(KafkaException, match="group.share.min.record.lock.duration.ms"):
+        list(other.incremental_alter_configs([short]).values())[0].result(10)
+    a, _ = kafka_pods
+    try:
+        with RawKafka(a.kafka_port) as raw:  # the default cluster level (resource name "")
+            reply = raw.call(INCREMENTAL_ALTER_CONFIGS, 1, _raw_alter(
+                BROKER, "", "group.share.min.record.lock.duration.ms", "1000"))  # fmt: skip
+        assert [r.error_code for r in reply.responses] == [0]
+        deadline = time.monotonic() + 10
+        while True:  # until the other pod read the change notice
+            try:
+                list(other.incremental_alter_configs([short]).values())[0].result(10)
+                break
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        described = _describe(other, ConfigResource(ResourceType.GROUP, f"g-{topic}"))
+        assert described[lock].value == "3000"
+    finally:
+        redis_client.delete(Keys(KAFKA_PODS_PREFIX).broker_configs)
+        redis_client.publish(Keys(KAFKA_PODS_PREFIX).broker_configs_channel, "changed")
 
 
 def test_kafka_python_admin_alters_and_describes(kafka_pods: tuple[Pod, Pod], topic: str) -> None:

@@ -249,6 +249,7 @@ def _share_fetch(
     raw: RawKafka, group: str, member: str, session_epoch: int, topic_id: uuid.UUID,
     partitions: list[int], *, max_records: int = 500, mode: int = 0, acks: Acks | None = None,
     max_wait_ms: int = 500, renew: bool = False, expected: int = NONE,
+    max_bytes: int = 1 << 20,
 ) -> Any:  # fmt: skip
     request = SHARE_FETCH.request
     part = request.FetchTopic.FetchPartition
@@ -262,7 +263,7 @@ def _share_fetch(
     ]  # fmt: skip
     body = request[2](
         group_id=group, member_id=member, share_session_epoch=session_epoch,
-        max_wait_ms=max_wait_ms, min_bytes=0 if renew else 1, max_bytes=0 if renew else 1 << 20,
+        max_wait_ms=max_wait_ms, min_bytes=0 if renew else 1, max_bytes=0 if renew else max_bytes,
         max_records=max_records, batch_size=max_records, share_acquire_mode=mode,
         is_renew_ack=renew,
         topics=[request.FetchTopic(topic_id=topic_id, partitions=wanted)],
@@ -346,6 +347,26 @@ def test_record_limit_mode_never_hands_out_more_than_max_records(
             if total >= PARTITIONS * PER_PARTITION:
                 break
     assert sorted(values) == _expected()
+
+
+def test_max_bytes_is_a_soft_bound_over_the_request(share_pods: list[Pod], topic: str) -> None:
+    """Kafka's MaxBytes: the first record whatever its size, then only what fits, over all
+    the request's partitions; MaxBytes 0 acquires nothing."""
+    group = f"s-{topic}"
+    _earliest(share_pods[0], group)
+    _topic(share_pods, topic)
+    member = uuid.uuid4().hex[:22]
+    with RawKafka(share_pods[0].kafka_port) as raw:
+        _, topic_id = _join(raw, group, member, topic)
+        partitions = list(range(PARTITIONS))
+        nothing = _share_fetch(raw, group, member, 0, topic_id, partitions, max_bytes=0,
+                               max_wait_ms=0)  # fmt: skip
+        assert _count(_acquired(nothing)) == 0
+        for epoch in (1, 2):
+            one = _share_fetch(raw, group, member, epoch, topic_id, partitions, max_bytes=1)
+            assert _count(_acquired(one)) == 1
+        everything = _share_fetch(raw, group, member, 3, topic_id, partitions)
+        assert _count(_acquired(everything)) == PARTITIONS * PER_PARTITION - 2
 
 
 def _lock_ms(redis_url: str, group: str, lock_ms: int) -> None:

@@ -1,6 +1,6 @@
 -- KEYS: log, state, txn_aborted
 -- ARGV: consumer_group, member_id, lock_ms, max_records, delivery_limit, start_id,
---   sequence_bits, read_committed
+--   sequence_bits, read_committed, max_bytes, first
 -- ShareFetch's acquisition on one share-partition, which rides on the Redis consumer group
 -- ARGV[1] of the partition's log stream (created at ARGV[6], '$' latest or '0' earliest,
 -- when missing).  First the records whose lock expired (or that were released: their idle
@@ -12,13 +12,16 @@
 -- the records of an open transaction wait for its marker.  Transaction markers are never
 -- handed out, nor, with read_committed, the records of aborted transactions (txn_aborted:
 -- "<producer id> <first offset>" -> the abort marker's offset): both are archived on sight.
--- At most ARGV[4] records.
+-- At most ARGV[4] records, and new records only while their fields' bytes stay within
+-- ARGV[9] (-1: no bound; Kafka's MaxBytes, a soft bound: with ARGV[10] = '1', nothing is
+-- in the answer yet, so the first record is taken whatever its size).
 -- Returns {{entry id, delivery count, fields}, ...}, in no particular order.
 local log, state, txn_aborted = KEYS[1], KEYS[2], KEYS[3]
 local cgroup, member = ARGV[1], ARGV[2]
 local lock_ms, max_records, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local scale = 2 ^ tonumber(ARGV[7])
 local read_committed = ARGV[8] == '1'
+local max_bytes, first = tonumber(ARGV[9]), ARGV[10] == '1'
 
 if redis.call('EXISTS', log) == 0 then return {} end
 redis.pcall('XGROUP', 'CREATE', log, cgroup, ARGV[6])
@@ -66,13 +69,23 @@ local function archived(id, fields)
   return false
 end
 
-local out = {}
+local function size_of(fields)
+  local bytes = 0
+  for _, f in ipairs(fields) do bytes = bytes + #f end
+  return bytes
+end
+
+local out, taken_bytes = {}, 0
 local function take(id, count, fields)
   if archived(id, fields) then
     redis.call('XACK', log, cgroup, id)
   else
     out[#out + 1] = {id, count, fields}
+    taken_bytes = taken_bytes + size_of(fields)
   end
+end
+local function full()
+  return #out >= max_records or (max_bytes >= 0 and taken_bytes >= max_bytes)
 end
 
 -- 1. expired locks and released records
@@ -91,10 +104,10 @@ repeat
     end
   end
   rounds = rounds + 1
-until cursor == '0-0' or #out >= max_records or rounds >= 10
+until cursor == '0-0' or full() or rounds >= 10
 
 -- 2. new records, below the high watermark (read_committed: below the last stable offset)
-if #out < max_records then
+if not full() then
   local bound = tonumber(redis.call('HGET', state, 'hw') or '')
   if read_committed then
     local open_first = tonumber(redis.call('HGET', state, 'txn_first') or '')
@@ -111,12 +124,20 @@ if #out < max_records then
   end
   -- markers and aborted records taken on the way do not count: read on (a few rounds)
   local reads = 0
-  while last and #out < max_records and reads < 10 do
+  while last and not full() and reads < 10 do
     local want = max_records - #out
     local ahead = redis.call('XRANGE', log, '(' .. last, '+', 'COUNT', want)
-    local n = 0
+    local n, bytes, bounded = 0, taken_bytes, false
     for _, e in ipairs(ahead) do
       if bound and offset_of(e[1]) > bound then break end
+      if max_bytes >= 0 then
+        bytes = bytes + size_of(e[2])
+        local anything = #out + n > 0 or not first
+        if bytes > max_bytes and anything then
+          bounded = true
+          break
+        end
+      end
       n = n + 1
     end
     if n == 0 then break end
@@ -128,7 +149,7 @@ if #out < max_records then
       last = e[1]
     end
     reads = reads + 1
-    if n < want then break end -- the bound or the log's end
+    if n < want or bounded then break end -- the bound, the bytes or the log's end
   end
 end
 return out
