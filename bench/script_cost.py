@@ -1,28 +1,39 @@
-"""``python -m bench.script_cost``: instructions per record that Redis spends inside the append
-scripts, counted by callgrind (valgrind), so the figure repeats exactly from run to run
-whatever else the machine does, unlike a rate.
+"""``python -m bench.script_cost``: instructions per record that Redis spends appending, counted
+by callgrind (valgrind), so the figures repeat exactly from run to run whatever else the
+machine does, unlike a rate.
 
 A ``redis-server`` of its own runs under ``valgrind --tool=callgrind`` collecting only inside
-EVALSHA (``--toggle-collect=evalShaCommand``); each shape below is appended ``--calls`` times
-in batches of ``--records`` records, in a fresh server each, and its instructions divided by
-the records. This is how the float formatting in the append path was found (see
-docs/performance.md): 41k instructions per null-key Kafka record before, 25k after.
+``processInputBuffer`` (parsing the requests, running the commands, queuing the replies); each
+shape below is appended ``--calls`` times in batches of ``--records`` records (every size of
+the list: large batches beside the small ones a lingering producer sends), in a fresh server
+each, and its instructions divided by the records. The baseline is the minimal Redis work for
+the same records (docs/performance.md: "the limit is plain Redis"): one pipelined
+``XADD <stream> * v <value>`` per record, measured at the same boundary; each shape's ratio to
+it is printed, and for the scripts the part inside EVALSHA (``evalShaCommand``; what the
+history in docs/performance.md counted: 41k instructions per null-key Kafka record, then 25k).
+
+``--commandstats`` runs the same calls against a redis-server without valgrind and prints
+INFO commandstats' microseconds per record inside the command (EVALSHA's, XADD's for the
+baseline) and INFO cpu's (Redis's user + system CPU over the run, per record).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 import redis
 
 from mapping.connection import scripts
-from mapping.connection.embedded import free_port
+from mapping.connection.embedded import RedisProcess, free_port
 from mapping.core import codec
 from mapping.core.keys import Keys
 from mapping.partition.kafka import kafka_produce_call
@@ -30,17 +41,58 @@ from mapping.partition.partition_scripts import PartitionHead, partition_produce
 
 VALUE = b"x" * 100
 CREATE_TIME = 1_700_000_000_000
+PRODUCER_ID = 1000
+PLAIN = "plain XADD"
 
-# shape -> the append of `records` records as a call on a partition
-SHAPES: dict[str, Callable[[PartitionHead, int], tuple]] = {
-    "kafka null key": lambda head, n: kafka_produce_call(
-        head, [(None, VALUE, CREATE_TIME, [])] * n),
-    "kafka key": lambda head, n: kafka_produce_call(
-        head, [(b"key-1", VALUE, CREATE_TIME, [])] * n),
-    "kafka key + header": lambda head, n: kafka_produce_call(
-        head, [(b"key-1", VALUE, CREATE_TIME, [("source", b"web")])] * n),
-    "V1 PRODUCE": lambda head, n: partition_produce_call(head, [b"key-1", VALUE] * n),
+# shape -> the commands appending `records` records as call number `call` on a partition
+Build = Callable[[PartitionHead, int, int], list[tuple]]
+SHAPES: dict[str, Build] = {
+    PLAIN: lambda head, n, call: [("XADD", head.keys.log, "*", "v", VALUE)] * n,
+    "kafka null key": lambda head, n, call: [kafka_produce_call(
+        head, [(None, VALUE, CREATE_TIME, [])] * n)],
+    "kafka null key idempotent": lambda head, n, call: [kafka_produce_call(
+        head, [(None, VALUE, CREATE_TIME, [])] * n, producer_id=PRODUCER_ID,
+        producer_epoch=0, base_sequence=call * n)],
+    "kafka key": lambda head, n, call: [kafka_produce_call(
+        head, [(b"key-1", VALUE, CREATE_TIME, [])] * n)],
+    "kafka key + header": lambda head, n, call: [kafka_produce_call(
+        head, [(b"key-1", VALUE, CREATE_TIME, [("source", b"web")])] * n)],
+    "V1 PRODUCE": lambda head, n, call: [partition_produce_call(head, [b"key-1", VALUE] * n)],
 }  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Instructions per record: all of Redis' request handling, and the part in EVALSHA."""
+
+    whole: float
+    script: float | None
+
+
+def _head() -> PartitionHead:
+    return PartitionHead(Keys("cost").partition("t", 0), codec.DEFAULT_SEQUENCE_BITS, 1, 10_000)
+
+
+def _load_scripts(client: redis.Redis, commands: list[tuple]) -> None:
+    for command in commands:
+        if command[0] == "EVALSHA":
+            script = scripts.by_sha(command[1])
+            assert script is not None
+            client.script_load(script.source)
+
+
+def _run(client: redis.Redis, shape: str, records: int, calls: int) -> None:
+    head = _head()
+    build = SHAPES[shape]
+    _load_scripts(client, build(head, records, 0))
+    for call in range(calls):
+        pipe = client.pipeline(transaction=False)
+        for command in build(head, records, call):
+            pipe.execute_command(*command)
+        for reply in pipe.execute(raise_on_error=True):
+            # kafka/produce.lua answers its status first (0: appended)
+            if shape.startswith("kafka") and reply[0] != 0:
+                raise RuntimeError(f"{shape}: the append answered {reply[:5]}")
 
 
 def _connect(port: int, process: subprocess.Popen[bytes]) -> redis.Redis:
@@ -56,29 +108,44 @@ def _connect(port: int, process: subprocess.Popen[bytes]) -> redis.Redis:
             time.sleep(0.1)
 
 
-def instructions_per_record(shape: str, records: int, calls: int) -> float:
-    """Instructions inside EVALSHA per record for ``calls`` appends of ``records`` records."""
-    head = PartitionHead(Keys("cost").partition("t", 0), codec.DEFAULT_SEQUENCE_BITS, 1, 10_000)
-    command = SHAPES[shape](head, records)
-    script = scripts.by_sha(command[1])
-    assert script is not None
+def _inclusive(out: Path, functions: tuple[str, ...]) -> dict[str, int]:
+    """Inclusive instructions of ``functions`` in a callgrind output (0: never called)."""
+    annotated = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    found = dict.fromkeys(functions, 0)
+    for line in annotated.splitlines():
+        match = re.match(r"\s*([\d,]+)\s.*:(\w+)(?:\s|$)", line)
+        if match and match.group(2) in found:
+            found[match.group(2)] = max(found[match.group(2)], int(match[1].replace(",", "")))
+    return found
+
+
+# Commands the run sends besides the appends (their cost is taken off the total).
+SETUP = ("pingCommand", "scriptCommand", "shutdownCommand")
+
+
+def instructions_per_record(
+    shape: str, records: int, calls: int, keep: Path | None = None, server: str = "redis-server"
+) -> Cost:
+    """Instructions per record Redis spends on ``calls`` appends of ``records`` records;
+    ``keep``: a folder to copy the callgrind output into (for ``callgrind_annotate``)."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "callgrind.out"
         port = free_port()
         process = subprocess.Popen(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-             "--collect-atstart=no", "--toggle-collect=evalShaCommand",
-             "redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
+             "--collect-atstart=no", "--toggle-collect=processInputBuffer",
+             server, "--port", str(port), "--save", "", "--appendonly", "no",
              "--dir", folder],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
             client = _connect(port, process)
-            client.script_load(script.source)
-            for _ in range(calls):
-                client.execute_command(*command)
+            _run(client, shape, records, calls)
             client.shutdown(nosave=True)
-            process.wait(timeout=60)
+            process.wait(timeout=120)
         finally:
             if process.poll() is None:
                 process.kill()
@@ -87,23 +154,133 @@ def instructions_per_record(shape: str, records: int, calls: int) -> float:
             for line in out.read_text().splitlines()
             if line.startswith(("totals:", "summary:"))
         ]
-    if not totals or not totals[0]:
-        raise RuntimeError(
-            "callgrind counted nothing in evalShaCommand (a redis-server without symbols?)"
-        )
-    return totals[0] / (records * calls)
+        if not totals or not totals[0]:
+            raise RuntimeError(
+                "callgrind counted nothing in processInputBuffer (a redis-server without symbols?)"
+            )
+        inclusive = _inclusive(out, ("evalShaCommand", *SETUP))
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            name = re.sub(r"\W+", "_", shape).strip("_")
+            shutil.copy(out, keep / f"{name}.{records}.callgrind")
+    whole = totals[0] - sum(inclusive[name] for name in SETUP)
+    script = inclusive["evalShaCommand"] / (records * calls) if shape != PLAIN else None
+    return Cost(whole / (records * calls), script)
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Microseconds per record: inside the command (INFO commandstats), and Redis' CPU."""
+
+    command_us: float
+    cpu_us: float
+
+
+def _cpu_s(client: redis.Redis) -> float:
+    info: dict[str, Any] = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def commandstats_per_record(client: redis.Redis, shape: str, records: int, calls: int) -> Timing:
+    """INFO commandstats and INFO cpu per record over ``calls`` appends (a fresh database)."""
+    client.flushall()
+    client.config_resetstat()
+    cpu = _cpu_s(client)
+    _run(client, shape, records, calls)
+    cpu = _cpu_s(client) - cpu
+    stats: dict[str, Any] = client.info("commandstats")
+    command = "cmdstat_xadd" if shape == PLAIN else "cmdstat_evalsha"
+    return Timing(float(stats[command]["usec"]) / (records * calls), cpu * 1e6 / (records * calls))
+
+
+def _sizes(text: str) -> list[int]:
+    return [int(size) for size in text.split(",") if size.strip()]
 
 
 @click.command()
-@click.option("--records", default=500, show_default=True, help="Records per script call.")
-@click.option("--calls", default=20, show_default=True, help="Script calls per shape.")
-def main(records: int, calls: int) -> None:
-    """Instructions per record inside the append scripts (callgrind)."""
+@click.option(
+    "--records",
+    default="500,4",
+    show_default=True,
+    help="Records per call, one run per size (comma-separated).",
+)
+@click.option(
+    "--total",
+    default=4000,
+    show_default=True,
+    help="Records per shape and size (calls = total / records, at least 2).",
+)
+@click.option("--shapes", default=",".join(SHAPES), show_default=True, help="Comma-separated.")
+@click.option(
+    "--commandstats/--no-commandstats",
+    default=False,
+    show_default=True,
+    help="Also time the same calls on a redis-server without valgrind (INFO commandstats, "
+    "INFO cpu).",
+)
+@click.option(
+    "--keep", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="Keep each run's callgrind output here (callgrind_annotate FILE shows where the "
+    "instructions go).",
+)  # fmt: skip
+@click.option(
+    "--server", default="redis-server", show_default=True,
+    help="The redis-server to count in (one built with symbols names Lua's own functions).",
+)  # fmt: skip
+def main(
+    records: str, total: int, shapes: str, commandstats: bool, keep: Path | None, server: str
+) -> None:
+    """Instructions per record Redis spends appending (callgrind), beside plain XADD."""
     if shutil.which("valgrind") is None:
         raise click.ClickException("needs valgrind (apt-get install valgrind)")
-    for shape in SHAPES:
-        cost = instructions_per_record(shape, records, calls)
-        click.echo(f"{shape:20} {cost:10,.0f} instructions per record")
+    chosen = [shape.strip() for shape in shapes.split(",") if shape.strip()]
+    unknown = [shape for shape in chosen if shape not in SHAPES]
+    if unknown:
+        raise click.ClickException(f"unknown shapes {unknown}; known: {list(SHAPES)}")
+    if PLAIN not in chosen:
+        chosen.insert(0, PLAIN)
+    click.echo(
+        f"{'shape':27}{'records':>8}{'per record':>12}{'in EVALSHA':>12}{'x XADD':>8}"
+        "  (instructions)"
+    )
+    for size in _sizes(records):
+        calls = max(2, total // size)
+        plain = instructions_per_record(PLAIN, size, calls, keep, server).whole
+        for shape in chosen:
+            cost = (
+                instructions_per_record(shape, size, calls, keep, server)
+                if shape != PLAIN
+                else None
+            )
+            whole = cost.whole if cost else plain
+            script = f"{cost.script:12,.0f}" if cost and cost.script else f"{'-':>12}"
+            click.echo(f"{shape:27}{size:8}{whole:12,.0f}{script}{whole / plain:8.2f}")
+    if not commandstats:
+        return
+    click.echo(
+        f"\n{'shape':27}{'records':>8}{'usec in cmd':>12}{'x XADD':>8}{'CPU us':>8}{'x XADD':>8}"
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        server = RedisProcess(Path(folder), appendonly=False).start()
+        try:
+            client = redis.Redis(port=server.port)
+            for size in _sizes(records):
+                calls = max(2, total * 5 // size)
+                plain_timing = commandstats_per_record(client, PLAIN, size, calls)
+                for shape in chosen:
+                    timing = (
+                        commandstats_per_record(client, shape, size, calls)
+                        if shape != PLAIN
+                        else plain_timing
+                    )
+                    click.echo(
+                        f"{shape:27}{size:8}{timing.command_us:12.2f}"
+                        f"{timing.command_us / plain_timing.command_us:8.2f}"
+                        f"{timing.cpu_us:8.2f}{timing.cpu_us / plain_timing.cpu_us:8.2f}"
+                    )
+            client.close()
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -88,21 +88,30 @@ def test_bench_one_workload() -> None:
 
 
 def test_script_cost_counts_instructions_per_record() -> None:
-    """``python -m bench.script_cost`` (callgrind inside EVALSHA) prints a count per shape;
-    a record with a header costs more than one without (it takes the generic field list)."""
+    """``python -m bench.script_cost`` (callgrind in Redis' request handling) prints, per
+    shape and batch size, the instructions per record, the part inside EVALSHA and the ratio
+    to plain XADD: a record with a header costs more than one without (it takes the generic
+    field list), and a small batch more per record than a large one (the call's own work)."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench.script_cost", "--records", "50", "--calls", "2"],
+        [sys.executable, "-m", "bench.script_cost", "--records", "50,4", "--total", "100",
+         "--shapes", "kafka key,kafka key + header"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=240,
-    )
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    costs = {
-        line.rsplit(None, 4)[0].strip(): int(line.split()[-4].replace(",", ""))
-        for line in done.stdout.splitlines()
-        if line.endswith("instructions per record")
-    }
-    assert set(costs) == {"kafka null key", "kafka key", "kafka key + header", "V1 PRODUCE"}
-    assert all(cost > 1000 for cost in costs.values())
-    assert costs["kafka key + header"] > costs["kafka key"]
+    costs: dict[tuple[str, int], tuple[int, str, float]] = {}
+    for line in done.stdout.splitlines()[1:]:
+        size, whole, script, ratio = line[27:].split()
+        costs[line[:27].strip(), int(size)] = (int(whole.replace(",", "")), script, float(ratio))
+    shapes = {"plain XADD", "kafka key", "kafka key + header"}
+    assert set(costs) == {(shape, size) for shape in shapes for size in (50, 4)}
+    for (shape, size), (whole, script, ratio) in costs.items():
+        assert whole > 1000, (shape, size)
+        if shape == "plain XADD":
+            assert (script, ratio) == ("-", 1.0)
+        else:
+            assert 1000 < int(script.replace(",", "")) < whole and ratio > 1.0, (shape, size)
+    assert costs["kafka key + header", 50][0] > costs["kafka key", 50][0]
+    assert costs["kafka key", 4][0] > costs["kafka key", 50][0]

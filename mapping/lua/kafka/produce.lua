@@ -48,32 +48,43 @@
 local log, state, hw_channel, appended = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local producers, producer_times = KEYS[5], KEYS[6]
 local limit = 2 ^ tonumber(ARGV[1])
-local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
-local producer_id, epoch, base_seq = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local count, expiration_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
+local rf = tonumber(ARGV[2])
+local lag_max_ms = rf > 1 and tonumber(ARGV[3]) or 0  -- only followers lag
+local producer_id, count = ARGV[4], tonumber(ARGV[7])
+local idempotent = producer_id ~= '-1'
+local epoch, base_seq, expiration_ms = -1, -1, 0
+if idempotent then
+  epoch, base_seq, expiration_ms = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[8])
+end
 local txn_open, transactional = KEYS[7], ARGV[9] == '1'
 local lost_gap = ARGV[10] == '1'
-local EXPIRED_PER_CALL = 8
+local EXPIRED_PER_CALL = '8'
 local SEQ_LIMIT = 2147483648
 local KEPT_BATCHES = 5
 
-local refusal = append_refusal(state)
+-- the state hash read once (refusal, log end, marks, hw) and written once (close_append)
+local known = read_append_state(state, rf)
+local refusal = append_refusal(state, known)
 if refusal then return refusal end
 
 local now = now_ms()
+-- the producer's last batches as the producers hash keeps them, each "first_seq last_seq
+-- base_offset last_offset" (the text as stored: only a retry's offsets are read as numbers)
 local batches = {}
 local txn_first = nil  -- the transaction's first offset here (-1: this is its first append)
 local txn_transaction = -1  -- which transaction of the producer (lib/txn_open.lua)
-if producer_id ~= '-1' then
+local last_seq = (base_seq + count - 1) % SEQ_LIMIT
+if idempotent then
   local expired = redis.call('ZRANGEBYSCORE', producer_times, '-inf', int_text(now - expiration_ms),
-    'LIMIT', 0, EXPIRED_PER_CALL)
+    'LIMIT', '0', EXPIRED_PER_CALL)
   if #expired > 0 then
     redis.call('HDEL', producers, unpack(expired))
     redis.call('ZREM', producer_times, unpack(expired))
   end
   -- the epoch first, as Kafka's ProducerAppendInfo.checkProducerEpoch: a fenced producer's
   -- batch (a marker with a newer epoch was written here) is INVALID_PRODUCER_EPOCH
-  if epoch < producer_epoch(producers, producer_id) then
+  local stored_epoch, entry = producer_epoch(producers, producer_id)
+  if epoch < stored_epoch then
     return {K.INVALID_PRODUCER_EPOCH, -1, 0, -1, -1}
   end
   local open = redis.call('HGET', txn_open, producer_id)
@@ -86,27 +97,21 @@ if producer_id ~= '-1' then
   elseif open then
     return {K.INVALID_TXN_STATE, -1, 0, -1, -1}
   end
-  local entry = redis.call('HGET', producers, producer_id)
-  local last_seq = (base_seq + count - 1) % SEQ_LIMIT
   if entry then
-    local v = {}
-    for word in string.gmatch(entry, '%S+') do v[#v + 1] = tonumber(word) end
-    local stored_epoch = v[1]
-    if epoch < stored_epoch then
-      return {K.INVALID_PRODUCER_EPOCH, -1, 0, -1, -1}
-    end
     if epoch == stored_epoch then
-      for i = 2, #v, 4 do
-        batches[#batches + 1] = {v[i], v[i + 1], v[i + 2], v[i + 3]}
-      end
-      for _, b in ipairs(batches) do
-        if b[1] == base_seq and b[2] == last_seq then
+      local words = {}
+      for word in string.gmatch(entry, '%S+') do words[#words + 1] = word end
+      local first_text, last_text = int_text(base_seq), int_text(last_seq)
+      for j = 2, #words - 3, 4 do
+        if words[j] == first_text and words[j + 1] == last_text then
           local hw, isr = refresh_hw(state, hw_channel, rf, lag_max_ms, now)
-          return {1, hw, #isr, b[3], b[4]}
+          return {1, hw, #isr, tonumber(words[j + 2]), tonumber(words[j + 3])}
         end
+        batches[#batches + 1] =
+          words[j] .. ' ' .. words[j + 1] .. ' ' .. words[j + 2] .. ' ' .. words[j + 3]
       end
       if #batches > 0 then
-        local ahead = (base_seq - batches[#batches][2] - 1) % SEQ_LIMIT
+        local ahead = (base_seq - tonumber(words[#words - 2]) - 1) % SEQ_LIMIT
         if ahead >= SEQ_LIMIT / 2 then  -- at or below the last sequence stored
           return {K.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, 0, -1, -1}
         end
@@ -121,62 +126,61 @@ if producer_id ~= '-1' then
   end
 end
 
-local a = open_append(state, log, limit, rf, now)
+local a = open_append(state, log, limit, rf, now, known)
 if not transactional then open_compaction(a, KEYS, 8) end
+local compaction = a.compaction
 local base_offset, last_offset = -1, -1
 local i = 11
-local ts = a.now_text
+local argv, ts = ARGV, a.now_text
 -- locals, not K's fields: read once per record
 local SHORT_NULL_KEY, SHORT_KEY_VALUE = K.SHORT_NULL_KEY, K.SHORT_KEY_VALUE
 for _ = 1, count do
   -- the short forms' fields spelled out in the XADD (the same as record_items gives; the
   -- forms and the field names: mapping/core/records.py owns them)
-  local form = ARGV[i]
+  local form = argv[i]
   if form == SHORT_NULL_KEY then
-    local value = ARGV[i + 1]
+    local value = argv[i + 1]
     local id, number, offset = next_entry(a, #value)
-    redis.call('XADD', log, id, 'value', value, 'ts', ts, 'create_ts', ARGV[i + 2],
+    redis.call('XADD', log, id, 'value', value, 'ts', ts, 'create_ts', argv[i + 2],
       'null', 'key', 'n', number)
     last_offset = offset
     i = i + 3
   elseif form == SHORT_KEY_VALUE then
-    local value = ARGV[i + 2]
+    local value = argv[i + 2]
     local id, number, offset = next_entry(a, #value)
-    redis.call('XADD', log, id, 'key', ARGV[i + 1], 'value', value, 'ts', ts,
-      'create_ts', ARGV[i + 3], 'n', number)
-    if a.compaction then index_key(a, ARGV[i + 1], id, offset, false) end
+    redis.call('XADD', log, id, 'key', argv[i + 1], 'value', value, 'ts', ts,
+      'create_ts', argv[i + 3], 'n', number)
+    if compaction then index_key(a, argv[i + 1], id, offset, false) end
     last_offset = offset
     i = i + 4
   else
     local fields, value_bytes
-    fields, value_bytes, i = record_fields(ARGV, i, ts)
+    fields, value_bytes, i = record_fields(argv, i, ts)
     if transactional then
       fields[#fields + 1] = 'pid'
       fields[#fields + 1] = producer_id
       fields[#fields + 1] = 'pe'
-      fields[#fields + 1] = ARGV[5]
+      fields[#fields + 1] = argv[5]
     end
     last_offset = append_entry(a, log, fields, value_bytes)
   end
   if base_offset < 0 then base_offset = last_offset end
 end
-close_append(a, state, appended)
+local hw, isr = close_append(a, state, appended, hw_channel, lag_max_ms)
 if txn_first == -1 then
   redis.call('HSET', txn_open, producer_id, txn_open_text(epoch, base_offset, txn_transaction))
   -- offsets grow: an earlier open transaction's first offset is smaller, so only a partition
   -- with none open gets a new last stable offset
-  redis.call('HSETNX', state, 'txn_first', fmt(base_offset))
+  redis.call('HSETNX', state, 'txn_first', int_text(base_offset))
 end
-if producer_id ~= '-1' then
-  batches[#batches + 1] = {base_seq, (base_seq + count - 1) % SEQ_LIMIT, base_offset, last_offset}
-  local first = math.max(1, #batches - KEPT_BATCHES + 1)
-  local words = {fmt(epoch)}
-  for k = first, #batches do
-    local b = batches[k]
-    words[#words + 1] = fmt(b[1]) .. ' ' .. fmt(b[2]) .. ' ' .. fmt(b[3]) .. ' ' .. fmt(b[4])
+if idempotent then
+  batches[#batches + 1] = int_text(base_seq) .. ' ' .. int_text(last_seq) .. ' ' ..
+    int_text(base_offset) .. ' ' .. int_text(last_offset)
+  local words = {int_text(epoch)}
+  for k = math.max(1, #batches - KEPT_BATCHES + 1), #batches do
+    words[#words + 1] = batches[k]
   end
   redis.call('HSET', producers, producer_id, table.concat(words, ' '))
   redis.call('ZADD', producer_times, int_text(now), producer_id)
 end
-local hw, isr = refresh_hw(state, hw_channel, rf, lag_max_ms, now)
 return {0, hw, #isr, base_offset, last_offset, now}

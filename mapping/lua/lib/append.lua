@@ -13,64 +13,104 @@
 --   (or, with the fields spelled out: local id, number, offset = next_entry(a, value_bytes);
 --    redis.call('XADD', log, id, 'key', k, ..., 'n', number))
 --   close_append(a, state, appended)                          -- log end, marks, wake-up
+-- or, reading the state hash once and writing it once (the hot writers):
+--   local known = read_append_state(state, rf)
+--   local refusal = append_refusal(state, known); ...
+--   local a = open_append(state, log, limit, rf, now, known)
+--   ...
+--   local hw, isr = close_append(a, state, appended, hw_channel, lag_max_ms)  -- + refresh_hw
 -- Followers that had everything before the append were caught up until now (caught_up_ms);
 -- when one did, the new log end is PUBLISHed on the appended channel, which wakes the idle
 -- replicator owning it (a follower still behind needs no wake-up, its replicator is busy).
 
--- Why the partition takes no append now (an error reply), or nil.
-local function append_refusal(state)
-  local gone = deleted_reply(state)
+-- The state hash fields an append reads, in one HMGET (read_append_state): the refusal's,
+-- open_append's, open_compaction's, then refresh_hw's (hw_fields) from KNOWN_HW on.
+local KNOWN_DELETED, KNOWN_ROLE, KNOWN_MARKED, KNOWN_APPENDED, KNOWN_INDEXED = 1, 2, 3, 4, 5
+local KNOWN_HW = 6  -- log_end, hw, isr, replica.<r>.acked_offset, replica.<r>.caught_up_ms
+
+local function read_append_state(state, rf)
+  local fields = hw_fields({'deleted', 'role', 'size.from', 'appended', 'compact.indexed'}, rf)
+  return redis.call('HMGET', state, unpack(fields))
+end
+
+-- Why the partition takes no append now (an error reply), or nil. `known`: the state as
+-- read_append_state read it (else read here).
+local function append_refusal(state, known)
+  local gone
+  if known then
+    gone = known[KNOWN_DELETED] and redis.error_reply(K.V1_UNKNOWN_TOPIC .. ' topic was deleted')
+  else
+    gone = deleted_reply(state)
+  end
   if gone then
     return gone
   end
-  if is_follower(state) then
+  local follower
+  if known then follower = known[KNOWN_ROLE] == 'follower' else follower = is_follower(state) end
+  if follower then
     return redis.error_reply(K.V1_NOT_LEADER .. ' partition is a follower')
   end
   return nil
 end
 
-local function open_append(state, log, limit, rf, now)
-  local known = redis.call('HMGET', state, 'log_end', 'size.from', 'appended')
-  local log_end = tonumber(known[1]) or -1
+local function open_append(state, log, limit, rf, now, known)
+  known = known or read_append_state(state, rf)
+  local log_end = tonumber(known[KNOWN_HW]) or -1
   -- A log written before entries were numbered goes on from its length.
-  local numbered = tonumber(known[3])
+  local numbered = tonumber(known[KNOWN_APPENDED])
   if not numbered then
     numbered = log_end < 0 and 0 or redis.call('XLEN', log)
   end
   -- now_text: the append time as the records' 'ts' field (see int_text)
   local a = {ms = -1, seq = limit - 1, limit = limit, now = now, now_text = int_text(now),
     count = 0, wake = false, log_end = log_end, numbered = numbered,
-    marked = known[2] ~= false, largest = 0}
+    marked = known[KNOWN_MARKED] ~= false, largest = 0, known = known, rf = rf}
   if log_end >= 0 then
     a.ms = math.floor(log_end / limit)
     a.seq = log_end - a.ms * limit
   end
   a.ms_text = int_text(a.ms) .. '-'  -- the entry ids' first part, made again when ms moves
   for r = 1, rf - 1 do
-    local acked = tonumber(redis.call('HGET', state, replica_field(r, 'acked_offset'))) or -1
+    local acked = tonumber(known[KNOWN_HW + 2 * r + 1]) or -1
     if acked >= log_end then
-      redis.call('HSET', state, replica_field(r, 'caught_up_ms'), now)
+      redis.call('HSET', state, replica_field(r, 'caught_up_ms'), a.now_text)
+      known[KNOWN_HW + 2 * r + 2] = a.now_text  -- as refresh_hw would read it back
       a.wake = true
     end
   end
   return a
 end
 
+-- Decimal digits, and a number's text without its last digit ('' below 10): next_entry
+-- makes a record's id and number from the text of their tens, made once every ten records
+-- (C's formatting is most of what formatting a number costs, a concatenation much less).
+local DIGITS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
+local function tens_text(x)
+  if x < 10 then return '' end
+  return int_text((x - x % 10) / 10)
+end
+
 -- The next record's place, for one whose value has `value_bytes` bytes: its entry id, its
 -- number (the 'n' field's text) and its offset. The caller XADDs it at once (append_entry,
 -- or a script's own XADD with the fields spelled out: no table per record).
 local function next_entry(a, value_bytes)
+  local seq = a.seq + 1
   if a.now > a.ms then
-    a.ms, a.seq = a.now, 0
+    a.ms, seq = a.now, 0
     a.ms_text = int_text(a.ms) .. '-'
-  elseif a.seq + 1 < a.limit then
-    a.seq = a.seq + 1
-  else
-    a.ms, a.seq = a.ms + 1, 0
+  elseif seq >= a.limit then
+    a.ms, seq = a.ms + 1, 0
     a.ms_text = int_text(a.ms) .. '-'
   end
-  a.numbered = a.numbered + 1
-  local offset = a.ms * a.limit + a.seq
+  a.seq = seq
+  -- seq 0 starts every ms, so a new ms always makes the id's head again
+  local digit = seq % 10
+  if digit == 0 or not a.id_head then a.id_head = a.ms_text .. tens_text(seq) end
+  local number = a.numbered + 1
+  a.numbered = number
+  local number_digit = number % 10
+  if number_digit == 0 or not a.number_head then a.number_head = tens_text(number) end
+  local offset = a.ms * a.limit + seq
   if a.count == 0 then
     a.first = offset
   end
@@ -78,7 +118,7 @@ local function next_entry(a, value_bytes)
   if value_bytes > a.largest then
     a.largest = value_bytes
   end
-  return a.ms_text .. int_text(a.seq), int_text(a.numbered), offset
+  return a.id_head .. DIGITS[digit], a.number_head .. DIGITS[number_digit], offset
 end
 
 -- Compacted topics (docs/compaction.md): a writer whose caller passed the partition's
@@ -99,7 +139,9 @@ local function open_compaction(a, keys, at)
   if keys[at] then
     a.compaction = {index = keys[at], dirty = keys[at + 1], tombstones = keys[at + 2]}
     -- keys[2]: the state hash (every partition script's second key)
-    local indexed = tonumber(redis.call('HGET', keys[2], 'compact.indexed')) or -1
+    local indexed = a.known[KNOWN_INDEXED]
+    if indexed == nil then indexed = redis.call('HGET', keys[2], 'compact.indexed') end
+    indexed = tonumber(indexed) or -1
     a.compaction.contiguous = indexed == a.log_end
   end
 end
@@ -152,23 +194,39 @@ local function record_fields(argv, at, now)
   return fields, value_bytes, first + n
 end
 
-local function close_append(a, state, appended)
-  if a.count == 0 then
-    return
+-- The log end, the marks and the followers' wake-up after an append; with `hw_channel`
+-- (and the replica lag) also refresh_hw's work, from the state open_append read, in the
+-- same HSET: returns hw, isr, next_change then.
+local function close_append(a, state, appended, hw_channel, lag_max_ms)
+  local written = {}
+  local last = a.log_end
+  if a.count > 0 then
+    last = a.ms * a.limit + a.seq
+    written[1], written[2], written[3], written[4] =
+      'log_end', int_text(last), 'appended', int_text(a.numbered)
+    if a.compaction and a.compaction.contiguous then
+      written[#written + 1] = 'compact.indexed'
+      written[#written + 1] = int_text(last)
+    end
+    if not a.marked then  -- a new log is marked from 0, an older one from this append
+      written[#written + 1] = 'size.from'
+      written[#written + 1] = a.log_end < 0 and '0' or int_text(a.first)
+    end
+    size_mark_fields(written, a.largest, last)
   end
-  local last = a.ms * a.limit + a.seq
-  local written = {'log_end', fmt(last), 'appended', fmt(a.numbered)}
-  if a.compaction and a.compaction.contiguous then
-    written[#written + 1] = 'compact.indexed'
-    written[#written + 1] = fmt(last)
+  local hw, isr, next_change, message
+  if hw_channel then
+    hw, isr, next_change, message =
+      settle_hw(a.known, KNOWN_HW, last, a.rf, lag_max_ms, a.now, written)
   end
-  if not a.marked then  -- a new log is marked from 0, an older one from this append
-    written[#written + 1] = 'size.from'
-    written[#written + 1] = a.log_end < 0 and '0' or fmt(a.first)
+  if #written > 0 then
+    redis.call('HSET', state, unpack(written))
   end
-  size_mark_fields(written, a.largest, last)
-  redis.call('HSET', state, unpack(written))
-  if a.wake then
-    redis.call('PUBLISH', appended, fmt(last))
+  if a.wake and a.count > 0 then
+    redis.call('PUBLISH', appended, written[2])
   end
+  if message then
+    redis.call('PUBLISH', hw_channel, message)
+  end
+  return hw, isr, next_change
 end

@@ -8,7 +8,7 @@
 
 
 local function replica_field(r, name)
-  return 'replica.' .. r .. '.' .. name
+  return 'replica.' .. int_text(r) .. '.' .. name
 end
 
 -- Offset <-> stream entry id ("ms-seq"), limit = 2^sequence_bits.
@@ -22,6 +22,58 @@ local function id_offset(id, limit)
   return tonumber(string.sub(id, 1, dash - 1)) * limit + tonumber(string.sub(id, dash + 1))
 end
 
+-- The hash fields refresh_hw reads: log end, hw, ISR, then each follower's acked offset and
+-- caught-up time (as settle_hw takes them).
+local function hw_fields(fields, rf)
+  fields[#fields + 1] = 'log_end'
+  fields[#fields + 1] = 'hw'
+  fields[#fields + 1] = 'isr'
+  for r = 1, rf - 1 do
+    fields[#fields + 1] = replica_field(r, 'acked_offset')
+    fields[#fields + 1] = replica_field(r, 'caught_up_ms')
+  end
+  return fields
+end
+
+-- refresh_hw's work on the hw_fields values `v` (from v[at] on; `log_end` the log end as a
+-- number): the HSET arguments of a change go into `written`, and the hw channel's message
+-- is returned (nil: nothing to say), for the caller to PUBLISH after its HSET.
+local function settle_hw(v, at, log_end, rf, lag_max_ms, now, written)
+  local old_hw = tonumber(v[at + 1]) or -1
+  local old_isr = v[at + 2]
+  local hw = log_end
+  local isr = {0}
+  local isr_text = '0'
+  local next_change = -1
+  for r = 1, rf - 1 do
+    local acked = tonumber(v[at + 2 * r + 1]) or -1
+    local caught_up = tonumber(v[at + 2 * r + 2])
+    local in_sync = acked >= log_end
+    if not in_sync and caught_up and now - caught_up <= lag_max_ms then
+      in_sync = true
+      if acked < hw then hw = acked end
+      local left = caught_up + lag_max_ms - now + 1
+      if next_change < 0 or left < next_change then next_change = left end
+    end
+    if in_sync then
+      isr[#isr + 1] = r
+      isr_text = isr_text .. ' ' .. int_text(r)
+    end
+  end
+  if hw < old_hw then hw = old_hw end
+  if hw ~= old_hw or isr_text ~= old_isr then
+    written[#written + 1] = 'hw'
+    written[#written + 1] = int_text(hw)
+    written[#written + 1] = 'isr'
+    written[#written + 1] = isr_text
+  end
+  local message = nil
+  if hw > old_hw or (old_isr and isr_text ~= old_isr) then
+    message = int_text(hw) .. ' ' .. int_text(#isr) .. ' ' .. int_text(next_change)
+  end
+  return hw, isr, next_change, message
+end
+
 -- Recompute ISR and the high watermark from the state hash at time `now`, store them when
 -- they changed, and return hw, isr (a list), next_change (ms until the first lagging ISR
 -- member falls out of the ISR, -1 when none lags: waiters re-check then, not by polling).
@@ -30,37 +82,17 @@ end
 -- and never moves backwards.
 -- When hw advances or the ISR changes, "<hw> <isr_size> <next_change>" is PUBLISHed on the
 -- partition's hw channel: that wakes acks=all waiters (which need both hw and |ISR|).
+-- (Numbers are offsets, times and counts below 2^53: int_text, no float formatting.)
 local function refresh_hw(state, hw_channel, rf, lag_max_ms, now)
-  local fields = {'log_end', 'hw', 'isr'}
-  for r = 1, rf - 1 do
-    fields[#fields + 1] = replica_field(r, 'acked_offset')
-    fields[#fields + 1] = replica_field(r, 'caught_up_ms')
+  local v = redis.call('HMGET', state, unpack(hw_fields({}, rf)))
+  local written = {}
+  local hw, isr, next_change, message =
+    settle_hw(v, 1, tonumber(v[1]) or -1, rf, lag_max_ms, now, written)
+  if #written > 0 then
+    redis.call('HSET', state, unpack(written))
   end
-  local v = redis.call('HMGET', state, unpack(fields))
-  local log_end = tonumber(v[1]) or -1
-  local old_hw = tonumber(v[2]) or -1
-  local hw = log_end
-  local isr = {0}
-  local next_change = -1
-  for r = 1, rf - 1 do
-    local acked = tonumber(v[2 * r + 2]) or -1
-    local caught_up = tonumber(v[2 * r + 3])
-    if acked >= log_end then
-      isr[#isr + 1] = r
-    elseif caught_up and now - caught_up <= lag_max_ms then
-      isr[#isr + 1] = r
-      if acked < hw then hw = acked end
-      local left = caught_up + lag_max_ms - now + 1
-      if next_change < 0 or left < next_change then next_change = left end
-    end
-  end
-  if hw < old_hw then hw = old_hw end
-  local isr_text = table.concat(isr, ' ')
-  if hw ~= old_hw or isr_text ~= v[3] then
-    redis.call('HSET', state, 'hw', fmt(hw), 'isr', isr_text)
-  end
-  if hw > old_hw or (v[3] and isr_text ~= v[3]) then
-    redis.call('PUBLISH', hw_channel, fmt(hw) .. ' ' .. #isr .. ' ' .. fmt(next_change))
+  if message then
+    redis.call('PUBLISH', hw_channel, message)
   end
   return hw, isr, next_change
 end
@@ -145,10 +177,12 @@ end
 
 -- HSET arguments recording that an append ending at `last` held a value of `largest` bytes.
 local function size_mark_fields(fields, largest, last)
+  if largest <= 2 ^ K.SIZE_MIN_BITS then return end
+  local last_text = int_text(last)
   for k = K.SIZE_MIN_BITS, K.SIZE_MAX_BITS do
     if largest <= 2 ^ k then break end
-    fields[#fields + 1] = 'size.' .. k
-    fields[#fields + 1] = fmt(last)
+    fields[#fields + 1] = 'size.' .. int_text(k)
+    fields[#fields + 1] = last_text
   end
 end
 

@@ -8,23 +8,27 @@
 -- KEYS[5..7]: the compaction keys, on a compacted topic (see lib/append.lua).
 local log, state, hw_channel, appended = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local limit = 2 ^ tonumber(ARGV[1])
-local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
-local refusal = append_refusal(state)
+local rf = tonumber(ARGV[2])
+local lag_max_ms = rf > 1 and tonumber(ARGV[3]) or 0  -- only followers lag
+-- the state hash read once (refusal, log end, marks, hw) and written once (close_append)
+local known = read_append_state(state, rf)
+local refusal = append_refusal(state, known)
 if refusal then return refusal end
 
 local now = now_ms()
-local a = open_append(state, log, limit, rf, now)
+local a = open_append(state, log, limit, rf, now, known)
 open_compaction(a, KEYS, 5)
+local argv, ts = ARGV, a.now_text
+local compaction = a.compaction
 local offsets = {0, 0}
-for i = 4, #ARGV, 2 do
-  local value = ARGV[i + 1]
+for i = 4, #argv, 2 do
+  local value = argv[i + 1]
   local id, number, offset = next_entry(a, #value)
   -- a record's fields (mapping/core/records.py owns the names)
-  redis.call('XADD', log, id, 'key', ARGV[i], 'value', value, 'ts', a.now_text, 'n', number)
-  if a.compaction then index_key(a, ARGV[i], id, offset, false) end
+  redis.call('XADD', log, id, 'key', argv[i], 'value', value, 'ts', ts, 'n', number)
+  if compaction then index_key(a, argv[i], id, offset, false) end
   offsets[#offsets + 1] = offset
 end
-close_append(a, state, appended)
-local hw, isr = refresh_hw(state, hw_channel, rf, lag_max_ms, now)
+local hw, isr = close_append(a, state, appended, hw_channel, lag_max_ms)
 offsets[1], offsets[2] = hw, #isr
 return offsets
