@@ -1,0 +1,74 @@
+"""``python -m bench.limit --short`` runs end to end: each front door's table has every row,
+with a positive ratio in each, and the JSON says the same (no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import ROOT
+
+ROWS = [
+    "produce, records/s",
+    "produce, Redis CPU µs per record",
+    "produce, pod CPU µs per record",
+    "fetch, records/s",
+    "fetch, Redis CPU µs per record",
+    "fetch, pod CPU µs per record",
+    "Redis memory, bytes per record",
+]
+HEADER = "| | through the pods | plain Redis | ratio |"
+
+
+def tables(stdout: str) -> dict[str, list[list[str]]]:
+    """Each ``## title``'s table rows, as cells."""
+    found: dict[str, list[list[str]]] = {}
+    title = ""
+    for line in stdout.splitlines():
+        if line.startswith("## "):
+            title = line[3:]
+            found[title] = []
+        elif line.startswith("| ") and line != HEADER:
+            found[title].append([cell.strip() for cell in line.strip("|").split("|")])
+    return found
+
+
+def number(cell: str) -> float:
+    assert re.fullmatch(r"[\d,]+(\.\d+)?", cell), cell
+    return float(cell.replace(",", ""))
+
+
+def test_limit_short_run(tmp_path: Path) -> None:
+    out = tmp_path / "limit.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.limit", "--short", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = tables(done.stdout)
+    assert [title.split(":")[0] for title in printed] == [
+        "Kafka", "Kafka, batches of 4 records", "V1"
+    ], done.stdout  # fmt: skip
+    assert done.stdout.count(HEADER) == 3
+    for title, rows in printed.items():
+        assert [row[0] for row in rows] == ROWS, title
+        for name, pods, plain, ratio in rows:
+            assert number(ratio) > 0, (title, name)
+            assert number(pods) > 0, (title, name)
+            if "pod CPU" in name:
+                assert plain == "—", (title, name)
+            else:
+                assert number(plain) > 0, (title, name)
+
+    document = json.loads(out.read_text())
+    assert set(document["sections"]) == {"kafka", "kafka-small", "v1"}
+    for name, section in document["sections"].items():
+        records = document["records"]
+        assert section["produce"]["pods"]["records"] == records, name
+        assert section["produce"]["plain"]["records"] == records, name
+        assert section["fetch"]["pods"]["records"] == records, name
+        assert section["fetch"]["plain"]["records"] == records, name
+        assert [row[0] for row in section["table"]] == ROWS
