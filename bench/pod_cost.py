@@ -5,9 +5,9 @@ record"):
 - **pack**: a Kafka Produce's script call of ``--records`` null-key records, its arguments
   written in RESP from the records (``append_resp``, the batcher packing only the head)
   against hiredis packing ``append_args``' arguments;
-- **walk**: the Fetch's walk over ``--entries`` XRANGE entries into a RecordBatch, the
-  common layouts (the fast path) against the same records with one header each (the
-  general path);
+- **walk**: the Fetch's walk over ``--entries`` XRANGE entries of the common layouts into
+  a RecordBatch, compiled (adapter/kafka/_walk.c) against the pure-Python walk feeding
+  aiokafka's builder (where the extension is not built, both are the pure path);
 - **request**: a Produce request of ``--partitions`` partitions of 4 records each (what
   librdkafka sends when many producers share many partitions) read, and its answer written,
   by the hand-written codec (adapter/kafka/produce_codec.py) against kafka-python's
@@ -38,6 +38,7 @@ import click
 import hiredis
 
 from adapter.kafka import fetch, produce_codec, protocol
+from adapter.kafka import records as kafka_records
 from adapter.kafka.fetch_reads import Answer, Wanted, encode_entries
 from adapter.kafka.versions import FETCH, PRODUCE
 from mapping.connection.cluster import connect_async
@@ -75,15 +76,13 @@ def pack_row(records: int, value_size: int, repeat: int) -> tuple[float, float]:
     return now * 1e6 / records, before * 1e6 / records
 
 
-def entries_of(count: int, value_size: int, header: bool) -> list[list[Any]]:
-    """XRANGE entries as hiredis gives them: null-key Kafka records, ``header``: one each."""
+def entries_of(count: int, value_size: int) -> list[list[Any]]:
+    """XRANGE entries as hiredis gives them: null-key Kafka records."""
     value = os.urandom(value_size)
     entries = []
     for i in range(count):
         stamp = b"%d" % (CREATE_TIME + i // 500)
         fields = [b"value", value, b"ts", stamp, b"create_ts", stamp, b"null", b"key"]
-        if header:
-            fields += [b"h:source", b"web"]
         offset = (CREATE_TIME << BITS) + i
         entry_id = b"%d-%d" % (offset >> BITS, offset & ((1 << BITS) - 1))
         entries.append([entry_id, [*fields, b"n", b"%d" % (i + 1)]])
@@ -91,17 +90,23 @@ def entries_of(count: int, value_size: int, header: bool) -> list[list[Any]]:
 
 
 def walk_row(count: int, value_size: int, repeat: int) -> tuple[float, float]:
-    """(µs per entry of the fast path, of the general path)."""
+    """(µs per entry of the compiled path, of the pure one), the same entries."""
     config = TopicConfig("t", 1, 1, 1)
+    entries = entries_of(count, value_size)
+    compiled = kafka_records.plain_batch
 
-    def walk(entries: list[list[Any]]) -> float:
+    def walk(path: kafka_records.PlainBatch | None) -> float:
         def encode() -> None:
             _, taken, _, _, _ = encode_entries(entries, BITS, 1 << 62, 1 << 40, True, config)
             assert taken == len(entries)
 
-        return best_of(repeat, encode) * 1e6 / len(entries)
+        kafka_records.plain_batch = path
+        try:
+            return best_of(repeat, encode) * 1e6 / len(entries)
+        finally:
+            kafka_records.plain_batch = compiled
 
-    return walk(entries_of(count, value_size, False)), walk(entries_of(count, value_size, True))
+    return walk(compiled), walk(None)
 
 
 def request_row(partitions: int, value_size: int, repeat: int) -> tuple[float, float]:
@@ -248,8 +253,10 @@ def main(
         records, entries, repeat, batches = 300, 500, 2, 10
     now, before = pack_row(records, value_size, repeat)
     _line("pack", "µs/rec", now, before, ("RESP", "hiredis of the args"))
-    fast, general = walk_row(entries, value_size, repeat)
-    _line("walk", "µs/rec", fast, general, ("fast path", "general (a header)"))
+    compiled, pure = walk_row(entries, value_size, repeat)
+    # "pure (off)": not built, or ADAPTER_PURE_PYTHON set: both figures are the pure path
+    built = "compiled" if kafka_records.plain_batch is not None else "pure (off)"
+    _line("walk", "µs/rec", compiled, pure, (built, "pure Python"))
     ours, theirs = request_row(partitions, value_size, repeat)
     _line("request", "µs/part", ours, theirs, ("own codec", "kafka-python"))
     ours, theirs = answer_row(fetch_partitions, repeat)

@@ -63,8 +63,16 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
 }
 
-# An install is current when its marker is newer than what it was made from.
-current() { [ -f "$1" ] && [ ! "$2" -nt "$1" ]; }
+# An install is current when its marker is newer than everything it was made from.
+current() {
+  local marker=$1 source
+  shift
+  [ -f "$marker" ] || return 1
+  for source in "$@"; do [ ! "$source" -nt "$marker" ] || return 1; done
+}
+# What the project's install is made from: its declaration and its C extension's source (the
+# install compiles it: setup.py).
+PROJECT_SOURCES=(pyproject.toml setup.py adapter/kafka/_walk.c)
 
 pip_install() {  # marker, then pip's arguments
   local marker=$1
@@ -109,9 +117,9 @@ fi
 # need; .installed-spark: the project with its examples and Spark extras; .installed-run:
 # the project with its examples extra.
 if [ "$mode" = run ]; then
-  if ! current "$VENV/.installed" pyproject.toml \
-    && ! current "$VENV/.installed-spark" pyproject.toml \
-    && ! current "$VENV/.installed-run" pyproject.toml; then
+  if ! current "$VENV/.installed" "${PROJECT_SOURCES[@]}" \
+    && ! current "$VENV/.installed-spark" "${PROJECT_SOURCES[@]}" \
+    && ! current "$VENV/.installed-run" "${PROJECT_SOURCES[@]}"; then
     step "installing the project and its Kafka client into $VENV (pip)" \
       pip_install "$VENV/.installed-run" -e ".[examples]"
   fi
@@ -119,15 +127,15 @@ if [ "$mode" = run ]; then
   exit 0
 fi
 if [ "$mode" = spark ]; then
-  if ! current "$VENV/.installed" pyproject.toml \
-    && ! current "$VENV/.installed-spark" pyproject.toml; then
+  if ! current "$VENV/.installed" "${PROJECT_SOURCES[@]}" \
+    && ! current "$VENV/.installed-spark" "${PROJECT_SOURCES[@]}"; then
     step "installing the project, its Kafka client and PySpark into $VENV (pip; minutes at first)" \
       pip_install "$VENV/.installed-spark" -e ".[examples,spark]"
   fi
   finished
   exit 0
 fi
-if ! current "$VENV/.installed" pyproject.toml; then
+if ! current "$VENV/.installed" "${PROJECT_SOURCES[@]}"; then
   step "installing the project, its test and Spark extras into $VENV (pip; minutes at first)" \
     pip_install "$VENV/.installed" -e ".[test,spark]"
 fi

@@ -31,7 +31,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.kafka import errors
+from adapter.kafka import errors, records
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
 from adapter.kafka.fetch_sessions import PartitionKey, partition_key
@@ -271,7 +271,22 @@ def encode_entries(
     used = 0
     start = 0
     transactional = False
+    # the compiled walk knows the plain uncompressed CreateTime batches only
+    compiled = records.plain_batch if magic == 2 and not codec and not append_time else None
+    epoch_at = epochs.epoch_at if epochs is not None else None
     while start < len(entries):
+        if compiled is not None:
+            built = compiled(
+                entries, start, bits, high_watermark, budget - used, take_first and start == 0,
+                epoch_at,
+            )  # fmt: skip
+            if built is not None:
+                batch, start, taken, done = built
+                batches.append(batch)
+                used += taken
+                if done:
+                    return batches, start, used, True, transactional
+                continue
         if magic < 2:
             builder: Any = MessageSetBuilder(magic, codec)
         else:  # a marker's control batch is never compressed, as Kafka writes them
