@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import RedisError
+from redis.exceptions import AskError, RedisError
 
 from mapping.connection import scripts
 from mapping.core.errors import REPLICATION_TIMEOUT, BrokerError
@@ -183,14 +183,22 @@ class DurableRounds:
         write this pod made before the call is on them); else why not, by ``deadline``.
         ``key``: on a cluster, the written key (its node must reach them; None: every
         primary). Callers go through mapping/replication/acks.py."""
-        if key is None and isinstance(self.client, RedisCluster):
-            lanes = [self._node_lane(node) for node in self.client.get_primaries()]
-        else:
-            lanes = [self._lane(key)]
-        try:
-            counts = await asyncio.gather(*(lane.wait(deadline) for lane in lanes))
-        except (BrokerError, RedisError, OSError) as exc:
-            return f"redis WAIT failed: {exc}"
+        for attempt in range(2):
+            if key is None and isinstance(self.client, RedisCluster):
+                lanes = [self._node_lane(node) for node in self.client.get_primaries()]
+            else:
+                lanes = [self._lane(key)]
+            try:
+                counts = await asyncio.gather(*(lane.wait(deadline) for lane in lanes))
+                break
+            except AskError as exc:  # (and MovedError) a failover moved the probe's slot
+                if attempt or not isinstance(self.client, RedisCluster):
+                    return f"redis WAIT failed: {exc}"
+                # the slot's new owner, then WAIT there: the lane pipelines bypass the
+                # cluster client's own redirection
+                await self.client.nodes_manager.move_slot(exc)
+            except (BrokerError, RedisError, OSError) as exc:
+                return f"redis WAIT failed: {exc}"
         replicas = min(counts)
         if replicas < self.replicas:
             return (

@@ -12,14 +12,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from mapping.connection import scripts
 from mapping.connection.batcher import RedisBatcher
 from mapping.core.codec import entry_id, to_str
 from mapping.core.keys import Keys, PartitionKeys, ShareGroupKeys, group_part, is_valid_name
 from mapping.share_group.assignor import assign
+
+log = logging.getLogger(__name__)
 
 SHARE_GROUP_HEARTBEAT = scripts.load("share_group/heartbeat")
 SHARE_GROUP_ACQUIRE = scripts.load("share_group/acquire")
@@ -45,6 +49,11 @@ DEFAULTS: dict[str, str] = {
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 # share_group/heartbeat's statuses.
 HEARTBEAT_OK, UNKNOWN_MEMBER, FENCED_MEMBER = 0, 1, 2
+# How long after a member's leave its records are released (when its share session's close
+# did not release them first): a client closing sends its last acknowledgements and its
+# leave together (librdkafka does, to other pods), and the acknowledgements must find the
+# records still the member's.
+LEAVE_RELEASE_DELAY_S = 2.0
 # What one acquisition takes per share-partition at most.
 MAX_ACQUIRED = 500
 # How long a pod trusts the group configs it read (they change rarely).
@@ -214,6 +223,7 @@ class ShareGroups:
         self.keys = keys
         self.bits = sequence_bits
         self._settings: dict[str, tuple[float, ShareSettings]] = {}
+        self._releases: set[asyncio.Task[Any]] = set()  # leaves' delayed releases
 
     async def settings(self, group: str, *, fresh: bool = False) -> ShareSettings:
         """The group's share configs (IncrementalAlterConfigs on the GROUP resource), read
@@ -245,10 +255,13 @@ class ShareGroups:
         member_epoch: int,
         subscribed: list[str] | None,
         client: ShareClient | None = None,
+        release_delay_s: float = LEAVE_RELEASE_DELAY_S,
     ) -> HeartbeatResult:
         """ShareGroupHeartbeat: join (epoch 0), leave (-1) or stay; the member's assignment
         by the simple assignor over the members as they are now. A join registers the
-        group in the share groups set (ListGroups), beside the script: another slot."""
+        group in the share groups set (ListGroups), beside the script: another slot.
+        Members whose session expired have their records released at once, a member that
+        leaves after ``release_delay_s`` (its last acknowledgements may be on their way)."""
         settings = await self.settings(group)
         if member_epoch == 0:
             await self.batcher.call("SADD", self.keys.share_groups, group_part(group))
@@ -265,8 +278,11 @@ class ShareGroups:
         )
         status, epoch = int(reply[0]), int(reply[1])
         gone = departed_members(reply[3]) if len(reply) > 3 else {}
+        leaving = gone.pop(member_id, None) if member_epoch == -1 else None
         if gone:
             await self.release_members(group, gone)
+        if leaving:
+            self._release_later(group, member_id, leaving, release_delay_s)
         if status != HEARTBEAT_OK:
             return HeartbeatResult(status, -1, settings.heartbeat_interval_ms)
         if member_epoch == -1:
@@ -276,6 +292,26 @@ class ShareGroups:
         target = assign(members, await self.partition_counts(topics))
         assigned = target.get(member_id, {})
         return HeartbeatResult(HEARTBEAT_OK, epoch, settings.heartbeat_interval_ms, assigned)
+
+    def _release_later(self, group: str, member: str, topics: list[str], delay_s: float) -> None:
+        """Release what ``member`` holds after ``delay_s``, unless it joined again meanwhile
+        (a pod that stops first leaves the records to their lock)."""
+
+        async def release() -> None:
+            await asyncio.sleep(delay_s)
+            members = self.keys.share_group(group).members
+            if not await self.batcher.call("HEXISTS", members, member):
+                await self.release_members(group, {member: topics})
+
+        task = asyncio.ensure_future(release())
+        self._releases.add(task)
+        task.add_done_callback(self._released)
+
+    def _released(self, task: asyncio.Task[Any]) -> None:
+        self._releases.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("releasing a departed share group member's records failed: %s",
+                        task.exception())  # fmt: skip
 
     async def release_members(self, group: str, gone: dict[str, list[str]]) -> int:
         """Release at once the records in flight of members that left or expired, on every

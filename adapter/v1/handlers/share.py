@@ -193,8 +193,9 @@ async def share_leave(context: Context, argv: list[str]) -> str:
     groups = context.share_groups
     if await groups.member_epoch(group, member) is None:
         return "left=false"
-    # epoch -1: the member leaves and what it holds is released at once
-    await groups.heartbeat(group, member, -1, None)
+    # epoch -1: the member leaves and what it holds is released at once (its
+    # acknowledgements came before, on this connection)
+    await groups.heartbeat(group, member, -1, None, release_delay_s=0)
     return "left=true"
 
 
