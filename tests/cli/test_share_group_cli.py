@@ -15,14 +15,13 @@ import pytest
 import redis
 from click.testing import CliRunner, Result
 from confluent_kafka import ShareConsumer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-from confluent_kafka.admin import ResourceType as AdminResource
 
 from adapter.cli import main
 from mapping.core.keys import Keys
 from tests.support.cli import CliTarget
 from tests.support.kafka import produce_delivered
 from tests.support.pods import RF1, Pod, scrape_metrics
+from tests.support.share_groups import earliest, share_consumer
 from tests.support.waiting import wait_until
 
 PARTITIONS = 2
@@ -63,22 +62,6 @@ def make_topic(target: CliTarget, pod: Pod, name: str) -> list:
     return produce_delivered(pod.bootstrap, name, records)
 
 
-def earliest(pod: Pod, group: str) -> None:
-    admin = AdminClient({"bootstrap.servers": pod.bootstrap})
-    entry = ConfigEntry(
-        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
-    )
-    resource = ConfigResource(AdminResource.GROUP, group, incremental_configs=[entry])
-    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
-
-
-def share_consumer(pod: Pod, group: str, topic: str) -> ShareConsumer:
-    consumer = ShareConsumer({"bootstrap.servers": pod.bootstrap, "group.id": group,
-                              "socket.timeout.ms": 5000, "max.poll.records": 3})  # fmt: skip
-    consumer.subscribe([topic])
-    return consumer
-
-
 def first_records(consumer: ShareConsumer) -> list:
     """Polls until records come (they stay in flight: the next poll would accept them)."""
     deadline = time.monotonic() + 30
@@ -92,7 +75,7 @@ def first_records(consumer: ShareConsumer) -> list:
 def read_all(pod: Pod, group: str, topic: str, expected: int) -> list[bytes]:
     """Every record a new member of ``group`` gets (and accepts) until ``expected`` came,
     then a few polls more (nothing else must come)."""
-    consumer = share_consumer(pod, group, topic)
+    consumer = share_consumer(pod, group, [topic], **{"max.poll.records": 3})
     got: list[bytes] = []
     try:
         deadline = time.monotonic() + 30
@@ -115,7 +98,7 @@ def test_a_live_share_group_is_listed_described_inspected_and_measured(
     make_topic(target, pod, topic)
     group = f"sg-{uuid.uuid4().hex[:8]}"
     earliest(pod, group)
-    consumer = share_consumer(pod, group, topic)
+    consumer = share_consumer(pod, group, [topic], **{"max.poll.records": 3})
     try:
         got = first_records(consumer)
         held = {m.partition() for m in got}

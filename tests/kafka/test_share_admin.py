@@ -16,11 +16,7 @@ import redis
 from confluent_kafka import ConsumerGroupState, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
     NewTopic,
-    ResourceType,
 )
 
 from adapter.kafka import errors
@@ -38,6 +34,7 @@ from mapping.core.keys import Keys
 from tests.kafka.group_helpers import produce
 from tests.support.kafka import RawKafka
 from tests.support.pods import RF1, Pod, start_all
+from tests.support.share_groups import earliest, share_consumer
 
 PREFIX = "shareadmin"
 PARTITIONS = 3
@@ -61,22 +58,6 @@ def _topic(pods: list[Pod], partitions: int = PARTITIONS) -> str:
     admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=10)[topic].result(15)
     produce(pods[0].bootstrap, topic, partitions, PER_PARTITION)
     return topic
-
-
-def _earliest(pod: Pod, group: str) -> None:
-    admin = AdminClient({"bootstrap.servers": pod.bootstrap})
-    entry = ConfigEntry(
-        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
-    )
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
-    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
-
-
-def _consumer(pod: Pod, group: str, client_id: str = "rdkafka") -> ShareConsumer:
-    return ShareConsumer(
-        {"bootstrap.servers": pod.bootstrap, "group.id": group, "socket.timeout.ms": 5000,
-         "client.id": client_id}
-    )  # fmt: skip
 
 
 def _read(consumer: ShareConsumer, wanted: int, rounds: int = 60) -> list[Any]:
@@ -170,8 +151,8 @@ def _until(check: Callable[[], Any], seconds: float = 30.0) -> Any:
 def _consumed_group(pods: list[Pod], topic: str) -> str:
     """A share group that read (and accepted) every record of ``topic``, its member gone."""
     group = f"g-{topic}"
-    _earliest(pods[0], group)
-    consumer = _consumer(pods[0], group)
+    earliest(pods[0], group)
+    consumer = share_consumer(pods[0], group)
     try:
         consumer.subscribe([topic])
         got = _read(consumer, PARTITIONS * PER_PARTITION)
@@ -184,7 +165,7 @@ def _consumed_group(pods: list[Pod], topic: str) -> str:
 def test_start_offsets_move_as_records_are_acknowledged(pods: list[Pod], redis_url: str) -> None:
     topic = _topic(pods)
     group = f"g-{topic}"
-    _earliest(pods[0], group)
+    earliest(pods[0], group)
     every = {topic: list(range(PARTITIONS))}
     before = _describe_offsets(pods[1], group, every)
     assert before.error_code == errors.NONE
@@ -215,7 +196,7 @@ def test_alter_to_earlier_then_a_new_consumer_reads_from_there(
     assert _start_offsets(_describe_offsets(pods[0], group, {topic: [0]})) == {
         (topic, 0): (first[4], PER_PARTITION - 4, 0)
     }
-    consumer = _consumer(pods[1], group)
+    consumer = share_consumer(pods[1], group)
     try:
         consumer.subscribe([topic])
         got = _read(consumer, PER_PARTITION - 4, rounds=40)
@@ -227,8 +208,8 @@ def test_alter_to_earlier_then_a_new_consumer_reads_from_there(
 def test_alter_and_delete_refused_while_the_group_has_members(pods: list[Pod]) -> None:
     topic = _topic(pods)
     group = f"g-{topic}"
-    _earliest(pods[0], group)
-    consumer = _consumer(pods[0], group)
+    earliest(pods[0], group)
+    consumer = share_consumer(pods[0], group)
     try:
         consumer.subscribe([topic])
         assert _read(consumer, 1)
@@ -255,7 +236,7 @@ def test_deleted_offsets_start_again_by_auto_offset_reset(pods: list[Pod], redis
     after = _describe_offsets(pods[0], group, {topic: list(range(PARTITIONS))})
     assert {v for v in _start_offsets(after).values()} == {(-1, -1, 0)}
     assert _describe_offsets(pods[0], group, None).topics == []
-    consumer = _consumer(pods[1], group)  # earliest: every record again
+    consumer = share_consumer(pods[1], group)  # earliest: every record again
     try:
         consumer.subscribe([topic])
         got = _read(consumer, PARTITIONS * PER_PARTITION)
@@ -269,7 +250,9 @@ def test_share_group_describe_shows_two_members_and_their_assignment(
 ) -> None:
     spread, shared = _topic(pods), _topic(pods, partitions=1)
     group = f"g-{spread}"
-    consumers = [_consumer(pod, group, f"reader-{i}") for i, pod in enumerate(pods)]
+    consumers = [
+        share_consumer(pod, group, **{"client.id": f"reader-{i}"}) for i, pod in enumerate(pods)
+    ]
     try:
         for consumer in consumers:
             consumer.subscribe([spread, shared])
@@ -352,8 +335,8 @@ def test_bad_input_gets_its_error_and_the_connection_stays_usable(pods: list[Pod
 
 def _consumed_group_one(pods: list[Pod], topic: str) -> str:
     group = f"g-{topic}"
-    _earliest(pods[0], group)
-    consumer = _consumer(pods[0], group)
+    earliest(pods[0], group)
+    consumer = share_consumer(pods[0], group)
     try:
         consumer.subscribe([topic])
         assert len(_read(consumer, PER_PARTITION)) >= PER_PARTITION
@@ -399,7 +382,7 @@ def test_list_describe_delete_groups_know_share_groups(pods: list[Pod]) -> None:
     described = admin.describe_consumer_groups([group])[group].result(timeout=15)
     assert (described.state, described.members) == (ConsumerGroupState.DEAD, [])
 
-    consumer = _consumer(pods[1], group)
+    consumer = share_consumer(pods[1], group)
     try:  # a member: not deleted
         consumer.subscribe([topic])
         _read(consumer, 1, rounds=6)

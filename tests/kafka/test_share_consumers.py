@@ -16,18 +16,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 from confluent_kafka import Message, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
     NewTopic,
-    ResourceType,
 )
 
 from mapping.core.codec import entry_offset
@@ -35,6 +30,7 @@ from mapping.core.keys import Keys
 from tests.kafka.group_helpers import GROUP_PREFIX, POD_ARGS, produce
 from tests.support import ROOT
 from tests.support.pods import Pod, start_all
+from tests.support.share_groups import group_configs, share_consumer
 from tests.support.waiting import wait_until
 
 LOCK_MS = 15_000  # Kafka's group.share.min.record.lock.duration.ms
@@ -62,25 +58,6 @@ def _create_topic(pod: Pod, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": pod.bootstrap})
     futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=10)
     futures[topic].result(timeout=15)
-
-
-def _configure(pod: Pod, group: str, **configs: str) -> None:
-    """Group configs set as Kafka's clients set them: IncrementalAlterConfigs on the group
-    resource (``share_record_lock_duration_ms`` for ``share.record.lock.duration.ms``)."""
-    admin = AdminClient({"bootstrap.servers": pod.bootstrap})
-    entries = [
-        ConfigEntry(name.replace("_", "."), value, incremental_operation=AlterConfigOpType.SET)
-        for name, value in configs.items()
-    ]
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
-    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
-
-
-def _consumer(pod: Pod, group: str, **config: Any) -> ShareConsumer:
-    return ShareConsumer({
-        "bootstrap.servers": pod.bootstrap, "group.id": group, "socket.timeout.ms": 5000,
-        **config,
-    })  # fmt: skip
 
 
 def _records(consumer: ShareConsumer, timeout: float) -> list[Message]:
@@ -193,7 +170,7 @@ def test_records_a_killed_member_held_go_to_the_others_after_the_lock(
     delivery count 2; every other record once, with delivery count 1. One partition, so
     the dead member's assignment (kept until its session expires) takes none from them."""
     group = f"s-{topic}"
-    _configure(share_pods[0], group, share_auto_offset_reset="earliest",
+    group_configs(share_pods[0], group, share_auto_offset_reset="earliest",
                share_record_lock_duration_ms=str(LOCK_MS))  # fmt: skip
     _create_topic(share_pods[0], topic, 1)
     produce(share_pods[0].bootstrap, topic, 1, 20)
@@ -215,7 +192,7 @@ def test_records_a_killed_member_held_go_to_the_others_after_the_lock(
     held = _in_flight(redis_url, topic, 1, group)  # what it acquired, fetched ahead included
     assert set(polled) <= set(held) and set(held.values()) == {1}
     everything = _log_records(redis_url, topic, 1)
-    consumers = [_consumer(share_pods[1], group) for _ in range(2)]
+    consumers = [share_consumer(share_pods[1], group) for _ in range(2)]
     deliveries: dict[Record, list[Delivery]] = {}
     try:
         for consumer in consumers:
@@ -239,10 +216,10 @@ def test_more_members_than_partitions_share_every_partition(
     every record is delivered once (implicit acknowledgements), none to two members."""
     partitions, members = 3, 5
     group = f"s-{topic}"
-    _configure(share_pods[0], group, share_auto_offset_reset="earliest")
+    group_configs(share_pods[0], group, share_auto_offset_reset="earliest")
     _create_topic(share_pods[0], topic, partitions)
     consumers = [
-        _consumer(share_pods[i % 2], group, **{"max.poll.records": 2}) for i in range(members)
+        share_consumer(share_pods[i % 2], group, **{"max.poll.records": 2}) for i in range(members)
     ]
     deliveries: dict[Record, list[Delivery]] = {}
     try:
@@ -275,7 +252,7 @@ def test_explicit_release_reject_and_the_delivery_count_limit(
     twice, then archived: never a third time."""
     partitions, per_partition = 3, 6
     group = f"s-{topic}"
-    _configure(share_pods[0], group, share_auto_offset_reset="earliest",
+    group_configs(share_pods[0], group, share_auto_offset_reset="earliest",
                share_delivery_count_limit="2")  # fmt: skip
     _create_topic(share_pods[0], topic, partitions)
     produce(share_pods[0].bootstrap, topic, partitions, per_partition)
@@ -293,7 +270,7 @@ def test_explicit_release_reject_and_the_delivery_count_limit(
             consumer.acknowledge(m, RELEASE)
 
     explicit = {"share.acknowledgement.mode": "explicit"}
-    consumers = [_consumer(pod, group, **explicit) for pod in share_pods]
+    consumers = [share_consumer(pod, group, **explicit) for pod in share_pods]
     deliveries: dict[Record, list[Delivery]] = {}
     everything = _log_records(redis_url, topic, partitions)
 
@@ -329,11 +306,11 @@ def test_records_a_closed_member_held_are_released_at_once(
     them available again as its share session closes (their delivery count kept, so they
     come back with delivery count 2), long before their lock, here 60 s, would expire."""
     group = f"s-{topic}"
-    _configure(share_pods[0], group, share_auto_offset_reset="earliest",
+    group_configs(share_pods[0], group, share_auto_offset_reset="earliest",
                share_record_lock_duration_ms="60000")  # fmt: skip
     _create_topic(share_pods[0], topic, 1)
     produce(share_pods[0].bootstrap, topic, 1, 10)
-    leaving = _consumer(share_pods[0], group, **{"share.acknowledgement.mode": "explicit",
+    leaving = share_consumer(share_pods[0], group, **{"share.acknowledgement.mode": "explicit",
                                                 "max.poll.records": 3})  # fmt: skip
     leaving.subscribe([topic])
     held: list[Message] = []
@@ -342,7 +319,7 @@ def test_records_a_closed_member_held_are_released_at_once(
     finally:
         leaving.close()  # nothing acknowledged
     everything = _log_records(redis_url, topic, 1)
-    consumers = [_consumer(share_pods[1], group)]
+    consumers = [share_consumer(share_pods[1], group)]
     deliveries: dict[Record, list[Delivery]] = {}
     try:
         consumers[0].subscribe([topic])
@@ -365,13 +342,15 @@ def test_a_pod_killed_under_share_consumers(start_pod, redis_url: str, topic: st
     pods = [start_pod(redis_url, *POD_ARGS) for _ in range(2)]
     victim, survivor = pods
     group = f"s-{topic}"
-    _configure(survivor, group, share_auto_offset_reset="earliest",
+    group_configs(survivor, group, share_auto_offset_reset="earliest",
                share_record_lock_duration_ms=str(LOCK_MS))  # fmt: skip
     _create_topic(survivor, topic, partitions)
     produce(survivor.bootstrap, topic, partitions, per_partition)
     total = partitions * per_partition
     consumers = [
-        _consumer(pods[i % 2], group, **{"max.poll.records": 5, "reconnect.backoff.max.ms": 500})
+        share_consumer(
+            pods[i % 2], group, **{"max.poll.records": 5, "reconnect.backoff.max.ms": 500}
+        )
         for i in range(4)
     ]
     deliveries: dict[Record, list[Delivery]] = {}

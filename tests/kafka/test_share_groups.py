@@ -16,8 +16,6 @@ import redis
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
     ConfigResource,
     NewTopic,
     ResourceType,
@@ -30,6 +28,7 @@ from mapping.core.keys import Keys
 from tests.kafka.group_helpers import GROUP_PREFIX, POD_ARGS, produce
 from tests.support.kafka import RawKafka, partition_records
 from tests.support.pods import Pod, start_all
+from tests.support.share_groups import earliest, share_consumer
 
 PARTITIONS = 3
 PER_PARTITION = 10
@@ -54,32 +53,14 @@ def _topic(pods: list[Pod], topic: str) -> str:
 
 
 def _earliest(pod: Pod, group: str, **more: str) -> None:
-    """The group starts at the log's start: share.auto.offset.reset=earliest, set as Kafka's
-    clients set it (IncrementalAlterConfigs on the group resource); ``more``: other group
-    configs, their dots as underscores."""
+    """The group starts at the log's start (``more``: other group configs), as DescribeConfigs
+    then shows."""
+    earliest(pod, group, **more)
     admin = AdminClient({"bootstrap.servers": pod.bootstrap})
-    settings = {"share.auto.offset.reset": "earliest"}
-    settings.update({name.replace("_", "."): value for name, value in more.items()})
-    resource = ConfigResource(
-        ResourceType.GROUP,
-        group,
-        incremental_configs=[
-            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-            for name, value in settings.items()
-        ],
-    )  # fmt: skip
-    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
     described = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
     entries = next(iter(described.values())).result(timeout=15)
     assert entries["share.auto.offset.reset"].value == "earliest"
     assert entries["share.delivery.count.limit"].value == "5"
-
-
-def _consumer(pod: Pod, group: str, **config: object) -> ShareConsumer:
-    return ShareConsumer(
-        {"bootstrap.servers": pod.bootstrap, "group.id": group, "socket.timeout.ms": 5000,
-         **config}
-    )  # fmt: skip
 
 
 def _poll(consumer: ShareConsumer, timeout: float = 0.5) -> list:
@@ -100,7 +81,7 @@ def test_one_share_consumer_gets_every_record_once(
     group = f"s-{topic}"
     _earliest(share_pods[0], group)
     _topic(share_pods, topic)
-    consumer = _consumer(share_pods[0], group)
+    consumer = share_consumer(share_pods[0], group)
     got: list[bytes] = []
     try:
         consumer.subscribe([topic])
@@ -121,7 +102,7 @@ def test_two_share_consumers_on_two_pods_split_the_records(
     group = f"s-{topic}"
     _earliest(share_pods[0], group)
     _topic(share_pods, topic)
-    consumers = [_consumer(pod, group) for pod in share_pods]
+    consumers = [share_consumer(pod, group) for pod in share_pods]
     got: list[list[bytes]] = [[], []]
     try:
         for consumer in consumers:
@@ -142,7 +123,7 @@ def test_two_share_consumers_on_two_pods_split_the_records(
 
 
 def _explicit(pod: Pod, group: str) -> ShareConsumer:
-    return _consumer(pod, group, **{"share.acknowledgement.mode": "explicit"})
+    return share_consumer(pod, group, **{"share.acknowledgement.mode": "explicit"})
 
 
 def test_released_records_come_back_with_a_higher_delivery_count(
@@ -554,7 +535,7 @@ def test_read_committed_skips_aborted_records_and_waits_for_open_ones(
     for i in range(3):
         producer.produce(topic, value=f"open-then-aborted-{i}".encode(), partition=0)
     producer.flush(15)
-    consumer = _consumer(share_pods[1], group)
+    consumer = share_consumer(share_pods[1], group)
     got: list[bytes] = []
     try:
         consumer.subscribe([topic])

@@ -19,11 +19,7 @@ import redis
 from confluent_kafka import ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
     NewTopic,
-    ResourceType,
 )
 
 from mapping.core.keys import Keys
@@ -31,6 +27,7 @@ from tests.support import ROOT
 from tests.support.cli import CliTarget
 from tests.support.kafka import produce_delivered
 from tests.support.pods import RF1, Pod
+from tests.support.share_groups import earliest, share_consumer
 from tests.support.waiting import wait_until
 
 PARTITIONS = 2
@@ -66,23 +63,6 @@ def create_topic(pod: Pod, topic: str, partitions: int) -> None:
 def delete_topic(pod: Pod, topic: str) -> None:
     client = admin(pod)
     client.delete_topics([topic], operation_timeout=10)[topic].result(timeout=15)
-
-
-def earliest(pod: Pod, group: str) -> None:
-    entry = ConfigEntry(
-        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
-    )
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
-    client = admin(pod)
-    client.incremental_alter_configs([resource])[resource].result(timeout=15)
-
-
-def share_consumer(pod: Pod, group: str, topic: str) -> ShareConsumer:
-    consumer = ShareConsumer(
-        {"bootstrap.servers": pod.bootstrap, "group.id": group, "socket.timeout.ms": 5000}
-    )
-    consumer.subscribe([topic])
-    return consumer
 
 
 def initialised(target: CliTarget, topic: str, partitions: int, group: str) -> bool:
@@ -125,7 +105,7 @@ def test_a_topic_created_again_starts_its_share_partitions_anew(
     group = f"life-{uuid.uuid4().hex[:8]}"  # share.auto.offset.reset: latest (the default)
     create_topic(pod, topic, PARTITIONS)
     produce(pod, topic, PARTITIONS, "seed", 1)  # (a share-partition starts on a log)
-    consumer = share_consumer(pod, group, topic)
+    consumer = share_consumer(pod, group, [topic])
     try:  # latest: the share-partitions start at the end, then the records come
         wait_until(lambda: len(consumer.poll(0.2)) == 0 and initialised(target, topic,
                    PARTITIONS, group), timeout=30)  # fmt: skip
@@ -147,7 +127,7 @@ def test_a_topic_created_again_starts_its_share_partitions_anew(
     create_topic(pod, topic, PARTITIONS)
     early = produce(pod, topic, PARTITIONS, "early", 2)  # before any member fetches
     assert not initialised(target, topic, PARTITIONS, group)
-    consumer = share_consumer(pod, group, topic)
+    consumer = share_consumer(pod, group, [topic])
     try:  # no state on the new logs: latest applies, the early records are not delivered
         wait_until(lambda: len(consumer.poll(0.2)) == 0 and initialised(target, topic,
                    PARTITIONS, group), timeout=30)  # fmt: skip
@@ -201,7 +181,7 @@ def test_retention_deletes_records_in_flight_and_the_next_member_reads_on(
     # the deleted records are neither in flight nor lag any more: the new ones are the lag
     [row] = described(target, group)["partitions"]
     assert (row["in_flight"], row["lag"], row["available"]) == (0, 3, 3)
-    consumer = share_consumer(pod, group, topic)
+    consumer = share_consumer(pod, group, [topic])
     try:  # at once (the dead member's deleted records hold nothing back), and only them
         assert poll_values(consumer, 3) == [b"new0-0", b"new0-1", b"new0-2"]
     finally:
