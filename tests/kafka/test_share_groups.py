@@ -350,6 +350,24 @@ def test_max_bytes_is_a_soft_bound_over_the_request(share_pods: list[Pod], topic
         assert _count(_acquired(everything)) == PARTITIONS * PER_PARTITION - 2
 
 
+def test_a_partition_nobody_wrote_starts_at_the_first_fetch(
+    share_pods: list[Pod], topic: str
+) -> None:
+    """A member fetching a partition that has no record yet starts its share-partition
+    there (latest, the default, is the empty log's start): the record written next is
+    delivered, as Kafka delivers it from log end offset 0."""
+    group = f"s-{topic}"
+    admin = AdminClient({"bootstrap.servers": share_pods[0].bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=10)[topic].result(15)
+    member = uuid.uuid4().hex[:22]
+    with RawKafka(share_pods[0].kafka_port) as raw:
+        _, topic_id = _join(raw, group, member, topic)
+        assert _acquired(_share_fetch(raw, group, member, 0, topic_id, [0], max_wait_ms=0)) == {}
+        produce(share_pods[1].bootstrap, topic, 1, 1)
+        got = _acquired(_share_fetch(raw, group, member, 1, topic_id, [0], max_wait_ms=3000))
+        assert _count(got) == 1
+
+
 def _lock_ms(redis_url: str, group: str, lock_ms: int) -> None:
     """A lock shorter than the group configs' bounds allow (15 s at least), written where
     the pods read the group's configs, so that the test takes seconds."""

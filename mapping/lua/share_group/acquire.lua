@@ -3,7 +3,7 @@
 --   sequence_bits, read_committed, max_bytes, first
 -- ShareFetch's acquisition on one share-partition, which rides on the Redis consumer group
 -- ARGV[1] of the partition's log stream (created at ARGV[6], '$' latest or '0' earliest,
--- when missing).  First the records whose lock expired (or that were released: their idle
+-- when missing, with the stream itself when nobody wrote to the partition yet).  First the records whose lock expired (or that were released: their idle
 -- time is set past the lock) are claimed by XAUTOCLAIM, which counts one more delivery;
 -- those past the delivery limit ARGV[5] are archived (XACK) instead.  Then new records are
 -- read by XREADGROUP, never past the high watermark (the state's hw: the last offset
@@ -23,8 +23,10 @@ local scale = 2 ^ tonumber(ARGV[7])
 local read_committed = ARGV[8] == '1'
 local max_bytes, first = tonumber(ARGV[9]), ARGV[10] == '1'
 
-if redis.call('EXISTS', log) == 0 then return {} end
-redis.pcall('XGROUP', 'CREATE', log, cgroup, ARGV[6])
+-- MKSTREAM: a partition nobody wrote yet has no log stream, and its share-partition starts
+-- now all the same (at the empty log's start, as Kafka's at log end offset 0): a record
+-- written after this first fetch is the group's, whatever the start (latest or earliest)
+redis.pcall('XGROUP', 'CREATE', log, cgroup, ARGV[6], 'MKSTREAM')
 
 local function offset_of(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
