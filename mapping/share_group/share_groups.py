@@ -217,6 +217,15 @@ def share_group_release_call(
     return SHARE_GROUP_RELEASE.command([partition.log], [consumer_group, member_id, lock_ms])
 
 
+async def partition_counts(batcher: RedisBatcher, keys: Keys, topics: list[str]) -> dict[str, int]:
+    """The partition counts of the ``topics`` that exist (what the simple assignor and the
+    releases of departed members spread over)."""
+    counts = await asyncio.gather(
+        *(batcher.call("HGET", keys.topic(t), "partitions") for t in topics)
+    )
+    return {t: int(c) for t, c in zip(topics, counts, strict=True) if c}
+
+
 class ShareGroups:
     def __init__(self, batcher: RedisBatcher, keys: Keys, sequence_bits: int) -> None:
         self.batcher = batcher
@@ -289,7 +298,7 @@ class ShareGroups:
             return HeartbeatResult(HEARTBEAT_OK, -1, settings.heartbeat_interval_ms)
         members = {m: list(ts) for m, ts in json.loads(to_str(reply[2])).items()}
         topics = sorted({t for ts in members.values() for t in ts if is_valid_name(t)})
-        target = assign(members, await self.partition_counts(topics))
+        target = assign(members, await partition_counts(self.batcher, self.keys, topics))
         assigned = target.get(member_id, {})
         return HeartbeatResult(HEARTBEAT_OK, epoch, settings.heartbeat_interval_ms, assigned)
 
@@ -318,7 +327,7 @@ class ShareGroups:
         partition of the topics they were subscribed to (Kafka gives a departed member's
         acquired records back); the number released."""
         topics = sorted({t for ts in gone.values() for t in ts if is_valid_name(t)})
-        counts = await self.partition_counts(topics)
+        counts = await partition_counts(self.batcher, self.keys, topics)
         targets = [
             (member, topic, p)
             for member, subscribed in sorted(gone.items())
@@ -345,13 +354,6 @@ class ShareGroups:
         ]
         released = await asyncio.gather(*(self.batcher.call(*call) for call in calls))
         return sum(int(n) for n in released)
-
-    async def partition_counts(self, topics: list[str]) -> dict[str, int]:
-        """The partition counts of the ``topics`` that exist."""
-        counts = await asyncio.gather(
-            *(self.batcher.call("HGET", self.keys.topic(t), "partitions") for t in topics)
-        )
-        return {t: int(c) for t, c in zip(topics, counts, strict=True) if c}
 
     async def acquire(
         self,

@@ -27,6 +27,7 @@ from mapping.connection.batcher import RedisBatcher
 from mapping.core.codec import entry_id, entry_offset, to_str
 from mapping.core.keys import Keys, group_name, group_part, is_valid_name
 from mapping.share_group.assignor import assign
+from mapping.share_group.share_groups import partition_counts
 
 SHARE_GROUP_OFFSETS_DESCRIBE = scripts.load("share_group/offsets_describe")
 SHARE_GROUP_OFFSETS_ALTER = scripts.load("share_group/offsets_alter")
@@ -189,18 +190,11 @@ class ShareGroupState:
         )
         subscriptions = {m.member_id: m.subscribed_topics for m in members}
         topics = sorted({t for ts in subscriptions.values() for t in ts if is_valid_name(t)})
-        target = assign(subscriptions, await self.partition_counts(topics))
+        target = assign(subscriptions, await partition_counts(self.batcher, self.keys, topics))
         return Membership(
             int(epoch),
             [dataclasses.replace(m, assignment=target.get(m.member_id, {})) for m in members],
         )
-
-    async def partition_counts(self, topics: list[str]) -> dict[str, int]:
-        """The partition counts of the ``topics`` that exist."""
-        counts = await asyncio.gather(
-            *(self.batcher.call("HGET", self.keys.topic(t), "partitions") for t in topics)
-        )
-        return {t: int(c) for t, c in zip(topics, counts, strict=True) if c}
 
     async def group_names(self) -> list[str]:
         """Every share group: the share groups set's names whose group still exists."""
@@ -218,7 +212,7 @@ class ShareGroupState:
 
     async def partitions(self, group: str) -> list[tuple[str, int]]:
         """Every partition of the topics ``group`` subscribed to that exist now."""
-        counts = await self.partition_counts(await self.topics(group))
+        counts = await partition_counts(self.batcher, self.keys, await self.topics(group))
         return [(t, p) for t, n in sorted(counts.items()) for p in range(n)]
 
     async def describe(

@@ -10,8 +10,6 @@ so a lock expiry costs seconds, not the default 30."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,9 +26,8 @@ from confluent_kafka.admin import (
 from mapping.core.codec import entry_offset
 from mapping.core.keys import Keys
 from tests.kafka.group_helpers import GROUP_PREFIX, POD_ARGS, produce
-from tests.support import ROOT
 from tests.support.pods import Pod, start_all
-from tests.support.share_groups import group_configs, share_consumer
+from tests.support.share_groups import group_configs, killed_holder, share_consumer
 from tests.support.waiting import wait_until
 
 LOCK_MS = 15_000  # Kafka's group.share.min.record.lock.duration.ms
@@ -174,20 +171,7 @@ def test_records_a_killed_member_held_go_to_the_others_after_the_lock(
                share_record_lock_duration_ms=str(LOCK_MS))  # fmt: skip
     _create_topic(share_pods[0], topic, 1)
     produce(share_pods[0].bootstrap, topic, 1, 20)
-    status = tmp_path / "held"
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.kafka.share_member", share_pods[0].bootstrap, group, topic,
-         str(status)],
-        cwd=ROOT,
-    )  # fmt: skip
-    try:
-        wait_until(status.exists, timeout=60)
-    finally:
-        child.kill()
-        child.wait(timeout=10)
-    polled = {
-        (int(p), int(o)): int(c) for p, o, c in map(str.split, status.read_text().splitlines())
-    }
+    polled = killed_holder(share_pods[0], group, topic, tmp_path / "held")
     assert polled and set(polled.values()) == {1}
     held = _in_flight(redis_url, topic, 1, group)  # what it acquired, fetched ahead included
     assert set(polled) <= set(held) and set(held.values()) == {1}

@@ -7,8 +7,6 @@ ShareConsumer and AdminClient against a real pod."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,11 +21,10 @@ from confluent_kafka.admin import (
 )
 
 from mapping.core.keys import Keys
-from tests.support import ROOT
 from tests.support.cli import CliTarget
 from tests.support.kafka import produce_delivered
 from tests.support.pods import RF1, Pod
-from tests.support.share_groups import earliest, share_consumer
+from tests.support.share_groups import earliest, killed_holder, share_consumer
 from tests.support.waiting import wait_until
 
 PARTITIONS = 2
@@ -146,17 +143,7 @@ def test_a_topic_created_again_starts_its_share_partitions_anew(
 def hold_records(pod: Pod, group: str, topic: str, status: Path) -> list[tuple[int, int]]:
     """A member (a child process) that acquired records and then died holding them: its
     records stay in flight (their lock runs, its session too)."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.kafka.share_member", pod.bootstrap, group, topic,
-         str(status)],
-        cwd=ROOT,
-    )  # fmt: skip
-    try:
-        wait_until(status.exists, timeout=60)
-    finally:
-        child.kill()
-        child.wait(timeout=10)
-    return [(int(p), int(o)) for p, o, _ in map(str.split, status.read_text().splitlines())]
+    return list(killed_holder(pod, group, topic, status))
 
 
 def test_retention_deletes_records_in_flight_and_the_next_member_reads_on(

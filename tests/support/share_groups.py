@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import ShareConsumer
@@ -13,6 +16,9 @@ from confluent_kafka.admin import (
     ConfigResource,
     ResourceType,
 )
+
+from tests.support import ROOT
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.support.pods import Pod
@@ -47,3 +53,21 @@ def share_consumer(
     if topics is not None:
         consumer.subscribe(topics)
     return consumer
+
+
+def killed_holder(pod: Pod, group: str, topic: str, status: Path) -> dict[tuple[int, int], int]:
+    """A ShareConsumer in a child process (tests/kafka/share_member.py) that polled once and
+    was SIGKILLed holding what it got (no acknowledgement, no leave): (partition, offset) ->
+    delivery count of each record it held."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.kafka.share_member", pod.bootstrap, group, topic,
+         str(status)],
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        wait_until(status.exists, timeout=60)
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+    lines = status.read_text().splitlines()
+    return {(int(p), int(o)): int(c) for p, o, c in map(str.split, lines)}
