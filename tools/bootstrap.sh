@@ -7,8 +7,9 @@
 #   tools/bootstrap.sh spark   `make setup-spark`: that, a Java runtime and PySpark (extra
 #                              `spark`), for the README's Spark example
 #   tools/bootstrap.sh [test]  `make test`: that, and what the tests use: haproxy, valgrind,
-#                              a Java runtime (Spark; SKIP_JAVA=1 leaves it out), the test
-#                              and Spark extras, the Quix Streams venv
+#                              Chromium (the console's browser tests), a Java runtime (Spark;
+#                              SKIP_JAVA=1 leaves it out), the test and Spark extras, the Quix
+#                              Streams venv
 #   --dry-run                  say the steps without doing them
 #
 # apt-get needs root or sudo. VENV and QUIX_VENV name the virtualenvs (.venv, .venv-quix).
@@ -99,6 +100,10 @@ if [ "$mode" = test ]; then
   # valgrind: `python -m bench.script_cost` counts the append scripts' instructions (and a
   # smoke test runs it).
   have valgrind || packages+=(valgrind)
+  # chromium: the console's browser tests (tests/console) drive Debian's Chromium at
+  # /usr/bin/chromium through Playwright (Playwright's own browser download is not used).
+  # (`have` too, so that a dry run with an empty PATH lists it as on a bare machine.)
+  { [ -x /usr/bin/chromium ] && have chromium; } || packages+=(chromium)
 fi
 if [ "$mode" != run ] && [ "${SKIP_JAVA:-0}" != 1 ] && ! have java; then
   packages+=(openjdk-17-jre-headless)  # Spark

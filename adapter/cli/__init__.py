@@ -12,6 +12,7 @@ user      the users AUTH checks             (adapter.cli.user)
 acl       Kafka's ACL bindings              (adapter.cli.acl)
 quota     Kafka's client quotas             (adapter.cli.quota)
 ping      health check of a pod             (adapter.cli.health)
+console   the web console                   (adapter.cli.console, adapter/console/)
 
 A failure of any of them is one line on stderr and a non-zero exit (adapter.cli.errors).
 Commands are imported when named (adapter.cli.lazy), and import what they run on (redis,
@@ -38,6 +39,7 @@ from adapter.cli.errors import OneLineErrors
         "acl": "adapter.cli.acl:acl",
         "quota": "adapter.cli.quota:quota",
         "ping": "adapter.cli.health:ping",
+        "console": "adapter.cli.console:console",
     },
 )
 def main() -> None:

@@ -7,8 +7,9 @@
 Prints the plan (a dry run, the default as in Kafka's tool) or writes it (``--execute``)
 through the path of every Kafka commit (mapping/operations/offset_reset.py: the commit check and its
 fence, never keys written by hand). Refused while the group has live members of any
-protocol, as Kafka's tool refuses a group that is not Empty or Dead. A group that does not
-exist yet gets the offsets (Kafka's tool allows it too: a way to place a new group).
+protocol (mapping/operations/reset_rules.py, the console's rules too), as Kafka's tool
+refuses a group that is not Empty or Dead. A group that does not exist yet gets the offsets
+(Kafka's tool allows it too: a way to place a new group).
 
 A share group (KIP-932) has start offsets instead (kafka-share-groups.sh --reset-offsets):
 ``--to-earliest``, ``--to-latest``, ``--to-offset`` and ``--to-datetime`` / ``--to-timestamp``
@@ -157,66 +158,21 @@ def reset_offsets(
     it has live members (NON_EMPTY_GROUP)."""
     from adapter.cli.group import share_state
     from adapter.cli.local_pod import run_on_pod
-    from mapping.operations.group_overview import overview
-    from mapping.operations.offset_reset import CannotReset, execute_reset, plan_reset
-    from mapping.operations.share_group_overview import (
-        CannotResetShare,
-        execute_share_reset,
-        plan_share_reset,
-    )
+    from mapping.operations.offset_reset import CannotReset
+    from mapping.operations.reset_rules import reset_group
 
     wanted = _target(to_earliest, to_latest, to_datetime, to_timestamp, to_offset, shift_by)
     if dry_run and execute:
         raise click.UsageError("give --dry-run or --execute, not both")
 
     async def work(pod: Pod) -> list[PlannedOffset]:
-        config = await pod.topics.read(topic)
-        if config is None:
-            raise click.ClickException(f"no topic {topic}")
-        chosen = partitions if partitions is not None else list(range(config.partitions))
-        outside = [p for p in chosen if p >= config.partitions]
-        if outside:
-            raise click.ClickException(
-                f"topic {topic} has {config.partitions} partitions: no partition {outside[0]}"
-            )
-        shares = share_state(pod)
-        membership = await shares.membership(group_name)
-        if membership is not None:  # a share group: its start offsets
-            if membership.members:
-                raise click.ClickException(
-                    f"Share group '{group_name}' is not empty: the current state is "
-                    f"{membership.state} ({len(membership.members)} live members; "
-                    "NON_EMPTY_GROUP)."
-                )
-            try:
-                planned = await plan_share_reset(
-                    pod.kafka, shares, group_name, config, chosen, wanted
-                )
-            except CannotResetShare as exc:
-                raise click.ClickException(str(exc)) from None
-            if execute:
-                await execute_share_reset(shares, group_name, planned)
-            return planned
-        bits = pod.partitions.sequence_bits
-        found = await overview(pod.kafka_groups, group_name, bits, offsets=False)
-        if found is not None and not found.inactive:
-            raise click.ClickException(
-                f"Assignments can only be reset if the group '{group_name}' is inactive, but "
-                f"the current state is {found.state} ({found.protocol}, "
-                f"{len(found.members)} live members)."
-            )
         try:
-            plan = await plan_reset(pod.kafka, pod.kafka_groups, group_name, config, chosen, wanted)
+            return await reset_group(
+                pod.topics, pod.kafka, pod.kafka_groups, share_state(pod), group_name, topic,
+                partitions, wanted, execute,
+            )  # fmt: skip
         except CannotReset as exc:
             raise click.ClickException(str(exc)) from None
-        if execute:
-            refused = await execute_reset(pod.kafka_groups, group_name, plan)
-            if refused:
-                raise click.ClickException(
-                    f"group '{group_name}' refused the reset (it has members again?): "
-                    + "; ".join(refused)
-                )
-        return plan
 
     plan = run_on_pod(target, work, session_timeout_ms=session_timeout_ms)
     for p in plan:
