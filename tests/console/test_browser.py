@@ -337,16 +337,21 @@ def test_group_lag_then_a_reset_in_the_browser_moves_the_consumer(
     assert number(page.locator("table#offsets .lag").first.inner_text()) == 10
 
 
+def change_config(page: Page, console: Console, topic: str, name: str, value: str) -> None:
+    """The topic page's config form sent with ``name`` = ``value``."""
+    assert visit(page, console, f"/topics/{quote(topic)}") == 200
+    form = page.locator("form#config-form")
+    form.locator("[name=name]").fill(name)
+    form.locator("[name=value]").fill(value)
+    submit(form)
+
+
 def test_a_config_change_in_the_browser_is_seen_by_describe_configs(
     console: Console, console_pods: tuple[Pod, Pod], page: Page, topic: str
 ) -> None:
     first, second = console_pods
     create_topic(first.bootstrap, topic, 1)
-    assert visit(page, console, f"/topics/{quote(topic)}") == 200
-    form = page.locator("form#config-form")
-    form.locator("[name=name]").fill("retention.ms")
-    form.locator("[name=value]").fill("3600000")
-    submit(form)
+    change_config(page, console, topic, "retention.ms", "3600000")
     assert page.locator(".error").count() == 0, error_text(page)
     assert described_configs(second.bootstrap, topic)["retention.ms"] == "3600000"
     assert visit(page, console, f"/topics/{quote(topic)}") == 200
@@ -359,11 +364,7 @@ def test_bad_input_shows_its_message(
     first, second = console_pods
     create_topic(first.bootstrap, topic, 1)
     # a config value Kafka's validation refuses: the message, and nothing changed
-    assert visit(page, console, f"/topics/{quote(topic)}") == 200
-    form = page.locator("form#config-form")
-    form.locator("[name=name]").fill("retention.ms")
-    form.locator("[name=value]").fill("soon")
-    submit(form)
+    change_config(page, console, topic, "retention.ms", "soon")
     assert "retention.ms" in error_text(page)
     assert described_configs(second.bootstrap, topic)["retention.ms"] != "soon"
     # a partition the topic does not have, an offset that is no number: 4xx with the message

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mapping.connection.embedded import free_port
 from tests.support import ROOT
-from tests.support.pods import LOG_DIR
+from tests.support.pods import LOG_DIR, stop_process
 from tests.support.waiting import port_open, wait_until
 
 # Debian's Chromium (tools/bootstrap.sh installs it; Playwright's own download is not used),
@@ -92,10 +92,4 @@ class Console:
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout`` seconds."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process, timeout)

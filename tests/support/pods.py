@@ -31,6 +31,17 @@ PORT_ATTEMPTS = 5
 _PORT_TAKEN = re.compile(r"cannot listen for \w+ on \S+ \((--[\w-]+) \d+\): the port is in use")
 
 
+def stop_process(process: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
+    """A child process stopped: SIGTERM, then SIGKILL after ``timeout`` seconds."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
 class Pod:
     """``python -m adapter serve`` as a child process, up once it answers a V1 PING.
 
@@ -192,13 +203,7 @@ class Pod:
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout`` seconds."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process, timeout)
 
 
 def start_all(pods: Sequence[Pod], timeout: float = 20.0) -> None:
