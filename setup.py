@@ -1,6 +1,8 @@
-"""The project is declared in pyproject.toml; this adds its one C extension, the Fetch's
-compiled batch encoding (adapter/kafka/_walk.c). ``optional``: an install without a C
-compiler still succeeds, and the pods use the pure-Python path (adapter/kafka/records.py)."""
+"""The project is declared in pyproject.toml; this adds its C extensions, the Fetch's
+compiled batch encoding (adapter/kafka/_walk.c) and the batcher's RESP scanner for raw
+replies (mapping/connection/_resp_scan.c). ``optional``: an install without a C compiler
+still succeeds, and the pods use the pure-Python paths (adapter/kafka/records.py,
+mapping/connection/raw_replies.py)."""
 
 from setuptools import Extension, setup
 
@@ -10,6 +12,11 @@ setup(
             "adapter.kafka._walk",
             sources=["adapter/kafka/_walk.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "mapping.connection._resp_scan",
+            sources=["mapping/connection/_resp_scan.c"],
+            optional=True,
+        ),
     ]
 )

@@ -122,10 +122,7 @@ static int is_name(PyObject *field, const char *name, Py_ssize_t size) {
 #define IS(field, literal) is_name(field, literal, sizeof(literal) - 1)
 
 /* An entry's id as its offset; 0: not ms-seq text within the sequence bits (pure path). */
-static int parse_id(PyObject *id, int bits, int64_t *offset) {
-    if (!PyBytes_CheckExact(id)) return 0;
-    const char *text = PyBytes_AS_STRING(id);
-    Py_ssize_t size = PyBytes_GET_SIZE(id);
+static int parse_id_text(const char *text, Py_ssize_t size, int bits, int64_t *offset) {
     const char *dash = memchr(text, '-', size);
     int64_t ms, seq;
     if (dash == NULL || !parse_decimal(text, dash - text, 0, &ms) ||
@@ -136,25 +133,37 @@ static int parse_id(PyObject *id, int bits, int64_t *offset) {
     return 1;
 }
 
+static int parse_id(PyObject *id, int bits, int64_t *offset) {
+    return PyBytes_CheckExact(id) &&
+           parse_id_text(PyBytes_AS_STRING(id), PyBytes_GET_SIZE(id), bits, offset);
+}
+
 typedef struct {
     int64_t delta, timestamp, timestamp_delta;
-    PyObject *key, *value; /* borrowed from the entries; key NULL: a null key */
+    const char *key, *value; /* within the entries (borrowed); key NULL: a null key */
+    Py_ssize_t key_size, value_size;
 } Taken;
+
+static void take_bytes(PyObject *field, const char **at, Py_ssize_t *size) {
+    *at = PyBytes_AS_STRING(field), *size = PyBytes_GET_SIZE(field);
+}
 
 /* The common layouts (record_walk's fast path): 1 with *taken filled, 0 not one of them. */
 static int fast_record(PyObject **fields, Py_ssize_t count, Taken *taken) {
-    PyObject *stamp;
+    PyObject *stamp, *value;
     if (count != 10 || !IS(fields[8], "n")) return 0;
     if (IS(fields[0], "value")) {
         if (!IS(fields[4], "create_ts") || !IS(fields[6], "null")) return 0;
-        taken->key = NULL, taken->value = fields[1], stamp = fields[5];
+        taken->key = NULL, taken->key_size = 0, value = fields[1], stamp = fields[5];
     } else {
         if (!IS(fields[0], "key") || !IS(fields[2], "value") || !IS(fields[6], "create_ts"))
             return 0;
-        taken->key = fields[1], taken->value = fields[3], stamp = fields[7];
-        if (!PyBytes_CheckExact(taken->key)) return 0;
+        value = fields[3], stamp = fields[7];
+        if (!PyBytes_CheckExact(fields[1])) return 0;
+        take_bytes(fields[1], &taken->key, &taken->key_size);
     }
-    if (!PyBytes_CheckExact(taken->value) || !PyBytes_CheckExact(stamp)) return 0;
+    if (!PyBytes_CheckExact(value) || !PyBytes_CheckExact(stamp)) return 0;
+    take_bytes(value, &taken->value, &taken->value_size);
     return parse_decimal(PyBytes_AS_STRING(stamp), PyBytes_GET_SIZE(stamp), 1, &taken->timestamp);
 }
 
@@ -188,8 +197,8 @@ static int64_t record_body(const Taken *t) {
     if (t->key == NULL)
         size += 1;
     else
-        size += varint_size(PyBytes_GET_SIZE(t->key)) + PyBytes_GET_SIZE(t->key);
-    return size + varint_size(PyBytes_GET_SIZE(t->value)) + PyBytes_GET_SIZE(t->value) + 1;
+        size += varint_size(t->key_size) + t->key_size;
+    return size + varint_size(t->value_size) + t->value_size + 1;
 }
 
 /* aiokafka's DefaultRecordBatchBuilder layout, as finish_batch leaves it: the base offset set,
@@ -238,13 +247,13 @@ static PyObject *build_batch(Taken *taken, Py_ssize_t count, int64_t base) {
         if (t->key == NULL) {
             out = put_varint(out, -1);
         } else {
-            out = put_varint(out, PyBytes_GET_SIZE(t->key));
-            memcpy(out, PyBytes_AS_STRING(t->key), PyBytes_GET_SIZE(t->key));
-            out += PyBytes_GET_SIZE(t->key);
+            out = put_varint(out, t->key_size);
+            memcpy(out, t->key, t->key_size);
+            out += t->key_size;
         }
-        out = put_varint(out, PyBytes_GET_SIZE(t->value));
-        memcpy(out, PyBytes_AS_STRING(t->value), PyBytes_GET_SIZE(t->value));
-        out += PyBytes_GET_SIZE(t->value);
+        out = put_varint(out, t->value_size);
+        memcpy(out, t->value, t->value_size);
+        out += t->value_size;
         *out++ = 0; /* no headers */
     }
     put_be(start + 17, crc32c(start + ATTRIBUTES_AT, size - ATTRIBUTES_AT), 4);
@@ -260,6 +269,31 @@ static int clamped(PyObject *number, int64_t *out) {
     const int64_t bound = (int64_t)1 << 62;
     *out = overflow > 0 || value > bound ? bound : overflow < 0 || value < -bound ? -bound : value;
     return 1;
+}
+
+/* The batch of ``taken`` with the leader epoch of its last record (KIP-320), asked once the
+ * entries are read (epoch_at is Python code) and written into the new batch before anyone sees
+ * it: it is not under the CRC. A new reference, None (too big: the pure path's) or NULL. */
+static PyObject *finish_batch(Taken *taken, Py_ssize_t n, int64_t base, int64_t last_offset,
+                              int bits, PyObject *epoch_at) {
+    PyObject *batch = build_batch(taken, n, base);
+    if (batch == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    if (epoch_at != Py_None) {
+        PyObject *found = PyObject_CallFunction(epoch_at, "L", (long long)(last_offset >> bits));
+        long epoch = found == NULL ? -1 : PyLong_AsLong(found);
+        Py_XDECREF(found);
+        if (epoch == -1 && PyErr_Occurred()) {
+            Py_DECREF(batch);
+            return NULL;
+        }
+        if (epoch < INT32_MIN || epoch > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "leader epoch out of int32 range");
+            Py_DECREF(batch);
+            return NULL;
+        }
+        put_be((unsigned char *)PyBytes_AS_STRING(batch) + 12, (uint64_t)epoch, 4);
+    }
+    return batch;
 }
 
 /* plain_batch(entries, start, bits, high_watermark, budget, take_first, epoch_at)
@@ -308,8 +342,7 @@ static PyObject *plain_batch(PyObject *module, PyObject *args) {
             pure = n == 0 || !ends_plain_batch(fields, field_count);
             break;
         }
-        int64_t length = (t->key ? PyBytes_GET_SIZE(t->key) : 0) + PyBytes_GET_SIZE(t->value) +
-                         RECORD_OVERHEAD;
+        int64_t length = t->key_size + t->value_size + RECORD_OVERHEAD;
         if (used + length > budget && (n > 0 || !take_first)) {
             done = 1;
             break;
@@ -323,31 +356,159 @@ static PyObject *plain_batch(PyObject *module, PyObject *args) {
         result = Py_NewRef(Py_None);
         goto out;
     }
-    PyObject *batch = build_batch(taken, n, base);
-    if (batch == NULL) {
-        result = PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-        goto out;
+    result = finish_batch(taken, n, base, last_offset, bits, epoch_at);
+    if (result != NULL && result != Py_None) {
+        PyObject *batch = result;
+        result = Py_BuildValue("(NnLO)", batch, i, (long long)used, done ? Py_True : Py_False);
     }
-    /* The leader epoch of the batch's last record (KIP-320), asked once the entries are read
-     * (epoch_at is Python code) and written into the new batch before anyone sees it: it is
-     * not under the CRC. */
-    if (epoch_at != Py_None) {
-        PyObject *found = PyObject_CallFunction(epoch_at, "L", (long long)(last_offset >> bits));
-        long epoch = found == NULL ? -1 : PyLong_AsLong(found);
-        Py_XDECREF(found);
-        if (epoch == -1 && PyErr_Occurred()) {
-            Py_DECREF(batch);
-            goto out;
-        }
-        if (epoch < INT32_MIN || epoch > INT32_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "leader epoch out of int32 range");
-            Py_DECREF(batch);
-            goto out;
-        }
-        put_be((unsigned char *)PyBytes_AS_STRING(batch) + 12, (uint64_t)epoch, 4);
-    }
-    result = Py_BuildValue("(NnLO)", batch, i, (long long)used, done ? Py_True : Py_False);
 out:
+    PyMem_Free(taken);
+    return result;
+}
+
+/* ---- the same from the XRANGE reply's RESP bytes (mapping/connection/raw_replies.py) ----- */
+
+#define MAX_FIELDS 64 /* an entry with more is not a plain record: the pure path's */
+
+typedef struct {
+    const char *at;
+    Py_ssize_t size;
+} Field;
+
+#define FIELD_IS(f, literal) \
+    ((f).size == sizeof(literal) - 1 && memcmp((f).at, literal, sizeof(literal) - 1) == 0)
+
+/* "<type><digits>\r\n" at *pos: its number, *pos after it; 0: not that. */
+static int raw_header(const char *buf, Py_ssize_t size, Py_ssize_t *pos, char type,
+                      int64_t *out) {
+    Py_ssize_t p = *pos;
+    if (p >= size || buf[p] != type) return 0;
+    Py_ssize_t end = p + 1; /* the '\r' */
+    while (end < size && buf[end] != '\r' && end - p <= 20) end++;
+    if (end + 1 >= size || buf[end] != '\r' || buf[end + 1] != '\n') return 0;
+    if (!parse_decimal(buf + p + 1, end - (p + 1), 0, out)) return 0;
+    *pos = end + 2;
+    return 1;
+}
+
+/* A bulk string at *pos: *field set, *pos after it; 0: not one. */
+static int raw_bulk(const char *buf, Py_ssize_t size, Py_ssize_t *pos, Field *field) {
+    int64_t length;
+    if (!raw_header(buf, size, pos, '$', &length) || length > size - *pos - 2) return 0;
+    field->at = buf + *pos, field->size = (Py_ssize_t)length;
+    if (buf[*pos + length] != '\r' || buf[*pos + length + 1] != '\n') return 0;
+    *pos += (Py_ssize_t)length + 2;
+    return 1;
+}
+
+/* One XRANGE entry at *pos (an array of its id and its fields' array): *pos after it;
+ * 0: not one this file reads (the pure path's). */
+static int raw_entry(const char *buf, Py_ssize_t size, Py_ssize_t *pos, Field *id,
+                     Field *fields, Py_ssize_t *count) {
+    int64_t two, n;
+    if (!raw_header(buf, size, pos, '*', &two) || two != 2 || !raw_bulk(buf, size, pos, id) ||
+        !raw_header(buf, size, pos, '*', &n) || n > MAX_FIELDS)
+        return 0;
+    for (int64_t f = 0; f < n; f++)
+        if (!raw_bulk(buf, size, pos, &fields[f])) return 0;
+    *count = (Py_ssize_t)n;
+    return 1;
+}
+
+static int fast_record_raw(const Field *fields, Py_ssize_t count, Taken *taken) {
+    Field stamp;
+    if (count != 10 || !FIELD_IS(fields[8], "n")) return 0;
+    if (FIELD_IS(fields[0], "value")) {
+        if (!FIELD_IS(fields[4], "create_ts") || !FIELD_IS(fields[6], "null")) return 0;
+        taken->key = NULL, taken->key_size = 0, stamp = fields[5];
+        taken->value = fields[1].at, taken->value_size = fields[1].size;
+    } else {
+        if (!FIELD_IS(fields[0], "key") || !FIELD_IS(fields[2], "value") ||
+            !FIELD_IS(fields[6], "create_ts"))
+            return 0;
+        taken->key = fields[1].at, taken->key_size = fields[1].size;
+        taken->value = fields[3].at, taken->value_size = fields[3].size;
+        stamp = fields[7];
+    }
+    return parse_decimal(stamp.at, stamp.size, 1, &taken->timestamp);
+}
+
+static int ends_plain_batch_raw(const Field *fields, Py_ssize_t size) {
+    if (size >= 2 && FIELD_IS(fields[size - 2], "n")) size -= 2;
+    if (size > 0 && FIELD_IS(fields[0], "ctl")) return 1;
+    return size >= 4 && FIELD_IS(fields[size - 4], "pid");
+}
+
+/* plain_batch_raw(data, pos, index, count, bits, high_watermark, budget, take_first, epoch_at)
+ * -> (batch, end, end_pos, used, done) or None: plain_batch over entries index.. of a raw
+ * XRANGE reply (``data``: its bytes, entry ``index`` at byte ``pos``, ``count`` entries),
+ * ``end_pos`` where entry ``end`` starts. */
+static PyObject *plain_batch_raw(PyObject *module, PyObject *args) {
+    PyObject *data, *epoch_at, *high_watermark_arg, *budget_arg;
+    Py_ssize_t pos, start, count;
+    int bits, take_first;
+    if (!PyArg_ParseTuple(args, "O!nnniO!O!pO", &PyBytes_Type, &data, &pos, &start, &count,
+                          &bits, &PyLong_Type, &high_watermark_arg, &PyLong_Type, &budget_arg,
+                          &take_first, &epoch_at))
+        return NULL;
+    int64_t high_watermark, budget;
+    if (!clamped(high_watermark_arg, &high_watermark) || !clamped(budget_arg, &budget))
+        return NULL;
+    const char *buf = PyBytes_AS_STRING(data);
+    Py_ssize_t size = PyBytes_GET_SIZE(data);
+    if (start < 0 || start >= count || pos < 0 || pos >= size || bits < 1 || bits > 20)
+        Py_RETURN_NONE;
+
+    Taken *taken = PyMem_Malloc(sizeof(Taken) * (size_t)(count - start));
+    if (taken == NULL) return PyErr_NoMemory();
+    Field id, fields[MAX_FIELDS];
+    Py_ssize_t field_count, n = 0, i;
+    int64_t base = -1, limit = 0, used = 0, last_offset = 0;
+    int done = 0, pure = 0;
+    for (i = start; i < count; i++) {
+        Py_ssize_t next = pos;
+        int64_t offset;
+        if (!raw_entry(buf, size, &next, &id, fields, &field_count) ||
+            !parse_id_text(id.at, id.size, bits, &offset)) {
+            pure = 1;
+            break;
+        }
+        if (base < 0) {
+            base = offset;
+            limit = high_watermark - base < MAX_OFFSET_DELTA ? high_watermark - base
+                                                             : MAX_OFFSET_DELTA;
+        }
+        Taken *t = &taken[n];
+        t->delta = offset - base;
+        if (t->delta > limit) {
+            done = t->delta + base > high_watermark;
+            break;
+        }
+        if (!fast_record_raw(fields, field_count, t)) {
+            pure = n == 0 || !ends_plain_batch_raw(fields, field_count);
+            break;
+        }
+        int64_t length = t->key_size + t->value_size + RECORD_OVERHEAD;
+        if (used + length > budget && (n > 0 || !take_first)) {
+            done = 1;
+            break;
+        }
+        used += length;
+        last_offset = offset;
+        pos = next;
+        n++;
+    }
+    PyObject *result;
+    if (pure || n == 0) {
+        result = Py_NewRef(Py_None);
+    } else {
+        result = finish_batch(taken, n, base, last_offset, bits, epoch_at);
+        if (result != NULL && result != Py_None) {
+            PyObject *batch = result;
+            result = Py_BuildValue("(NnnLO)", batch, i, pos, (long long)used,
+                                   done ? Py_True : Py_False);
+        }
+    }
     PyMem_Free(taken);
     return result;
 }
@@ -368,6 +529,9 @@ static PyMethodDef methods[] = {
     {"plain_batch", plain_batch, METH_VARARGS,
      "One uncompressed RecordBatch of the common plain records from entries[start] on, or "
      "None (the pure path's batch)."},
+    {"plain_batch_raw", plain_batch_raw, METH_VARARGS,
+     "plain_batch over a raw XRANGE reply's entries from entries[index] at byte pos on, or "
+     "None."},
     {"crc32c", checksum, METH_VARARGS, "The CRC-32C of a buffer (the tests check it)."},
     {NULL, NULL, 0, NULL},
 };

@@ -38,10 +38,11 @@ from adapter.kafka.fetch_sessions import PartitionKey, partition_key
 from adapter.kafka.message_sets import MessageSetBuilder
 from adapter.kafka.records import batch_builder, finish_batch
 from mapping.connection.batcher import Pending
+from mapping.connection.raw_replies import RawReply, listed
 from mapping.core import codec
 from mapping.core.codec import entry_offset
 from mapping.core.errors import BrokerError
-from mapping.partition.kafka import FetchRead
+from mapping.partition.kafka import FetchRead, last_entry_id
 from mapping.partition.record_walk import is_control, walk_entries
 from mapping.replication.leader_epochs import LeaderEpochs
 from mapping.topic.topic_config import TopicConfig
@@ -134,11 +135,12 @@ async def list_aborted(context: KafkaContext, wanted: list[Wanted], answers: lis
 @dataclass(slots=True)
 class _Taken:
     """One partition's records: its batches, their bytes (as budgets count them) and the
-    raw entries they came from (re-encoded when the response's own limit cuts them)."""
+    XRANGE pages they came from, each with the count of its entries taken (re-encoded when
+    the response's own limit cuts them)."""
 
     batches: list[bytes]
     used: int
-    pages: list[list[Any]]
+    pages: list[tuple[list[Any] | RawReply, int]]
     transactional: bool = False
 
 
@@ -173,8 +175,9 @@ async def read_all(
                 # no partition reads more than the whole response may carry
                 budget = min(w.max_bytes, limit)
                 first = views.start_read(
-                    kafka, config, w.partition, w.channel, w.offset, _page(context, w, budget)
-                )
+                    kafka, config, w.partition, w.channel, w.offset, _page(context, w, budget),
+                    _reads_raw(config, magic),
+                )  # fmt: skip
                 reads.append(_read_one(context, w, first, budget, committed, magic))
                 results.append(None)
     if reads:
@@ -197,7 +200,7 @@ async def read_all(
             assert w.config is not None
             batches = taken.batches
             if taken.used > budget:  # the response's limit cuts this partition: re-encode
-                entries = [entry for page in taken.pages for entry in page]
+                entries = [e for page, end in taken.pages for e in listed(page)[:end]]
                 batches, _, used, _, transactional = encode_entries(
                     entries, bits, answer.bound, budget, not any_records, w.config, magic,
                     context.pod.leader_epochs,
@@ -239,6 +242,18 @@ def _answer_of(w: Wanted, read: FetchRead, committed: bool) -> Answer:
     return answer
 
 
+def _reads_raw(config: TopicConfig, magic: int) -> bool:
+    """Whether the partition's pages are read as RESP bytes: where the compiled walk
+    encodes them (records.plain_batch_raw), never to be parsed in the common case."""
+    rules = rules_of(config)
+    return (
+        records.plain_batch_raw is not None
+        and magic == 2
+        and not rules.compression_codec
+        and not rules.log_append_time
+    )
+
+
 def _page(context: KafkaContext, w: Wanted, budget: int) -> int:
     average = context.entry_sizes.get((w.topic, w.partition))
     if not average:
@@ -247,7 +262,7 @@ def _page(context: KafkaContext, w: Wanted, budget: int) -> int:
 
 
 def encode_entries(
-    entries: list[Any],
+    entries: list[Any] | RawReply,
     bits: int,
     high_watermark: int,
     budget: int,
@@ -264,7 +279,10 @@ def encode_entries(
     ``magic`` 0 or 1 (Fetch v0-3): each run is a MessageSet of that format instead, and
     transaction markers are taken and dropped, as Kafka's down-conversion drops them.
     ``epochs``: each batch carries the leader epoch of its last record (a position after
-    it is in that epoch: KIP-320's validation asks where that epoch ended)."""
+    it is in that epoch: KIP-320's validation asks where that epoch ended).
+    ``entries`` may be the XRANGE reply's RESP bytes (a ``RawReply``): the compiled walk
+    encodes its plain batches from them, and the entries are parsed only for a batch it
+    leaves to the pure path."""
     rules = rules_of(config)
     codec, append_time = rules.compression_codec, rules.log_append_time
     batches: list[bytes] = []
@@ -272,8 +290,28 @@ def encode_entries(
     start = 0
     transactional = False
     # the compiled walk knows the plain uncompressed CreateTime batches only
-    compiled = records.plain_batch if magic == 2 and not codec and not append_time else None
+    plain = magic == 2 and not codec and not append_time
+    compiled = records.plain_batch if plain else None
     epoch_at = epochs.epoch_at if epochs is not None else None
+    if isinstance(entries, RawReply):
+        raw = entries
+        compiled_raw = records.plain_batch_raw if plain else None
+        pos = raw.first
+        while compiled_raw is not None and start < raw.count:
+            built_raw = compiled_raw(
+                raw.data, pos, start, raw.count, bits, high_watermark, budget - used,
+                take_first and start == 0, epoch_at,
+            )  # fmt: skip
+            if built_raw is None:
+                break
+            batch, start, pos, taken, done = built_raw
+            batches.append(batch)
+            used += taken
+            if done:
+                return batches, start, used, True, transactional
+        if start == raw.count:
+            return batches, start, used, False, transactional
+        entries = raw.parsed()  # a batch the pure path encodes
     while start < len(entries):
         if compiled is not None:
             built = compiled(
@@ -344,13 +382,14 @@ async def _partition(
             taken.batches += batches
             taken.used += used
             taken.transactional = taken.transactional or transactional
-            taken.pages.append(entries if end == len(entries) else entries[:end])
+            taken.pages.append((entries, end))
             seen = used / end
             old = context.entry_sizes.get(key)
             context.entry_sizes[key] = seen if old is None else (old + seen) / 2
         if done or not read.page_full or taken.used >= budget or not end:
             break
-        next_offset = codec.entry_offset(entries[end - 1][0], bits) + 1
+        # (not done: every entry was taken)
+        next_offset = codec.entry_offset(last_entry_id(entries), bits) + 1
         read = await context.pod.kafka.start_read(
             w.config, w.partition, next_offset, _page(context, w, budget - taken.used)
         )

@@ -15,6 +15,9 @@ Fetch's common batches (uncompressed, CreateTime, plain records with a null key 
 a value, no headers) come from a compiled walk (``plain_batch``, adapter/kafka/_walk.c) where
 the install built it: the same bytes as the pure walk feeding aiokafka's builder, which does
 every other batch and all of them where it is not built or ADAPTER_PURE_PYTHON is set.
+``plain_batch_raw`` is the same walk over an XRANGE reply still in its RESP bytes (the
+batcher's raw replies, mapping/connection/raw_replies.py): the entries are never made into
+Python objects unless a batch goes to the pure path.
 
 Measured on the 2-core VM (1000 records of 100 bytes per batch): aiokafka.record decodes
 ~0.9 M rec/s and encodes ~2.2 M rec/s; kafka-python's pure-Python record codec decodes
@@ -72,6 +75,30 @@ def compiled_plain_batch() -> PlainBatch | None:
 
 
 plain_batch: PlainBatch | None = compiled_plain_batch()  # read per call: the tests swap it
+
+# plain_batch_raw(data, pos, index, count, bits, high watermark, budget, take first,
+# epoch_at) -> (batch, end, end_pos, used, done) or None: plain_batch over the entries of a
+# raw XRANGE reply (mapping/connection/raw_replies.RawReply: ``data``, its ``count``
+# entries, entry ``index`` at byte ``pos``), ``end_pos`` where entry ``end`` starts.
+PlainBatchRaw = Callable[
+    [bytes, int, int, int, int, int, int, bool, Callable[[int], int] | None],
+    tuple[bytes, int, int, int, bool] | None,
+]
+
+
+def compiled_plain_batch_raw() -> PlainBatchRaw | None:
+    """The compiled walk over raw XRANGE replies (None as for ``compiled_plain_batch``)."""
+    if compiled_plain_batch() is None:
+        return None
+    try:
+        from adapter.kafka._walk import plain_batch_raw as compiled
+    except ImportError:  # an extension built before it had one
+        return None
+    return compiled
+
+
+# read per call: the tests swap it; None: Fetch reads its pages parsed
+plain_batch_raw: PlainBatchRaw | None = compiled_plain_batch_raw()
 
 
 class CorruptBatch(Exception):

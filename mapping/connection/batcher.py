@@ -19,6 +19,11 @@ Redis went on to run the appends). The pods bound what they queue (adapter/backp
 so a pipeline stays short anyway. When a pipeline does fail, the calls whose replies came
 back keep them; the rest fail with ``Unavailable`` when nothing was sent (connecting
 failed) and ``OutcomeUnknown`` once it was (they may have run).
+
+A call made with ``submit_raw`` wants its array reply as its RESP bytes
+(mapping/connection/raw_replies.py): a pipeline holding one is read by the batcher itself,
+each reply's end found without parsing it, the raw ones handed over as they are and every
+other reply parsed by the connection's hiredis reader, one at a time, as before.
 """
 
 from __future__ import annotations
@@ -29,12 +34,14 @@ import logging
 from collections.abc import Callable, Generator, Hashable
 from typing import Any, Generic, TypeVar
 
+import hiredis
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from mapping.connection import scripts
+from mapping.connection import raw_replies, scripts
+from mapping.connection.raw_replies import START, RawCommand, raw_reply
 from mapping.connection.redis_errors import not_run
 from mapping.core.codec import to_str
 from mapping.core.errors import OutcomeUnknown, Unavailable, from_script_error
@@ -150,6 +157,15 @@ class RedisBatcher:
 
     def submit(self, *command: Any) -> asyncio.Future[Any]:
         """``call`` without the coroutine: queue now, await the future later."""
+        return self._enqueue(command)
+
+    def submit_raw(self, *command: Any) -> asyncio.Future[Any]:
+        """``submit`` for a command whose array reply is wanted as its RESP bytes: a
+        ``RawReply`` where the connection allows, else the parsed reply (errors as for
+        ``call``; mapping/connection/raw_replies.py)."""
+        return self._enqueue(RawCommand(command))
+
+    def _enqueue(self, command: tuple) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = (self._loop or asyncio.get_running_loop()).create_future()
         self._queue.append((command, future))
         if self._open:  # a later call must not overtake this one
@@ -352,7 +368,10 @@ async def send_pipeline(
     try:
         for chunk in _chunks(_pack(commands, connection)):
             await connection.send_packed_command(chunk, check_health=False)
-        await _read_replies(connection, commands, callbacks, replies)
+        if _reads_raw(connection, commands):
+            await _read_replies_raw(connection, commands, callbacks, replies)
+        else:
+            await _read_replies(connection, commands, callbacks, replies)
     except Exception as exc:
         # Replies may be left unread: the connection is out of step, drop it. What was
         # sent may have run: the calls without a reply have an unknown outcome.
@@ -393,6 +412,91 @@ async def _read_replies(
                 replies.append(reply)
             if stall is not None:
                 stall.progress()
+    except asyncio.CancelledError:
+        if stall is None or not stall.took_back():  # not the stall's: the pod stops
+            raise
+        raise RedisTimeoutError(f"no reply from redis in {timeout}s") from None
+    finally:
+        connection.socket_timeout = timeout
+        if stall is not None:
+            stall.close()
+
+
+# What one read of the socket takes at most, for raw replies.
+READ_BYTES = 1 << 20
+
+
+def _reads_raw(connection: Any, commands: list[tuple]) -> bool:
+    """Whether the batcher reads this pipeline's replies itself: it holds a raw call, a
+    scanner is there, and the connection reads through a hiredis reader with nothing left
+    in it (else redis-py reads, and a raw call's reply comes parsed)."""
+    if raw_replies.scan is None or not any(type(c) is RawCommand for c in commands):
+        return False
+    reader = getattr(getattr(connection, "_parser", None), "_reader", None)
+    return (
+        isinstance(reader, hiredis.Reader)
+        and not reader.has_data()
+        and isinstance(getattr(connection, "_reader", None), asyncio.StreamReader)
+    )
+
+
+async def _read_replies_raw(
+    connection: Any, commands: list[tuple], callbacks: dict[str, Any], replies: list[Any]
+) -> None:
+    """``_read_replies`` reading the socket into a buffer of its own: each reply's end
+    found by ``raw_replies.scan``; a raw call's array reply handed over as a ``RawReply``,
+    any other reply fed to the connection's hiredis reader alone, so it comes back as
+    redis-py's own read would give it (an error reply as its exception). Each reply
+    within the socket timeout of the one before, as there."""
+    scan = raw_replies.scan
+    assert scan is not None
+    stream: asyncio.StreamReader = connection._reader
+    reader: hiredis.Reader = connection._parser._reader
+    timeout = connection.socket_timeout
+    stall = None if timeout is None else _Stall(timeout)
+    connection.socket_timeout = None
+    buffer = bytearray()
+    pos = 0
+    try:
+        for command in commands:
+            if pos == len(buffer):
+                buffer.clear()
+                pos = 0
+            elif pos >= READ_BYTES:  # a long pipeline: drop what was handed over
+                del buffer[:pos]
+                pos = 0
+            start, pending, last = pos, START, -1
+            while True:
+                pos, pending, last = scan(buffer, pos, pending, last)
+                if not pending:
+                    break
+                data = await stream.read(READ_BYTES)
+                if not data:
+                    raise RedisConnectionError("Connection closed by server.")
+                buffer += data
+            raw = raw_reply(buffer, start, pos, last) if type(command) is RawCommand else None
+            if raw is not None:
+                replies.append(raw)
+            else:
+                reader.feed(buffer, start, pos - start)
+                reply = reader.gets()
+                if isinstance(reply, RedisConnectionError):  # as redis-py's parser does
+                    raise reply
+                if isinstance(reply, list) and reply and isinstance(reply[0], RedisConnectionError):
+                    raise reply[0]
+                if isinstance(reply, ResponseError):
+                    replies.append(reply)
+                else:
+                    callback = callbacks.get(command[0])
+                    if callback is not None:
+                        reply = callback(reply)
+                        if inspect.isawaitable(reply):
+                            reply = await reply
+                    replies.append(reply)
+            if stall is not None:
+                stall.progress()
+        if pos < len(buffer):  # bytes nobody asked for: the next ready() reconnects
+            reader.feed(buffer, pos, len(buffer) - pos)
     except asyncio.CancelledError:
         if stall is None or not stall.took_back():  # not the stall's: the pod stops
             raise

@@ -15,6 +15,7 @@ from typing import Any
 
 from mapping.connection import scripts
 from mapping.connection.batcher import Pending, mark_retrieved
+from mapping.connection.raw_replies import RawReply
 from mapping.core import codec
 from mapping.core.errors import Unavailable
 from mapping.core.kafka_errors import UNKNOWN_PRODUCER_ID
@@ -56,7 +57,9 @@ def _append_result(reply: list[Any]) -> AppendResult:
 class FetchRead:
     high_watermark: int  # V1's (inclusive; -1: empty)
     log_start: int  # offsets below it were removed (-1: nothing ever was)
-    entries: list[Any]  # raw XRANGE entries at or after the position (may pass the hw)
+    # XRANGE entries at or after the position (may pass the hw): hiredis' lists, or the
+    # reply's RESP bytes where the reader asked for them (start_read's ``raw``)
+    entries: list[Any] | RawReply
     page_full: bool  # the XRANGE returned its COUNT: more may follow
     stable_end: int = -1  # the last stable offset while a transaction is open (-1: none open)
     next_change_ms: int = -1  # ms until time alone moves the hw (an ISR member lags; -1: never)
@@ -139,6 +142,16 @@ def kafka_log_start(first: list[Any], log_start: Any, end: int, bits: int) -> in
     return min(start, end)
 
 
+def last_entry_id(entries: list[Any] | RawReply) -> bytes:
+    """The id of the last of XRANGE ``entries`` (not empty), whichever form they came in."""
+    if not isinstance(entries, RawReply):
+        return entries[-1][0]
+    data = entries.data
+    at = data.index(b"\r\n", entries.last) + 2  # past the entry's "*2": its id's "$<size>"
+    header_end = data.index(b"\r\n", at)
+    return data[header_end + 2 : header_end + 2 + int(data[at + 1 : header_end])]
+
+
 class KafkaStore:
     def __init__(
         self, partitions: Partitions, producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
@@ -205,10 +218,12 @@ class KafkaStore:
         return result
 
     def start_read(
-        self, config: TopicConfig, partition: int, offset: int, count: int
+        self, config: TopicConfig, partition: int, offset: int, count: int, raw: bool = False
     ) -> Pending[FetchRead]:
         """The hw (ISR refreshed), the log start and up to ``count`` entries at or after
-        ``offset``: one pipeline, native XRANGE (no copying through Lua)."""
+        ``offset``: one pipeline, native XRANGE (no copying through Lua). ``raw``: the
+        entries as the reply's RESP bytes where the batcher can (a reader that walks them
+        in compiled code), else as lists."""
         partitions = self.partitions
         if partitions.durable is not None:
             partitions.durable.note(config, partition)
@@ -218,9 +233,10 @@ class KafkaStore:
         log_start = partitions.batcher.submit("HGET", pk.state, "log_start")
         log_start.add_done_callback(mark_retrieved)
         start = codec.entry_id(offset, self.bits)
-        entries = partitions.batcher.submit("XRANGE", pk.log, start, "+", "COUNT", count)
+        submit = partitions.batcher.submit_raw if raw else partitions.batcher.submit
+        entries = submit("XRANGE", pk.log, start, "+", "COUNT", count)
 
-        def finish(reply: list[Any]) -> FetchRead:
+        def finish(reply: list[Any] | RawReply) -> FetchRead:
             start_value = log_start.result()
             state = status.result()
             return FetchRead(

@@ -89,10 +89,11 @@ class HwWaits(Waits[str, HwChannel]):
         name: str,
         offset: int,
         count: int,
+        raw: bool = False,
     ) -> Pending[FetchRead]:
         """``kafka.start_read``, its state remembered on hw channel ``name`` when the pod
         listens on it now (else there is nothing to keep it current)."""
-        pending = kafka.start_read(config, partition, offset, count)
+        pending = kafka.start_read(config, partition, offset, count, raw)
         channel = self._channels.get(name)
         if channel is None or not channel.known:
             return pending

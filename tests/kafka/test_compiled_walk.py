@@ -1,7 +1,9 @@
 """The Fetch's compiled batch encoding (adapter/kafka/_walk.c) against the pure-Python path
 (mapping/partition/record_walk.walk_entries feeding aiokafka's builder): byte for byte the
 same answers for any log of the common layouts, mixed with every other layout it must hand
-back to the pure path, at any high watermark, budget and sequence bits."""
+back to the pure path, at any high watermark, budget and sequence bits; from the entries as
+hiredis' lists and from the XRANGE reply's RESP bytes (a RawReply, as the batcher hands raw
+replies over) alike."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 
 from adapter.kafka import records
 from adapter.kafka.fetch_reads import encode_entries
+from mapping.connection.raw_replies import START, RawReply, raw_reply, scan_pure
 from mapping.core import codec
 from mapping.topic.topic_config import TopicConfig
 
@@ -33,12 +36,30 @@ FIRST_MS = 1_700_000_000_000
 @contextmanager
 def walking(compiled: bool) -> Iterator[None]:
     """encode_entries on the compiled path or the pure one (what ADAPTER_PURE_PYTHON picks)."""
-    kept = records.plain_batch
+    kept = records.plain_batch, records.plain_batch_raw
     records.plain_batch = walk.plain_batch if compiled else None
+    records.plain_batch_raw = walk.plain_batch_raw if compiled else None
     try:
         yield
     finally:
-        records.plain_batch = kept
+        records.plain_batch, records.plain_batch_raw = kept
+
+
+def bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def as_reply(entries: list[Any]) -> RawReply:
+    """``entries`` as the RESP bytes of Redis's XRANGE reply, as the batcher hands them."""
+    data = b"*%d\r\n" % len(entries) + b"".join(
+        b"*2\r\n" + bulk(entry_id) + b"*%d\r\n" % len(fields) + b"".join(map(bulk, fields))
+        for entry_id, fields in entries
+    )
+    end, pending, last = scan_pure(data, 0, START, -1)
+    assert (end, pending) == (len(data), ())
+    reply = raw_reply(data, 0, end, last)
+    assert reply is not None and reply.parsed() == entries
+    return reply
 
 
 class Epochs:
@@ -49,12 +70,14 @@ class Epochs:
 
 
 def both(entries: list[Any], bits: int, *args: Any, epochs: Epochs | None = None) -> Any:
-    """encode_entries' answer on each path; they must be equal."""
+    """encode_entries' answer on each path, from lists and from RESP bytes; they must be
+    equal."""
     answers = []
     for compiled in (True, False):
-        with walking(compiled):
-            answers.append(encode_entries(entries, bits, *args, PLAIN, 2, epochs))
-    assert answers[0] == answers[1]
+        for form in (entries, as_reply(entries)):
+            with walking(compiled):
+                answers.append(encode_entries(form, bits, *args, PLAIN, 2, epochs))
+    assert all(answer == answers[0] for answer in answers[1:])
     return answers[0]
 
 
@@ -217,3 +240,40 @@ def test_adapter_pure_python_turns_the_compiled_path_off(monkeypatch: pytest.Mon
     assert records.compiled_plain_batch() is walk.plain_batch
     monkeypatch.setenv("ADAPTER_PURE_PYTHON", "1")
     assert records.compiled_plain_batch() is None
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.lists(st.tuples(st.none() | st.binary(max_size=8), values), min_size=1, max_size=30))
+def test_the_common_layouts_are_read_from_the_reply_bytes_without_parsing_them(
+    picks: list[tuple],
+) -> None:
+    entries = log_of([(0 if k is None else 1, k, v, b"7", 1) for k, v in picks], 10)
+    reply = as_reply(entries)
+    reply._parsed = None  # as the batcher hands it over: never parsed
+    built = walk.plain_batch_raw(reply.data, reply.first, 0, len(reply), 10, 1 << 62, 1 << 40,
+                                 True, None)  # fmt: skip
+    assert built is not None
+    batch, end, end_pos, _, done = built
+    assert (end, end_pos, done) == (len(entries), len(reply.data), False)
+    assert batch == walk.plain_batch(entries, 0, 10, 1 << 62, 1 << 40, True, None)[0]
+    with walking(True):
+        encode_entries(reply, 10, 1 << 62, 1 << 40, True, PLAIN)
+    assert reply._parsed is None  # the common batches never made the entries' objects
+
+
+def test_a_reply_the_raw_walk_does_not_read_goes_to_the_pure_path() -> None:
+    entries = log_of([(1, b"k", b"v", b"5", 1)] * 3, 10)
+    reply = as_reply(entries)
+    broken = RawReply(reply.data.replace(b"*2\r\n", b"*3\r\n"), 3, reply.first, reply.last)
+    args = (broken.data, broken.first, 0, 3, 10, 1 << 62, 1 << 40, True, None)
+    assert walk.plain_batch_raw(*args) is None
+    truncated = (reply.data[:-5], *args[1:])
+    assert walk.plain_batch_raw(*truncated) is None
+
+
+def test_adapter_pure_python_turns_the_raw_walk_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert (records.plain_batch_raw is None) == bool(os.environ.get("ADAPTER_PURE_PYTHON"))
+    monkeypatch.delenv("ADAPTER_PURE_PYTHON", raising=False)
+    assert records.compiled_plain_batch_raw() is walk.plain_batch_raw
+    monkeypatch.setenv("ADAPTER_PURE_PYTHON", "1")
+    assert records.compiled_plain_batch_raw() is None

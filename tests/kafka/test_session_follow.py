@@ -27,7 +27,9 @@ KEYS = Keys("p")
 class FakeStore:
     """KafkaStore's start_read: every partition at V1 hw 4 (Kafka's 5)."""
 
-    def start_read(self, config: TopicConfig, partition: int, offset: int, count: int) -> Any:
+    def start_read(
+        self, config: TopicConfig, partition: int, offset: int, count: int, raw: bool = False
+    ) -> Any:
         future = asyncio.get_running_loop().create_future()
         future.set_result(None)
         return Pending(future, lambda _: FetchRead(4, -1, [], False))
