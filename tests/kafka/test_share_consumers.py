@@ -11,7 +11,7 @@ so a lock expiry costs seconds, not the default 30."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,13 +26,15 @@ from confluent_kafka.admin import (
 from mapping.core.codec import entry_offset
 from mapping.core.keys import Keys
 from tests.kafka.group_helpers import GROUP_PREFIX, POD_ARGS, produce
-from tests.support.pods import Pod, start_all
+from tests.kafka.test_share_groups import share_pods
+from tests.support.pods import Pod
 from tests.support.share_groups import group_configs, killed_holder, share_consumer
 from tests.support.waiting import wait_until
 
 LOCK_MS = 15_000  # Kafka's group.share.min.record.lock.duration.ms
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 Record = tuple[int, int]  # (partition, offset)
+__all__ = ["share_pods"]  # the fixture, shared with test_share_groups.py
 
 
 @dataclass(frozen=True)
@@ -40,15 +42,6 @@ class Delivery:
     consumer: int
     delivery_count: int
     value: bytes
-
-
-@pytest.fixture(scope="module")
-def share_pods(redis_url: str) -> Iterator[list[Pod]]:
-    pods = [Pod(redis_url, *POD_ARGS) for _ in range(2)]
-    start_all(pods)
-    yield pods
-    for pod in pods:
-        pod.stop()
 
 
 def _create_topic(pod: Pod, topic: str, partitions: int) -> None:
