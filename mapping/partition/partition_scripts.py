@@ -105,7 +105,8 @@ class ProduceResult:
 
 @dataclass(frozen=True, slots=True)
 class ConsumeResult:
-    records: list[tuple[int, bytes]]
+    # a list, or the reader's formatting of them (mapping/partition/formatted_records.py)
+    records: Sequence[tuple[int, bytes]]
     high_watermark: int
     # markers left out and transactional records read: (offset, producer id; -1 a marker),
     # for mapping/partition/partition_txns.py to leave aborted records out (empty: none read)

@@ -28,6 +28,7 @@ from typing import Any
 from mapping.connection import scripts
 from mapping.connection.batcher import Pending
 from mapping.core import codec
+from mapping.partition.formatted_records import FormatValues
 from mapping.partition.partition_scripts import ConsumeResult, PartitionHead
 from mapping.partition.partitions import Partitions
 from mapping.topic.topic_config import TopicConfig
@@ -183,12 +184,17 @@ class PartitionTxns:
         offset: int,
         max_records: int,
         max_bytes: int = 0,
+        format_values: FormatValues | None = None,
     ) -> Pending[ConsumeResult]:
         """V1 CONSUME (and any reader of committed records): Partitions.start_consume (which
         never reads past the last stable offset and leaves markers out), then, only when the
         page held transactional records, the aborted ones left out too; a page left empty
-        that way reads on (at most MAX_SKIPPED_PAGES), so a reader moves past an abort."""
-        first = self.partitions.start_consume(config, partition, offset, max_records, max_bytes)
+        that way reads on (at most MAX_SKIPPED_PAGES), so a reader moves past an abort.
+        ``format_values``: as for Partitions.start_consume (a page it formats holds no
+        transactional record)."""
+        first = self.partitions.start_consume(
+            config, partition, offset, max_records, max_bytes, format_values
+        )
         outcome: asyncio.Future[ConsumeResult] = asyncio.get_running_loop().create_future()
 
         def settle(done: asyncio.Future[Any]) -> None:

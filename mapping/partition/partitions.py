@@ -10,7 +10,7 @@ builders, size marks) is dropped with them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Protocol
 
@@ -20,6 +20,12 @@ from mapping.core.errors import UNKNOWN_TOPIC, BrokerError
 from mapping.core.keys import Keys
 from mapping.core.records import entry_values
 from mapping.core.size_marks import MAX_REMEMBERED_MARKS, NATIVE_MIN_COUNT, SizeMarks
+from mapping.partition.formatted_records import (
+    FormatValues,
+    formatted_or_values,
+    smallest_value,
+    value_bytes_after_first,
+)
 from mapping.partition.partition_scripts import (
     DEFAULT_MAX_COPY,
     LATEST_OFFSET,
@@ -198,10 +204,13 @@ class Partitions:
         offset: int,
         max_records: int,
         max_bytes: int = 0,
+        format_values: FormatValues | None = None,
     ) -> Pending[ConsumeResult]:
         """Records at or after ``offset`` and at most hw. ``max_bytes``: the values of all
         but the first record stay within it (0: no byte limit), enforced where the data is
         read, so a page of large values never comes into the pod or Redis' output whole.
+        ``format_values``: the XRANGE pages are read as their RESP bytes and a page it
+        takes comes back as ``FormattedRecords`` (mapping/partition/formatted_records.py).
 
         Records are read with a native XRANGE (copying entries through Lua costs Redis far
         more) whose COUNT keeps within ``max_bytes`` by the partition's size marks (see
@@ -213,15 +222,20 @@ class Partitions:
         if self.durable is not None:
             self.durable.note(config, partition)
         if max_bytes <= 0:
-            return self._read_with_status(config, partition, offset, max_records, "+")
+            return self._read_with_status(
+                config, partition, offset, max_records, "+", format_values
+            )
         known = self._size_marks.get((config.name, partition))
         if known is None or not known.covers(offset):
-            return self._read_after_status(config, partition, offset, max_records, max_bytes)
+            return self._read_after_status(
+                config, partition, offset, max_records, max_bytes, format_values
+            )
         count = known.native_read(offset, max_records, max_bytes)
         if count:
             return self._read_to_known_end(
-                config, partition, offset, count, known.log_end, max_records, max_bytes
-            )
+                config, partition, offset, count, known.log_end, max_records, max_bytes,
+                format_values,
+            )  # fmt: skip
         start = codec.entry_id(offset, self.sequence_bits)
         head = self.head(config, partition)
         call = partition_consume_call(head, start, max_records, max_bytes, self.durable_reads)
@@ -252,6 +266,7 @@ class Partitions:
         known_end: int,
         max_records: int,
         max_bytes: int,
+        format_values: FormatValues | None,
     ) -> Pending[ConsumeResult]:
         """A native read up to ``known_end``, the log end of this pod's last read (where its
         size marks stop), in one pipeline with hw. When the partition has grown past it
@@ -260,17 +275,17 @@ class Partitions:
         always holds every record up to the hw it reports (a reader moving on to hw + 1
         would skip them otherwise)."""
         end = codec.entry_id(known_end, self.sequence_bits)
-        first = self._read_with_status(config, partition, offset, count, end)
+        first = self._read_with_status(config, partition, offset, count, end, format_values)
         consumed: asyncio.Future[ConsumeResult] = asyncio.get_running_loop().create_future()
 
         def read_on(reply: list[Any]) -> ConsumeResult | None:
             page = first.finish(reply)
-            used = sum(len(value) for _, value in page.records[1:])
+            used = value_bytes_after_first(page.records)
             if len(page.records) >= count or page.high_watermark <= known_end or used >= max_bytes:
                 return page
             rest = self.start_consume(
                 config, partition, known_end + 1, max_records - len(page.records), max_bytes - used
-            )
+            )  # (parsed: _joined walks both pages)
             _then(
                 rest.future,
                 consumed,
@@ -285,7 +300,13 @@ class Partitions:
         return partition_consume_call(self.head(config, partition), start, 0, 0, self.durable_reads)
 
     def _read_with_status(
-        self, config: TopicConfig, partition: int, offset: int, count: int, end: str
+        self,
+        config: TopicConfig,
+        partition: int,
+        offset: int,
+        count: int,
+        end: str,
+        format_values: FormatValues | None,
     ) -> Pending[ConsumeResult]:
         """hw and the marks, and an XRANGE from ``offset`` to ``end``, in one pipeline."""
         key = (config.name, partition)
@@ -295,20 +316,27 @@ class Partitions:
         # When both fail, the error answered is the XRANGE's: mark this one seen too.
         status.add_done_callback(mark_retrieved)
         log = self.keys.partition(config.name, partition).log
-        entries = self.batcher.submit("XRANGE", log, start, end, "COUNT", count)
+        submit = self.batcher.submit if format_values is None else self.batcher.submit_raw
+        entries = submit("XRANGE", log, start, end, "COUNT", count)
 
-        def finish(reply: list[Any]) -> ConsumeResult:
+        def finish(reply: Any) -> ConsumeResult:
             hw_and_marks = status.result()
             high_watermark = int(hw_and_marks[0])
             transactional: list[tuple[int, int]] = []
-            records = entry_values(reply, 0, high_watermark, bits, transactional)
+            records = formatted_or_values(reply, format_values, high_watermark, bits, transactional)
             self._learn_sizes(key, hw_and_marks[1], records)
             return ConsumeResult(records, high_watermark, transactional)
 
         return Pending(entries, finish)
 
     def _read_after_status(
-        self, config: TopicConfig, partition: int, offset: int, max_records: int, max_bytes: int
+        self,
+        config: TopicConfig,
+        partition: int,
+        offset: int,
+        max_records: int,
+        max_bytes: int,
+        format_values: FormatValues | None,
     ) -> Pending[ConsumeResult]:
         """hw and the marks first; then the XRANGE they allow, or partition/consume.lua."""
         key = (config.name, partition)
@@ -327,11 +355,14 @@ class Partitions:
             count = marks.native_read(offset, max_records, max_bytes)
             if count:
                 end = codec.entry_id(high_watermark, bits)
-                entries = self.batcher.submit("XRANGE", log, start, end, "COUNT", count)
+                submit = self.batcher.submit if format_values is None else self.batcher.submit_raw
+                entries = submit("XRANGE", log, start, end, "COUNT", count)
 
-                def finish(entries: list[Any]) -> ConsumeResult:
+                def finish(entries: Any) -> ConsumeResult:
                     transactional: list[tuple[int, int]] = []
-                    records = entry_values(entries, 0, high_watermark, bits, transactional)
+                    records = formatted_or_values(
+                        entries, format_values, high_watermark, bits, transactional
+                    )
                     self._learn_sizes(key, reply[1], records)
                     return ConsumeResult(records, high_watermark, transactional)
 
@@ -352,7 +383,7 @@ class Partitions:
         self,
         key: tuple[str, int],
         marks: list[Any],
-        records: list[tuple[int, bytes]] | None = None,
+        records: Sequence[tuple[int, bytes]] | None = None,
     ) -> SizeMarks:
         """Remember a partition's marks, and the smallest value of ``records`` when there
         are only a few (None: no read yet, the last one's stays)."""
@@ -360,7 +391,7 @@ class Partitions:
         if records is None:
             few_smallest = previous.few_smallest if previous else 0
         elif len(records) < NATIVE_MIN_COUNT:
-            few_smallest = min((len(value) for _, value in records), default=0)
+            few_smallest = smallest_value(records)
         else:
             few_smallest = 0
         if previous is None and len(self._size_marks) >= MAX_REMEMBERED_MARKS:

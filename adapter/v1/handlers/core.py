@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from adapter.v1 import raw_consume
 from adapter.v1.escaping import escape, unescape
 from adapter.v1.handlers import Context, Handler, Starter, args, on_topic
 from adapter.v1.handlers.acks import start_ack
@@ -9,6 +10,7 @@ from mapping.connection.batcher import Pending
 from mapping.core.codec import MAX_OFFSET
 from mapping.core.errors import BadRequest
 from mapping.core.records import record_batch_bytes
+from mapping.partition.formatted_records import FormattedRecords
 from mapping.partition.partition_scripts import ConsumeResult
 from mapping.topic.partitioner import partition_for
 from mapping.topic.topic_config import TopicConfig, is_internal_topic
@@ -112,7 +114,11 @@ def _consume_args(argv: list[str]) -> tuple[str, int, int]:
 
 
 def _consume_payload(result: ConsumeResult) -> str:
-    messages = ",".join([f"{o}:{escape(v)}" for o, v in result.records])
+    records = result.records
+    if type(records) is FormattedRecords:  # written from the raw reply (raw_consume.py)
+        messages = records.text
+    else:
+        messages = ",".join([f"{o}:{escape(v)}" for o, v in records])
     return f"messages={messages} hw={result.high_watermark}"
 
 
@@ -126,6 +132,7 @@ def _consume(context: Context, config: TopicConfig, partition: int, offset: int)
         offset,
         context.pod.settings.consume_max_records,
         context.pod.settings.consume_max_bytes,
+        raw_consume.format_values,
     )
     return pending.then(_consume_payload)
 

@@ -1,0 +1,32 @@
+"""V1 CONSUME's records as reply text straight from the XRANGE reply's RESP bytes.
+
+The CONSUME reads ask for their pages raw (mapping/connection/raw_replies.py) when given a
+formatter: ``format_values`` (adapter/v1/_consume.c) writes the ``<offset>:<escaped
+value>,...`` list from those bytes without a Python object per record, exactly as
+``adapter.v1.escaping.escape`` over ``mapping.core.records.entry_values`` would
+(tests/v1/test_compiled_consume.py checks it byte for byte). A page it does not take (a
+transactional record, a marker, a layout it does not read) is parsed and goes the pure way.
+Where the install did not build it, or ADAPTER_PURE_PYTHON is set, there is no formatter and
+the pages come parsed, as before.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mapping.partition.formatted_records import FormatValues
+
+
+def compiled_format_values() -> FormatValues | None:
+    """The compiled formatter, None where the install did not build it (setup.py's
+    extensions are optional) or ADAPTER_PURE_PYTHON asks for the pure path."""
+    if os.environ.get("ADAPTER_PURE_PYTHON"):
+        return None
+    try:
+        from adapter.v1._consume import format_values as compiled
+    except ImportError:
+        return None
+    return compiled
+
+
+format_values: FormatValues | None = compiled_format_values()  # read per call: tests swap it
