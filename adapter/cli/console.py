@@ -60,6 +60,7 @@ def console(
     """Serve the web console of the deployment: pods, topics, messages, groups and their
     lag, transactions, ACLs and quotas (docs/console.md)."""
     import asyncio
+    import signal
     import socket
     import sys
 
@@ -104,6 +105,12 @@ def console(
         if not server.started:  # the start failed (the log says why)
             raise click.ClickException("the console could not start (see the log above)")
 
+    def stopped(_signum: int, _frame: object) -> None:
+        raise SystemExit(0)
+
+    # uvicorn stops on SIGTERM, then raises it again for the handler in place before it: a
+    # stop asked for is a clean exit, as the pods' (SIGINT: KeyboardInterrupt, below)
+    signal.signal(signal.SIGTERM, stopped)
     try:
         asyncio.run(serve())
     except KeyboardInterrupt:

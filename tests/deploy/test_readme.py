@@ -21,9 +21,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import click
@@ -160,6 +162,15 @@ def _answers(port: int) -> bool:
         return False
 
 
+def _console_answers(port: int) -> bool:
+    """The console's deployment page, as a browser gets it."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as page:
+            return page.status == 200 and b"<h1>Deployment</h1>" in page.read()
+    except OSError:
+        return False
+
+
 def _loose(line: str) -> re.Pattern[str]:
     """A printed line with `...` standing for anything."""
     return re.compile(".*".join(re.escape(part) for part in line.split("...")))
@@ -212,21 +223,27 @@ def _bash(script: str, served: Served) -> str:
 
 
 def _is_server(command: str) -> bool:
-    return bool(re.search(r"-m adapter serve\b", command)) and "--help" not in command
+    return bool(re.search(r"-m adapter (serve|console)\b", command)) and "--help" not in command
 
 
 def _run_server(command: str, served: Served) -> None:
-    """A command that serves until stopped: it must answer PING, then stop on SIGTERM. Its
-    ports are fresh ones: the printed port is taken by make run's pod here."""
+    """A command that serves until stopped: it must answer (a pod PING, the console its
+    first page), then stop on SIGTERM. Its ports are fresh ones: the printed port is taken
+    by make run's pod here (the console's, 9080, is its --port's default: given by its
+    variable)."""
     port = free_port()
     ports = {**served.ports, V1_PORT: str(port), KAFKA_PORT: str(free_port())}
     env = {**served.env(), "ADAPTER_KAFKA_PORT": str(free_port())}  # unless it names one
+    answers = partial(_answers, port)
+    if re.search(r"-m adapter console\b", command):
+        env["ADAPTER_CONSOLE_PORT"] = str(port)
+        answers = partial(_console_answers, port)
     process = subprocess.Popen(
         ["bash", "-c", f"exec {served.substitute(command, ports)}"],
         cwd=served.home, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        wait_until(lambda: process.poll() is not None or _answers(port), timeout=30)
+        wait_until(lambda: process.poll() is not None or answers(), timeout=30)
         assert process.poll() is None, process.communicate()[0]
     finally:
         process.send_signal(signal.SIGTERM)
