@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 # After a failed round with no waiter (Redis down): a pause, so readers cannot make it spin.
 RETRY_PAUSE_S = 0.2
+# Rounds a wait makes when a failover moved its probe's slot: the move, then the slot map.
+MOVED_ATTEMPTS = 3
 
 PARTITION_DURABLE_MARK = scripts.load("partition/durable_mark")
 
@@ -183,7 +185,7 @@ class DurableRounds:
         write this pod made before the call is on them); else why not, by ``deadline``.
         ``key``: on a cluster, the written key (its node must reach them; None: every
         primary). Callers go through mapping/replication/acks.py."""
-        for attempt in range(2):
+        for attempt in range(MOVED_ATTEMPTS):
             if key is None and isinstance(self.client, RedisCluster):
                 lanes = [self._node_lane(node) for node in self.client.get_primaries()]
             else:
@@ -192,11 +194,16 @@ class DurableRounds:
                 counts = await asyncio.gather(*(lane.wait(deadline) for lane in lanes))
                 break
             except AskError as exc:  # (and MovedError) a failover moved the probe's slot
-                if attempt or not isinstance(self.client, RedisCluster):
+                if attempt == MOVED_ATTEMPTS - 1 or not isinstance(self.client, RedisCluster):
                     return f"redis WAIT failed: {exc}"
                 # the slot's new owner, then WAIT there: the lane pipelines bypass the
-                # cluster client's own redirection
-                await self.client.nodes_manager.move_slot(exc)
+                # cluster client's own redirection. Moved again: the primaries themselves
+                # changed (a round for a commit waits on each), so the whole slot map is read
+                # again.
+                if attempt == 0:
+                    await self.client.nodes_manager.move_slot(exc)
+                else:
+                    await self.client.nodes_manager.initialize()
             except (BrokerError, RedisError, OSError) as exc:
                 return f"redis WAIT failed: {exc}"
         replicas = min(counts)

@@ -27,7 +27,9 @@ class FakeStore:
         self.state = (4, -1, -1)
         self.reads = 0
 
-    def start_read(self, config: TopicConfig, partition: int, offset: int, count: int) -> Any:
+    def start_read(
+        self, config: TopicConfig, partition: int, offset: int, count: int, raw: bool = False
+    ) -> Any:
         self.reads += 1
         future = asyncio.get_running_loop().create_future()
         future.set_result(None)
