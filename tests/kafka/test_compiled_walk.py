@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from adapter.kafka import records
 from adapter.kafka.fetch_reads import encode_entries
-from mapping.connection.raw_replies import START, RawReply, raw_reply, scan_pure
+from mapping.connection.raw_replies import RawReply
 from mapping.core import codec
 from mapping.topic.topic_config import TopicConfig
+from tests.support.raw_replies import as_reply
 
 walk = pytest.importorskip(
     "adapter.kafka._walk",
@@ -43,23 +44,6 @@ def walking(compiled: bool) -> Iterator[None]:
         yield
     finally:
         records.plain_batch, records.plain_batch_raw = kept
-
-
-def bulk(data: bytes) -> bytes:
-    return b"$%d\r\n%s\r\n" % (len(data), data)
-
-
-def as_reply(entries: list[Any]) -> RawReply:
-    """``entries`` as the RESP bytes of Redis's XRANGE reply, as the batcher hands them."""
-    data = b"*%d\r\n" % len(entries) + b"".join(
-        b"*2\r\n" + bulk(entry_id) + b"*%d\r\n" % len(fields) + b"".join(map(bulk, fields))
-        for entry_id, fields in entries
-    )
-    end, pending, last = scan_pure(data, 0, START, -1)
-    assert (end, pending) == (len(data), ())
-    reply = raw_reply(data, 0, end, last)
-    assert reply is not None and reply.parsed() == entries
-    return reply
 
 
 class Epochs:

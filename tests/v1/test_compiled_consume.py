@@ -22,7 +22,6 @@ from adapter.v1.escaping import escape
 from adapter.v1.handlers.core import _consume_payload
 from mapping.connection.batcher import RedisBatcher
 from mapping.connection.client import connect
-from mapping.connection.raw_replies import START, RawReply, raw_reply, scan_pure
 from mapping.connection.startup import pin_sequence_bits
 from mapping.core import codec
 from mapping.core.keys import Keys
@@ -32,6 +31,7 @@ from mapping.partition.partition_scripts import ConsumeResult
 from mapping.partition.partitions import Partitions
 from mapping.topic.topic_config import TopicDefaults
 from mapping.topic.topics import Topics
+from tests.support.raw_replies import as_reply
 
 compiled = pytest.importorskip(
     "adapter.v1._consume",
@@ -49,23 +49,6 @@ SPECIAL = [
     "é".encode(), "€".encode(), "😀".encode(), "😀".encode()[:3], b"\xe2\x82", b"\xc0\xaf",
     b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe0\x80\x80", b"\xf0\x80\x80\x80", b"%41",
 ]  # fmt: skip
-
-
-def bulk(data: bytes) -> bytes:
-    return b"$%d\r\n%s\r\n" % (len(data), data)
-
-
-def as_reply(entries: list[Any]) -> RawReply:
-    """``entries`` as the RESP bytes of Redis's XRANGE reply, as the batcher hands them."""
-    data = b"*%d\r\n" % len(entries) + b"".join(
-        b"*2\r\n" + bulk(entry_id) + b"*%d\r\n" % len(fields) + b"".join(map(bulk, fields))
-        for entry_id, fields in entries
-    )
-    end, pending, last = scan_pure(data, 0, START, -1)
-    assert (end, pending) == (len(data), ())
-    reply = raw_reply(data, 0, end, last)
-    assert reply is not None and reply.parsed() == entries
-    return reply
 
 
 def pure_text(records: Sequence[tuple[int, bytes]]) -> str:
