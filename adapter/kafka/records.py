@@ -26,7 +26,6 @@ Measured on the 2-core VM (1000 records of 100 bytes per batch): aiokafka.record
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from typing import Any
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
+from mapping.core.compiled import compiled
 from mapping.core.records import ProducedRecord
 
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8: the bytes after the first 12
@@ -62,16 +62,9 @@ PlainBatch = Callable[
 
 
 def compiled_plain_batch() -> PlainBatch | None:
-    """The compiled walk, None where the install did not build it (no C compiler: setup.py's
-    extension is optional) or ADAPTER_PURE_PYTHON asks for the pure path (the tests run
-    both)."""
-    if os.environ.get("ADAPTER_PURE_PYTHON"):
-        return None
-    try:
-        from adapter.kafka._walk import plain_batch as compiled
-    except ImportError:
-        return None
-    return compiled
+    """The compiled walk, None where the install did not build it or ADAPTER_PURE_PYTHON
+    asks for the pure path (mapping/core/compiled.py)."""
+    return compiled("adapter.kafka._walk", "plain_batch")
 
 
 plain_batch: PlainBatch | None = compiled_plain_batch()  # read per call: the tests swap it
@@ -88,13 +81,7 @@ PlainBatchRaw = Callable[
 
 def compiled_plain_batch_raw() -> PlainBatchRaw | None:
     """The compiled walk over raw XRANGE replies (None as for ``compiled_plain_batch``)."""
-    if compiled_plain_batch() is None:
-        return None
-    try:
-        from adapter.kafka._walk import plain_batch_raw as compiled
-    except ImportError:  # an extension built before it had one
-        return None
-    return compiled
+    return compiled("adapter.kafka._walk", "plain_batch_raw")
 
 
 # read per call: the tests swap it; None: Fetch reads its pages parsed

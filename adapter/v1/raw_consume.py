@@ -12,21 +12,8 @@ the pages come parsed, as before.
 
 from __future__ import annotations
 
-import os
-
+from mapping.core.compiled import compiled
 from mapping.partition.formatted_records import FormatValues
 
-
-def compiled_format_values() -> FormatValues | None:
-    """The compiled formatter, None where the install did not build it (setup.py's
-    extensions are optional) or ADAPTER_PURE_PYTHON asks for the pure path."""
-    if os.environ.get("ADAPTER_PURE_PYTHON"):
-        return None
-    try:
-        from adapter.v1._consume import format_values as compiled
-    except ImportError:
-        return None
-    return compiled
-
-
-format_values: FormatValues | None = compiled_format_values()  # read per call: tests swap it
+# read per call: tests swap it
+format_values: FormatValues | None = compiled("adapter.v1._consume", "format_values")

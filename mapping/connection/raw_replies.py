@@ -13,11 +13,12 @@ reader of raw replies takes both forms (``RawReply.parsed`` makes the one from t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import hiredis
+
+from mapping.core.compiled import compiled
 
 # scan(buffer, pos, pending, last) -> (pos, pending, last)
 Scan = Callable[[Any, int, tuple[int, ...], int], tuple[int, tuple[int, ...], int]]
@@ -136,16 +137,6 @@ def _length(buffer: Any, pos: int, line_end: int) -> int:
     return int(text)
 
 
-def compiled_scan() -> Scan | None:
-    """The compiled scanner, None where the install did not build it (setup.py's extension
-    is optional) or ADAPTER_PURE_PYTHON asks for the pure path."""
-    if os.environ.get("ADAPTER_PURE_PYTHON"):
-        return None
-    try:
-        from mapping.connection._resp_scan import scan as compiled
-    except ImportError:
-        return None
-    return compiled
-
-
-scan: Scan | None = compiled_scan()  # None: raw calls come parsed (read per pipeline)
+# the compiled scanner (mapping/core/compiled.py); None: raw calls come parsed (read per
+# pipeline)
+scan: Scan | None = compiled("mapping.connection._resp_scan", "scan")
