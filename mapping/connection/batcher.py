@@ -41,7 +41,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mapping.connection import raw_replies, scripts
-from mapping.connection.raw_replies import START, RawCommand, raw_reply
+from mapping.connection.raw_replies import START, RawCommand, RawReply, raw_reply
 from mapping.connection.redis_errors import not_run
 from mapping.core.codec import to_str
 from mapping.core.errors import OutcomeUnknown, Unavailable, from_script_error
@@ -368,10 +368,9 @@ async def send_pipeline(
     try:
         for chunk in _chunks(_pack(commands, connection)):
             await connection.send_packed_command(chunk, check_health=False)
-        if _reads_raw(connection, commands):
-            await _read_replies_raw(connection, commands, callbacks, replies)
-        else:
-            await _read_replies(connection, commands, callbacks, replies)
+        await _read_replies(
+            connection, commands, callbacks, replies, _reads_raw(connection, commands)
+        )
     except Exception as exc:
         # Replies may be left unread: the connection is out of step, drop it. What was
         # sent may have run: the calls without a reply have an unknown outcome.
@@ -387,31 +386,42 @@ async def send_pipeline(
 
 
 async def _read_replies(
-    connection: Any, commands: list[tuple], callbacks: dict[str, Any], replies: list[Any]
+    connection: Any,
+    commands: list[tuple],
+    callbacks: dict[str, Any],
+    replies: list[Any],
+    raw: bool = False,
 ) -> None:
     """Each command's reply into ``replies``, each within the socket timeout of the one
     before it (RedisTimeoutError otherwise). redis-py would put an ``asyncio.timeout``
     around every reply, a timer made and cancelled each time (3.7 µs, more than a small
     batch's reply costs to read): one ``_Stall`` watches the whole pipeline instead, while
-    the connection's own timeout is set aside (the flusher owns the connection meanwhile)."""
+    the connection's own timeout is set aside (the flusher owns the connection meanwhile).
+    ``raw``: read by a ``_RawReader`` (``_reads_raw``) instead of the connection's parser."""
     timeout = connection.socket_timeout
     stall = None if timeout is None else _Stall(timeout)
     connection.socket_timeout = None
+    raw_reader = _RawReader(connection) if raw else None
     try:
         for command in commands:
-            try:
-                reply = await connection.read_response()
-            except ResponseError as exc:
-                replies.append(exc)
+            if raw_reader is not None:
+                reply = await raw_reader.read(command)
             else:
+                try:
+                    reply = await connection.read_response()
+                except ResponseError as exc:
+                    reply = exc
+            if not isinstance(reply, (ResponseError, RawReply)):
                 callback = callbacks.get(command[0])
                 if callback is not None:
                     reply = callback(reply)
                     if inspect.isawaitable(reply):
                         reply = await reply
-                replies.append(reply)
+            replies.append(reply)
             if stall is not None:
                 stall.progress()
+        if raw_reader is not None:
+            raw_reader.keep_rest()
     except asyncio.CancelledError:
         if stall is None or not stall.took_back():  # not the stall's: the pod stops
             raise
@@ -440,71 +450,58 @@ def _reads_raw(connection: Any, commands: list[tuple]) -> bool:
     )
 
 
-async def _read_replies_raw(
-    connection: Any, commands: list[tuple], callbacks: dict[str, Any], replies: list[Any]
-) -> None:
-    """``_read_replies`` reading the socket into a buffer of its own: each reply's end
-    found by ``raw_replies.scan``; a raw call's array reply handed over as a ``RawReply``,
-    any other reply fed to the connection's hiredis reader alone, so it comes back as
-    redis-py's own read would give it (an error reply as its exception). Each reply
-    within the socket timeout of the one before, as there."""
-    scan = raw_replies.scan
-    assert scan is not None
-    stream: asyncio.StreamReader = connection._reader
-    reader: hiredis.Reader = connection._parser._reader
-    timeout = connection.socket_timeout
-    stall = None if timeout is None else _Stall(timeout)
-    connection.socket_timeout = None
-    buffer = bytearray()
-    pos = 0
-    try:
-        for command in commands:
-            if pos == len(buffer):
-                buffer.clear()
-                pos = 0
-            elif pos >= READ_BYTES:  # a long pipeline: drop what was handed over
-                del buffer[:pos]
-                pos = 0
-            start, pending, last = pos, START, -1
-            while True:
-                pos, pending, last = scan(buffer, pos, pending, last)
-                if not pending:
-                    break
-                data = await stream.read(READ_BYTES)
-                if not data:
-                    raise RedisConnectionError("Connection closed by server.")
-                buffer += data
-            raw = raw_reply(buffer, start, pos, last) if type(command) is RawCommand else None
-            if raw is not None:
-                replies.append(raw)
-            else:
-                reader.feed(buffer, start, pos - start)
-                reply = reader.gets()
-                if isinstance(reply, RedisConnectionError):  # as redis-py's parser does
-                    raise reply
-                if isinstance(reply, list) and reply and isinstance(reply[0], RedisConnectionError):
-                    raise reply[0]
-                if isinstance(reply, ResponseError):
-                    replies.append(reply)
-                else:
-                    callback = callbacks.get(command[0])
-                    if callback is not None:
-                        reply = callback(reply)
-                        if inspect.isawaitable(reply):
-                            reply = await reply
-                    replies.append(reply)
-            if stall is not None:
-                stall.progress()
-        if pos < len(buffer):  # bytes nobody asked for: the next ready() reconnects
-            reader.feed(buffer, pos, len(buffer) - pos)
-    except asyncio.CancelledError:
-        if stall is None or not stall.took_back():  # not the stall's: the pod stops
-            raise
-        raise RedisTimeoutError(f"no reply from redis in {timeout}s") from None
-    finally:
-        connection.socket_timeout = timeout
-        if stall is not None:
-            stall.close()
+class _RawReader:
+    """The replies of a pipeline read into a buffer of its own: each reply's end found by
+    ``raw_replies.scan``; a raw call's array reply handed over as a ``RawReply``, any other
+    reply fed to the connection's hiredis reader alone, so it comes back as redis-py's own
+    read would give it (an error reply as its exception, returned)."""
+
+    __slots__ = ("scan", "stream", "reader", "buffer", "pos")
+
+    def __init__(self, connection: Any) -> None:
+        scan = raw_replies.scan
+        assert scan is not None
+        self.scan = scan
+        self.stream: asyncio.StreamReader = connection._reader
+        self.reader: hiredis.Reader = connection._parser._reader
+        self.buffer = bytearray()
+        self.pos = 0
+
+    async def read(self, command: tuple) -> Any:
+        buffer = self.buffer
+        if self.pos == len(buffer):
+            buffer.clear()
+            self.pos = 0
+        elif self.pos >= READ_BYTES:  # a long pipeline: drop what was handed over
+            del buffer[: self.pos]
+            self.pos = 0
+        start, pending, last = self.pos, START, -1
+        pos = start
+        while True:
+            pos, pending, last = self.scan(buffer, pos, pending, last)
+            if not pending:
+                break
+            data = await self.stream.read(READ_BYTES)
+            if not data:
+                raise RedisConnectionError("Connection closed by server.")
+            buffer += data
+        self.pos = pos
+        raw = raw_reply(buffer, start, pos, last) if type(command) is RawCommand else None
+        if raw is not None:
+            return raw
+        self.reader.feed(buffer, start, pos - start)
+        reply = self.reader.gets()
+        if isinstance(reply, RedisConnectionError):  # as redis-py's parser does
+            raise reply
+        if isinstance(reply, list) and reply and isinstance(reply[0], RedisConnectionError):
+            raise reply[0]
+        return reply
+
+    def keep_rest(self) -> None:
+        """Bytes nobody asked for go to the connection's reader: the next ready()
+        reconnects."""
+        if self.pos < len(self.buffer):
+            self.reader.feed(self.buffer, self.pos, len(self.buffer) - self.pos)
 
 
 class _Stall:
