@@ -104,6 +104,10 @@ class BrokerRegistry:
         # the brokers listed before the last outage, kept until _kept_until (monotonic s)
         self._kept: list[tuple[int, str, int]] = []
         self._kept_until = 0.0
+        # set by ``unregister``: a draining pod's refresh task must not list it again (its
+        # entry would outlive the process by a TTL, and a client's first Metadata could make
+        # the gone pod its controller)
+        self._left = False
 
     async def register(self) -> int:
         reply = await self.batcher.call(
@@ -115,7 +119,8 @@ class BrokerRegistry:
     async def run(self) -> None:
         """Refresh the registration every third of the TTL until cancelled (the pod calls
         ``unregister`` on shutdown, while its batcher still runs). Any failure (Redis down,
-        a cluster failing over) is logged and retried soon: it never ends the task."""
+        a cluster failing over) is logged and retried soon: it never ends the task. After
+        ``unregister`` it refreshes nothing."""
         await resilient.every(
             "refreshing the Kafka broker registration", self.refresh, self.ttl_ms / 3000
         )
@@ -123,6 +128,8 @@ class BrokerRegistry:
     async def refresh(self) -> None:
         """Renew the registration, then read the live brokers: ``last_live`` is recent even
         in a worker no client asked yet, for an outage to answer with."""
+        if self._left:
+            return
         try:
             await self.register()
         except Exception:
@@ -131,6 +138,9 @@ class BrokerRegistry:
         await self.live()
 
     async def unregister(self) -> None:
+        """Leave the registry for good (SIGTERM): a registration already sent is ahead of
+        these removals on the pipeline, and none is sent after them."""
+        self._left = True
         live, pods = self.keys[0], self.keys[1]
         try:
             await self.batcher.call("ZREM", live, self.pod_id)

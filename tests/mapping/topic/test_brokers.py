@@ -89,3 +89,27 @@ def test_without_an_outage_an_expired_broker_is_dropped_at_once(redis_url: str) 
         assert _ports(here.last_live) == [1]
 
     run(redis_url, body)
+
+
+def test_a_pod_that_left_is_not_listed_again_by_its_refresh_task(redis_url: str) -> None:
+    """A pod draining after SIGTERM has unregistered while its refresh task still runs: the
+    task must not put it back (its entry would outlive the process by a TTL, and a client's
+    first Metadata could name the gone pod its controller)."""
+
+    async def body(batcher: RedisBatcher, keys: Keys) -> None:
+        leaving = BrokerRegistry(batcher, keys, pod_id="a", address="h:1", ttl_ms=TTL_MS)
+        staying = BrokerRegistry(batcher, keys, pod_id="b", address="h:2", ttl_ms=TTL_MS)
+        refreshing = asyncio.create_task(leaving.run())
+        try:
+            await asyncio.sleep(TTL_MS / 1000)  # a few refreshes
+            await staying.refresh()
+            assert _ports(staying.last_live) == [1, 2]
+            await leaving.unregister()
+            await asyncio.sleep(TTL_MS / 1000)  # as many refreshes again: none registers
+            await staying.refresh()
+            assert _ports(staying.last_live) == [2]
+        finally:
+            refreshing.cancel()
+            await asyncio.gather(refreshing, return_exceptions=True)
+
+    run(redis_url, body)
