@@ -279,7 +279,7 @@ async def describe_cluster(context: KafkaContext, request: Request) -> Any:
         error_code=errors.NONE,
         error_message=None,
         cluster_id=context.cluster_id,
-        controller_id=brokers[0][0],
+        controller_id=context.controller(brokers),
         authorized_operations=(
             authorized_operations(
                 context, request, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS

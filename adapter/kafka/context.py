@@ -120,6 +120,15 @@ class KafkaContext:
             live = [(self.registry.node_id or 0, self.advertised_host, self.advertised_port)]
         return live
 
+    def controller(self, brokers: list[tuple[int, str, int]]) -> int:
+        """The controller Metadata and DescribeCluster name: this pod's broker when listed
+        (any pod does a controller's work, and this one is alive: it answers), else the
+        first. Naming the first broker named a pod killed a moment ago, whose registration
+        lives on for a TTL, and librdkafka's admin requests wait on the controller it was
+        told of without reading Metadata again."""
+        here = self.registry.node_id
+        return here if any(node == here for node, _, _ in brokers) else brokers[0][0]
+
     async def coordinator(self, key: str) -> tuple[int, str, int]:
         """The broker clients are told coordinates group ``key``: a stable spread over the
         live brokers (any pod can do a group's work: its state is in Redis)."""

@@ -92,7 +92,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
         throttle_time_ms=0,
         brokers=[Broker(node_id=n, host=h, port=p, rack=None) for n, h, p in brokers],
         cluster_id=context.cluster_id,
-        controller_id=brokers[0][0],
+        controller_id=context.controller(brokers),
         topics=topics,
     )
     if 8 <= request.version <= 10:  # the cluster's operations (librdkafka's describe_cluster)

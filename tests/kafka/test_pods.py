@@ -11,12 +11,15 @@ import time
 import uuid
 
 import pytest
+import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapter.kafka import errors, protocol
 from adapter.kafka.versions import API_VERSIONS, FETCH, METADATA, PRODUCE
 from mapping.connection.embedded import RedisProcess
+from mapping.core.keys import Keys
+from mapping.topic.brokers import KAFKA_REGISTER, kafka_register_call
 from tests.support.kafka import RawKafka, batch, fetch_body, fetched, partition_reply, produce_body
 from tests.support.pods import RF1, Pod
 from tests.support.waiting import wait_until
@@ -50,6 +53,30 @@ def test_live_pods_are_the_brokers_and_leave_when_stopped(start_pod, redis_url: 
     assert [p.leader_id for p in other.topics[0].partitions] == leaders
     b.stop()
     wait_until(lambda: {x.port for x in _metadata(a.kafka_port, []).brokers} == {a.kafka_port})
+
+
+def test_the_controller_is_the_pod_answering_not_a_killed_one(start_pod, redis_url: str) -> None:
+    """A pod killed a moment ago stays registered for a TTL. Were it named the controller (the
+    first broker by node id), librdkafka's CreateTopics would wait on its refused address
+    until the request timed out; each pod names itself, and the topic is created."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    prefix = f"ctl-{uuid.uuid4().hex[:8]}"
+    # node id 1: a registration left by a pod that is gone (nothing listens there)
+    gone = redis.Redis.from_url(redis_url)
+    gone.script_load(KAFKA_REGISTER.source)
+    gone.execute_command(
+        *kafka_register_call(Keys(prefix).kafka_brokers, "gone", "127.0.0.1:9", 60_000)
+    )
+    pod = start_pod(redis_url, "--key-prefix", prefix, *RF1)
+    reply = _metadata(pod.kafka_port, [])
+    assert sorted(b.port for b in reply.brokers) == sorted([9, pod.kafka_port])
+    (here,) = [b.node_id for b in reply.brokers if b.port == pod.kafka_port]
+    assert reply.controller_id == here
+    admin = AdminClient({"bootstrap.servers": pod.bootstrap, "socket.timeout.ms": 10_000})
+    topic = f"ctl-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 2, 1)], request_timeout=15)[topic].result(timeout=30)
+    assert len(_metadata(pod.kafka_port, [topic], create=False).topics[0].partitions) == 2
 
 
 def test_pods_sharing_an_advertised_address_are_one_broker(start_pod, redis_url: str) -> None:
