@@ -84,7 +84,8 @@ def encode_response(answer: FetchAnswer, version: int, correlation_id: int) -> b
     """The frame of ``answer`` in ``version``: what kafka-python encodes, byte for byte."""
     compact = version >= FLEXIBLE_SINCE
     tags = b"\x00" if compact else b""
-    out = [_INT32.pack(correlation_id), tags]  # response header v1 in flexible versions
+    # out[0]: the frame's size, once known (one join copies the records once)
+    out = [b"", _INT32.pack(correlation_id), tags]  # response header v1 in flexible versions
     if version >= 7:
         out.append(_TOP_V7.pack(answer.throttle_time_ms, answer.error_code, answer.session_id))
     elif version >= 1:
@@ -124,5 +125,5 @@ def encode_response(answer: FetchAnswer, version: int, correlation_id: int) -> b
         if compact:
             out.append(tags)
     out.append(tags)
-    body = b"".join(out)
-    return _INT32.pack(len(body)) + body
+    out[0] = _INT32.pack(sum(map(len, out)))
+    return b"".join(out)

@@ -391,6 +391,7 @@ async def _partition(
         # (not done: every entry was taken)
         next_offset = codec.entry_offset(last_entry_id(entries), bits) + 1
         read = await context.pod.kafka.start_read(
-            w.config, w.partition, next_offset, _page(context, w, budget - taken.used)
-        )
+            w.config, w.partition, next_offset, _page(context, w, budget - taken.used),
+            _reads_raw(w.config, magic),
+        )  # fmt: skip
     return answer, taken
