@@ -443,19 +443,34 @@ static int ends_plain_batch_raw(const Field *fields, Py_ssize_t size) {
  * -> (batch, end, end_pos, used, done) or None: plain_batch over entries index.. of a raw
  * XRANGE reply (``data``: its bytes, entry ``index`` at byte ``pos``, ``count`` entries),
  * ``end_pos`` where entry ``end`` starts. */
+static PyObject *walk_raw(const char *buf, Py_ssize_t size, Py_ssize_t pos, Py_ssize_t start,
+                          Py_ssize_t count, int bits, int64_t high_watermark, int64_t budget,
+                          int take_first, PyObject *epoch_at);
+
+/* ``data`` is any bytes-like object (the batcher hands over its read buffer, a bytearray,
+ * without copying the reply out of it): held as a buffer for the call, so it cannot be
+ * resized meanwhile (epoch_at runs Python code). */
 static PyObject *plain_batch_raw(PyObject *module, PyObject *args) {
-    PyObject *data, *epoch_at, *high_watermark_arg, *budget_arg;
+    Py_buffer view;
+    PyObject *epoch_at, *high_watermark_arg, *budget_arg;
     Py_ssize_t pos, start, count;
     int bits, take_first;
-    if (!PyArg_ParseTuple(args, "O!nnniO!O!pO", &PyBytes_Type, &data, &pos, &start, &count,
-                          &bits, &PyLong_Type, &high_watermark_arg, &PyLong_Type, &budget_arg,
+    if (!PyArg_ParseTuple(args, "y*nnniO!O!pO", &view, &pos, &start, &count, &bits,
+                          &PyLong_Type, &high_watermark_arg, &PyLong_Type, &budget_arg,
                           &take_first, &epoch_at))
         return NULL;
     int64_t high_watermark, budget;
-    if (!clamped(high_watermark_arg, &high_watermark) || !clamped(budget_arg, &budget))
-        return NULL;
-    const char *buf = PyBytes_AS_STRING(data);
-    Py_ssize_t size = PyBytes_GET_SIZE(data);
+    PyObject *result = NULL;
+    if (clamped(high_watermark_arg, &high_watermark) && clamped(budget_arg, &budget))
+        result = walk_raw(view.buf, view.len, pos, start, count, bits, high_watermark, budget,
+                          take_first, epoch_at);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *walk_raw(const char *buf, Py_ssize_t size, Py_ssize_t pos, Py_ssize_t start,
+                          Py_ssize_t count, int bits, int64_t high_watermark, int64_t budget,
+                          int take_first, PyObject *epoch_at) {
     if (start < 0 || start >= count || pos < 0 || pos >= size || bits < 1 || bits > 20)
         Py_RETURN_NONE;
 

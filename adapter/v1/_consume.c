@@ -205,16 +205,25 @@ typedef struct {
 
 /* format_values(data, pos, count, bits, high_watermark) -> (text, records, after_first,
  * smallest) or None: see adapter/v1/raw_consume.py. */
+static PyObject *format_in(const char *buf, Py_ssize_t size, Py_ssize_t pos, Py_ssize_t count,
+                           int bits, long long high_watermark);
+
+/* ``data`` is any bytes-like object (the batcher's read buffer, a bytearray, handed over
+ * without copying the reply out of it), held as a buffer for the call. */
 static PyObject *format_values(PyObject *module, PyObject *args) {
-    PyObject *data;
+    Py_buffer view;
     Py_ssize_t pos, count;
     int bits;
     long long high_watermark;
-    if (!PyArg_ParseTuple(args, "O!nniL", &PyBytes_Type, &data, &pos, &count, &bits,
-                          &high_watermark))
+    if (!PyArg_ParseTuple(args, "y*nniL", &view, &pos, &count, &bits, &high_watermark))
         return NULL;
-    const char *buf = PyBytes_AS_STRING(data);
-    Py_ssize_t size = PyBytes_GET_SIZE(data);
+    PyObject *result = format_in(view.buf, view.len, pos, count, bits, high_watermark);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *format_in(const char *buf, Py_ssize_t size, Py_ssize_t pos, Py_ssize_t count,
+                           int bits, long long high_watermark) {
     if (count < 0 || pos < 0 || pos > size || bits < 1 || bits > 20) Py_RETURN_NONE;
     if (count == 0) return Py_BuildValue("(snnn)", "", (Py_ssize_t)0, (Py_ssize_t)0, (Py_ssize_t)0);
 

@@ -454,9 +454,11 @@ class _RawReader:
     """The replies of a pipeline read into a buffer of its own: each reply's end found by
     ``raw_replies.scan``; a raw call's array reply handed over as a ``RawReply``, any other
     reply fed to the connection's hiredis reader alone, so it comes back as redis-py's own
-    read would give it (an error reply as its exception, returned)."""
+    read would give it (an error reply as its exception, returned). A ``RawReply`` is lent
+    the buffer itself, not a copy of its bytes: from then on the buffer only grows, and
+    where it would be emptied or cut a new one takes over (``lent``)."""
 
-    __slots__ = ("scan", "stream", "reader", "buffer", "pos")
+    __slots__ = ("scan", "stream", "reader", "buffer", "pos", "lent")
 
     def __init__(self, connection: Any) -> None:
         scan = raw_replies.scan
@@ -466,14 +468,19 @@ class _RawReader:
         self.reader: hiredis.Reader = connection._parser._reader
         self.buffer = bytearray()
         self.pos = 0
+        self.lent = False  # a RawReply holds the buffer: its bytes must not change
 
     async def read(self, command: tuple) -> Any:
         buffer = self.buffer
-        if self.pos == len(buffer):
-            buffer.clear()
-            self.pos = 0
-        elif self.pos >= READ_BYTES:  # a long pipeline: drop what was handed over
-            del buffer[: self.pos]
+        if self.pos == len(buffer) or self.pos >= READ_BYTES:
+            # all handed over, or a long pipeline: drop what was handed over
+            if self.lent:
+                self.buffer = buffer = buffer[self.pos :]
+                self.lent = False
+            elif self.pos == len(buffer):
+                buffer.clear()
+            else:
+                del buffer[: self.pos]
             self.pos = 0
         start, pending, last = self.pos, START, -1
         pos = start
@@ -488,6 +495,7 @@ class _RawReader:
         self.pos = pos
         raw = raw_reply(buffer, start, pos, last) if type(command) is RawCommand else None
         if raw is not None:
+            self.lent = True
             return raw
         self.reader.feed(buffer, start, pos - start)
         reply = self.reader.gets()

@@ -34,15 +34,29 @@ class RawCommand(tuple):
 
 class RawReply:
     """An array reply's RESP bytes: ``count`` elements, the first at byte ``first`` of
-    ``data``, the last at ``last`` (-1: none)."""
+    ``data``, the last at ``last`` (-1: none); the reply itself is ``data[start:end]``.
 
-    __slots__ = ("data", "count", "first", "last", "_parsed")
+    ``data`` is bytes, or the batcher's read buffer (a bytearray) handed over as it is: the
+    reply is not copied out of it, and the batcher never changes the bytes it lent (it
+    starts a new buffer instead), so byte offsets into it stay valid."""
 
-    def __init__(self, data: bytes, count: int, first: int, last: int) -> None:
+    __slots__ = ("data", "count", "first", "last", "start", "end", "_parsed")
+
+    def __init__(
+        self,
+        data: bytes | bytearray,
+        count: int,
+        first: int,
+        last: int,
+        start: int = 0,
+        end: int | None = None,
+    ) -> None:
         self.data = data
         self.count = count
         self.first = first
         self.last = last
+        self.start = start
+        self.end = len(data) if end is None else end
         self._parsed: list[Any] | None = None
 
     def __len__(self) -> int:
@@ -52,7 +66,7 @@ class RawReply:
         """The reply as hiredis gives it (made once, kept): for readers that need objects."""
         if self._parsed is None:
             reader = hiredis.Reader()
-            reader.feed(self.data)
+            reader.feed(self.data, self.start, self.end - self.start)
             self._parsed = reader.gets()
         return self._parsed
 
@@ -62,18 +76,17 @@ def listed(reply: Any) -> list[Any]:
     return reply.parsed() if isinstance(reply, RawReply) else reply
 
 
-def raw_reply(buffer: Any, start: int, end: int, last: int) -> RawReply | None:
+def raw_reply(buffer: bytearray, start: int, end: int, last: int) -> RawReply | None:
     """The array reply at ``buffer[start:end]`` (``last``: where scan saw its last element)
-    as a ``RawReply``; None for any other reply (an error, a null array)."""
+    as a ``RawReply`` over ``buffer`` itself (the caller no longer changes its bytes); None
+    for any other reply (an error, a null array)."""
     if buffer[start] != 0x2A:  # "*"
         return None
     header_end = buffer.index(b"\r\n", start)
     count = int(buffer[start + 1 : header_end])
     if count < 0:
         return None
-    with memoryview(buffer) as view, view[start:end] as part:  # one copy, released at once
-        data = bytes(part)
-    return RawReply(data, count, header_end + 2 - start, last - start)
+    return RawReply(buffer, count, header_end + 2, last, start, end)
 
 
 _LINE_ONLY = frozenset(b"+-:_,#(")

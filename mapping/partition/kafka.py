@@ -149,7 +149,7 @@ def last_entry_id(entries: list[Any] | RawReply) -> bytes:
     data = entries.data
     at = data.index(b"\r\n", entries.last) + 2  # past the entry's "*2": its id's "$<size>"
     header_end = data.index(b"\r\n", at)
-    return data[header_end + 2 : header_end + 2 + int(data[at + 1 : header_end])]
+    return bytes(data[header_end + 2 : header_end + 2 + int(data[at + 1 : header_end])])
 
 
 class KafkaStore:
