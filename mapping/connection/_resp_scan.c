@@ -6,7 +6,6 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <string.h>
 
 #define MAX_DEPTH 32 /* nested aggregates; a stream reply has 3 */
 
@@ -59,9 +58,10 @@ static PyObject *scan(PyObject *module, PyObject *args) {
             continue;
         }
         if (pos >= size) break;
-        const char *newline = memchr(buf + pos, '\n', (size_t)(size - pos));
-        if (newline == NULL) break; /* the header line is not all here yet */
-        Py_ssize_t line_end = newline - buf; /* at the '\n' */
+        /* a header line is a few bytes: a plain loop beats memchr's set-up */
+        Py_ssize_t line_end = pos;
+        while (line_end < size && buf[line_end] != '\n') line_end++;
+        if (line_end == size) break; /* the header line is not all here yet */
         if (line_end - pos < 2 || buf[line_end - 1] != '\r') {
             result = protocol_error("a line without CRLF", pos);
             goto out;
