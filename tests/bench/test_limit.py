@@ -72,3 +72,6 @@ def test_limit_short_run(tmp_path: Path) -> None:
         assert section["fetch"]["pods"]["records"] == records, name
         assert section["fetch"]["plain"]["records"] == records, name
         assert [row[0] for row in section["table"]] == ROWS
+    # V1 CONSUME beside the same logs' XRANGE pages read with redis-py
+    (redis_py,) = [n for n in document["sections"]["v1"]["notes"] if "redis-py" in n]
+    assert re.search(r"[\d,]+ records/s; CONSUME \d+\.\d\dx that", redis_py), redis_py
