@@ -12,6 +12,8 @@ setup(
         Extension(
             "adapter.kafka._walk",
             sources=["adapter/kafka/_walk.c"],
+            include_dirs=["mapping/connection"],
+            depends=["mapping/connection/raw_entries.h"],
             optional=True,
         ),
         Extension(
@@ -22,6 +24,8 @@ setup(
         Extension(
             "adapter.v1._consume",
             sources=["adapter/v1/_consume.c"],
+            include_dirs=["mapping/connection"],
+            depends=["mapping/connection/raw_entries.h"],
             optional=True,
         ),
     ]

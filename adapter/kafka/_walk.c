@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "raw_entries.h"
+
 #define RECORD_OVERHEAD 32                   /* record_walk.RECORD_OVERHEAD */
 #define MAX_OFFSET_DELTA ((int64_t)INT32_MAX) /* record_walk.MAX_OFFSET_DELTA */
 #define HEADER_BYTES 61                      /* a v2 batch without records */
@@ -100,42 +102,15 @@ static unsigned char *put_be(unsigned char *out, uint64_t value, int bytes) {
 
 /* ---- reading the entries ----------------------------------------------------------------- */
 
-/* Decimal digits only (an optional '-' where allowed), at most 18 of them: what Redis and the
- * append scripts write. Anything else is left to the pure path's int(). */
-static int parse_decimal(const char *text, Py_ssize_t size, int negative_ok, int64_t *out) {
-    int negative = 0;
-    if (size > 0 && text[0] == '-' && negative_ok) negative = 1, text++, size--;
-    if (size < 1 || size > 18) return 0;
-    int64_t value = 0;
-    for (Py_ssize_t i = 0; i < size; i++) {
-        if (text[i] < '0' || text[i] > '9') return 0;
-        value = value * 10 + (text[i] - '0');
-    }
-    *out = negative ? -value : value;
-    return 1;
-}
-
 static int is_name(PyObject *field, const char *name, Py_ssize_t size) {
     return PyBytes_CheckExact(field) && PyBytes_GET_SIZE(field) == size &&
            memcmp(PyBytes_AS_STRING(field), name, size) == 0;
 }
 #define IS(field, literal) is_name(field, literal, sizeof(literal) - 1)
 
-/* An entry's id as its offset; 0: not ms-seq text within the sequence bits (pure path). */
-static int parse_id_text(const char *text, Py_ssize_t size, int bits, int64_t *offset) {
-    const char *dash = memchr(text, '-', size);
-    int64_t ms, seq;
-    if (dash == NULL || !parse_decimal(text, dash - text, 0, &ms) ||
-        !parse_decimal(dash + 1, size - (dash + 1 - text), 0, &seq))
-        return 0;
-    if (seq >> bits || ms >> (61 - bits)) return 0;
-    *offset = (ms << bits) + seq;
-    return 1;
-}
-
 static int parse_id(PyObject *id, int bits, int64_t *offset) {
     return PyBytes_CheckExact(id) &&
-           parse_id_text(PyBytes_AS_STRING(id), PyBytes_GET_SIZE(id), bits, offset);
+           parse_id_text(PyBytes_AS_STRING(id), PyBytes_GET_SIZE(id), bits, 61, offset);
 }
 
 typedef struct {
@@ -368,53 +343,6 @@ out:
 
 /* ---- the same from the XRANGE reply's RESP bytes (mapping/connection/raw_replies.py) ----- */
 
-#define MAX_FIELDS 64 /* an entry with more is not a plain record: the pure path's */
-
-typedef struct {
-    const char *at;
-    Py_ssize_t size;
-} Field;
-
-#define FIELD_IS(f, literal) \
-    ((f).size == sizeof(literal) - 1 && memcmp((f).at, literal, sizeof(literal) - 1) == 0)
-
-/* "<type><digits>\r\n" at *pos: its number, *pos after it; 0: not that. */
-static int raw_header(const char *buf, Py_ssize_t size, Py_ssize_t *pos, char type,
-                      int64_t *out) {
-    Py_ssize_t p = *pos;
-    if (p >= size || buf[p] != type) return 0;
-    Py_ssize_t end = p + 1; /* the '\r' */
-    while (end < size && buf[end] != '\r' && end - p <= 20) end++;
-    if (end + 1 >= size || buf[end] != '\r' || buf[end + 1] != '\n') return 0;
-    if (!parse_decimal(buf + p + 1, end - (p + 1), 0, out)) return 0;
-    *pos = end + 2;
-    return 1;
-}
-
-/* A bulk string at *pos: *field set, *pos after it; 0: not one. */
-static int raw_bulk(const char *buf, Py_ssize_t size, Py_ssize_t *pos, Field *field) {
-    int64_t length;
-    if (!raw_header(buf, size, pos, '$', &length) || length > size - *pos - 2) return 0;
-    field->at = buf + *pos, field->size = (Py_ssize_t)length;
-    if (buf[*pos + length] != '\r' || buf[*pos + length + 1] != '\n') return 0;
-    *pos += (Py_ssize_t)length + 2;
-    return 1;
-}
-
-/* One XRANGE entry at *pos (an array of its id and its fields' array): *pos after it;
- * 0: not one this file reads (the pure path's). */
-static int raw_entry(const char *buf, Py_ssize_t size, Py_ssize_t *pos, Field *id,
-                     Field *fields, Py_ssize_t *count) {
-    int64_t two, n;
-    if (!raw_header(buf, size, pos, '*', &two) || two != 2 || !raw_bulk(buf, size, pos, id) ||
-        !raw_header(buf, size, pos, '*', &n) || n > MAX_FIELDS)
-        return 0;
-    for (int64_t f = 0; f < n; f++)
-        if (!raw_bulk(buf, size, pos, &fields[f])) return 0;
-    *count = (Py_ssize_t)n;
-    return 1;
-}
-
 static int fast_record_raw(const Field *fields, Py_ssize_t count, Taken *taken) {
     Field stamp;
     if (count != 10 || !FIELD_IS(fields[8], "n")) return 0;
@@ -484,7 +412,7 @@ static PyObject *walk_raw(const char *buf, Py_ssize_t size, Py_ssize_t pos, Py_s
         Py_ssize_t next = pos;
         int64_t offset;
         if (!raw_entry(buf, size, &next, &id, fields, &field_count) ||
-            !parse_id_text(id.at, id.size, bits, &offset)) {
+            !parse_id_text(id.at, id.size, bits, 61, &offset)) {
             pure = 1;
             break;
         }

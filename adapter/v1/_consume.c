@@ -17,78 +17,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_FIELDS 64     /* an entry with more goes to the pure path */
+#include "raw_entries.h"
+
 #define MAX_OFFSET_TEXT 20 /* digits of an offset below 2**63 */
-
-typedef struct {
-    const char *at;
-    Py_ssize_t size;
-} Field;
-
-#define FIELD_IS(f, literal) \
-    ((f).size == sizeof(literal) - 1 && memcmp((f).at, literal, sizeof(literal) - 1) == 0)
-
-/* ---- reading the reply ------------------------------------------------------------------- */
-
-/* Decimal digits only, at most 18 of them: what Redis writes. Anything else: 0. */
-static int parse_decimal(const char *text, Py_ssize_t size, int64_t *out) {
-    if (size < 1 || size > 18) return 0;
-    int64_t value = 0;
-    for (Py_ssize_t i = 0; i < size; i++) {
-        if (text[i] < '0' || text[i] > '9') return 0;
-        value = value * 10 + (text[i] - '0');
-    }
-    *out = value;
-    return 1;
-}
-
-/* "<type><digits>\r\n" at *pos: its number, *pos after it; 0: not that. */
-static int raw_header(const char *buf, Py_ssize_t size, Py_ssize_t *pos, char type, int64_t *out) {
-    Py_ssize_t p = *pos;
-    if (p >= size || buf[p] != type) return 0;
-    Py_ssize_t end = p + 1;
-    while (end < size && buf[end] != '\r' && end - p <= 20) end++;
-    if (end + 1 >= size || buf[end] != '\r' || buf[end + 1] != '\n') return 0;
-    if (!parse_decimal(buf + p + 1, end - (p + 1), out)) return 0;
-    *pos = end + 2;
-    return 1;
-}
-
-/* A bulk string at *pos: *field set, *pos after it; 0: not one. */
-static int raw_bulk(const char *buf, Py_ssize_t size, Py_ssize_t *pos, Field *field) {
-    int64_t length;
-    if (!raw_header(buf, size, pos, '$', &length) || length > size - *pos - 2) return 0;
-    field->at = buf + *pos, field->size = (Py_ssize_t)length;
-    if (buf[*pos + length] != '\r' || buf[*pos + length + 1] != '\n') return 0;
-    *pos += (Py_ssize_t)length + 2;
-    return 1;
-}
-
-/* One XRANGE entry at *pos ([id, [field, value, ...]]): *pos after it; 0: not one read here. */
-static int raw_entry(const char *buf, Py_ssize_t size, Py_ssize_t *pos, Field *id, Field *fields,
-                     Py_ssize_t *count) {
-    int64_t two, n;
-    if (!raw_header(buf, size, pos, '*', &two) || two != 2 || !raw_bulk(buf, size, pos, id) ||
-        !raw_header(buf, size, pos, '*', &n) || n > MAX_FIELDS)
-        return 0;
-    for (int64_t f = 0; f < n; f++)
-        if (!raw_bulk(buf, size, pos, &fields[f])) return 0;
-    *count = (Py_ssize_t)n;
-    return 1;
-}
-
-/* An entry id as its offset (mapping/core/codec.entry_offset); 0: not ms-seq text within the
- * sequence bits (the pure path's). */
-static int parse_id(Field id, int bits, int64_t *offset) {
-    const char *dash = memchr(id.at, '-', id.size);
-    int64_t ms, seq;
-    if (dash == NULL || !parse_decimal(id.at, dash - id.at, &ms) ||
-        !parse_decimal(dash + 1, id.size - (dash + 1 - id.at), &seq))
-        return 0;
-    if (seq >> bits || ms >> (62 - bits)) return 0;
-    *offset = (ms << bits) | seq;
-    return 1;
-}
 
 /* ---- escaping (adapter/v1/escaping.escape) ----------------------------------------------- */
 
@@ -235,7 +166,7 @@ static PyObject *format_in(const char *buf, Py_ssize_t size, Py_ssize_t pos, Py_
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t offset;
         if (!raw_entry(buf, size, &pos, &id, fields, &field_count) ||
-            !parse_id(id, bits, &offset))
+            !parse_id_text(id.at, id.size, bits, 62, &offset))
             goto pure;
         if (offset > high_watermark) break;
         Field value = {"", 0};
