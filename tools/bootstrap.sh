@@ -74,7 +74,7 @@ current() {
 # What the project's install is made from: its declaration and its C extension's source (the
 # install compiles it: setup.py).
 PROJECT_SOURCES=(pyproject.toml setup.py adapter/kafka/_walk.c mapping/connection/_resp_scan.c
-  adapter/v1/_consume.c)
+  adapter/v1/_consume.c mapping/connection/raw_entries.h)
 
 pip_install() {  # marker, then pip's arguments
   local marker=$1
