@@ -230,26 +230,38 @@ def plain_produce(port: int, streams: list[str], records: int, value: bytes) -> 
         connection.close()
 
 
-def plain_fetch(port: int, streams: list[str]) -> tuple[int, float]:
+def read_in_pages(
+    streams: list[str], round_trip: Callable[[list[tuple[str, Any]]], list[Any]]
+) -> tuple[int, float]:
     """Every entry of ``streams`` in XRANGE pages, a page of each unfinished stream a round
-    trip, until each answers an empty page."""
+    trip, until each answers an empty page: (entries, entries/s). ``round_trip`` reads one
+    page of each (stream, exclusive start) it is given, in order."""
+    after: dict[str, Any] = dict.fromkeys(streams, "-")
+    got = 0
+    started = time.perf_counter()
+    while after:
+        names = list(after)
+        for name, page in zip(names, round_trip([(n, after[n]) for n in names]), strict=True):
+            if not page:
+                del after[name]
+            else:
+                got += len(page)
+                after[name] = b"(" + page[-1][0]
+    return got, got / (time.perf_counter() - started)
+
+
+def plain_fetch(port: int, streams: list[str]) -> tuple[int, float]:
+    """Every entry of ``streams`` in XRANGE pages over the plain client's socket."""
     connection = PlainRedis(port)
+
+    def round_trip(wanted: list[tuple[str, Any]]) -> list[Any]:
+        connection.send(
+            b"".join(pack_command(("XRANGE", s, a, "+", "COUNT", PAGE)) for s, a in wanted)
+        )
+        return connection.replies(len(wanted))
+
     try:
-        after = dict.fromkeys(streams, "-")
-        got = 0
-        started = time.perf_counter()
-        while after:
-            names = list(after)
-            connection.send(
-                b"".join(pack_command(("XRANGE", s, after[s], "+", "COUNT", PAGE)) for s in names)
-            )
-            for name, page in zip(names, connection.replies(len(names)), strict=True):
-                if not page:
-                    del after[name]
-                else:
-                    got += len(page)
-                    after[name] = b"(" + page[-1][0]
-        return got, got / (time.perf_counter() - started)
+        return read_in_pages(streams, round_trip)
     finally:
         connection.close()
 
@@ -397,21 +409,14 @@ def redis_py_pages(client: redis.Redis, topic: str) -> tuple[int, float]:
     pipeline, a page of each unfinished log a round trip, replies parsed into its lists):
     the baseline the V1 CONSUME row is held to besides the plain client."""
     keys = Keys(PREFIX)
-    after = {keys.partition(topic, p).log: "-" for p in range(PARTITIONS)}
-    got = 0
-    started = time.perf_counter()
-    while after:
-        names = list(after)
+
+    def round_trip(wanted: list[tuple[str, Any]]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
-        for name in names:
-            pipe.xrange(name, after[name], "+", count=PAGE)
-        for name, page in zip(names, pipe.execute(), strict=True):
-            if not page:
-                del after[name]
-            else:
-                got += len(page)
-                after[name] = b"(" + page[-1][0]
-    return got, got / (time.perf_counter() - started)
+        for name, after in wanted:
+            pipe.xrange(name, after, "+", count=PAGE)
+        return pipe.execute()
+
+    return read_in_pages([keys.partition(topic, p).log for p in range(PARTITIONS)], round_trip)
 
 
 def v1_produce(port: int, topic: str, records: int, value: bytes) -> tuple[int, float]:

@@ -372,6 +372,7 @@ async def _partition(
     bits = context.pod.kafka.bits
     taken = _Taken([], 0, [])
     key = (w.topic, w.partition)
+    raw = _reads_raw(w.config, magic)  # later pages as the first (read_all's)
     while True:
         entries = read.entries
         batches, end, used, done, transactional = encode_entries(
@@ -392,6 +393,6 @@ async def _partition(
         next_offset = codec.entry_offset(last_entry_id(entries), bits) + 1
         read = await context.pod.kafka.start_read(
             w.config, w.partition, next_offset, _page(context, w, budget - taken.used),
-            _reads_raw(w.config, magic),
+            raw,
         )  # fmt: skip
     return answer, taken
