@@ -28,6 +28,7 @@ from adapter.authorizer import Authorizer, parse_super_users
 from adapter.quotas import QuotaManager
 from adapter.settings import Settings
 from mapping.connection import resilient
+from mapping.connection.append_module import has_append_command
 from mapping.connection.batcher import RedisBatcher
 from mapping.connection.client import connect, make_batcher
 from mapping.connection.cluster import on_every_connection, redact
@@ -272,6 +273,8 @@ async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
     try:
         await wait_for_redis(settings, keys, client)
         pod = build_pod(settings, client)
+        if settings.append_module:
+            pod.partitions.append_module = await has_append_command(client, keys.module_probe)
         pod.leader_epochs = epochs
         if pod.authorizer.enabled:  # the bindings in force from the first request on
             # (read on the client: the batcher runs only in Pod.run)

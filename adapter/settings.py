@@ -115,6 +115,12 @@ class Settings:
         "acknowledged writes).",
         click.IntRange(0),
     )
+    append_module: bool = option(
+        True,
+        "Write Kafka batches through the streamadapter module's one command where Redis has "
+        "it loaded (docs/operations.md: every node that replays or replicates the AOF needs "
+        "it then); --no-append-module: the scripts' own XADDs, as on any Redis.",
+    )
     redis_appendfsync: str = option(
         "everysec",
         "fsync policy of the embedded redis-server's AOF: always survives a power loss, "

@@ -57,6 +57,7 @@ import redis
 from adapter.client import Client
 from adapter.v1.protocol import format_request, parse_response
 from bench.kafka import PREFIX, pod
+from mapping.connection.append_module import library
 from mapping.connection.embedded import RedisProcess
 from mapping.core import codec
 from mapping.core.keys import Keys
@@ -618,8 +619,15 @@ def machine() -> dict[str, Any]:
 
 
 def run(
-    records: int, value_size: int, sections: list[str], rf2: bool, emit: Callable[[str], None]
+    records: int,
+    value_size: int,
+    sections: list[str],
+    rf2: bool,
+    emit: Callable[[str], None],
+    append_module: bool = True,
 ) -> dict[str, Any]:
+    """``append_module`` False: Redis without the streamadapter module (the scripts' own
+    XADDs; mapping/connection/append_module.py)."""
     value = b"x" * value_size
     document: dict[str, Any] = {
         "records": records, "value_size": value_size, "plain_client": PLAIN_CLIENT,
@@ -632,12 +640,14 @@ def run(
     )
     with (
         tempfile.TemporaryDirectory() as folder,
-        RedisProcess(Path(folder), appendonly=False) as server,
+        RedisProcess(Path(folder), appendonly=False, append_module=append_module) as server,
     ):
         client = redis.Redis.from_url(server.url)
         document["redis_version"] = client.info("server")["redis_version"]
         version = document["redis_version"]
-        emit(f"{records:,} records of {value_size} bytes a side; Redis {version}, "
+        module = "the streamadapter module" if append_module and library() else "no module"
+        document["append_module"] = module != "no module"
+        emit(f"{records:,} records of {value_size} bytes a side; Redis {version} ({module}), "
              f"{os.cpu_count()} cores.")  # fmt: skip
         done: list[Section] = []
         pod_sections = [s for s in sections if s != "spark"]
@@ -700,10 +710,19 @@ def run(
               help="The line of Redis memory at RF 2 (a pod with its replicator).")  # fmt: skip
 @click.option("--short", is_flag=True,
               help="A smoke run: 50,000 records, no Spark, no RF 2 line.")  # fmt: skip
+@click.option("--append-module/--no-append-module", default=True, show_default=True,
+              help="Redis with the streamadapter module (when built: mapping/connection/"
+              "append_module.c), or without it (the scripts' own XADDs).")  # fmt: skip
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
               help="Write every side's figures as JSON to this file ('-': stdout).")  # fmt: skip
 def main(
-    records: int, value_size: int, sections: str, rf2: bool, short: bool, json_path: Path | None
+    records: int,
+    value_size: int,
+    sections: str,
+    rf2: bool,
+    append_module: bool,
+    short: bool,
+    json_path: Path | None,
 ) -> None:
     """How close the pods are to plain Redis: records/s, CPU and memory per record."""
     chosen = [s.strip() for s in sections.split(",") if s.strip()]
@@ -715,7 +734,7 @@ def main(
         chosen = [s for s in chosen if s != "spark"]
     to_stdout = json_path is not None and str(json_path) == "-"
     emit = (lambda line: click.echo(line, err=True)) if to_stdout else click.echo
-    document = run(records, value_size, chosen, rf2, emit)
+    document = run(records, value_size, chosen, rf2, emit, append_module)
     if json_path is not None:
         text = json.dumps(document, indent=2)
         if to_stdout:

@@ -26,16 +26,20 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import click
 import redis
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from mapping.connection import scripts
+from mapping.connection.append_module import load_arguments
 from mapping.connection.embedded import RedisProcess, free_port
 from mapping.core import codec
 from mapping.core.keys import Keys
+from mapping.core.records import RawRecords
 from mapping.partition.kafka import kafka_produce_call
 from mapping.partition.partition_scripts import PartitionHead, partition_produce_call
 
@@ -58,7 +62,35 @@ SHAPES: dict[str, Build] = {
     "kafka key + header": lambda head, n, call: [kafka_produce_call(
         head, [(b"key-1", VALUE, CREATE_TIME, [("source", b"web")])] * n)],
     "V1 PRODUCE": lambda head, n, call: [partition_produce_call(head, [b"key-1", VALUE] * n)],
+    # the same batches written by the streamadapter module's one command
+    # (mapping/connection/append_module.c)
+    "kafka null key (module)": lambda head, n, call: [kafka_produce_call(
+        head, [(None, VALUE, CREATE_TIME, [])] * n, append_module=True)],
+    "kafka null key idempotent (module)": lambda head, n, call: [kafka_produce_call(
+        head, [(None, VALUE, CREATE_TIME, [])] * n, producer_id=PRODUCER_ID,
+        producer_epoch=0, base_sequence=call * n, append_module=True)],
+    "kafka key (module)": lambda head, n, call: [kafka_produce_call(
+        head, [(b"key-1", VALUE, CREATE_TIME, [])] * n, append_module=True)],
+    "kafka key + header (module)": lambda head, n, call: [kafka_produce_call(
+        head, [(b"key-1", VALUE, CREATE_TIME, [("source", b"web")])] * n, append_module=True)],
+    "V1 PRODUCE (module)": lambda head, n, call: [partition_produce_call(
+        head, [b"key-1", VALUE] * n, append_module=True)],
+    # the batch as a producer sent it, its records read by the module (a Produce's path)
+    "kafka null key as sent (module)": lambda head, n, call: [kafka_produce_call(
+        head, [], append_module=True, raw=_as_sent(n, None))],
+    "kafka key as sent (module)": lambda head, n, call: [kafka_produce_call(
+        head, [], append_module=True, raw=_as_sent(n, b"key-1"))],
 }  # fmt: skip
+
+
+@cache
+def _as_sent(records: int, key: bytes | None) -> RawRecords:
+    """A RecordBatch of ``records`` plain records as a producer sends it, kept as sent."""
+    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
+    for offset in range(records):
+        builder.append(offset, CREATE_TIME, key, VALUE, [])
+    data = bytes(builder.build())
+    return RawRecords(data, CREATE_TIME, records)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +170,7 @@ def instructions_per_record(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
              "--collect-atstart=no", "--toggle-collect=processInputBuffer",
              server, "--port", str(port), "--save", "", "--appendonly", "no",
-             "--dir", folder],
+             "--dir", folder, *load_arguments()],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:

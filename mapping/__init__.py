@@ -12,7 +12,8 @@ partition    a partition's log, Kafka records, markers, segments, compaction
                                                    (lua/partition, lua/kafka, lua/txn)
 topic        topics and their configs, brokers, the partitioner     (lua/topic)
 security     users (V1 AUTH, SASL), ACLs, client quotas      (lua/users)
-connection   Redis: connecting, pipelining, pub/sub, waits, the script catalogue
+connection   Redis: connecting, pipelining, pub/sub, waits, the script catalogue, the
+             streamadapter module (an append's XADDs in one command)
 core         key names, the offset codec, records' fields, errors
 """
 

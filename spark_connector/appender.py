@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import redis
 
 from mapping.connection import scripts
+from mapping.connection.append_module import has_append_command_sync
 from mapping.core import codec
 from mapping.core.codec import to_str
 from mapping.core.keys import Keys, is_valid_name
@@ -44,12 +45,14 @@ def spark_sink_append_call(
     first: int,
     records: list[Record],
     compaction: Sequence[str] = (),
+    append_module: bool = False,
 ) -> tuple:
     """spark/sink_append.lua: ``records``, the task's records for this partition from index
     ``first`` on, skipping those ``marker`` (a field of the ``markers`` hash; "": none) says
     are stored already for ``epoch``; ``compaction``: the partition's compaction keys on a
-    compacted topic (compaction_keys)."""
-    args: list[object] = [marker, epoch, first]
+    compacted topic (compaction_keys); ``append_module``: Redis has the streamadapter module
+    (mapping/connection/append_module.py), whose one command writes the records."""
+    args: list[object] = [marker, epoch, first, "1" if append_module else "0"]
     for record in records:
         lead, items = record_items(record)
         args += (len(items), lead, *items)
@@ -157,6 +160,7 @@ class Appender:
         # per task: the topics' defaults here as in the pods
         self._broker_defaults = broker_defaults(client, self.keys)
         load_scripts(client)
+        self.append_module = has_append_command_sync(client, self.keys.module_probe)
 
     def _topic(self, name: str | None) -> TopicConfig:
         name = name or self.opts.topic
@@ -230,7 +234,14 @@ class Appender:
         markers = self.keys.sink_markers(name, partition)
         compaction = compaction_keys(target.config, head.keys)
         return spark_sink_append_call(
-            head, markers, self.marker, self.epoch, target.sent, target.buffer, compaction
+            head,
+            markers,
+            self.marker,
+            self.epoch,
+            target.sent,
+            target.buffer,
+            compaction,
+            self.append_module,
         )
 
     def finish(self) -> list[PartitionWritten]:

@@ -74,7 +74,8 @@ current() {
 # What the project's install is made from: its declaration and its C extension's source (the
 # install compiles it: setup.py).
 PROJECT_SOURCES=(pyproject.toml setup.py adapter/kafka/_walk.c mapping/connection/_resp_scan.c
-  adapter/v1/_consume.c mapping/connection/raw_entries.h)
+  adapter/v1/_consume.c mapping/connection/raw_entries.h mapping/connection/append_module.c
+  mapping/connection/module_api.h mapping/connection/kafka_record.h adapter/kafka/_produce.c)
 
 pip_install() {  # marker, then pip's arguments
   local marker=$1

@@ -37,7 +37,7 @@ SECTIONS: list[tuple[str, list[str]]] = [
         ["redis_url", "redis_sentinel", "redis_sentinel_master", "redis_sentinel_username",
          "redis_sentinel_password", "redis_username", "redis_password", "redis_tls_ca",
          "redis_tls_cert", "redis_tls_key", "key_prefix", "redis_timeout_ms",
-         "redis_startup_timeout_s", "require_aof", "allow_evicting_redis"],
+         "redis_startup_timeout_s", "require_aof", "allow_evicting_redis", "append_module"],
     ),
     ("Embedded Redis (no --redis-url)", ["data_dir", "embedded_redis_port", "redis_appendfsync"]),
     (

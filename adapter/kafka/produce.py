@@ -25,7 +25,7 @@ from adapter.kafka.authorization import produce_refusals
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
 from adapter.kafka.message_sets import decode_message_set
-from adapter.kafka.produce_checks import Refused, refusal
+from adapter.kafka.produce_checks import Refused, needs_records, refusal
 from adapter.kafka.produce_codec import PartitionAnswer, ProduceAnswer, RecordError, TopicAnswer
 from adapter.kafka.protocol import Request
 from adapter.kafka.records import (
@@ -102,7 +102,7 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
         )
     data = part.records or b""
     try:
-        batches = _decode(data, request.version)
+        batches = _decode(data, request.version, context.pod.partitions.append_module)
     except UnsupportedMagic:
         return errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
     except CorruptBatch as exc:
@@ -113,7 +113,7 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
         return errors.INVALID_RECORD
     except UnsupportedCompression:
         return errors.UNSUPPORTED_COMPRESSION_TYPE
-    if not batches or any(not b.records for b in batches):
+    if not batches or any(b.count == 0 for b in batches):
         return errors.INVALID_RECORD
     # Kafka's LogValidator: clients never write control batches, and a transactional batch
     # names its producer
@@ -135,11 +135,13 @@ def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any
     return answer  # awaited by the request's handler, with no task of its own
 
 
-def _decode(data: bytes, version: int) -> list[ProducedBatch]:
+def _decode(data: bytes, version: int, keep_plain: bool) -> list[ProducedBatch]:
     """A partition's batches: magic 2 RecordBatches, or in Produce v0-2 (which Kafka lets
-    carry any magic) a magic 0/1 MessageSet, one batch (adapter/kafka/message_sets.py)."""
+    carry any magic) a magic 0/1 MessageSet, one batch (adapter/kafka/message_sets.py).
+    ``keep_plain``: Redis has the streamadapter module, so a batch of plain records is kept
+    as sent (``ProducedBatch.raw``) for it to append."""
     try:
-        return decode_batches(data)
+        return decode_batches(data, keep_plain)
     except UnsupportedMagic:
         if version >= 3:
             raise
@@ -147,8 +149,17 @@ def _decode(data: bytes, version: int) -> list[ProducedBatch]:
 
 
 def _refusal(config: TopicConfig, name: str, index: int, batches: list[Any]) -> Refused | None:
-    """What the topic's configs refuse in these batches (adapter/kafka/produce_checks.py)."""
-    return refusal(rules_of(config), f"{name}-{index}", batches, time.time_ns() // 1_000_000)
+    """What the topic's configs refuse in these batches (adapter/kafka/produce_checks.py).
+    Batches kept as sent are decoded first where the topic looks at each record (its checks,
+    or an append that is not the module's: compaction, LogAppendTime)."""
+    rules = rules_of(config)
+    if any(b.raw is not None for b in batches) and needs_records(rules):
+        try:
+            for batch in batches:
+                batch.decode()
+        except CorruptBatch:
+            return Refused(errors.CORRUPT_MESSAGE, [], "undecodable records")
+    return refusal(rules, f"{name}-{index}", batches, time.time_ns() // 1_000_000)
 
 
 def _queue(
@@ -164,6 +175,7 @@ def _queue(
             batch.base_sequence,
             batch.is_transactional,
             batch.create_time,
+            batch.raw,
         )
         for batch in batches
     ]

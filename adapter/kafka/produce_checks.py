@@ -23,6 +23,14 @@ class Refused(NamedTuple):
     message: str
 
 
+def needs_records(rules: TopicRules) -> bool:
+    """Whether these rules look at each record (a batch kept as sent is decoded first), or
+    append them otherwise than the streamadapter module does (compacted: indexed; a
+    LogAppendTime topic: no create time)."""
+    unbounded = rules.timestamp_before_ms == rules.timestamp_after_ms == LONG_MAX
+    return rules.compaction.compact or rules.log_append_time or not unbounded
+
+
 def refusal(
     rules: TopicRules, partition: str, batches: list[ProducedBatch], now_ms: int
 ) -> Refused | None:

@@ -35,7 +35,7 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 from aiokafka.record.util import calc_crc32c
 
 from mapping.core.compiled import compiled
-from mapping.core.records import ProducedRecord
+from mapping.core.records import BATCH_HEADER_BYTES, ProducedRecord, RawRecords
 
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8: the bytes after the first 12
 _BASE_OFFSET = struct.Struct(">q")
@@ -48,7 +48,14 @@ ATTRIBUTES_OFFSET = 21
 LOG_APPEND_TIME_ATTRIBUTE = 0x08  # the attributes' timestamp-type bit
 TRANSACTIONAL_ATTRIBUTE = 0x10
 CONTROL_ATTRIBUTE = 0x20
-HEADER_BYTES = 61  # a v2 batch without records
+HEADER_BYTES = BATCH_HEADER_BYTES  # a v2 batch without records
+FIRST_TIMESTAMP_OFFSET = 27
+RECORD_COUNT_OFFSET = 57
+_FIRST_TIMESTAMP = struct.Struct(">q")
+_RECORD_COUNT = struct.Struct(">i")
+# the attributes a batch sent whole has none of: a codec, LogAppendTime, transactional,
+# control
+RAW_ATTRIBUTES_MASK = 0x07 | LOG_APPEND_TIME_ATTRIBUTE | TRANSACTIONAL_ATTRIBUTE | CONTROL_ATTRIBUTE
 NO_PRODUCER_ID = -1
 
 
@@ -118,10 +125,53 @@ class ProducedBatch:
     # the records carry their own timestamps (CreateTime); False for magic 0, which has none:
     # they are stored without one, so readers see their append time
     create_time: bool = True
+    # its records as sent, not decoded (``records`` empty): plain records that the
+    # streamadapter module appends (decode_batches' keep_plain; ``decode`` reads them)
+    raw: RawRecords | None = None
+
+    @property
+    def count(self) -> int:
+        return self.raw.count if self.raw is not None else len(self.records)
+
+    def decode(self) -> None:
+        """Read ``raw``'s records into ``records`` (for what needs each record: a check
+        of the topic's, an append without the module)."""
+        if self.raw is not None:
+            self.records = _records(DefaultRecordBatch(self.raw.batch))
+            self.raw = None
 
 
-def decode_batches(data: bytes | memoryview) -> list[ProducedBatch]:
-    """Every batch of a Produce request's ``records``; raises CorruptBatch."""
+def _records(batch: DefaultRecordBatch) -> list[ProducedRecord]:
+    try:
+        return [(r.key, r.value, r.timestamp, r.headers) for r in batch]
+    except Exception as exc:  # a bad varint, a bad compressed payload...
+        raise CorruptBatch(f"undecodable records: {exc}") from None
+
+
+# plain_records(records, count): whether a batch's bytes after its header are exactly
+# ``count`` plain records (adapter/kafka/_produce.c); None where the install did not build
+# it: every batch is decoded
+PlainRecords = Callable[[memoryview, int], bool]
+plain_records: PlainRecords | None = compiled("adapter.kafka._produce", "plain_records")
+
+
+def _raw(batch: bytes) -> RawRecords | None:
+    """``batch`` kept as sent, when its records are plain (module-appended), else None."""
+    check = plain_records
+    (attributes,) = _ATTRIBUTES.unpack_from(batch, ATTRIBUTES_OFFSET)
+    if check is None or attributes & RAW_ATTRIBUTES_MASK:  # compressed, LogAppendTime, ...
+        return None
+    (count,) = _RECORD_COUNT.unpack_from(batch, RECORD_COUNT_OFFSET)
+    if not check(memoryview(batch)[HEADER_BYTES:], count):
+        return None
+    (first_timestamp,) = _FIRST_TIMESTAMP.unpack_from(batch, FIRST_TIMESTAMP_OFFSET)
+    return RawRecords(batch, first_timestamp, count)
+
+
+def decode_batches(data: bytes | memoryview, keep_plain: bool = False) -> list[ProducedBatch]:
+    """Every batch of a Produce request's ``records``; raises CorruptBatch. ``keep_plain``:
+    a batch of plain records (uncompressed, CreateTime, not transactional: a key or null, a
+    value or null, no headers) is kept as sent (``raw``), its records not decoded."""
     view = memoryview(data)
     batches: list[ProducedBatch] = []
     pos = 0
@@ -136,13 +186,12 @@ def decode_batches(data: bytes | memoryview) -> list[ProducedBatch]:
         end = pos + 12 + length
         if length < HEADER_BYTES - 12 or end > len(view):
             raise CorruptBatch("truncated record batch")
-        batch = DefaultRecordBatch(bytes(view[pos:end]))
+        data_bytes = bytes(view[pos:end])
+        batch = DefaultRecordBatch(data_bytes)
         if not batch.validate_crc():
             raise CorruptBatch("record batch CRC-32C mismatch")
-        try:
-            records = [(r.key, r.value, r.timestamp, r.headers) for r in batch]
-        except Exception as exc:  # a bad varint, a bad compressed payload...
-            raise CorruptBatch(f"undecodable records: {exc}") from None
+        raw = _raw(data_bytes) if keep_plain else None
+        records = _records(batch) if raw is None else []
         batches.append(
             ProducedBatch(
                 batch.producer_id,
@@ -152,6 +201,7 @@ def decode_batches(data: bytes | memoryview) -> list[ProducedBatch]:
                 records,
                 end - pos,
                 bool(batch.is_control_batch),
+                raw=raw,
             )
         )
         pos = end

@@ -21,6 +21,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from mapping.connection.append_module import load_arguments
+
 _PR_SET_PDEATHSIG = 1
 try:  # loaded up front: the child must not dlopen between fork and exec
     _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
@@ -223,6 +225,7 @@ class RedisProcess:
         extra_args: list[str] | None = None,
         die_with_parent: bool = True,
         cluster_bus: bool = False,
+        append_module: bool = True,
     ) -> None:
         """``appendfsync``: ``everysec`` (Redis' default: a crash of the machine or a SIGKILL
         of redis-server can lose the writes of the last second or so, acknowledged or not),
@@ -230,7 +233,8 @@ class RedisProcess:
         ``die_with_parent``: on Linux the server gets SIGTERM when the process that started it
         dies, even by SIGKILL, so an embedded Redis never outlives its pod. ``cluster_bus``:
         a Redis Cluster node, its bus on a port of its own (``bus_port``; Redis' default,
-        port + 10000, fails for ports above 55535)."""
+        port + 10000, fails for ports above 55535). ``append_module``: load the streamadapter
+        module (mapping/connection/append_module.py) when the install built it."""
         if appendfsync not in ("always", "everysec", "no"):
             raise ValueError(f"appendfsync must be always, everysec or no, got {appendfsync!r}")
         self.data_dir = Path(data_dir)
@@ -243,6 +247,7 @@ class RedisProcess:
         self.appendfsync = appendfsync
         self.die_with_parent = die_with_parent
         self.extra_args = extra_args or []
+        self.append_module = append_module
         self.process: subprocess.Popen[bytes] | None = None
         self.data_dir_lock = DataDirLock(self.data_dir)
 
@@ -296,6 +301,7 @@ class RedisProcess:
             "--appendfsync", self.appendfsync,
             "--logfile", "redis.log",
             *bus,
+            *(load_arguments() if self.append_module else []),
             *self.extra_args,
         ]  # fmt: skip
         preexec = _die_with_parent if self.die_with_parent and sys.platform == "linux" else None

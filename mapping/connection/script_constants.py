@@ -26,4 +26,5 @@ LUA_CONSTANTS: dict[str, int | str] = {
     # a record's short forms in kafka/produce.lua's arguments, compared with ARGV: text
     "SHORT_NULL_KEY": str(records.SHORT_NULL_KEY),
     "SHORT_KEY_VALUE": str(records.SHORT_KEY_VALUE),
+    "RAW_BATCH": str(records.RAW_BATCH),
 }

@@ -33,6 +33,7 @@ Each key carries a hash tag so that every script touches one slot (Redis Cluster
     <prefix>:replicator:{leases}:shard:<n>     string  owner pod of replicator shard n
     <prefix>:pod:<pod id>                      channel one pod's private notifications
     <prefix>:wait_probe                        string  written before Redis WAIT
+    <prefix>:part:{module-probe}:log           stream  never written: the append module's probe
     <prefix>:groups                            set     "<group> <topic>" pairs (group_entry)
     <prefix>:retention:{lease}:pods|:owner     retention task lease (one pod trims at a time)
     <prefix>:group:{<group>:<topic>}:meta        hash  generation, assignor, partitions,
@@ -381,6 +382,12 @@ class Keys:
     @property
     def wait_probe(self) -> str:
         return f"{self.prefix}:wait_probe"
+
+    @property
+    def module_probe(self) -> str:
+        """A log key no partition has (topic names hold no braces), under ``part:`` as the
+        logs are (what a Spark user's ACL allows): append_module.has_append_command's probe."""
+        return f"{self.prefix}:part:{{module-probe}}:log"
 
     def pod_channel(self, pod_id: str) -> str:
         return f"{self.prefix}:pod:{pod_id}"

@@ -70,10 +70,36 @@ CONTROL_BYTES_ABORT = CONTROL_ABORT.encode()
 # argument of a record given as (-1, value, create time) or (-2, key, value, create time).
 SHORT_NULL_KEY = -1
 SHORT_KEY_VALUE = -2
+# ... and a RecordBatch's plain records sent whole, for the streamadapter module
+# (mapping/connection/append_module.c): -3, first timestamp, count, the records' bytes.
+RAW_BATCH = -3
+BATCH_HEADER_BYTES = 61  # a magic 2 RecordBatch's header: its records follow
 
 Header = tuple[str, bytes | None]
 # A record as a Produce request carries it: (key, value, create time, headers).
 ProducedRecord = tuple[bytes | None, bytes | None, int, list[Header]]
+
+
+class RawRecords(NamedTuple):
+    """A RecordBatch whose records are plain (a key or null, a value or null, no headers;
+    uncompressed, CreateTime), kept as the producer sent them: ``batch``, its whole bytes."""
+
+    batch: bytes
+    first_timestamp: int
+    count: int
+
+
+def raw_batch_args(raw: RawRecords) -> list[bytes | int]:
+    """kafka/produce.lua's arguments of ``raw``'s records (the module appends them)."""
+    return [RAW_BATCH, raw.first_timestamp, raw.count, raw.batch[BATCH_HEADER_BYTES:]]
+
+
+def raw_batch_resp(raw: RawRecords) -> resp.RespArgs:
+    """``raw_batch_args`` in RESP (the records' bytes copied once)."""
+    records = memoryview(raw.batch)[BATCH_HEADER_BYTES:]
+    head = resp.bulks((RAW_BATCH, raw.first_timestamp, raw.count))
+    data = b"".join((head, b"$%d\r\n" % len(records), records, b"\r\n"))
+    return resp.RespArgs(data, 4, lambda: raw_batch_args(raw))
 
 
 class StoredRecord(NamedTuple):

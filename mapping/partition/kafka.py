@@ -22,10 +22,13 @@ from mapping.core.kafka_errors import UNKNOWN_PRODUCER_ID
 from mapping.core.keys import Keys
 from mapping.core.records import (
     ProducedRecord,
+    RawRecords,
     StoredRecord,
     append_args,
     append_resp,
     entry_record,
+    raw_batch_args,
+    raw_batch_resp,
 )
 from mapping.partition.partition_scripts import (
     PartitionHead,
@@ -90,6 +93,8 @@ def kafka_produce_call(
     transactional: bool = False,
     packed: bool = False,
     lost_gap: bool = False,
+    append_module: bool = False,
+    raw: RawRecords | None = None,
 ) -> tuple:
     """kafka/produce.lua appending one RecordBatch (producer id -1: not idempotent);
     ``create_time`` False (a LogAppendTime topic): the records keep no timestamp of their
@@ -99,19 +104,25 @@ def kafka_produce_call(
     mapping/partition/partition_txns.py);
     ``packed``: the records' arguments already in RESP (mapping/core/resp.py), for the batcher;
     ``lost_gap``: the pod failed this batch and none before it of its producer, so a gap
-    before it is records a failover took back (appended after it, see kafka/produce.lua)."""
+    before it is records a failover took back (appended after it, see kafka/produce.lua);
+    ``append_module``: Redis has the streamadapter module (mapping/connection/append_module.c),
+    whose one command writes the records; ``raw``: the batch's plain records as sent,
+    ``records`` then empty (the module appends them: ``append_module`` only)."""
     k = head.keys
     batch: list[Any] = [
         producer_id,
         producer_epoch,
         base_sequence,
-        len(records),
+        raw.count if raw is not None else len(records),
         producer_id_expiration_ms,
         int(transactional),
         int(lost_gap),
+        int(append_module),
     ]
     short = not transactional
-    if packed:
+    if raw is not None:
+        batch.append(raw_batch_resp(raw)) if packed else batch.extend(raw_batch_args(raw))
+    elif packed:
         batch.append(append_resp(records, create_time, short))
     else:
         batch += append_args(records, create_time, short)
@@ -172,10 +183,13 @@ class KafkaStore:
         base_sequence: int = -1,
         transactional: bool = False,
         create_time: bool = True,
+        raw: RawRecords | None = None,
     ) -> Pending[AppendResult]:
         """One script call appending one RecordBatch (stamped with its append time when the
         topic says LogAppendTime); ``create_time`` False: its records have no timestamp of
-        their own (magic-0 messages), readers see their append time."""
+        their own (magic-0 messages), readers see their append time; ``raw``: the batch's
+        plain records as sent (``records`` empty), where ``Partitions.append_module`` lets the
+        module append them."""
         head = self.partitions.head(config, partition)
         key = (config.name, partition, producer_id, producer_epoch)
         call = kafka_produce_call(
@@ -191,6 +205,8 @@ class KafkaStore:
             packed=self.partitions.batcher.packs_commands,
             # the first batch this pod failed: a gap before it is records a failover lost
             lost_gap=producer_id >= 0 and self.fence.first_failed(key, base_sequence),
+            append_module=self.partitions.append_module,
+            raw=raw,
         )
         future = self.partitions.batcher.submit(*call)
         # a caller that goes away (its connection closed) leaves the failure unread

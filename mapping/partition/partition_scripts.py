@@ -65,11 +65,15 @@ def compaction_keys(config: TopicConfig, keys: PartitionKeys) -> list[str]:
 
 
 def partition_produce_call(
-    head: PartitionHead, items: list[Any], compaction: Sequence[str] = ()
+    head: PartitionHead,
+    items: list[Any],
+    compaction: Sequence[str] = (),
+    append_module: bool = False,
 ) -> tuple:
     """partition/produce.lua: ``items`` are key1, value1, key2, value2, ...; ``compaction``:
-    see ``compaction_keys``."""
-    return head.command(PARTITION_PRODUCE, compaction, items)
+    see ``compaction_keys``; ``append_module``: Redis has the streamadapter module
+    (mapping/connection/append_module.c), whose one command writes the records."""
+    return head.command(PARTITION_PRODUCE, compaction, ["1" if append_module else "0", *items])
 
 
 def partition_consume_call(

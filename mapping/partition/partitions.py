@@ -125,6 +125,10 @@ class Partitions:
         # hw only
         # up to what the Redis replicas have, and appends and reads ask for WAIT rounds.
         self.durable: DurabilityRounds | None = None
+        # Redis has STREAMADAPTER.APPEND (mapping/connection/append_module.c; set by the pod at
+        # start): the produce scripts write a call's records with it (read when a partition's
+        # produce builder is made)
+        self.append_module = False
 
     @property
     def durable_reads(self) -> bool:
@@ -178,6 +182,7 @@ class Partitions:
                     partition_produce_call,
                     self.head(config, partition),
                     compaction=compaction_keys(config, self.keys.partition(config.name, partition)),
+                    append_module=self.append_module,
                 ),
             )
         future, first = self.batcher.append(group, known[1], [p for r in records for p in r])

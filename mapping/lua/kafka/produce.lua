@@ -4,7 +4,7 @@
 --   [dirty], [tombstones]
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, producer_id,
 --   producer_epoch, base_sequence, record_count, producer_id_expiration_ms, transactional,
---   lost_gap, ...
+--   lost_gap, append_module, ...
 -- Append one Kafka RecordBatch to a partition's leader log through lib/append.lua, as every
 -- writer of a log does (offsets are consecutive within the call: base offset + delta is
 -- exact), with the idempotent producer's sequence checks.
@@ -16,11 +16,16 @@
 -- (its records in the long form only), ARGV[10] = '1' when the pod failed this very batch
 -- before and no earlier one of its producer (mapping/partition/sequence_fence.py): a gap before it
 -- is acknowledged records a Redis failover took back, and the batch is appended after it
--- (what was lost stays lost; the producer goes on); then per record: n (its field items),
+-- (what was lost stays lost; the producer goes on), ARGV[11] = '1' when Redis has the
+-- streamadapter module (mapping/connection/append_module.c): the records of a batch that
+-- is neither transactional nor compacted are then written by its one command, not an XADD
+-- each (lib/append.lua's append_records); then per record: n (its field items),
 -- lead (items before `ts`: key and value, when not null), then n items (field, value, ...);
 -- or, for the
 -- common records without headers (the fields record_items would give, in its order):
--- -1, value, create_ts (a null key) or -2, key, value, create_ts.
+-- -1, value, create_ts (a null key) or -2, key, value, create_ts; or, with the module, a
+-- RecordBatch's plain records as sent: -3, first timestamp, count, their bytes (the module
+-- reads them: mapping/connection/append_module.c).
 -- Returns {status, hw, ISR size, base offset, last offset[, append time]}: status 0
 -- (appended, with the records' append time 'ts': a LogAppendTime topic's Produce answer
 -- carries it), 1 (a retry of a batch already stored: its original offsets),
@@ -58,6 +63,7 @@ if idempotent then
 end
 local txn_open, transactional = KEYS[7], ARGV[9] == '1'
 local lost_gap = ARGV[10] == '1'
+local append_module = ARGV[11] == '1'
 local EXPIRED_PER_CALL = '8'
 local SEQ_LIMIT = 2147483648
 local KEPT_BATCHES = 5
@@ -130,10 +136,16 @@ local a = open_append(state, log, limit, rf, now, known)
 if not transactional then open_compaction(a, KEYS, 8) end
 local compaction = a.compaction
 local base_offset, last_offset = -1, -1
-local i = 11
+local i = 12
 local argv, ts = ARGV, a.now_text
 -- locals, not K's fields: read once per record
 local SHORT_NULL_KEY, SHORT_KEY_VALUE = K.SHORT_NULL_KEY, K.SHORT_KEY_VALUE
+if append_module and not compaction and not transactional then
+  base_offset, last_offset = append_records(a, log, argv, i, #argv, 'kafka')
+  count = 0  -- every record written
+elseif argv[i] == K.RAW_BATCH then
+  return redis.error_reply('ERR a raw batch is appended by the streamadapter module only')
+end
 for _ = 1, count do
   -- the short forms' fields spelled out in the XADD (the same as record_items gives; the
   -- forms and the field names: mapping/core/records.py owns them)

@@ -194,6 +194,41 @@ local function record_fields(argv, at, now)
   return fields, value_bytes, first + n
 end
 
+-- The records of argv[at..last] appended by the streamadapter module's STREAMADAPTER.APPEND
+-- (mapping/connection/append_module.c) instead of an XADD each: the same entries, ids and
+-- numbers as next_entry and append_entry give, a call per window of arguments (Lua passes
+-- at most 8000 values to a function). `layout`: 'kafka' (kafka/produce.lua's forms; a
+-- record too long for a window goes through append_entry) or 'v1' (key, value pairs).
+-- Not for compacted partitions (no index kept here).
+-- Returns the first and the last record's offsets (-1, -1: none).
+local APPEND_WINDOW = 4000
+local function append_records(a, log, argv, at, last, layout)
+  local first_offset, last_offset = -1, -1
+  local limit_text, now_text = int_text(a.limit), a.now_text
+  while at <= last do
+    local window_end = math.min(last, at + APPEND_WINDOW - 1)
+    local r = redis.call('STREAMADAPTER.APPEND', log, limit_text, now_text, int_text(a.ms),
+      int_text(a.seq), int_text(a.numbered), layout, unpack(argv, at, window_end))
+    local taken, count = r[1], r[2]
+    if count > 0 then
+      if a.count == 0 then a.first = r[3] * a.limit + r[4] end
+      if first_offset < 0 then first_offset = r[3] * a.limit + r[4] end
+      a.count = a.count + count
+      a.ms, a.seq, a.numbered = r[5], r[6], r[7]
+      if r[8] > a.largest then a.largest = r[8] end
+      a.ms_text, a.id_head, a.number_head = int_text(a.ms) .. '-', nil, nil
+      last_offset = a.ms * a.limit + a.seq
+      at = at + taken
+    else  -- one record longer than a window
+      local fields, value_bytes
+      fields, value_bytes, at = record_fields(argv, at, now_text)
+      last_offset = append_entry(a, log, fields, value_bytes)
+      if first_offset < 0 then first_offset = last_offset end
+    end
+  end
+  return first_offset, last_offset
+end
+
 -- The log end, the marks and the followers' wake-up after an append; with `hw_channel`
 -- (and the replica lag) also refresh_hw's work, from the state open_append read, in the
 -- same HSET: returns hw, isr, next_change then.

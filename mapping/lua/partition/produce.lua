@@ -1,9 +1,12 @@
 --! include lib/append.lua
 -- KEYS: log, state, hw_channel, appended, [index], [dirty], [tombstones]
--- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, key1, value1, ...
+-- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, append_module, key1, value1, ...
 -- V1 PRODUCE: append records to a partition's leader log (see lib/append.lua for the ids, the
 -- numbering, the size marks and the followers' wake-up).
--- ARGV[4..]: key1, value1, key2, value2, ...   Returns {hw, ISR size, offset1, offset2, ...}:
+-- ARGV[4] = '1' when Redis has the streamadapter module (mapping/connection/append_module.c):
+-- the records of a partition that is not compacted are then written by its one command,
+-- not an XADD each (lib/append.lua's append_records).
+-- ARGV[5..]: key1, value1, key2, value2, ...   Returns {hw, ISR size, offset1, offset2, ...}:
 -- acks=all is answered from the reply itself when hw and the ISR already allow it.
 -- KEYS[5..7]: the compaction keys, on a compacted topic (see lib/append.lua).
 local log, state, hw_channel, appended = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -21,7 +24,14 @@ open_compaction(a, KEYS, 5)
 local argv, ts = ARGV, a.now_text
 local compaction = a.compaction
 local offsets = {0, 0}
-for i = 4, #argv, 2 do
+local first_record = 5
+if ARGV[4] == '1' and not compaction then
+  -- one call's offsets are consecutive (lib/append.lua)
+  local first = append_records(a, log, argv, first_record, #argv, 'v1')
+  for k = 0, (#argv - first_record + 1) / 2 - 1 do offsets[k + 3] = first + k end
+  first_record = #argv + 1
+end
+for i = first_record, #argv, 2 do
   local value = argv[i + 1]
   local id, number, offset = next_entry(a, #value)
   -- a record's fields (mapping/core/records.py owns the names)

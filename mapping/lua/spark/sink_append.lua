@@ -1,7 +1,7 @@
 --! include lib/append.lua
 -- KEYS: log, state, hw_channel, appended, sink_markers, [index], [dirty], [tombstones]
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, marker_field, epoch,
---   first_index, ...
+--   first_index, append_module, ...
 -- The Spark sink's append: one chunk of one writer task's records for one partition,
 -- skipping whatever an earlier attempt of the same task already stored, so a retried task or
 -- a replayed micro-batch stores nothing twice.
@@ -9,7 +9,10 @@
 -- keys on a compacted topic (see lib/append.lua).
 -- ARGV[1..3] as every partition script; ARGV[4] = the writer task's marker field ('' = no
 -- marker), ARGV[5] = epoch (the micro-batch id; 0 for a batch write), ARGV[6] = index of this
--- chunk's first record among the task's records for this partition; then per record, as
+-- chunk's first record among the task's records for this partition, ARGV[7] = '1' when Redis
+-- has the streamadapter module (mapping/connection/append_module.c: on a partition that is
+-- not compacted, its one command writes the records, lib/append.lua's append_records); then
+-- per record, as
 -- kafka/produce.lua takes them: n (its field items), lead (items before `ts`: key and value
 -- when not null), then n items (field, value, ...).
 -- The marker holds "<epoch> <records stored> <last offset>" for its task: records before
@@ -20,8 +23,9 @@ local log, state, hw_channel, appended, markers = KEYS[1], KEYS[2], KEYS[3], KEY
 local limit = 2 ^ tonumber(ARGV[1])
 local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 local field, epoch, first = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local append_module = ARGV[7] == '1'
 local starts = {}
-local at = 7
+local at = 8
 while at <= #ARGV do
   starts[#starts + 1] = at
   at = at + 2 + tonumber(ARGV[at])
@@ -51,9 +55,14 @@ local appended_now = 0
 if skip < count then
   local a = open_append(state, log, limit, rf, now)
   open_compaction(a, KEYS, 6)
-  for k = skip + 1, count do
-    local fields, value_bytes = record_fields(ARGV, starts[k], a.now_text)
-    last_offset = append_entry(a, log, fields, value_bytes)
+  if append_module and not a.compaction then
+    local _
+    _, last_offset = append_records(a, log, ARGV, starts[skip + 1], #ARGV, 'kafka')
+  else
+    for k = skip + 1, count do
+      local fields, value_bytes = record_fields(ARGV, starts[k], a.now_text)
+      last_offset = append_entry(a, log, fields, value_bytes)
+    end
   end
   close_append(a, state, appended)
   appended_now = count - skip

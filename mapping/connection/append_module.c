@@ -1,0 +1,359 @@
+/* streamadapter: a Redis module with one command, the records' XADDs of an append in one call.
+ *
+ *   STREAMADAPTER.APPEND log limit now ms seq numbered layout record...
+ *
+ * kafka/produce.lua, partition/produce.lua (V1 PRODUCE) and spark/sink_append.lua call it
+ * (through lib/append.lua's append_records) where they would call XADD once per record: a
+ * call from a script costs Redis about twice the record's own XADD (arguments to Redis
+ * strings, the command's lookup and its reply, the interpreter), and this one call per batch
+ * writes exactly the entries the script's loop writes, through the server's own stream
+ * append. The ids and numbers follow lib/append.lua's next_entry:
+ * a record's id is (ms, seq) with ms = max(now, the last ms) and seq the next one on that
+ * ms, rolling to the next ms when seq would reach `limit` (2^sequence bits); its 'n' field
+ * is `numbered` + 1, + 2, ... With `layout` kafka, each record is one of kafka/produce.lua's
+ * forms (mapping/core/records.py owns the fields and their order):
+ *   -1 value create_ts               key null: value, ts, create_ts, null=key, n
+ *   -2 key value create_ts           key, value, ts, create_ts, n
+ *   count lead item1 .. item<count>  the lead items, ts, the other items, n
+ *   -3 first_timestamp count records a Kafka RecordBatch's records as sent (uncompressed,
+ *                                    after its header; no headers in them: kafka_record.h),
+ *                                    each as record_items lays it out, its create_ts the
+ *                                    first timestamp + its delta
+ * and with `layout` v1, a V1 record: key value (key, value, ts, n).
+ * `ts` is the append time, `now`'s own text. The records taken are those whole ones the
+ * arguments hold (a script passes a window of its arguments: Lua unpacks at most 8000
+ * values); every one is checked before the first is written. The reply:
+ *   [arguments taken, records, first ms, first seq, last ms, last seq, numbered, largest]
+ * (numbered: the last record's number; largest: the largest value's size in bytes).
+ * The command is replicated and written to the AOF as called: it reads nothing but its
+ * arguments and the stream, so a replica or a reload appends the same entries. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kafka_record.h"
+#include "module_api.h"
+
+#define MODULE_NAME "streamadapter"
+#define MODULE_VERSION 1
+#define FIRST_RECORD 8
+#define SHORT_NULL_KEY -1
+#define SHORT_KEY_VALUE -2
+#define RAW_BATCH -3
+#define FEW_FIELDS 64
+
+enum { F_KEY, F_VALUE, F_TS, F_CREATE_TS, F_NULL, F_N, FIELD_NAMES };
+static const char *const field_texts[FIELD_NAMES] = {"key", "value", "ts", "create_ts", "null", "n"};
+static RedisModuleString *field_names[FIELD_NAMES];
+static RedisModuleString *null_both; /* the null field's "key value" */
+
+/* A whole decimal number (optional '-'), or 0 when `text` is not one. */
+static int parse_long(const RedisModuleString *text, long long *out) {
+    size_t len;
+    const char *p = RedisModule_StringPtrLen(text, &len);
+    size_t i = 0;
+    int negative = 0;
+    unsigned long long value = 0;
+    if (len > 0 && p[0] == '-') {
+        negative = 1;
+        i = 1;
+    }
+    if (i == len || len - i > 18) return 0;
+    for (; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9') return 0;
+        value = value * 10 + (unsigned long long)(p[i] - '0');
+    }
+    *out = negative ? -(long long)value : (long long)value;
+    return 1;
+}
+
+static int is_value_name(const RedisModuleString *name) {
+    size_t len;
+    const char *p = RedisModule_StringPtrLen(name, &len);
+    return len == 5 && memcmp(p, "value", 5) == 0;
+}
+
+static size_t byte_size(const RedisModuleString *text) {
+    size_t len;
+    RedisModule_StringPtrLen(text, &len);
+    return len;
+}
+
+/* How many arguments the record at argv[at] takes (0: it does not fit in argc or is
+ * malformed: *malformed says which). */
+static int record_width(RedisModuleString **argv, int argc, int at, int v1, int *malformed) {
+    long long form, lead;
+    *malformed = 0;
+    if (v1) return at + 2 <= argc ? 2 : 0;
+    if (!parse_long(argv[at], &form)) {
+        *malformed = 1;
+        return 0;
+    }
+    if (form == RAW_BATCH) {
+        long long count;
+        if (at + 4 > argc) return 0;
+        size_t size;
+        const char *data = RedisModule_StringPtrLen(argv[at + 3], &size);
+        if (!parse_long(argv[at + 1], &lead) || !parse_long(argv[at + 2], &count) ||
+            !kafka_plain_records((const unsigned char *)data, size, count)) {
+            *malformed = 1;
+            return 0;
+        }
+        return 4;
+    }
+    if (form == SHORT_NULL_KEY) return at + 3 <= argc ? 3 : 0;
+    if (form == SHORT_KEY_VALUE) return at + 4 <= argc ? 4 : 0;
+    if (form < 0 || form % 2 != 0 || form > 1 << 20) {
+        *malformed = 1;
+        return 0;
+    }
+    if (at + 1 >= argc) return 0;
+    if (!parse_long(argv[at + 1], &lead) || lead < 0 || lead > form || lead % 2 != 0) {
+        *malformed = 1;
+        return 0;
+    }
+    return at + 2 + form <= argc ? (int)(2 + form) : 0;
+}
+
+/* A number's decimal text into buf (at least 21 bytes); its length. */
+static size_t decimal(unsigned long long value, char *buf) {
+    char digits[21];
+    size_t n = 0;
+    do {
+        digits[n++] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value);
+    for (size_t i = 0; i < n; i++) buf[i] = digits[n - 1 - i];
+    return n;
+}
+
+/* An append in progress: the log, where its ids and numbers are, what it wrote. */
+typedef struct {
+    RedisModuleCtx *ctx;
+    RedisModuleKey *log;
+    long long limit, now, ms, seq, numbered;
+    long long first_ms, first_seq, count;
+    size_t largest;
+} Append;
+
+/* Appends one entry: `fields` (`used` of them, room for two more: 'n' and the number). */
+static int add_entry(Append *a, RedisModuleString **fields, int used, size_t value_bytes) {
+    a->seq += 1;
+    if (a->now > a->ms) {
+        a->ms = a->now;
+        a->seq = 0;
+    } else if (a->seq >= a->limit) {
+        a->ms += 1;
+        a->seq = 0;
+    }
+    char text[21];
+    RedisModuleString *number = RedisModule_CreateString(
+        a->ctx, text, decimal((unsigned long long)(a->numbered + 1), text));
+    fields[used++] = field_names[F_N];
+    fields[used++] = number;
+    RedisModuleStreamID id = {(uint64_t)a->ms, (uint64_t)a->seq};
+    int added = RedisModule_StreamAdd(a->log, 0, &id, fields, used / 2);
+    RedisModule_FreeString(a->ctx, number);
+    if (added != REDISMODULE_OK) return 0;
+    if (a->count == 0) {
+        a->first_ms = a->ms;
+        a->first_seq = a->seq;
+    }
+    a->count += 1;
+    a->numbered += 1;
+    if (value_bytes > a->largest) a->largest = value_bytes;
+    return 1;
+}
+
+/* A signed number's decimal text. */
+static RedisModuleString *signed_text(RedisModuleCtx *ctx, long long value) {
+    char text[22];
+    size_t size = 0;
+    if (value < 0) text[size++] = '-';
+    size += decimal(value < 0 ? 0ULL - (unsigned long long)value : (unsigned long long)value,
+                    text + size);
+    return RedisModule_CreateString(ctx, text, size);
+}
+
+/* A raw batch's records (form -3: first timestamp, count, the records' bytes), each with
+ * the fields record_items gives it: [key K] [value V] ts T create_ts C [null which] n N. */
+static int add_batch(Append *a, RedisModuleString **argv, RedisModuleString *ts) {
+    long long first_timestamp, count;
+    parse_long(argv[1], &first_timestamp);
+    parse_long(argv[2], &count);
+    size_t size;
+    const unsigned char *at = (const unsigned char *)RedisModule_StringPtrLen(argv[3], &size);
+    const unsigned char *end = at + size;
+    RedisModuleString *create_ts = NULL;
+    long long create_time = 0;
+    KafkaRecord record = {0, NULL, 0, NULL, 0};
+    for (long long i = 0; i < count; i++) {
+        kafka_plain_record(&at, end, &record); /* checked before anything was written */
+        RedisModuleString *fields[12];
+        RedisModuleString *key = NULL, *value = NULL;
+        int used = 0;
+        if (record.key != NULL) {
+            key = RedisModule_CreateString(a->ctx, (const char *)record.key, (size_t)record.key_size);
+            fields[used++] = field_names[F_KEY];
+            fields[used++] = key;
+        }
+        if (record.value != NULL) {
+            value = RedisModule_CreateString(a->ctx, (const char *)record.value,
+                                             (size_t)record.value_size);
+            fields[used++] = field_names[F_VALUE];
+            fields[used++] = value;
+        }
+        long long stamp = first_timestamp + record.timestamp_delta;
+        if (create_ts == NULL || stamp != create_time) { /* most records share one */
+            if (create_ts != NULL) RedisModule_FreeString(a->ctx, create_ts);
+            create_ts = signed_text(a->ctx, stamp);
+            create_time = stamp;
+        }
+        fields[used++] = field_names[F_TS];
+        fields[used++] = ts;
+        fields[used++] = field_names[F_CREATE_TS];
+        fields[used++] = create_ts;
+        if (key == NULL || value == NULL) {
+            fields[used++] = field_names[F_NULL];
+            fields[used++] = key == NULL ? (value == NULL ? null_both : field_names[F_KEY])
+                                         : field_names[F_VALUE];
+        }
+        int added = add_entry(a, fields, used, record.value != NULL ? (size_t)record.value_size : 0);
+        if (key != NULL) RedisModule_FreeString(a->ctx, key);
+        if (value != NULL) RedisModule_FreeString(a->ctx, value);
+        if (!added) {
+            RedisModule_FreeString(a->ctx, create_ts);
+            return 0;
+        }
+    }
+    if (create_ts != NULL) RedisModule_FreeString(a->ctx, create_ts);
+    return 1;
+}
+
+/* One record given in arguments (a short or long form of kafka/produce.lua, or a V1 pair)
+ * at argv[0]. */
+static int add_record(Append *a, RedisModuleString **argv, RedisModuleString *ts, int v1,
+                      RedisModuleString **fields) {
+    long long form = 0;
+    if (!v1) parse_long(argv[0], &form);
+    size_t value_bytes = 0;
+    int used = 0;
+    if (v1) {
+        fields[0] = field_names[F_KEY], fields[1] = argv[0];
+        fields[2] = field_names[F_VALUE], fields[3] = argv[1];
+        fields[4] = field_names[F_TS], fields[5] = ts;
+        used = 6;
+        value_bytes = byte_size(argv[1]);
+    } else if (form == SHORT_NULL_KEY) {
+        fields[0] = field_names[F_VALUE], fields[1] = argv[1];
+        fields[2] = field_names[F_TS], fields[3] = ts;
+        fields[4] = field_names[F_CREATE_TS], fields[5] = argv[2];
+        fields[6] = field_names[F_NULL], fields[7] = field_names[F_KEY];
+        used = 8;
+        value_bytes = byte_size(argv[1]);
+    } else if (form == SHORT_KEY_VALUE) {
+        fields[0] = field_names[F_KEY], fields[1] = argv[1];
+        fields[2] = field_names[F_VALUE], fields[3] = argv[2];
+        fields[4] = field_names[F_TS], fields[5] = ts;
+        fields[6] = field_names[F_CREATE_TS], fields[7] = argv[3];
+        used = 8;
+        value_bytes = byte_size(argv[2]);
+    } else {
+        long long lead;
+        parse_long(argv[1], &lead);
+        RedisModuleString **items = argv + 2;
+        for (long long j = 0; j < lead; j++) fields[used++] = items[j];
+        for (long long j = 0; j < lead; j += 2) {
+            if (is_value_name(items[j])) value_bytes = byte_size(items[j + 1]);
+        }
+        fields[used++] = field_names[F_TS];
+        fields[used++] = ts;
+        for (long long j = lead; j < form; j++) fields[used++] = items[j];
+    }
+    return add_entry(a, fields, used, value_bytes);
+}
+
+static int append_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < FIRST_RECORD) return RedisModule_WrongArity(ctx);
+    Append a = {ctx, NULL, 0, 0, 0, 0, 0, -1, -1, 0, 0};
+    if (!parse_long(argv[2], &a.limit) || !parse_long(argv[3], &a.now) ||
+        !parse_long(argv[4], &a.ms) || !parse_long(argv[5], &a.seq) ||
+        !parse_long(argv[6], &a.numbered) || a.limit < 1 || a.now < 0 || a.ms < -1 ||
+        a.seq < 0 || a.numbered < 0) {
+        return RedisModule_ReplyWithError(ctx, "ERR limit, now, ms, seq, numbered: whole numbers");
+    }
+    size_t layout_len;
+    const char *layout = RedisModule_StringPtrLen(argv[7], &layout_len);
+    int v1 = layout_len == 2 && memcmp(layout, "v1", 2) == 0;
+    if (!v1 && !(layout_len == 5 && memcmp(layout, "kafka", 5) == 0)) {
+        return RedisModule_ReplyWithError(ctx, "ERR the layout is kafka or v1");
+    }
+    /* the records that fit, each checked before anything is written */
+    int end = FIRST_RECORD, most_fields = 0;
+    while (end < argc) {
+        int malformed;
+        int width = record_width(argv, argc, end, v1, &malformed);
+        if (malformed) return RedisModule_ReplyWithError(ctx, "ERR a malformed record");
+        if (width == 0) break;
+        if (width > 4 && width + 2 > most_fields) most_fields = width + 2;
+        end += width;
+    }
+    a.log = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    int type = RedisModule_KeyType(a.log);
+    if (type != REDISMODULE_KEYTYPE_EMPTY && type != REDISMODULE_KEYTYPE_STREAM) {
+        RedisModule_CloseKey(a.log);
+        return RedisModule_ReplyWithError(
+            ctx, "WRONGTYPE Operation against a key holding the wrong kind of value");
+    }
+    RedisModuleString *few[FEW_FIELDS];
+    RedisModuleString **fields = few;
+    if (most_fields > FEW_FIELDS) {
+        fields = malloc(sizeof(*fields) * (size_t)most_fields);
+        if (fields == NULL) {
+            RedisModule_CloseKey(a.log);
+            return RedisModule_ReplyWithError(ctx, "ERR out of memory");
+        }
+    }
+    RedisModuleString *ts = argv[3];
+    int failed = 0;
+    for (int at = FIRST_RECORD; at < end && !failed;) {
+        long long form = 0;
+        if (!v1) parse_long(argv[at], &form);
+        if (form == RAW_BATCH) {
+            failed = !add_batch(&a, argv + at, ts);
+            at += 4;
+        } else {
+            failed = !add_record(&a, argv + at, ts, v1, fields);
+            at += v1 ? 2 : form == SHORT_NULL_KEY ? 3 : form == SHORT_KEY_VALUE ? 4 : (int)(2 + form);
+        }
+    }
+    if (fields != few) free(fields);
+    RedisModule_CloseKey(a.log);
+    if (a.count > 0) RedisModule_ReplicateVerbatim(ctx);
+    if (failed) {
+        /* only a stream whose last id is past the state's log end: XADD fails the same way */
+        return RedisModule_ReplyWithError(
+            ctx, "ERR The ID specified in XADD is equal or smaller than the target stream top item");
+    }
+    RedisModule_ReplyWithArray(ctx, 8);
+    RedisModule_ReplyWithLongLong(ctx, end - FIRST_RECORD);
+    RedisModule_ReplyWithLongLong(ctx, a.count);
+    RedisModule_ReplyWithLongLong(ctx, a.first_ms);
+    RedisModule_ReplyWithLongLong(ctx, a.first_seq);
+    RedisModule_ReplyWithLongLong(ctx, a.ms);
+    RedisModule_ReplyWithLongLong(ctx, a.seq);
+    RedisModule_ReplyWithLongLong(ctx, a.numbered);
+    RedisModule_ReplyWithLongLong(ctx, (long long)a.largest);
+    return REDISMODULE_OK;
+}
+
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv;
+    (void)argc;
+    if (module_api_init(ctx, MODULE_NAME, MODULE_VERSION) != REDISMODULE_OK) return REDISMODULE_ERR;
+    for (int i = 0; i < FIELD_NAMES; i++) {
+        field_names[i] = RedisModule_CreateString(NULL, field_texts[i], strlen(field_texts[i]));
+    }
+    null_both = RedisModule_CreateString(NULL, "key value", 9);
+    return RedisModule_CreateCommand(ctx, "streamadapter.append", append_command,
+                                     "write deny-oom", 1, 1, 1);
+}

@@ -1,0 +1,93 @@
+"""The streamadapter Redis module (``append_module.c``): one command,
+``STREAMADAPTER.APPEND``, that writes the records of an append to a partition's log in one
+call from the produce scripts (Kafka, V1, the Spark sink) instead of an XADD each: the same
+entries at about half of Redis' CPU (docs/performance.md).
+
+It is built with the project (setup.py) beside this file (``streamadapter*.so``) and loaded
+by ``redis-server --loadmodule <library()>``: the embedded Redis of ``adapter serve`` and the
+test servers load it when it was built (``RedisProcess``). A pod (or a Spark task) uses it
+when its Redis runs the command for its user (``has_append_command``) and
+``--no-append-module`` is not given; otherwise every append is the scripts' own XADDs, as on
+any Redis. docs/operations.md says what loading it asks of a deployment (every node that
+replicates or reloads the AOF needs it too).
+"""
+
+from __future__ import annotations
+
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
+from redis.cluster import RedisCluster as SyncRedisCluster
+from redis.exceptions import RedisClusterException, RedisError
+
+APPEND_COMMAND = "streamadapter.append"
+_HERE = Path(__file__).parent
+_NAME = "streamadapter"
+
+
+def library() -> Path | None:
+    """The module's shared library, as the install built it (None: not built)."""
+    for suffix in EXTENSION_SUFFIXES:
+        path = _HERE / f"{_NAME}{suffix}"
+        if path.is_file():
+            return path
+    return None
+
+
+def load_arguments() -> list[str]:
+    """What ``redis-server`` takes to load the module (nothing when it was not built)."""
+    path = library()
+    return ["--loadmodule", str(path)] if path is not None else []
+
+
+def _lists_command(reply: Any) -> bool:
+    # COMMAND INFO answers [nil] for a command the server lacks
+    return isinstance(reply, list) and bool(reply) and reply[0] is not None
+
+
+def probe_command(probe_key: str) -> tuple:
+    """STREAMADAPTER.APPEND with no record: it writes nothing and answers only where the
+    command exists and the user may run it (an ACL naming its commands may not list it)."""
+    return (APPEND_COMMAND, probe_key, 1, 0, -1, 0, 0, "kafka")
+
+
+async def has_append_command(client: Any, probe_key: str) -> bool:
+    """Whether the Redis ``client`` writes to runs ``STREAMADAPTER.APPEND`` for this user (on
+    a cluster: every node has it); ``probe_key``: Keys.module_probe."""
+    # "COMMAND INFO" as one name: redis-py then keeps the reply as it is (its parser for
+    # COMMAND fails on the nil of an unknown command)
+    try:
+        if isinstance(client, RedisCluster):
+            replies = await client.execute_command(
+                "COMMAND INFO", APPEND_COMMAND, target_nodes=RedisCluster.ALL_NODES
+            )
+            if not replies or not all(_lists_command(r) for r in replies.values()):
+                return False
+            # (the cluster client finds no key in a module's command: sent to the key's node)
+            node = client.get_node_from_key(probe_key)
+            await client.execute_command(*probe_command(probe_key), target_nodes=node)
+            return True
+        await client.execute_command(*probe_command(probe_key))
+        return True
+    except (RedisError, RedisClusterException):
+        return False
+
+
+def has_append_command_sync(client: Any, probe_key: str) -> bool:
+    """``has_append_command`` on a synchronous client (the Spark sink's tasks)."""
+    try:
+        if isinstance(client, SyncRedisCluster):
+            replies = client.execute_command(
+                "COMMAND INFO", APPEND_COMMAND, target_nodes=SyncRedisCluster.ALL_NODES
+            )
+            if not replies or not all(_lists_command(r) for r in replies.values()):
+                return False
+            node = client.get_node_from_key(probe_key)
+            client.execute_command(*probe_command(probe_key), target_nodes=node)
+            return True
+        client.execute_command(*probe_command(probe_key))
+        return True
+    except (RedisError, RedisClusterException):
+        return False

@@ -1,0 +1,361 @@
+"""The streamadapter Redis module (mapping/connection/append_module.c) against the scripts' own
+XADDs (kafka/produce.lua with and without it): the same entries, ids, numbers and state, on
+a real redis-server that loaded the module; what it writes survives an AOF reload and
+reaches a Redis replica; bad arguments get an error and write nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapter.kafka.records import ProducedBatch, decode_batches
+from mapping.connection.append_module import APPEND_COMMAND, has_append_command, library
+from mapping.connection.batcher import RedisBatcher
+from mapping.connection.client import connect
+from mapping.connection.embedded import RedisProcess
+from mapping.connection.startup import pin_sequence_bits
+from mapping.core.keys import Keys
+from mapping.core.records import ProducedRecord
+from mapping.partition.kafka import KafkaStore
+from mapping.partition.partitions import Partitions
+from mapping.topic.topic_config import TopicDefaults
+from mapping.topic.topics import Topics
+from tests.support.pods import RF1, Pod
+from tests.support.redis import start_replica
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.skipif(library() is None, reason="the module was not built")
+
+Batch = list[ProducedRecord]
+PID = 7
+
+
+def _record(key: bytes | None, value: bytes | None, headers: int) -> ProducedRecord:
+    return (key, value, 1_700_000_000_000 + headers, [(f"h{i}", b"x" * i) for i in range(headers)])
+
+
+records = st.builds(
+    _record,
+    st.one_of(st.none(), st.binary(max_size=12)),
+    st.one_of(st.none(), st.binary(max_size=40)),
+    st.sampled_from([0, 0, 0, 1, 3]),
+)
+stamped_records = st.builds(
+    lambda key, value, timestamp, headers: (key, value, timestamp, headers),
+    st.one_of(st.none(), st.binary(max_size=12)),
+    st.one_of(st.none(), st.binary(max_size=40)),
+    st.integers(0, 1 << 42),
+    st.sampled_from([[], [], [], [("h", b"x")], [("n", None)]]),
+)
+batches = st.lists(st.lists(records, min_size=1, max_size=30), min_size=1, max_size=4)
+
+
+def _offset(entry_id: bytes, bits: int) -> int:
+    ms, seq = (int(part) for part in entry_id.split(b"-"))
+    return ms << bits | seq
+
+
+def _check_log(entries: list[Any], written: list[Batch], bits: int) -> list[tuple[Any, ...]]:
+    """Asserts the ids follow lib/append.lua's rule (ms = max(the batch's append time, the
+    last ms), the next seq, the next ms once seq reaches 2^bits), each batch's records share
+    its append time and the numbers count from 1; returns the entries' fields with the
+    append time as the batch's index (what two logs written at other times share)."""
+    fields_seen = []
+    at, last_ms, last_seq = 0, -1, (1 << bits) - 1
+    for index, batch in enumerate(written):
+        part = entries[at : at + len(batch)]
+        assert len(part) == len(batch)
+        now = int(dict(part[0][1])[b"ts"])
+        for entry_id, fields in part:
+            ms, seq = (int(x) for x in entry_id.split(b"-"))
+            last_seq += 1
+            if now > last_ms:
+                last_ms, last_seq = now, 0
+            elif last_seq >= 1 << bits:
+                last_ms, last_seq = last_ms + 1, 0
+            assert (ms, seq) == (last_ms, last_seq)
+            at += 1
+            items = list(fields.items())
+            assert items[-1] == (b"n", str(at).encode())
+            assert dict(items)[b"ts"] == str(now).encode()
+            fields_seen.append(tuple((n, index if n == b"ts" else v) for n, v in items))
+    assert at == len(entries)
+    return fields_seen
+
+
+def _run(redis_url: str, bits: int, work: Callable[[KafkaStore, Topics, Keys], Any]) -> Any:
+    async def scenario() -> Any:
+        client = connect(redis_url, 10.0)
+        keys = Keys(f"module-{uuid.uuid4().hex[:8]}")
+        await pin_sequence_bits(client, keys, bits)
+        batcher = RedisBatcher(client)
+        runner = asyncio.create_task(batcher.run())
+        try:
+            topics = Topics(batcher, keys, topic_defaults=TopicDefaults(2, 1, 1))
+            store = KafkaStore(Partitions(batcher, keys, topics, sequence_bits=bits))
+            return await work(store, topics, keys)
+        finally:
+            runner.cancel()
+            await client.aclose()
+
+    return asyncio.run(scenario())
+
+
+def _encoded(batch: Batch) -> ProducedBatch:
+    """``batch`` as a producer sends it (aiokafka's builder), read back as the pod reads a
+    Produce with the module at hand: plain records kept as sent."""
+    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
+    for offset, (key, value, timestamp, headers) in enumerate(batch):
+        builder.append(offset, timestamp, key, value, headers)
+    (decoded,) = decode_batches(bytes(builder.build()), keep_plain=True)
+    return decoded
+
+
+def _write_both(
+    redis_url: str, written: list[Batch], bits: int, idempotent: bool, raw: bool = False
+) -> int:
+    """``written`` appended to partition 0 through the module and to partition 1 through
+    the scripts' XADDs; asserts both logs, replies and states are alike. ``raw``: partition
+    0's batches as the pod reads a Produce (a batch of plain records sent as it came);
+    returns how many were."""
+    sent_raw = 0
+
+    async def work(store: KafkaStore, topics: Topics, keys: Keys) -> None:
+        nonlocal sent_raw
+        config = await topics.topic("t")
+        replies: dict[int, list[tuple[int, int, int]]] = {0: [], 1: []}
+        for partition, module in ((0, True), (1, False)):
+            store.partitions.append_module = module
+            sequence = 0
+            for batch in written:
+                pid, seq = (PID, sequence) if idempotent else (-1, -1)
+                if raw and module:
+                    produced = _encoded(batch)
+                    sent_raw += produced.raw is not None
+                    result = await store.append_batch(
+                        config, partition, produced.records, pid, 0, seq, raw=produced.raw
+                    )
+                else:
+                    result = await store.append_batch(config, partition, batch, pid, 0, seq)
+                sequence += len(batch)
+                replies[partition].append((result.status, result.base_offset, result.last_offset))
+        sync = redis.Redis.from_url(redis_url)
+        try:
+            logs = [sync.xrange(keys.partition("t", p).log) for p in (0, 1)]
+            states = [sync.hgetall(keys.partition("t", p).state) for p in (0, 1)]
+        finally:
+            sync.close()
+        seen = [_check_log(log, written, bits) for log in logs]
+        assert seen[0] == seen[1]
+        for log, state, partition in zip(logs, states, (0, 1), strict=True):
+            offsets = [_offset(entry_id, bits) for entry_id, _ in log]
+            assert int(state[b"log_end"]) == offsets[-1]
+            assert int(state[b"appended"]) == len(log)
+            ends = list(itertools.accumulate(len(batch) for batch in written))
+            assert replies[partition] == [
+                (0, offsets[end - len(batch)], offsets[end - 1])
+                for batch, end in zip(written, ends, strict=True)
+            ]
+        assert {k for k in states[0] if k.startswith(b"size.")} == {
+            k for k in states[1] if k.startswith(b"size.")
+        }
+
+    _run(redis_url, bits, work)
+    return sent_raw
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(written=batches, idempotent=st.booleans())
+def test_the_module_writes_the_entries_the_scripts_xadds_write(
+    redis_url: str, written: list[Batch], idempotent: bool
+) -> None:
+    _write_both(redis_url, written, bits=10, idempotent=idempotent)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    written=st.lists(st.lists(stamped_records, min_size=1, max_size=30), min_size=1, max_size=4),
+    idempotent=st.booleans(),
+)
+def test_a_batch_sent_as_it_came_is_stored_as_its_decoded_records(
+    redis_url: str, written: list[Batch], idempotent: bool
+) -> None:
+    sent_raw = _write_both(redis_url, written, bits=10, idempotent=idempotent, raw=True)
+    plain = [b for b in written if not any(headers for _, _, _, headers in b)]
+    assert sent_raw == len(plain)
+
+
+def test_long_raw_batches_and_their_create_times(redis_url: str) -> None:
+    # every timestamp at its place, deltas below the first one included; 3000 records
+    stamps = [1_700_000_000_000 + (i * 37) % 1000 - 500 for i in range(3000)]
+    many = [(b"k%d" % i, b"v" * (i % 7), stamp, []) for i, stamp in enumerate(stamps)]
+    produced = _encoded(many)
+    assert produced.raw is not None and produced.raw.count == 3000
+    produced.decode()
+    assert produced.records == many
+    assert _write_both(redis_url, [many, many[:5]], bits=2, idempotent=False, raw=True) == 2
+
+
+def test_long_batches_few_sequence_bits_and_a_record_longer_than_a_window(redis_url: str) -> None:
+    # 1500 keyed records: 6000 arguments, more than one window of 4000; with 2 sequence bits
+    # every fifth record rolls to the next ms; a record of 2100 headers is longer than a window
+    many = [(b"k%d" % i, b"v%d" % i, 5, []) for i in range(1500)]
+    wide = [(b"wide", b"value", 5, [(f"h{i}", b"x") for i in range(2100)])]
+    mixed = [(None, b"a", 5, []), *wide, (b"k", None, 5, []), (b"k", b"b", 5, [("h", None)])]
+    _write_both(redis_url, [many, mixed, many[:3]], bits=2, idempotent=False)
+
+
+def test_v1_produce_writes_the_same_through_the_module(redis_url: str) -> None:
+    calls = [[(b"k%d" % i, b"v" * i) for i in range(n)] for n in (1, 3, 2500)]
+
+    async def work(store: KafkaStore, topics: Topics, keys: Keys) -> None:
+        config = await topics.topic("v")
+        offsets = []
+        for partition, module in ((0, True), (1, False)):
+            store.partitions.append_module = module
+            store.partitions._drop_derived(None)  # the produce builders see the flag anew
+            for records in calls:
+                offsets.append((await store.partitions.produce(config, partition, records)).offsets)
+        sync = redis.Redis.from_url(redis_url)
+        try:
+            logs = [sync.xrange(keys.partition("v", p).log) for p in (0, 1)]
+        finally:
+            sync.close()
+        written = [[(k, v, 0, []) for k, v in records] for records in calls]
+        seen = [_check_log(log, written, 10) for log in logs]
+        assert seen[0] == seen[1]
+        assert [b"key", b"value", b"ts", b"n"] == [name for name, _ in seen[0][0]]
+        for log, replies in zip(logs, (offsets[:3], offsets[3:]), strict=True):
+            assert [o for reply in replies for o in reply] == [_offset(i, 10) for i, _ in log]
+
+    _run(redis_url, 10, work)
+
+
+def test_bad_arguments_get_an_error_and_write_nothing(redis_client: redis.Redis) -> None:
+    log = f"module-bad-{uuid.uuid4().hex[:8]}"
+    head = [APPEND_COMMAND, log, 1024, 5, -1, 1023, 0, "kafka"]
+    for args, message in [
+        ([APPEND_COMMAND, log], "wrong number of arguments"),
+        ([APPEND_COMMAND, log, "x", 5, -1, 1023, 0, "kafka"], "whole numbers"),
+        ([APPEND_COMMAND, log, 1024, 5, -1, 1023, 0, "v2", b"k", b"v"], "layout"),
+        ([*head, -1, b"v", 5, -7, b"v"], "malformed record"),
+        ([*head, -1, b"v", 5, 3, 0, b"a", b"b", b"c"], "malformed record"),
+        ([*head, -1, b"v", 5, 2, 4, b"value", b"b"], "malformed record"),
+        ([*head, -3, 5, 2, b"\x02\x00"], "malformed record"),  # not two plain records
+    ]:
+        with pytest.raises(redis.ResponseError, match=message):
+            redis_client.execute_command(*args)
+        assert redis_client.exists(log) == 0
+    redis_client.set(log, "a string")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        redis_client.execute_command(*head, -1, b"v", 5)
+    assert redis_client.ping()  # the connection and the server go on
+
+
+def test_module_appends_survive_an_aof_reload_and_reach_a_replica(tmp_path: Path) -> None:
+    primary = RedisProcess(tmp_path / "primary", appendonly=True).start()
+    replica = start_replica(primary, tmp_path / "replica")
+    try:
+        written = [
+            [(None, b"value %d" % i, 9, []) for i in range(200)],
+            [(b"k", b"v", 9, [("h", b"1")]), (b"k", None, 9, [])],
+        ]
+
+        async def work(store: KafkaStore, topics: Topics, keys: Keys) -> str:
+            store.partitions.append_module = True
+            config = await topics.topic("t")
+            for batch in written:
+                await store.append_batch(config, 0, batch)
+            return keys.partition("t", 0).log
+
+        log = _run(primary.url, 10, work)
+        with redis.Redis(port=primary.port) as source, redis.Redis(port=replica.port) as copy:
+            entries = source.xrange(log)
+            assert len(entries) == 202
+            wait_until(lambda: copy.xrange(log) == entries)
+        primary.restart()
+        with redis.Redis(port=primary.port) as reloaded:
+            assert reloaded.xrange(log) == entries
+            assert reloaded.xinfo_stream(log)["entries-added"] == 202
+    finally:
+        replica.kill()
+        primary.kill()
+
+
+def test_a_pod_finds_the_module_only_where_redis_loaded_it(tmp_path: Path, redis_url: str) -> None:
+    async def found(url: str) -> bool:
+        client = connect(url, 5.0)
+        try:
+            return await has_append_command(client, Keys("probe").module_probe)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(found(redis_url))
+    with RedisProcess(tmp_path / "plain", appendonly=False, append_module=False) as plain:
+        assert not asyncio.run(found(plain.url))
+
+
+def _module_calls(client: redis.Redis) -> int:
+    stats = client.info("commandstats")
+    return int(stats.get(f"cmdstat_{APPEND_COMMAND}", {}).get("calls", 0))
+
+
+def test_pods_write_through_the_module_unless_told_not_to(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    with (
+        RedisProcess(tmp_path / "redis", appendonly=False) as server,
+        redis.Redis(port=server.port) as admin,
+    ):
+        for args, used in (((), True), (("--no-append-module",), False)):
+            before = _module_calls(admin)
+            pod = Pod(server.url, *RF1, *args).start()
+            try:
+                with pod.client() as client:
+                    client.produce_many("m", [(b"k%d" % i, b"v%d" % i) for i in range(20)])
+                producer = Producer({"bootstrap.servers": pod.bootstrap, "linger.ms": 5})
+                for i in range(50):
+                    producer.produce("m", value=b"kafka %d" % i)
+                assert producer.flush(30) == 0
+            finally:
+                pod.stop()
+            assert (_module_calls(admin) > before) is used
+        logs = [key for key in admin.scan_iter(match="*:part:{m:*}:log")]
+        assert sum(admin.xlen(log) for log in logs) == 2 * (20 + 50)
+        # the probe wrote nothing
+        assert admin.exists(Keys("rsa").module_probe) == 0
+
+
+def test_a_user_not_allowed_the_command_appends_without_it(tmp_path: Path) -> None:
+    async def found(url: str) -> bool:
+        client = connect(url, 5.0)
+        try:
+            return await has_append_command(client, Keys("rsa").module_probe)
+        finally:
+            await client.aclose()
+
+    with (
+        RedisProcess(tmp_path / "redis", appendonly=False) as server,
+        redis.Redis(port=server.port) as admin,
+    ):
+        # the documented pod rule: the module's command is in none of its categories
+        admin.execute_command(
+            "ACL", "SETUSER", "pod", "on", ">pw", "~rsa:*", "&rsa:*",
+            "+@read", "+@write", "+@stream", "+@hash", "+@scripting", "+@connection",
+        )  # fmt: skip
+        assert asyncio.run(found(f"redis://default@127.0.0.1:{server.port}/0"))
+        assert not asyncio.run(found(f"redis://pod:pw@127.0.0.1:{server.port}/0"))
