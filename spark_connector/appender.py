@@ -51,11 +51,19 @@ def spark_sink_append_call(
     ``first`` on, skipping those ``marker`` (a field of the ``markers`` hash; "": none) says
     are stored already for ``epoch``; ``compaction``: the partition's compaction keys on a
     compacted topic (compaction_keys); ``append_module``: Redis has the streamadapter module
-    (mapping/connection/append_module.py), whose one command writes the records."""
+    (mapping/connection/append_module.c), whose one command writes the records. A chunk whose
+    records all have a key and a value and no headers goes as key, value pairs (their
+    fields are V1's), any other as each record's items."""
     args: list[object] = [marker, epoch, first, "1" if append_module else "0"]
-    for record in records:
-        lead, items = record_items(record)
-        args += (len(items), lead, *items)
+    if all(r.key is not None and r.value is not None and not r.headers for r in records):
+        args.append("pairs")
+        for record in records:
+            args += (record.key, record.value)
+    else:
+        args.append("items")
+        for record in records:
+            lead, items = record_items(record)
+            args += (len(items), lead, *items)
     return head.command(SPARK_SINK_APPEND, (markers, *compaction), args)
 
 

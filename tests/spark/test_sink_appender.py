@@ -57,8 +57,10 @@ def write(
     marker: str | None = "w:0",
     epoch: int = 0,
     stop_after: int | None = None,
+    append_module: bool | None = None,
 ) -> int:
-    """Run one task's writes; ``stop_after`` = crash after that many flushed records."""
+    """Run one task's writes; ``stop_after`` = crash after that many flushed records;
+    ``append_module`` False: as on a Redis without the streamadapter module."""
     appender = Appender(
         client,
         opts,
@@ -67,6 +69,8 @@ def write(
         epoch=epoch,
         task_partition=0,
     )
+    if append_module is not None:
+        appender.append_module = append_module
     for i, record in enumerate(records):
         if stop_after is not None and i == stop_after:
             appender.flush()
@@ -84,22 +88,29 @@ def all_values(writer: TopicWriter, topic: str) -> list[bytes]:
     return [v for p in range(config.partitions) for _, v in writer.consume_all(topic, p)]
 
 
+@pytest.mark.parametrize("module", [True, False], ids=["module", "scripts' XADDs"])
 def test_replayed_task_stores_each_record_once(
-    client, spark_redis_url, writer, spark_topic
+    client, spark_redis_url, writer, spark_topic, module: bool
 ) -> None:
+    # keyed records: each chunk goes as key, value pairs (spark/sink_append.lua's 'pairs')
     opts = sink_options(spark_redis_url, spark_topic, batchSize="10")
     records = keyed(95)
     # The first attempt dies after 40 records were flushed (several chunks, several
     # partitions); the retry sends everything again with the same marker and epoch.
-    assert write(client, opts, records, stop_after=40) == 40
-    assert write(client, opts, records) == 55
+    assert write(client, opts, records, stop_after=40, append_module=module) == 40
+    assert write(client, opts, records, append_module=module) == 55
     # A replay of a finished task stores nothing, whatever its chunking.
-    assert write(client, sink_options(spark_redis_url, spark_topic, batchSize="3"), records) == 0
+    again = sink_options(spark_redis_url, spark_topic, batchSize="3")
+    assert write(client, again, records, append_module=module) == 0
     assert sorted(all_values(writer, spark_topic)) == sorted(r.value for r in records)
-    # Each record sits in the partition V1 PRODUCE would choose, in the task's order.
+    # Each record sits in the partition V1 PRODUCE would choose, in the task's order, with
+    # V1's fields (mapping/core/records.py: key, value, the append time, the number).
     for p in range(3):
         expected = [r.value for r in records if partition_for(r.key, 3) == p]
         assert [v for _, v in writer.consume_all(spark_topic, p)] == expected
+        entries = client.xrange(Keys().partition(spark_topic, p).log)
+        assert {tuple(fields) for _, fields in entries} == {(b"key", b"value", b"ts", b"n")}
+        assert [int(fields[b"n"]) for _, fields in entries] == list(range(1, len(entries) + 1))
 
 
 def test_next_epoch_appends_and_older_epoch_is_skipped(

@@ -144,7 +144,7 @@ if append_module and not compaction and not transactional then
   base_offset, last_offset = append_records(a, log, argv, i, #argv, 'kafka')
   count = 0  -- every record written
 elseif argv[i] == K.RAW_BATCH then
-  return redis.error_reply('ERR a raw batch is appended by the streamadapter module only')
+  return redis.error_reply(K.V1_BAD_REQUEST .. ' a raw batch needs the streamadapter module')
 end
 for _ = 1, count do
   -- the short forms' fields spelled out in the XADD (the same as record_items gives; the

@@ -1,7 +1,7 @@
 --! include lib/append.lua
 -- KEYS: log, state, hw_channel, appended, sink_markers, [index], [dirty], [tombstones]
 -- ARGV: sequence_bits, replication_factor, replica_lag_max_ms, marker_field, epoch,
---   first_index, append_module, ...
+--   first_index, append_module, layout, ...
 -- The Spark sink's append: one chunk of one writer task's records for one partition,
 -- skipping whatever an earlier attempt of the same task already stored, so a retried task or
 -- a replayed micro-batch stores nothing twice.
@@ -11,10 +11,11 @@
 -- marker), ARGV[5] = epoch (the micro-batch id; 0 for a batch write), ARGV[6] = index of this
 -- chunk's first record among the task's records for this partition, ARGV[7] = '1' when Redis
 -- has the streamadapter module (mapping/connection/append_module.c: on a partition that is
--- not compacted, its one command writes the records, lib/append.lua's append_records); then
--- per record, as
--- kafka/produce.lua takes them: n (its field items), lead (items before `ts`: key and value
--- when not null), then n items (field, value, ...).
+-- not compacted, its one command writes the records, lib/append.lua's append_records),
+-- ARGV[8] = the records' layout: 'items', per record as kafka/produce.lua takes them: n (its
+-- field items), lead (items before `ts`: key and value when not null), then n items (field,
+-- value, ...); or 'pairs', where every record of the chunk has a key and a value and no
+-- headers: key1, value1, key2, value2, ... (their fields: key, value, ts, n, as V1's).
 -- The marker holds "<epoch> <records stored> <last offset>" for its task: records before
 -- "records stored" are already in the log (Spark re-runs a task with the same input rows in
 -- the same order), a later epoch means the whole chunk is already stored.
@@ -24,13 +25,23 @@ local limit = 2 ^ tonumber(ARGV[1])
 local rf, lag_max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 local field, epoch, first = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local append_module = ARGV[7] == '1'
-local starts = {}
-local at = 8
-while at <= #ARGV do
-  starts[#starts + 1] = at
-  at = at + 2 + tonumber(ARGV[at])
+local FIRST_RECORD = 9
+local key_value_pairs = ARGV[8] == 'pairs'
+local starts, count = {}, 0  -- where each record starts ('items': found by walking them)
+if key_value_pairs then
+  count = (#ARGV - FIRST_RECORD + 1) / 2
+else
+  local at = FIRST_RECORD
+  while at <= #ARGV do
+    starts[#starts + 1] = at
+    at = at + 2 + tonumber(ARGV[at])
+  end
+  count = #starts
 end
-local count = #starts
+local function start_of(k)
+  if key_value_pairs then return FIRST_RECORD + 2 * (k - 1) end
+  return starts[k]
+end
 
 local refusal = append_refusal(state)
 if refusal then return refusal end
@@ -57,7 +68,18 @@ if skip < count then
   open_compaction(a, KEYS, 6)
   if append_module and not a.compaction then
     local _
-    _, last_offset = append_records(a, log, ARGV, starts[skip + 1], #ARGV, 'kafka')
+    _, last_offset = append_records(a, log, ARGV, start_of(skip + 1), #ARGV,
+      key_value_pairs and 'v1' or 'kafka')
+  elseif key_value_pairs then
+    for k = skip + 1, count do
+      local at = start_of(k)
+      local value = ARGV[at + 1]
+      local id, number, offset = next_entry(a, #value)
+      -- a record's fields (mapping/core/records.py owns the names)
+      redis.call('XADD', log, id, 'key', ARGV[at], 'value', value, 'ts', a.now_text, 'n', number)
+      if a.compaction then index_key(a, ARGV[at], id, offset, false) end
+      last_offset = offset
+    end
   else
     for k = skip + 1, count do
       local fields, value_bytes = record_fields(ARGV, starts[k], a.now_text)
