@@ -170,7 +170,7 @@ def instructions_per_record(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
              "--collect-atstart=no", "--toggle-collect=processInputBuffer",
              server, "--port", str(port), "--save", "", "--appendonly", "no",
-             "--dir", folder, *load_arguments()],
+             "--dir", folder, *load_arguments(Path(folder))],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:

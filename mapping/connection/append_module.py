@@ -14,6 +14,7 @@ replicates or reloads the AOF needs it too).
 
 from __future__ import annotations
 
+import os
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,21 @@ def library() -> Path | None:
     return None
 
 
-def load_arguments() -> list[str]:
-    """What ``redis-server`` takes to load the module (nothing when it was not built)."""
+def load_arguments(folder: Path) -> list[str]:
+    """What ``redis-server`` takes to load the module (nothing when it was not built), from
+    a copy in ``folder`` (the server's data directory): an install that rebuilds the library
+    rewrites its file in place, which would pull the pages from under a running server."""
     path = library()
-    return ["--loadmodule", str(path)] if path is not None else []
+    if path is None:
+        return []
+    copy = folder / f"{_NAME}.so"
+    data = path.read_bytes()
+    if not copy.is_file() or copy.read_bytes() != data:
+        partial = folder / f".{_NAME}.so.{os.getpid()}"
+        partial.write_bytes(data)
+        partial.chmod(0o755)  # Redis loads only an executable file
+        os.replace(partial, copy)  # a new file: a server running the old one keeps it
+    return ["--loadmodule", str(copy.resolve())]
 
 
 def _lists_command(reply: Any) -> bool:

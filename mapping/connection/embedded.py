@@ -301,7 +301,7 @@ class RedisProcess:
             "--appendfsync", self.appendfsync,
             "--logfile", "redis.log",
             *bus,
-            *(load_arguments() if self.append_module else []),
+            *(load_arguments(self.data_dir) if self.append_module else []),
             *self.extra_args,
         ]  # fmt: skip
         preexec = _die_with_parent if self.die_with_parent and sys.platform == "linux" else None
