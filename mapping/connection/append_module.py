@@ -59,6 +59,19 @@ def _lists_command(reply: Any) -> bool:
     return isinstance(reply, list) and bool(reply) and reply[0] is not None
 
 
+def _on_every_node(replies: Any, nodes: int) -> bool:
+    """Whether COMMAND INFO sent to ``nodes`` nodes (the cluster client answers one node's
+    reply as it is, several as {node: reply}) found the command on each. The nodes are
+    named, not given as ALL_NODES: with a flag the client looks for a key in the command."""
+    if nodes == 1:
+        return _lists_command(replies)
+    return (
+        isinstance(replies, dict)
+        and len(replies) == nodes
+        and all(_lists_command(reply) for reply in replies.values())
+    )
+
+
 def probe_command(probe_key: str) -> tuple:
     """STREAMADAPTER.APPEND with no record: it writes nothing and answers only where the
     command exists and the user may run it (an ACL naming its commands may not list it)."""
@@ -72,10 +85,12 @@ async def has_append_command(client: Any, probe_key: str) -> bool:
     # COMMAND fails on the nil of an unknown command)
     try:
         if isinstance(client, RedisCluster):
+            await client.initialize()  # (nothing when it is: the node list first)
+            nodes = client.get_nodes()
             replies = await client.execute_command(
-                "COMMAND INFO", APPEND_COMMAND, target_nodes=RedisCluster.ALL_NODES
+                "COMMAND INFO", APPEND_COMMAND, target_nodes=nodes
             )
-            if not replies or not all(_lists_command(r) for r in replies.values()):
+            if not _on_every_node(replies, len(nodes)):
                 return False
             # (the cluster client finds no key in a module's command: sent to the key's node)
             node = client.get_node_from_key(probe_key)
@@ -91,10 +106,9 @@ def has_append_command_sync(client: Any, probe_key: str) -> bool:
     """``has_append_command`` on a synchronous client (the Spark sink's tasks)."""
     try:
         if isinstance(client, SyncRedisCluster):
-            replies = client.execute_command(
-                "COMMAND INFO", APPEND_COMMAND, target_nodes=SyncRedisCluster.ALL_NODES
-            )
-            if not replies or not all(_lists_command(r) for r in replies.values()):
+            nodes = client.get_nodes()
+            replies = client.execute_command("COMMAND INFO", APPEND_COMMAND, target_nodes=nodes)
+            if not _on_every_node(replies, len(nodes)):
                 return False
             node = client.get_node_from_key(probe_key)
             client.execute_command(*probe_command(probe_key), target_nodes=node)

@@ -17,9 +17,15 @@ import redis
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from redis.cluster import RedisCluster as SyncRedisCluster
 
 from adapter.kafka.records import ProducedBatch, decode_batches
-from mapping.connection.append_module import APPEND_COMMAND, has_append_command, library
+from mapping.connection.append_module import (
+    APPEND_COMMAND,
+    has_append_command,
+    has_append_command_sync,
+    library,
+)
 from mapping.connection.batcher import RedisBatcher
 from mapping.connection.client import connect
 from mapping.connection.embedded import RedisProcess
@@ -338,6 +344,26 @@ def test_pods_write_through_the_module_unless_told_not_to(tmp_path: Path) -> Non
         assert sum(admin.xlen(log) for log in logs) == 2 * (20 + 50)
         # the probe wrote nothing
         assert admin.exists(Keys("rsa").module_probe) == 0
+
+
+def test_every_node_of_a_cluster_is_asked(cluster_url: str) -> None:
+    """On a cluster the pods (and Spark tasks) look for the command on every node, then probe
+    the probe key's node; asked again on a client that served commands already."""
+    key = Keys("rsa").module_probe
+
+    async def found() -> list[bool]:
+        client = connect(cluster_url, 5.0)
+        try:
+            first = await has_append_command(client, key)
+            await client.hset(Keys("rsa").meta, "probe", 1)
+            return [first, await has_append_command(client, key)]
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(found()) == [True, True]
+    host, port = cluster_url.removeprefix("redis+cluster://").split(":")
+    with SyncRedisCluster(host=host, port=int(port)) as client:
+        assert has_append_command_sync(client, key)
 
 
 def test_a_user_not_allowed_the_command_appends_without_it(tmp_path: Path) -> None:
