@@ -55,6 +55,8 @@ _FIRST_TIMESTAMP = struct.Struct(">q")
 _RECORD_COUNT = struct.Struct(">i")
 # the attributes a batch sent whole has none of: a codec, LogAppendTime, transactional,
 # control
+# a first timestamp sent with the records: the module reads numbers of up to 18 digits
+TIME_BOUND = 10**18
 RAW_ATTRIBUTES_MASK = 0x07 | LOG_APPEND_TIME_ATTRIBUTE | TRANSACTIONAL_ATTRIBUTE | CONTROL_ATTRIBUTE
 NO_PRODUCER_ID = -1
 
@@ -165,6 +167,8 @@ def _raw(batch: bytes) -> RawRecords | None:
     if not check(memoryview(batch)[HEADER_BYTES:], count):
         return None
     (first_timestamp,) = _FIRST_TIMESTAMP.unpack_from(batch, FIRST_TIMESTAMP_OFFSET)
+    if not -TIME_BOUND < first_timestamp < TIME_BOUND:
+        return None
     return RawRecords(batch, first_timestamp, count)
 
 

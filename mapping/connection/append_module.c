@@ -94,6 +94,7 @@ static int record_width(RedisModuleString **argv, int argc, int at, int v1, int 
         size_t size;
         const char *data = RedisModule_StringPtrLen(argv[at + 3], &size);
         if (!parse_long(argv[at + 1], &lead) || !parse_long(argv[at + 2], &count) ||
+            lead >= KAFKA_TIME_BOUND || lead <= -KAFKA_TIME_BOUND ||
             !kafka_plain_records((const unsigned char *)data, size, count)) {
             *malformed = 1;
             return 0;

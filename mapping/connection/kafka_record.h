@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A plain record's timestamp delta, and a batch's first timestamp sent with plain records,
+ * are within (-2^62, 2^62): their sum never leaves an int64. */
+#define KAFKA_TIME_BOUND ((int64_t)1 << 62)
+
 typedef struct {
     int64_t timestamp_delta;
     const unsigned char *key; /* NULL: a null key */
@@ -61,7 +65,8 @@ static inline int kafka_plain_record(const unsigned char **at, const unsigned ch
         !kafka_varint(at, record_end, &headers)) {
         return 0;
     }
-    return headers == 0 && *at == record_end;
+    return headers == 0 && *at == record_end && record->timestamp_delta < KAFKA_TIME_BOUND &&
+           record->timestamp_delta > -KAFKA_TIME_BOUND;
 }
 
 /* Whether data[0:size] is exactly `count` plain records. */

@@ -103,3 +103,11 @@ def test_a_corrupt_batch_is_still_refused() -> None:
     data[-1] ^= 0xFF  # the CRC no longer matches
     with pytest.raises(CorruptBatch):
         decode_batches(bytes(data), keep_plain=True)
+
+
+def test_timestamps_beyond_what_the_module_adds_are_decoded() -> None:
+    far = 1 << 62
+    for stamps in ([10**18, 10**18], [0, far + 5], [far, 0]):
+        records = [(b"k", b"v", stamp, []) for stamp in stamps]
+        (batch,) = decode_batches(_batch(records), keep_plain=True)
+        assert batch.raw is None and batch.records == records
