@@ -117,9 +117,9 @@ class Settings:
     )
     append_module: bool = option(
         True,
-        "Write Kafka batches through the streamadapter module's one command where Redis has "
-        "it loaded (docs/operations.md: every node that replays or replicates the AOF needs "
-        "it then); --no-append-module: the scripts' own XADDs, as on any Redis.",
+        "Append records (Kafka batches, V1 PRODUCE) through the streamadapter module's one "
+        "command where Redis runs it (docs/operations.md: every node that replays or "
+        "replicates the AOF needs it then); --no-append-module: the scripts' own XADDs.",
     )
     redis_appendfsync: str = option(
         "everysec",
