@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,14 @@ pytestmark = pytest.mark.skipif(library() is None, reason="the module was not bu
 
 Batch = list[ProducedRecord]
 PID = 7
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of this module's own that loaded the module (the run's shared Redis
+    may be a container's, without it)."""
+    with RedisProcess(tmp_path_factory.mktemp("module-redis"), appendonly=False) as server:
+        yield server.url
 
 
 def _record(key: bytes | None, value: bytes | None, headers: int) -> ProducedRecord:
