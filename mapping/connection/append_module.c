@@ -78,19 +78,30 @@ static size_t byte_size(const RedisModuleString *text) {
     return len;
 }
 
+/* How many arguments a record of `form` (its first argument; any with `v1`) takes. */
+static int form_width(long long form, int v1) {
+    if (v1) return 2;
+    if (form == RAW_BATCH) return 4;
+    if (form == SHORT_NULL_KEY) return 3;
+    if (form == SHORT_KEY_VALUE) return 4;
+    return (int)(2 + form); /* count lead item1 .. item<count> */
+}
+
 /* How many arguments the record at argv[at] takes (0: it does not fit in argc or is
  * malformed: *malformed says which). */
 static int record_width(RedisModuleString **argv, int argc, int at, int v1, int *malformed) {
-    long long form, lead;
+    long long form = 0, lead, count;
     *malformed = 0;
-    if (v1) return at + 2 <= argc ? 2 : 0;
-    if (!parse_long(argv[at], &form)) {
+    if (!v1 && !parse_long(argv[at], &form)) {
         *malformed = 1;
         return 0;
     }
+    int width = form_width(form, v1);
+    if (v1 || form == SHORT_NULL_KEY || form == SHORT_KEY_VALUE) {
+        return at + width <= argc ? width : 0;
+    }
     if (form == RAW_BATCH) {
-        long long count;
-        if (at + 4 > argc) return 0;
+        if (at + width > argc) return 0;
         size_t size;
         const char *data = RedisModule_StringPtrLen(argv[at + 3], &size);
         if (!parse_long(argv[at + 1], &lead) || !parse_long(argv[at + 2], &count) ||
@@ -99,10 +110,8 @@ static int record_width(RedisModuleString **argv, int argc, int at, int v1, int 
             *malformed = 1;
             return 0;
         }
-        return 4;
+        return width;
     }
-    if (form == SHORT_NULL_KEY) return at + 3 <= argc ? 3 : 0;
-    if (form == SHORT_KEY_VALUE) return at + 4 <= argc ? 4 : 0;
     if (form < 0 || form % 2 != 0 || form > 1 << 20) {
         *malformed = 1;
         return 0;
@@ -112,7 +121,7 @@ static int record_width(RedisModuleString **argv, int argc, int at, int v1, int 
         *malformed = 1;
         return 0;
     }
-    return at + 2 + form <= argc ? (int)(2 + form) : 0;
+    return at + width <= argc ? width : 0;
 }
 
 /* A number's decimal text into buf (at least 21 bytes); its length. */
@@ -321,11 +330,10 @@ static int append_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         if (!v1) parse_long(argv[at], &form);
         if (form == RAW_BATCH) {
             failed = !add_batch(&a, argv + at, ts);
-            at += 4;
         } else {
             failed = !add_record(&a, argv + at, ts, v1, fields);
-            at += v1 ? 2 : form == SHORT_NULL_KEY ? 3 : form == SHORT_KEY_VALUE ? 4 : (int)(2 + form);
         }
+        at += form_width(form, v1);
     }
     if (fields != few) free(fields);
     RedisModule_CloseKey(a.log);
