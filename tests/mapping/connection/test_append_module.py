@@ -310,17 +310,23 @@ def test_module_appends_survive_an_aof_reload_and_reach_a_replica(tmp_path: Path
         primary.kill()
 
 
-def test_a_pod_finds_the_module_only_where_redis_loaded_it(tmp_path: Path, redis_url: str) -> None:
-    async def found(url: str) -> bool:
+def _found(url: str, prefix: str = "rsa") -> bool:
+    """What a pod starting on ``url`` finds (has_append_command)."""
+
+    async def ask() -> bool:
         client = connect(url, 5.0)
         try:
-            return await has_append_command(client, Keys("probe").module_probe)
+            return await has_append_command(client, Keys(prefix).module_probe)
         finally:
             await client.aclose()
 
-    assert asyncio.run(found(redis_url))
+    return asyncio.run(ask())
+
+
+def test_a_pod_finds_the_module_only_where_redis_loaded_it(tmp_path: Path, redis_url: str) -> None:
+    assert _found(redis_url, "probe")
     with RedisProcess(tmp_path / "plain", appendonly=False, append_module=False) as plain:
-        assert not asyncio.run(found(plain.url))
+        assert not _found(plain.url, "probe")
 
 
 def _module_calls(client: redis.Redis) -> int:
@@ -375,13 +381,6 @@ def test_every_node_of_a_cluster_is_asked(cluster_url: str) -> None:
 
 
 def test_a_user_not_allowed_the_command_appends_without_it(tmp_path: Path) -> None:
-    async def found(url: str) -> bool:
-        client = connect(url, 5.0)
-        try:
-            return await has_append_command(client, Keys("rsa").module_probe)
-        finally:
-            await client.aclose()
-
     with (
         RedisProcess(tmp_path / "redis", appendonly=False) as server,
         redis.Redis(port=server.port) as admin,
@@ -391,5 +390,5 @@ def test_a_user_not_allowed_the_command_appends_without_it(tmp_path: Path) -> No
             "ACL", "SETUSER", "pod", "on", ">pw", "~rsa:*", "&rsa:*",
             "+@read", "+@write", "+@stream", "+@hash", "+@scripting", "+@connection",
         )  # fmt: skip
-        assert asyncio.run(found(f"redis://default@127.0.0.1:{server.port}/0"))
-        assert not asyncio.run(found(f"redis://pod:pw@127.0.0.1:{server.port}/0"))
+        assert _found(f"redis://default@127.0.0.1:{server.port}/0")
+        assert not _found(f"redis://pod:pw@127.0.0.1:{server.port}/0")
