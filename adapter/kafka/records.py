@@ -49,9 +49,7 @@ LOG_APPEND_TIME_ATTRIBUTE = 0x08  # the attributes' timestamp-type bit
 TRANSACTIONAL_ATTRIBUTE = 0x10
 CONTROL_ATTRIBUTE = 0x20
 HEADER_BYTES = BATCH_HEADER_BYTES  # a v2 batch without records
-FIRST_TIMESTAMP_OFFSET = 27
 RECORD_COUNT_OFFSET = 57
-_FIRST_TIMESTAMP = struct.Struct(">q")
 _RECORD_COUNT = struct.Struct(">i")
 # the attributes a batch sent whole has none of: a codec, LogAppendTime, transactional,
 # control
@@ -157,19 +155,18 @@ PlainRecords = Callable[[memoryview, int], bool]
 plain_records: PlainRecords | None = compiled("adapter.kafka._produce", "plain_records")
 
 
-def _raw(batch: bytes) -> RawRecords | None:
-    """``batch`` kept as sent, when its records are plain (module-appended), else None."""
+def _raw(data: bytes, batch: DefaultRecordBatch) -> RawRecords | None:
+    """``data`` (``batch``'s bytes) kept as sent, when its records are plain
+    (module-appended), else None."""
     check = plain_records
-    (attributes,) = _ATTRIBUTES.unpack_from(batch, ATTRIBUTES_OFFSET)
-    if check is None or attributes & RAW_ATTRIBUTES_MASK:  # compressed, LogAppendTime, ...
+    if check is None or batch.attributes & RAW_ATTRIBUTES_MASK:  # compressed, LogAppendTime...
         return None
-    (count,) = _RECORD_COUNT.unpack_from(batch, RECORD_COUNT_OFFSET)
-    if not check(memoryview(batch)[HEADER_BYTES:], count):
+    if not -TIME_BOUND < batch.first_timestamp < TIME_BOUND:
         return None
-    (first_timestamp,) = _FIRST_TIMESTAMP.unpack_from(batch, FIRST_TIMESTAMP_OFFSET)
-    if not -TIME_BOUND < first_timestamp < TIME_BOUND:
+    (count,) = _RECORD_COUNT.unpack_from(data, RECORD_COUNT_OFFSET)
+    if not check(memoryview(data)[HEADER_BYTES:], count):
         return None
-    return RawRecords(batch, first_timestamp, count)
+    return RawRecords(data, batch.first_timestamp, count)
 
 
 def decode_batches(data: bytes | memoryview, keep_plain: bool = False) -> list[ProducedBatch]:
@@ -194,7 +191,7 @@ def decode_batches(data: bytes | memoryview, keep_plain: bool = False) -> list[P
         batch = DefaultRecordBatch(data_bytes)
         if not batch.validate_crc():
             raise CorruptBatch("record batch CRC-32C mismatch")
-        raw = _raw(data_bytes) if keep_plain else None
+        raw = _raw(data_bytes, batch) if keep_plain else None
         records = _records(batch) if raw is None else []
         batches.append(
             ProducedBatch(
