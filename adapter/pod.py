@@ -28,7 +28,7 @@ from adapter.authorizer import Authorizer, parse_super_users
 from adapter.quotas import QuotaManager
 from adapter.settings import Settings
 from mapping.connection import resilient
-from mapping.connection.append_module import has_append_command
+from mapping.connection.append_module import append_probe, copy_probe, has_command
 from mapping.connection.batcher import RedisBatcher
 from mapping.connection.client import connect, make_batcher
 from mapping.connection.cluster import on_every_connection, redact
@@ -274,7 +274,12 @@ async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
         await wait_for_redis(settings, keys, client)
         pod = build_pod(settings, client)
         if settings.append_module:
-            pod.partitions.append_module = await has_append_command(client, keys.module_probe)
+            pod.partitions.append_module = await has_command(
+                client, append_probe(keys.module_probe)
+            )
+            pod.partitions.copy_module = await has_command(
+                client, copy_probe(keys.module_probe, keys.module_probe_replica)
+            )
         pod.leader_epochs = epochs
         if pod.authorizer.enabled:  # the bindings in force from the first request on
             # (read on the client: the batcher runs only in Pod.run)

@@ -17,7 +17,8 @@ record, the pod's CPU per record, and Redis's memory per record, with the ratios
   with a note when pyspark cannot be imported.
 
 Topics have 6 partitions and RF 1 (the baseline writes 6 streams); a line after the tables
-says what a replica stream adds to Redis's memory at RF 2 (``--no-rf2``: not measured).
+says what a replica stream adds to Redis's memory and CPU at RF 2 (``--no-rf2``: not
+measured).
 
 - The plain client: raw RESP over one socket from this process, each command encoded once
   and sent again and again, replies parsed by hiredis' C reader (the cheapest Python client:
@@ -519,22 +520,24 @@ def spark_section(
     return Section("spark", title, (produced, plain_produced), None, notes)
 
 
-def rf2_memory(client: redis.Redis, url: str, records: int, value: bytes) -> dict[str, float]:
-    """Redis's memory per record of a Kafka producer's records in an RF 2 topic, a pod with
-    its replicator copying them to the replica streams: in all, and the replica streams'
-    share (MEMORY USAGE)."""
+def rf2_costs(client: redis.Redis, url: str, records: int, value: bytes) -> dict[str, float]:
+    """Redis's memory and CPU per record of a Kafka producer's records in an RF 2 topic, a
+    pod with its replicator copying them to the replica streams: in all (the append and the
+    copy), and the replica streams' share of the memory (MEMORY USAGE)."""
     served = pod(url, ["--replicator", "--default-partitions", str(PARTITIONS)])
     try:
         topic = f"limit-rf2-{uuid.uuid4().hex[:8]}"
         create_topic(served.bootstrap, topic, replication=2)
         before = int(client.info("memory")["used_memory"])
+        cpu_before = redis_cpu_seconds(client)
         kafka_produce(client, served, topic, records, value, KAFKA_PRODUCER)
         replicas = [Keys(PREFIX).partition(topic, p).replica(1) for p in range(PARTITIONS)]
         deadline = time.monotonic() + 120
         while sum(client.xlen(key) for key in replicas) < records:
             if time.monotonic() > deadline:
                 raise RuntimeError("the replicator did not copy every record")
-            time.sleep(0.2)
+            time.sleep(0.05)
+        cpu = redis_cpu_seconds(client) - cpu_before
         after = int(client.info("memory")["used_memory"])
         replica_bytes = sum(client.memory_usage(key, samples=0) or 0 for key in replicas)
     finally:
@@ -542,6 +545,7 @@ def rf2_memory(client: redis.Redis, url: str, records: int, value: bytes) -> dic
     return {
         "bytes_per_record": (after - before) / records,
         "replica_streams_bytes_per_record": replica_bytes / records,
+        "redis_cpu_us_per_record": cpu / records * 1e6,
     }
 
 
@@ -677,13 +681,23 @@ def run(
                 emit("")
                 emit(render(section))
         if rf2:
-            memory = rf2_memory(client, server.url, records, value)
-            document["rf2_memory"] = memory
+            costs = rf2_costs(client, server.url, records, value)
+            document["rf2"] = costs
+            kafka = next((section for section in done if section.name == "kafka"), None)
+            plain_cpu = kafka.produce[1].redis_cpu_us_per_record if kafka is not None else 0
+            plain = (
+                f" ({costs['redis_cpu_us_per_record'] / plain_cpu:.2f}× the Kafka table's "
+                "plain XADD)"
+                if plain_cpu
+                else ""
+            )
             emit("")
             emit(
-                f"Redis memory at RF 2 (Kafka producer, linger.ms 5, the replicator on): "
-                f"{memory['bytes_per_record']:.0f} bytes per record in all, of which "
-                f"{memory['replica_streams_bytes_per_record']:.0f} in the replica streams."
+                f"RF 2 (Kafka producer, linger.ms 5, the replicator on): Redis memory "
+                f"{costs['bytes_per_record']:.0f} bytes per record in all, of which "
+                f"{costs['replica_streams_bytes_per_record']:.0f} in the replica streams; "
+                f"Redis CPU {costs['redis_cpu_us_per_record']:.2f} µs per record, the append "
+                f"and its copy{plain}."
             )
         client.close()
     emit("At RF 1 a topic has no replica streams: the memory rows are its logs' (and their "
@@ -707,7 +721,7 @@ def run(
 @click.option("--sections", default=",".join(SECTIONS), show_default=True,
               help="Which front doors, comma-separated.")  # fmt: skip
 @click.option("--rf2/--no-rf2", default=True, show_default=True,
-              help="The line of Redis memory at RF 2 (a pod with its replicator).")  # fmt: skip
+              help="The line of Redis memory and CPU at RF 2 (a pod, its replicator).")  # fmt: skip
 @click.option("--short", is_flag=True,
               help="A smoke run: 50,000 records, no Spark, no RF 2 line.")  # fmt: skip
 @click.option("--append-module/--no-append-module", default=True, show_default=True,

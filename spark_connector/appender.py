@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import redis
 
 from mapping.connection import scripts
-from mapping.connection.append_module import has_append_command_sync
+from mapping.connection.append_module import append_probe, has_command_sync
 from mapping.core import codec
 from mapping.core.codec import to_str
 from mapping.core.keys import Keys, is_valid_name
@@ -168,7 +168,7 @@ class Appender:
         # per task: the topics' defaults here as in the pods
         self._broker_defaults = broker_defaults(client, self.keys)
         load_scripts(client)
-        self.append_module = has_append_command_sync(client, self.keys.module_probe)
+        self.append_module = has_command_sync(client, append_probe(self.keys.module_probe))
 
     def _topic(self, name: str | None) -> TopicConfig:
         name = name or self.opts.topic

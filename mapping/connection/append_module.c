@@ -1,8 +1,10 @@
-/* streamadapter: a Redis module with one command, the records' XADDs of an append in one call.
+/* streamadapter: a Redis module with two commands, the XADDs of an append in one call and the
+ * copy of a log's entries into a replica stream in one call.
  *
  *   STREAMADAPTER.APPEND log limit now ms seq numbered layout record...
+ *   STREAMADAPTER.COPY log replica after last count
  *
- * kafka/produce.lua, partition/produce.lua (V1 PRODUCE) and spark/sink_append.lua call it
+ * kafka/produce.lua, partition/produce.lua (V1 PRODUCE) and spark/sink_append.lua call APPEND
  * (through lib/append.lua's append_records) where they would call XADD once per record: a
  * call from a script costs Redis about twice the record's own XADD (arguments to Redis
  * strings, the command's lookup and its reply, the interpreter), and this one call per batch
@@ -25,8 +27,15 @@
  * values); every one is checked before the first is written. The reply:
  *   [arguments taken, records, first ms, first seq, last ms, last seq, numbered, largest]
  * (numbered: the last record's number; largest: the largest value's size in bytes).
- * The command is replicated and written to the AOF as called: it reads nothing but its
- * arguments and the stream, so a replica or a reload appends the same entries. */
+ *
+ * STREAMADAPTER.COPY is partition/replica_fetch.lua's copy of the leader log's entries into a
+ * follower's replica stream (it would XRANGE them into the interpreter and XADD each one):
+ * the entries of `log` after id `after` ('-': from the first) up to id `last`, at most
+ * `count` of them, appended to `replica` with their ids and fields. The reply:
+ *   [entries copied, the last one's ms, its seq] (-1, -1 when none was).
+ *
+ * Both commands are replicated and written to the AOF as called: each reads nothing but its
+ * arguments and the streams, so a replica or a reload writes the same entries. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -355,6 +364,119 @@ static int append_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     return REDISMODULE_OK;
 }
 
+/* An entry id's text ("ms-seq", both parts whole numbers) into *id; 0 when it is not one. */
+static int parse_id(const RedisModuleString *text, RedisModuleStreamID *id) {
+    size_t len;
+    const char *p = RedisModule_StringPtrLen(text, &len);
+    const char *dash = memchr(p, '-', len);
+    if (dash == NULL || dash == p || dash == p + len - 1) return 0;
+    unsigned long long parts[2] = {0, 0};
+    const char *ends[2] = {dash, p + len};
+    const char *at = p;
+    for (int part = 0; part < 2; part++, at = dash + 1) {
+        for (; at < ends[part]; at++) {
+            if (*at < '0' || *at > '9') return 0;
+            unsigned long long digit = (unsigned long long)(*at - '0');
+            if (parts[part] > (UINT64_MAX - digit) / 10) return 0; /* past 64 bits */
+            parts[part] = parts[part] * 10 + digit;
+        }
+    }
+    id->ms = parts[0];
+    id->seq = parts[1];
+    return 1;
+}
+
+/* Appends the entry the iterator of `source` stands on (`numfields` fields) to `replica`,
+ * under `id`. */
+static int copy_entry(RedisModuleCtx *ctx, RedisModuleKey *source, RedisModuleKey *replica,
+                      RedisModuleStreamID *id, long numfields, RedisModuleString **few) {
+    RedisModuleString **fields = few;
+    if (numfields * 2 > FEW_FIELDS) {
+        fields = malloc(sizeof(*fields) * (size_t)numfields * 2);
+        if (fields == NULL) return 0;
+    }
+    long taken = 0;
+    while (taken < numfields &&
+           RedisModule_StreamIteratorNextField(source, &fields[2 * taken], &fields[2 * taken + 1]) ==
+               REDISMODULE_OK) {
+        taken++;
+    }
+    int added = taken == numfields &&
+                RedisModule_StreamAdd(replica, 0, id, fields, numfields) == REDISMODULE_OK;
+    for (long i = 0; i < 2 * taken; i++) RedisModule_FreeString(ctx, fields[i]);
+    if (fields != few) free(fields);
+    return added;
+}
+
+static int copy_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 6) return RedisModule_WrongArity(ctx);
+    RedisModuleStreamID after = {0, 0}, last;
+    size_t after_len;
+    const char *after_text = RedisModule_StringPtrLen(argv[3], &after_len);
+    int from_first = after_len == 1 && after_text[0] == '-';
+    long long count;
+    if ((!from_first && !parse_id(argv[3], &after)) || !parse_id(argv[4], &last) ||
+        !parse_long(argv[5], &count) || count < 1) {
+        return RedisModule_ReplyWithError(
+            ctx, "ERR after and last are entry ids (after may be -), count a whole number > 0");
+    }
+    size_t source_len, replica_len;
+    const char *source_name = RedisModule_StringPtrLen(argv[1], &source_len);
+    const char *replica_name = RedisModule_StringPtrLen(argv[2], &replica_len);
+    if (source_len == replica_len && memcmp(source_name, replica_name, source_len) == 0) {
+        return RedisModule_ReplyWithError(ctx, "ERR the log and the replica are one key");
+    }
+    RedisModuleKey *source = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    RedisModuleKey *replica = RedisModule_OpenKey(ctx, argv[2], REDISMODULE_READ | REDISMODULE_WRITE);
+    int source_type = RedisModule_KeyType(source), replica_type = RedisModule_KeyType(replica);
+    if ((source_type != REDISMODULE_KEYTYPE_EMPTY && source_type != REDISMODULE_KEYTYPE_STREAM) ||
+        (replica_type != REDISMODULE_KEYTYPE_EMPTY && replica_type != REDISMODULE_KEYTYPE_STREAM)) {
+        RedisModule_CloseKey(source);
+        RedisModule_CloseKey(replica);
+        return RedisModule_ReplyWithError(
+            ctx, "WRONGTYPE Operation against a key holding the wrong kind of value");
+    }
+    long long copied = 0;
+    RedisModuleStreamID id = {0, 0}, added = {0, 0};
+    int failed = 0;
+    /* the first id after `after` (the iterator's exclusive flag would exclude `last` too) */
+    int past_every_id = !from_first && after.ms == UINT64_MAX && after.seq == UINT64_MAX;
+    if (!from_first && !past_every_id) {
+        after.seq += 1;
+        if (after.seq == 0) after.ms += 1;
+    }
+    if (source_type == REDISMODULE_KEYTYPE_STREAM && !past_every_id &&
+        RedisModule_StreamIteratorStart(source, 0, from_first ? NULL : &after, &last) ==
+            REDISMODULE_OK) {
+        RedisModuleString *few[FEW_FIELDS];
+        long numfields;
+        while (copied < count && RedisModule_StreamIteratorNextID(source, &id, &numfields) ==
+                                     REDISMODULE_OK) {
+            RedisModuleStreamID target = id;
+            if (!copy_entry(ctx, source, replica, &target, numfields, few)) {
+                failed = 1;
+                break;
+            }
+            added = id;
+            copied++;
+        }
+        RedisModule_StreamIteratorStop(source);
+    }
+    RedisModule_CloseKey(source);
+    RedisModule_CloseKey(replica);
+    if (copied > 0) RedisModule_ReplicateVerbatim(ctx);
+    if (failed && copied == 0) {
+        /* the replica holds an entry at or past the first one to copy: XADD fails alike */
+        return RedisModule_ReplyWithError(
+            ctx, "ERR The ID specified in XADD is equal or smaller than the target stream top item");
+    }
+    RedisModule_ReplyWithArray(ctx, 3);
+    RedisModule_ReplyWithLongLong(ctx, copied);
+    RedisModule_ReplyWithLongLong(ctx, copied > 0 ? (long long)added.ms : -1);
+    RedisModule_ReplyWithLongLong(ctx, copied > 0 ? (long long)added.seq : -1);
+    return REDISMODULE_OK;
+}
+
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     (void)argv;
     (void)argc;
@@ -363,6 +485,10 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         field_names[i] = RedisModule_CreateString(NULL, field_texts[i], strlen(field_texts[i]));
     }
     null_both = RedisModule_CreateString(NULL, "key value", 9);
-    return RedisModule_CreateCommand(ctx, "streamadapter.append", append_command,
-                                     "write deny-oom", 1, 1, 1);
+    if (RedisModule_CreateCommand(ctx, "streamadapter.append", append_command, "write deny-oom", 1,
+                                  1, 1) != REDISMODULE_OK) {
+        return REDISMODULE_ERR;
+    }
+    return RedisModule_CreateCommand(ctx, "streamadapter.copy", copy_command, "write deny-oom", 1, 2,
+                                     1);
 }

@@ -1,15 +1,16 @@
-"""The streamadapter Redis module (``append_module.c``): one command,
-``STREAMADAPTER.APPEND``, that writes the records of an append to a partition's log in one
-call from the produce scripts (Kafka, V1, the Spark sink) instead of an XADD each: the same
-entries at about half of Redis' CPU (docs/performance.md).
+"""The streamadapter Redis module (``append_module.c``): ``STREAMADAPTER.APPEND`` writes the
+records of an append to a partition's log in one call from the produce scripts (Kafka, V1,
+the Spark sink) instead of an XADD each, the same entries at about half of Redis' CPU
+(docs/performance.md); ``STREAMADAPTER.COPY`` copies a log's entries into a follower's
+replica stream in one call from partition/replica_fetch.lua.
 
 It is built with the project (setup.py) beside this file (``streamadapter*.so``) and loaded
 by ``redis-server --loadmodule <library()>``: the embedded Redis of ``adapter serve`` and the
-test servers load it when it was built (``RedisProcess``). A pod (or a Spark task) uses it
-when its Redis runs the command for its user (``has_append_command``) and
-``--no-append-module`` is not given; otherwise every append is the scripts' own XADDs, as on
-any Redis. docs/operations.md says what loading it asks of a deployment (every node that
-replicates or reloads the AOF needs it too).
+test servers load it when it was built (``RedisProcess``). A pod (or a Spark task) uses each
+command when its Redis runs it for its user (``has_command``) and ``--no-append-module`` is
+not given; otherwise every append and copy is the scripts' own XADDs, as on any Redis.
+docs/operations.md says what loading it asks of a deployment (every node that replicates or
+reloads the AOF needs it too).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from redis.cluster import RedisCluster as SyncRedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
 APPEND_COMMAND = "streamadapter.append"
+COPY_COMMAND = "streamadapter.copy"
 _HERE = Path(__file__).parent
 _NAME = "streamadapter"
 
@@ -72,48 +74,51 @@ def _on_every_node(replies: Any, nodes: int) -> bool:
     )
 
 
-def probe_command(probe_key: str) -> tuple:
+def append_probe(probe_key: str) -> tuple:
     """STREAMADAPTER.APPEND with no record: it writes nothing and answers only where the
     command exists and the user may run it (an ACL naming its commands may not list it)."""
     return (APPEND_COMMAND, probe_key, 1, 0, -1, 0, 0, "kafka")
 
 
-async def has_append_command(client: Any, probe_key: str) -> bool:
-    """Whether the Redis ``client`` writes to runs ``STREAMADAPTER.APPEND`` for this user (on
-    a cluster: every node has it); ``probe_key``: Keys.module_probe."""
+def copy_probe(probe_key: str, replica_key: str) -> tuple:
+    """STREAMADAPTER.COPY from a log no partition has: it copies and writes nothing."""
+    return (COPY_COMMAND, probe_key, replica_key, "-", "0-1", 1)
+
+
+async def has_command(client: Any, probe: tuple) -> bool:
+    """Whether the Redis ``client`` writes to runs the module's command ``probe`` calls
+    (``append_probe``, ``copy_probe``) for this user (on a cluster: every node has it)."""
     # "COMMAND INFO" as one name: redis-py then keeps the reply as it is (its parser for
     # COMMAND fails on the nil of an unknown command)
     try:
         if isinstance(client, RedisCluster):
             await client.initialize()  # (nothing when it is: the node list first)
             nodes = client.get_nodes()
-            replies = await client.execute_command(
-                "COMMAND INFO", APPEND_COMMAND, target_nodes=nodes
-            )
+            replies = await client.execute_command("COMMAND INFO", probe[0], target_nodes=nodes)
             if not _on_every_node(replies, len(nodes)):
                 return False
             # (the cluster client finds no key in a module's command: sent to the key's node)
-            node = client.get_node_from_key(probe_key)
-            await client.execute_command(*probe_command(probe_key), target_nodes=node)
+            node = client.get_node_from_key(probe[1])
+            await client.execute_command(*probe, target_nodes=node)
             return True
-        await client.execute_command(*probe_command(probe_key))
+        await client.execute_command(*probe)
         return True
     except (RedisError, RedisClusterException):
         return False
 
 
-def has_append_command_sync(client: Any, probe_key: str) -> bool:
-    """``has_append_command`` on a synchronous client (the Spark sink's tasks)."""
+def has_command_sync(client: Any, probe: tuple) -> bool:
+    """``has_command`` on a synchronous client (the Spark sink's tasks)."""
     try:
         if isinstance(client, SyncRedisCluster):
             nodes = client.get_nodes()
-            replies = client.execute_command("COMMAND INFO", APPEND_COMMAND, target_nodes=nodes)
+            replies = client.execute_command("COMMAND INFO", probe[0], target_nodes=nodes)
             if not _on_every_node(replies, len(nodes)):
                 return False
-            node = client.get_node_from_key(probe_key)
-            client.execute_command(*probe_command(probe_key), target_nodes=node)
+            node = client.get_node_from_key(probe[1])
+            client.execute_command(*probe, target_nodes=node)
             return True
-        client.execute_command(*probe_command(probe_key))
+        client.execute_command(*probe)
         return True
     except (RedisError, RedisClusterException):
         return False

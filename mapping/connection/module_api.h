@@ -1,4 +1,4 @@
-/* The part of Redis' module API (Redis 6.2 and later) that the append module uses, declared
+/* The part of Redis' module API (Redis 6.2 and later) that the streamadapter module uses, declared
  * as the server hands it out: a module looks each function up by name through the getter
  * the server passes as the first word of the context, at load time. */
 #ifndef STREAMADAPTER_MODULE_API_H
@@ -35,6 +35,12 @@ STREAMADAPTER_API(void, CloseKey, (RedisModuleKey *));
 STREAMADAPTER_API(int, KeyType, (RedisModuleKey *));
 STREAMADAPTER_API(int, StreamAdd,
                   (RedisModuleKey *, int, RedisModuleStreamID *, RedisModuleString **, int64_t));
+STREAMADAPTER_API(int, StreamIteratorStart,
+                  (RedisModuleKey *, int, RedisModuleStreamID *, RedisModuleStreamID *));
+STREAMADAPTER_API(int, StreamIteratorStop, (RedisModuleKey *));
+STREAMADAPTER_API(int, StreamIteratorNextID, (RedisModuleKey *, RedisModuleStreamID *, long *));
+STREAMADAPTER_API(int, StreamIteratorNextField,
+                  (RedisModuleKey *, RedisModuleString **, RedisModuleString **));
 STREAMADAPTER_API(const char *, StringPtrLen, (const RedisModuleString *, size_t *));
 STREAMADAPTER_API(RedisModuleString *, CreateString, (RedisModuleCtx *, const char *, size_t));
 STREAMADAPTER_API(void, FreeString, (RedisModuleCtx *, RedisModuleString *));
@@ -54,6 +60,9 @@ static int module_api_init(RedisModuleCtx *ctx, const char *name, int version) {
     if (!(STREAMADAPTER_GET_API(SetModuleAttribs) && STREAMADAPTER_GET_API(CreateCommand) &&
           STREAMADAPTER_GET_API(OpenKey) && STREAMADAPTER_GET_API(CloseKey) &&
           STREAMADAPTER_GET_API(KeyType) && STREAMADAPTER_GET_API(StreamAdd) &&
+          STREAMADAPTER_GET_API(StreamIteratorStart) && STREAMADAPTER_GET_API(StreamIteratorStop) &&
+          STREAMADAPTER_GET_API(StreamIteratorNextID) &&
+          STREAMADAPTER_GET_API(StreamIteratorNextField) &&
           STREAMADAPTER_GET_API(StringPtrLen) && STREAMADAPTER_GET_API(CreateString) &&
           STREAMADAPTER_GET_API(FreeString) && STREAMADAPTER_GET_API(ReplyWithLongLong) &&
           STREAMADAPTER_GET_API(ReplyWithError) && STREAMADAPTER_GET_API(ReplyWithArray) &&

@@ -386,8 +386,13 @@ class Keys:
     @property
     def module_probe(self) -> str:
         """A log key no partition has (topic names hold no braces), under ``part:`` as the
-        logs are (what a Spark user's ACL allows): append_module.has_append_command's probe."""
+        logs are (what a Spark user's ACL allows): append_module.has_command's probe."""
         return f"{self.prefix}:part:{{module-probe}}:log"
+
+    @property
+    def module_probe_replica(self) -> str:
+        """``module_probe``'s replica stream (in its slot): append_module.copy_probe's."""
+        return f"{self.prefix}:part:{{module-probe}}:replica:1"
 
     def pod_channel(self, pod_id: str) -> str:
         return f"{self.prefix}:pod:{pod_id}"

@@ -89,10 +89,13 @@ def partition_set_role_call(head: PartitionHead, role: str) -> tuple:
 
 
 def partition_replica_fetch_call(
-    head: PartitionHead, replica_id: int, offset: int, max_copy: int
+    head: PartitionHead, replica_id: int, offset: int, max_copy: int, copy_module: bool = False
 ) -> tuple:
+    """partition/replica_fetch.lua; ``copy_module``: Redis has the streamadapter module's
+    STREAMADAPTER.COPY (mapping/connection/append_module.c), which copies the entries."""
     replica = head.keys.replica(replica_id)
-    return head.command(PARTITION_REPLICA_FETCH, (replica,), [replica_id, offset, max_copy])
+    args = [replica_id, offset, max_copy, "1" if copy_module else "0"]
+    return head.command(PARTITION_REPLICA_FETCH, (replica,), args)
 
 
 def partition_status_call(head: PartitionHead, durable_reads: bool = False) -> tuple:

@@ -129,6 +129,8 @@ class Partitions:
         # start): the produce scripts write a call's records with it (read when a partition's
         # produce builder is made)
         self.append_module = False
+        # ... and STREAMADAPTER.COPY: REPLICA_FETCH copies a follower's entries with it
+        self.copy_module = False
 
     @property
     def durable_reads(self) -> bool:
@@ -430,7 +432,9 @@ class Partitions:
         """Replica ``replica_id`` (1..RF-1, checked by the caller) has everything up to
         ``offset``: copy, record, recompute ISR and hw (see partition/replica_fetch.lua)."""
         head = self.head(config, partition)
-        call = partition_replica_fetch_call(head, replica_id, min(offset, LATEST_OFFSET), max_copy)
+        call = partition_replica_fetch_call(
+            head, replica_id, min(offset, LATEST_OFFSET), max_copy, self.copy_module
+        )
         reply = await self.script_reply(config, call)
         return ReplicaFetchResult(
             acked_offset=int(reply[0]),

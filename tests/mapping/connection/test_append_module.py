@@ -1,7 +1,8 @@
 """The streamadapter Redis module (mapping/connection/append_module.c) against the scripts' own
-XADDs (kafka/produce.lua with and without it): the same entries, ids, numbers and state, on
-a real redis-server that loaded the module; what it writes survives an AOF reload and
-reaches a Redis replica; bad arguments get an error and write nothing."""
+XADDs (kafka/produce.lua and partition/replica_fetch.lua with and without it): the same
+entries, ids, numbers and state, on a real redis-server that loaded the module; what it
+writes survives an AOF reload and reaches a Redis replica; bad arguments get an error and
+write nothing."""
 
 from __future__ import annotations
 
@@ -22,8 +23,11 @@ from redis.cluster import RedisCluster as SyncRedisCluster
 from adapter.kafka.records import ProducedBatch, decode_batches
 from mapping.connection.append_module import (
     APPEND_COMMAND,
-    has_append_command,
-    has_append_command_sync,
+    COPY_COMMAND,
+    append_probe,
+    copy_probe,
+    has_command,
+    has_command_sync,
     library,
 )
 from mapping.connection.batcher import RedisBatcher
@@ -33,7 +37,8 @@ from mapping.connection.startup import pin_sequence_bits
 from mapping.core.keys import Keys
 from mapping.core.records import ProducedRecord
 from mapping.partition.kafka import KafkaStore
-from mapping.partition.partitions import Partitions
+from mapping.partition.partition_scripts import LATEST_OFFSET
+from mapping.partition.partitions import Partitions, ReplicaFetchResult
 from mapping.topic.topic_config import TopicDefaults
 from mapping.topic.topics import Topics
 from tests.support.pods import RF1, Pod
@@ -107,7 +112,9 @@ def _check_log(entries: list[Any], written: list[Batch], bits: int) -> list[tupl
     return fields_seen
 
 
-def _run(redis_url: str, bits: int, work: Callable[[KafkaStore, Topics, Keys], Any]) -> Any:
+def _run(
+    redis_url: str, bits: int, work: Callable[[KafkaStore, Topics, Keys], Any], rf: int = 1
+) -> Any:
     async def scenario() -> Any:
         client = connect(redis_url, 10.0)
         keys = Keys(f"module-{uuid.uuid4().hex[:8]}")
@@ -115,7 +122,7 @@ def _run(redis_url: str, bits: int, work: Callable[[KafkaStore, Topics, Keys], A
         batcher = RedisBatcher(client)
         runner = asyncio.create_task(batcher.run())
         try:
-            topics = Topics(batcher, keys, topic_defaults=TopicDefaults(2, 1, 1))
+            topics = Topics(batcher, keys, topic_defaults=TopicDefaults(2, rf, 1))
             store = KafkaStore(Partitions(batcher, keys, topics, sequence_bits=bits))
             return await work(store, topics, keys)
         finally:
@@ -259,6 +266,90 @@ def test_v1_produce_writes_the_same_through_the_module(redis_url: str) -> None:
     _run(redis_url, 10, work)
 
 
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    written=batches,
+    max_copy=st.integers(1, 40),
+    first_target=st.integers(0, 200),
+)
+def test_the_module_copies_to_a_replica_what_the_scripts_xadds_copy(
+    redis_url: str, written: list[Batch], max_copy: int, first_target: int
+) -> None:
+    """REPLICA_FETCH into replica 1 through STREAMADAPTER.COPY and into replica 2 through
+    the script's XRANGE and XADDs, a first target inside the log, then everything, in calls
+    of at most ``max_copy`` entries: the same replies, and both replicas hold the log."""
+
+    async def work(store: KafkaStore, topics: Topics, keys: Keys) -> None:
+        partitions = store.partitions
+        partitions.append_module = True
+        config = await topics.topic("t")
+        for batch in written:
+            await store.append_batch(config, 0, batch)
+        part = keys.partition("t", 0)
+        sync = redis.Redis.from_url(redis_url)
+        try:
+            log = sync.xrange(part.log)
+            target = _offset(log[min(first_target, len(log) - 1)][0], 10)
+            replies: dict[int, list[ReplicaFetchResult]] = {1: [], 2: []}
+            for replica, module in ((1, True), (2, False)):
+                partitions.copy_module = module
+                for offset in (target, LATEST_OFFSET):
+                    while True:
+                        result = await partitions.replica_fetch(
+                            config, 0, replica, offset, max_copy
+                        )
+                        replies[replica].append(result)
+                        if result.complete:
+                            break
+            assert sync.xrange(part.replica(1)) == sync.xrange(part.replica(2)) == log
+        finally:
+            sync.close()
+        # alike but for the ISR and hw: replica 1 was caught up before replica 2 copied
+        assert [(r.acked_offset, r.log_end, r.complete) for r in replies[1]] == [
+            (r.acked_offset, r.log_end, r.complete) for r in replies[2]
+        ]
+        assert replies[1][-1].acked_offset == _offset(log[-1][0], 10)
+
+    _run(redis_url, 10, work, rf=3)
+
+
+def test_bad_copies_get_an_error_and_write_nothing(redis_client: redis.Redis) -> None:
+    log, replica = (f"module-copy-{uuid.uuid4().hex[:8]}-{name}" for name in ("log", "replica"))
+    for i in range(3):
+        redis_client.xadd(log, {"value": b"v%d" % i, "n": i + 1}, id=f"5-{i}")
+    for args, message in [
+        ([COPY_COMMAND, log, replica], "wrong number of arguments"),
+        ([COPY_COMMAND, log, replica, "-", "5", 10], "entry ids"),
+        ([COPY_COMMAND, log, replica, "5-x", "5-2", 10], "entry ids"),
+        ([COPY_COMMAND, log, replica, "-", "5-2", 0], "count"),
+        ([COPY_COMMAND, log, log, "-", "5-2", 10], "one key"),
+    ]:
+        with pytest.raises(redis.ResponseError, match=message):
+            redis_client.execute_command(*args)
+        assert redis_client.exists(replica) == 0
+    # a replica already past the first entry to copy: XADD's own error, nothing written
+    redis_client.xadd(replica, {"value": b"later"}, id="6-0")
+    with pytest.raises(redis.ResponseError, match="equal or smaller"):
+        redis_client.execute_command(COPY_COMMAND, log, replica, "-", "5-2", 10)
+    assert redis_client.xlen(replica) == 1
+    redis_client.delete(replica)
+    redis_client.set(replica, "a string")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        redis_client.execute_command(COPY_COMMAND, log, replica, "-", "5-2", 10)
+    # nothing to copy: an empty log, a range past the log, the last possible id
+    assert redis_client.execute_command(COPY_COMMAND, f"{log}-none", f"{log}-r", "-", "5-2", 5) == [
+        0,
+        -1,
+        -1,
+    ]
+    last = f"{2**64 - 1}-{2**64 - 1}"
+    assert redis_client.execute_command(COPY_COMMAND, log, f"{log}-r", last, last, 5) == [0, -1, -1]
+    assert redis_client.exists(f"{log}-r") == 0
+    assert redis_client.ping()
+
+
 def test_bad_arguments_get_an_error_and_write_nothing(redis_client: redis.Redis) -> None:
     log = f"module-bad-{uuid.uuid4().hex[:8]}"
     head = [APPEND_COMMAND, log, 1024, 5, -1, 1023, 0, "kafka"]
@@ -289,34 +380,43 @@ def test_module_appends_survive_an_aof_reload_and_reach_a_replica(tmp_path: Path
             [(b"k", b"v", 9, [("h", b"1")]), (b"k", None, 9, [])],
         ]
 
-        async def work(store: KafkaStore, topics: Topics, keys: Keys) -> str:
-            store.partitions.append_module = True
+        async def work(store: KafkaStore, topics: Topics, keys: Keys) -> tuple[str, str]:
+            store.partitions.append_module = store.partitions.copy_module = True
             config = await topics.topic("t")
             for batch in written:
                 await store.append_batch(config, 0, batch)
-            return keys.partition("t", 0).log
+            # a follower's copy in two calls
+            await store.partitions.replica_fetch(config, 0, 1, LATEST_OFFSET, 150)
+            await store.partitions.replica_fetch(config, 0, 1, LATEST_OFFSET, 150)
+            part = keys.partition("t", 0)
+            return part.log, part.replica(1)
 
-        log = _run(primary.url, 10, work)
+        log, follower = _run(primary.url, 10, work, rf=2)
         with redis.Redis(port=primary.port) as source, redis.Redis(port=replica.port) as copy:
             entries = source.xrange(log)
             assert len(entries) == 202
-            wait_until(lambda: copy.xrange(log) == entries)
+            assert source.xrange(follower) == entries
+            wait_until(lambda: copy.xrange(log) == entries == copy.xrange(follower))
         primary.restart()
         with redis.Redis(port=primary.port) as reloaded:
-            assert reloaded.xrange(log) == entries
+            assert reloaded.xrange(log) == entries == reloaded.xrange(follower)
             assert reloaded.xinfo_stream(log)["entries-added"] == 202
     finally:
         replica.kill()
         primary.kill()
 
 
-def _found(url: str, prefix: str = "rsa") -> bool:
-    """What a pod starting on ``url`` finds (has_append_command)."""
+def _found(url: str, prefix: str = "rsa") -> tuple[bool, bool]:
+    """What a pod starting on ``url`` finds (has_command): APPEND, COPY."""
 
-    async def ask() -> bool:
+    async def ask() -> tuple[bool, bool]:
         client = connect(url, 5.0)
+        keys = Keys(prefix)
         try:
-            return await has_append_command(client, Keys(prefix).module_probe)
+            return (
+                await has_command(client, append_probe(keys.module_probe)),
+                await has_command(client, copy_probe(keys.module_probe, keys.module_probe_replica)),
+            )
         finally:
             await client.aclose()
 
@@ -324,14 +424,14 @@ def _found(url: str, prefix: str = "rsa") -> bool:
 
 
 def test_a_pod_finds_the_module_only_where_redis_loaded_it(tmp_path: Path, redis_url: str) -> None:
-    assert _found(redis_url, "probe")
+    assert _found(redis_url, "probe") == (True, True)
     with RedisProcess(tmp_path / "plain", appendonly=False, append_module=False) as plain:
-        assert not _found(plain.url, "probe")
+        assert _found(plain.url, "probe") == (False, False)
 
 
-def _module_calls(client: redis.Redis) -> int:
+def _module_calls(client: redis.Redis, command: str = APPEND_COMMAND) -> int:
     stats = client.info("commandstats")
-    return int(stats.get(f"cmdstat_{APPEND_COMMAND}", {}).get("calls", 0))
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
 def test_pods_write_through_the_module_unless_told_not_to(tmp_path: Path) -> None:
@@ -356,8 +456,38 @@ def test_pods_write_through_the_module_unless_told_not_to(tmp_path: Path) -> Non
             assert (_module_calls(admin) > before) is used
         logs = [key for key in admin.scan_iter(match="*:part:{m:*}:log")]
         assert sum(admin.xlen(log) for log in logs) == 2 * (20 + 50)
-        # the probe wrote nothing
-        assert admin.exists(Keys("rsa").module_probe) == 0
+        # the probes wrote nothing
+        assert admin.exists(Keys("rsa").module_probe, Keys("rsa").module_probe_replica) == 0
+
+
+def test_the_replicator_copies_through_the_module(tmp_path: Path) -> None:
+    """A pod's replicator copies the followers' entries with STREAMADAPTER.COPY (RF 3), or
+    with the script's XADDs under --no-append-module: the same replica streams."""
+    with (
+        RedisProcess(tmp_path / "redis", appendonly=False) as server,
+        redis.Redis(port=server.port) as admin,
+    ):
+        for topic, args, used in (("c", (), True), ("x", ("--no-append-module",), False)):
+            before = _module_calls(admin, COPY_COMMAND)
+            pod = Pod(server.url, *args).start()
+            try:
+                with pod.client() as client:
+                    client.produce_many(topic, [(b"k%d" % i, b"v%d" % i) for i in range(30)])
+                logs = list(admin.scan_iter(match=f"*:part:{{{topic}:*}}:log"))
+                assert sum(admin.xlen(log) for log in logs) == 30
+                followers = [
+                    (log, log.removesuffix(b":log") + b":replica:%d" % replica)
+                    for log in logs
+                    for replica in (1, 2)
+                ]
+                wait_until(
+                    lambda pairs=followers: all(
+                        admin.xrange(f) == admin.xrange(log) for log, f in pairs
+                    )
+                )
+            finally:
+                pod.stop()
+            assert (_module_calls(admin, COPY_COMMAND) > before) is used
 
 
 def test_every_node_of_a_cluster_is_asked(cluster_url: str) -> None:
@@ -368,16 +498,18 @@ def test_every_node_of_a_cluster_is_asked(cluster_url: str) -> None:
     async def found() -> list[bool]:
         client = connect(cluster_url, 5.0)
         try:
-            first = await has_append_command(client, key)
+            first = await has_command(client, append_probe(key))
             await client.hset(Keys("rsa").meta, "probe", 1)
-            return [first, await has_append_command(client, key)]
+            copy = copy_probe(key, Keys("rsa").module_probe_replica)
+            again = await has_command(client, append_probe(key))
+            return [first, again, await has_command(client, copy)]
         finally:
             await client.aclose()
 
-    assert asyncio.run(found()) == [True, True]
+    assert asyncio.run(found()) == [True, True, True]
     host, port = cluster_url.removeprefix("redis+cluster://").split(":")
     with SyncRedisCluster(host=host, port=int(port)) as client:
-        assert has_append_command_sync(client, key)
+        assert has_command_sync(client, append_probe(key))
 
 
 def test_a_user_not_allowed_the_command_appends_without_it(tmp_path: Path) -> None:
@@ -390,5 +522,8 @@ def test_a_user_not_allowed_the_command_appends_without_it(tmp_path: Path) -> No
             "ACL", "SETUSER", "pod", "on", ">pw", "~rsa:*", "&rsa:*",
             "+@read", "+@write", "+@stream", "+@hash", "+@scripting", "+@connection",
         )  # fmt: skip
-        assert _found(f"redis://default@127.0.0.1:{server.port}/0")
-        assert not _found(f"redis://pod:pw@127.0.0.1:{server.port}/0")
+        assert _found(f"redis://default@127.0.0.1:{server.port}/0") == (True, True)
+        assert _found(f"redis://pod:pw@127.0.0.1:{server.port}/0") == (False, False)
+        # one allowed, not the other
+        admin.execute_command("ACL", "SETUSER", "pod", "+streamadapter.append")
+        assert _found(f"redis://pod:pw@127.0.0.1:{server.port}/0") == (True, False)
