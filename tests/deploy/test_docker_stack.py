@@ -216,6 +216,17 @@ def test_kafka_through_the_load_balancer(stack: Stack) -> None:
         assert [(offset, read.get(offset)) for offset, _ in got] == got
 
 
+def test_redis_runs_the_project_module(stack: Stack) -> None:
+    """The stack's Redis loaded the streamadapter module, and the pods appended and copied
+    the replicas (the RF 3 orders topic) through it."""
+    modules = stack.exec("redis", "redis-cli", "MODULE", "LIST")
+    assert "streamadapter" in modules
+    stats = stack.exec("redis", "redis-cli", "INFO", "commandstats")
+    calls = dict(re.findall(r"cmdstat_(streamadapter\.\w+):calls=(\d+)", stats))
+    assert int(calls.get("streamadapter.append", 0)) > 0, stats
+    assert int(calls.get("streamadapter.copy", 0)) > 0, stats
+
+
 def test_inspect_and_metrics(stack: Stack) -> None:
     topics = stack.exec("adapter-1", "python", "-m", "adapter", "inspect", "topics")
     assert re.search(
