@@ -17,6 +17,7 @@ from functools import partial
 import anyio
 
 from adapter import tls
+from adapter.allocator import keep_freed_memory
 from adapter.auth import Authenticator, users_in_redis
 from adapter.backpressure import AppendBudget, Trimmer
 from adapter.limits import ConnectionSlots
@@ -40,6 +41,7 @@ GC_THRESHOLDS = (100_000, 20, 20)
 async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None:
     """Run one pod until cancelled. ``settings.redis_url`` must be set."""
     assert settings.redis_url is not None
+    keep_freed_memory()
     async with AsyncExitStack() as stack:
         pod = await stack.enter_async_context(open_pod(settings))
         context = Context(pod)
