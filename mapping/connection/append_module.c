@@ -21,7 +21,10 @@
  *                                    after its header; no headers in them: kafka_record.h),
  *                                    each as record_items lays it out, its create_ts the
  *                                    first timestamp + its delta
- * and with `layout` v1, a V1 record: key value (key, value, ts, n).
+ * with `layout` v1, a V1 record: key value (key, value, ts, n); and with `layout` packed,
+ * V1 records packed into one argument (partition/produce.lua's, so that a record costs no
+ * argument of its own in the script): each record its key and its value, each as a 4-byte
+ * big-endian length and its bytes (mapping/core/records.py's packed_pairs).
  * `ts` is the append time, `now`'s own text. The records taken are those whole ones the
  * arguments hold (a script passes a window of its arguments: Lua unpacks at most 8000
  * values); every one is checked before the first is written. The reply:
@@ -87,26 +90,61 @@ static size_t byte_size(const RedisModuleString *text) {
     return len;
 }
 
-/* How many arguments a record of `form` (its first argument; any with `v1`) takes. */
-static int form_width(long long form, int v1) {
-    if (v1) return 2;
+enum { LAYOUT_KAFKA, LAYOUT_V1, LAYOUT_PACKED };
+
+/* How many arguments a record of `form` (its first argument; any in the V1 layouts) takes. */
+static int form_width(long long form, int layout) {
+    if (layout == LAYOUT_V1) return 2;
+    if (layout == LAYOUT_PACKED) return 1;
     if (form == RAW_BATCH) return 4;
     if (form == SHORT_NULL_KEY) return 3;
     if (form == SHORT_KEY_VALUE) return 4;
     return (int)(2 + form); /* count lead item1 .. item<count> */
 }
 
+/* A packed record's part (a 4-byte big-endian length, then its bytes) at *at, before end:
+ * its bytes and size, *at moved past it; NULL when the part does not fit. */
+static const unsigned char *packed_part(const unsigned char **at, const unsigned char *end,
+                                        size_t *size) {
+    if (end - *at < 4) return NULL;
+    const unsigned char *p = *at;
+    size_t length = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | (size_t)p[3];
+    if ((size_t)(end - p - 4) < length) return NULL;
+    *at = p + 4 + length;
+    *size = length;
+    return p + 4;
+}
+
+/* Whether `data` holds one or more whole packed records and nothing else. */
+static int packed_records(const unsigned char *data, size_t size) {
+    const unsigned char *at = data, *end = data + size;
+    size_t part;
+    if (at == end) return 0;
+    while (at < end) {
+        if (packed_part(&at, end, &part) == NULL || packed_part(&at, end, &part) == NULL) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* How many arguments the record at argv[at] takes (0: it does not fit in argc or is
  * malformed: *malformed says which). */
-static int record_width(RedisModuleString **argv, int argc, int at, int v1, int *malformed) {
+static int record_width(RedisModuleString **argv, int argc, int at, int layout, int *malformed) {
     long long form = 0, lead, count;
     *malformed = 0;
-    if (!v1 && !parse_long(argv[at], &form)) {
+    if (layout == LAYOUT_PACKED) {
+        size_t size;
+        const char *data = RedisModule_StringPtrLen(argv[at], &size);
+        *malformed = !packed_records((const unsigned char *)data, size);
+        return *malformed ? 0 : 1;
+    }
+    if (layout == LAYOUT_KAFKA && !parse_long(argv[at], &form)) {
         *malformed = 1;
         return 0;
     }
-    int width = form_width(form, v1);
-    if (v1 || form == SHORT_NULL_KEY || form == SHORT_KEY_VALUE) {
+    int width = form_width(form, layout);
+    if (layout == LAYOUT_V1 || form == SHORT_NULL_KEY || form == SHORT_KEY_VALUE) {
         return at + width <= argc ? width : 0;
     }
     if (form == RAW_BATCH) {
@@ -248,11 +286,34 @@ static int add_batch(Append *a, RedisModuleString **argv, RedisModuleString *ts)
     return 1;
 }
 
+/* A packed argument's V1 records (checked before anything was written), each with the
+ * fields key K value V ts T n N. */
+static int add_packed(Append *a, RedisModuleString *packed, RedisModuleString *ts) {
+    size_t size, key_size = 0, value_size = 0;
+    const unsigned char *at = (const unsigned char *)RedisModule_StringPtrLen(packed, &size);
+    const unsigned char *end = at + size;
+    while (at < end) {
+        const unsigned char *key = packed_part(&at, end, &key_size);
+        const unsigned char *value = packed_part(&at, end, &value_size);
+        RedisModuleString *fields[8] = {
+            field_names[F_KEY], RedisModule_CreateString(a->ctx, (const char *)key, key_size),
+            field_names[F_VALUE], RedisModule_CreateString(a->ctx, (const char *)value, value_size),
+            field_names[F_TS], ts,
+        };
+        int added = add_entry(a, fields, 6, value_size);
+        RedisModule_FreeString(a->ctx, fields[1]);
+        RedisModule_FreeString(a->ctx, fields[3]);
+        if (!added) return 0;
+    }
+    return 1;
+}
+
 /* One record given in arguments (a short or long form of kafka/produce.lua, or a V1 pair)
  * at argv[0]. */
-static int add_record(Append *a, RedisModuleString **argv, RedisModuleString *ts, int v1,
+static int add_record(Append *a, RedisModuleString **argv, RedisModuleString *ts, int layout,
                       RedisModuleString **fields) {
     long long form = 0;
+    int v1 = layout == LAYOUT_V1;
     if (!v1) parse_long(argv[0], &form);
     size_t value_bytes = 0;
     int used = 0;
@@ -301,16 +362,22 @@ static int append_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         return RedisModule_ReplyWithError(ctx, "ERR limit, now, ms, seq, numbered: whole numbers");
     }
     size_t layout_len;
-    const char *layout = RedisModule_StringPtrLen(argv[7], &layout_len);
-    int v1 = layout_len == 2 && memcmp(layout, "v1", 2) == 0;
-    if (!v1 && !(layout_len == 5 && memcmp(layout, "kafka", 5) == 0)) {
-        return RedisModule_ReplyWithError(ctx, "ERR the layout is kafka or v1");
+    const char *layout_name = RedisModule_StringPtrLen(argv[7], &layout_len);
+    int layout;
+    if (layout_len == 5 && memcmp(layout_name, "kafka", 5) == 0) {
+        layout = LAYOUT_KAFKA;
+    } else if (layout_len == 2 && memcmp(layout_name, "v1", 2) == 0) {
+        layout = LAYOUT_V1;
+    } else if (layout_len == 6 && memcmp(layout_name, "packed", 6) == 0) {
+        layout = LAYOUT_PACKED;
+    } else {
+        return RedisModule_ReplyWithError(ctx, "ERR the layout is kafka, v1 or packed");
     }
     /* the records that fit, each checked before anything is written */
     int end = FIRST_RECORD, most_fields = 0;
     while (end < argc) {
         int malformed;
-        int width = record_width(argv, argc, end, v1, &malformed);
+        int width = record_width(argv, argc, end, layout, &malformed);
         if (malformed) return RedisModule_ReplyWithError(ctx, "ERR a malformed record");
         if (width == 0) break;
         if (width > 4 && width + 2 > most_fields) most_fields = width + 2;
@@ -336,13 +403,15 @@ static int append_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     int failed = 0;
     for (int at = FIRST_RECORD; at < end && !failed;) {
         long long form = 0;
-        if (!v1) parse_long(argv[at], &form);
-        if (form == RAW_BATCH) {
+        if (layout == LAYOUT_KAFKA) parse_long(argv[at], &form);
+        if (layout == LAYOUT_PACKED) {
+            failed = !add_packed(&a, argv[at], ts);
+        } else if (form == RAW_BATCH) {
             failed = !add_batch(&a, argv + at, ts);
         } else {
-            failed = !add_record(&a, argv + at, ts, v1, fields);
+            failed = !add_record(&a, argv + at, ts, layout, fields);
         }
-        at += form_width(form, v1);
+        at += form_width(form, layout);
     }
     if (fields != few) free(fields);
     RedisModule_CloseKey(a.log);

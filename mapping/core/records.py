@@ -27,6 +27,8 @@ Fetch's walk over raw entries is mapping/partition/record_walk.py.
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Sequence
 from itertools import islice
 from typing import Any, NamedTuple
 
@@ -74,6 +76,7 @@ SHORT_KEY_VALUE = -2
 # (mapping/connection/append_module.c): -3, first timestamp, count, the records' bytes.
 RAW_BATCH = -3
 BATCH_HEADER_BYTES = 61  # a magic 2 RecordBatch's header: its records follow
+_PACKED_LENGTH = struct.Struct(">I")
 
 Header = tuple[str, bytes | None]
 # A record as a Produce request carries it: (key, value, create time, headers).
@@ -100,6 +103,18 @@ def raw_batch_resp(raw: RawRecords) -> resp.RespArgs:
     head = resp.bulks((RAW_BATCH, raw.first_timestamp, raw.count))
     data = b"".join((head, b"$%d\r\n" % len(records), records, b"\r\n"))
     return resp.RespArgs(data, 4, lambda: raw_batch_args(raw))
+
+
+def packed_pairs(items: Sequence[bytes | str]) -> bytes:
+    """V1 records (key1, value1, key2, value2, ...) as partition/produce.lua hands them to the
+    streamadapter module in one argument (layout ``packed``, mapping/connection/
+    append_module.c): each key and value a 4-byte big-endian length and its bytes."""
+    parts = []
+    for item in items:
+        data = item.encode() if isinstance(item, str) else item
+        parts.append(_PACKED_LENGTH.pack(len(data)))
+        parts.append(data)
+    return b"".join(parts)
 
 
 class StoredRecord(NamedTuple):

@@ -14,6 +14,7 @@ from typing import Any
 from mapping.connection import scripts
 from mapping.connection.scripts import Script
 from mapping.core.keys import PartitionKeys
+from mapping.core.records import packed_pairs
 from mapping.topic.topic_config import TopicConfig
 from mapping.topic.topic_rules import is_compacted
 
@@ -72,8 +73,18 @@ def partition_produce_call(
 ) -> tuple:
     """partition/produce.lua: ``items`` are key1, value1, key2, value2, ...; ``compaction``:
     see ``compaction_keys``; ``append_module``: Redis has the streamadapter module
-    (mapping/connection/append_module.c), whose one command writes the records."""
-    return head.command(PARTITION_PRODUCE, compaction, ["1" if append_module else "0", *items])
+    (mapping/connection/append_module.c), whose one command writes the records of a partition
+    that is not compacted: they go packed in one argument (``packed_pairs``)."""
+    if append_module and not compaction:
+        return head.command(PARTITION_PRODUCE, (), ["1", packed_pairs(items)])
+    return head.command(PARTITION_PRODUCE, compaction, ["0", *items])
+
+
+def produced_offsets(reply: Sequence[Any]) -> list[int]:
+    """The offsets of every record a partition/produce.lua call appended, from its reply
+    (hw, |ISR|, the first offset, the last: a call's offsets are consecutive)."""
+    first, last = int(reply[2]), int(reply[3])
+    return list(range(first, last + 1)) if first >= 0 else []
 
 
 def partition_consume_call(

@@ -190,12 +190,15 @@ class Partitions:
         future, first = self.batcher.append(group, known[1], [p for r in records for p in r])
         if self.durable is not None:
             self.durable.note(config, partition)
-        start = 2 + first // 2  # items are key, value pairs; the reply is hw, |ISR|, offsets...
-        end = start + len(records)
+        # items are key, value pairs; the reply is hw, |ISR|, the call's first and last
+        # offsets (consecutive: these records' are from the first's + first // 2)
+        place, count = first // 2, len(records)
         return Pending(
             future,
             lambda reply: ProduceResult(
-                [int(o) for o in reply[start:end]], int(reply[0]), int(reply[1])
+                list(range(int(reply[2]) + place, int(reply[2]) + place + count)),
+                int(reply[0]),
+                int(reply[1]),
             ),
         )
 

@@ -198,7 +198,8 @@ end
 -- (mapping/connection/append_module.c) instead of an XADD each: the same entries, ids and
 -- numbers as next_entry and append_entry give, a call per window of arguments (Lua passes
 -- at most 8000 values to a function). `layout`: 'kafka' (kafka/produce.lua's forms; a
--- record too long for a window goes through append_entry) or 'v1' (key, value pairs).
+-- record too long for a window goes through append_entry), 'v1' (key, value pairs) or
+-- 'packed' (V1 records packed into each argument: mapping/core/records.py's packed_pairs).
 -- Not for compacted partitions (no index kept here).
 -- Returns the first and the last record's offsets (-1, -1: none).
 local APPEND_WINDOW = 4000

@@ -35,7 +35,7 @@ from mapping.connection.client import connect
 from mapping.connection.embedded import RedisProcess
 from mapping.connection.startup import pin_sequence_bits
 from mapping.core.keys import Keys
-from mapping.core.records import ProducedRecord
+from mapping.core.records import ProducedRecord, packed_pairs
 from mapping.partition.kafka import KafkaStore
 from mapping.partition.partition_scripts import LATEST_OFFSET
 from mapping.partition.partitions import Partitions, ReplicaFetchResult
@@ -350,6 +350,46 @@ def test_bad_copies_get_an_error_and_write_nothing(redis_client: redis.Redis) ->
     assert redis_client.ping()
 
 
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    calls=st.lists(
+        st.lists(
+            st.tuples(st.binary(max_size=20), st.binary(max_size=300)), min_size=1, max_size=40
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_packed_v1_records_are_the_pairs_the_scripts_xadd(
+    redis_url: str, calls: list[list[tuple[bytes, bytes]]]
+) -> None:
+    """partition/produce.lua's records packed for the module (any bytes, empty ones too)
+    against the same pairs XADDed by the script: the same entries and replies."""
+
+    async def work(store: KafkaStore, topics: Topics, keys: Keys) -> None:
+        config = await topics.topic("v")
+        replies = []
+        for partition, module in ((0, True), (1, False)):
+            store.partitions.append_module = module
+            store.partitions._drop_derived(None)  # the produce builders see the flag anew
+            replies.append(
+                [(await store.partitions.produce(config, partition, c)).offsets for c in calls]
+            )
+        sync = redis.Redis.from_url(redis_url)
+        try:
+            logs = [sync.xrange(keys.partition("v", p).log) for p in (0, 1)]
+        finally:
+            sync.close()
+        written = [[(k, v, 0, []) for k, v in c] for c in calls]
+        assert _check_log(logs[0], written, 10) == _check_log(logs[1], written, 10)
+        for log, offsets in zip(logs, replies, strict=True):
+            assert [o for reply in offsets for o in reply] == [_offset(i, 10) for i, _ in log]
+
+    _run(redis_url, 10, work)
+
+
 def test_bad_arguments_get_an_error_and_write_nothing(redis_client: redis.Redis) -> None:
     log = f"module-bad-{uuid.uuid4().hex[:8]}"
     head = [APPEND_COMMAND, log, 1024, 5, -1, 1023, 0, "kafka"]
@@ -361,6 +401,9 @@ def test_bad_arguments_get_an_error_and_write_nothing(redis_client: redis.Redis)
         ([*head, -1, b"v", 5, 3, 0, b"a", b"b", b"c"], "malformed record"),
         ([*head, -1, b"v", 5, 2, 4, b"value", b"b"], "malformed record"),
         ([*head, -3, 5, 2, b"\x02\x00"], "malformed record"),  # not two plain records
+        ([*head[:7], "packed", b""], "malformed record"),  # no record
+        ([*head[:7], "packed", packed_pairs([b"k", b"v"])[:-1]], "malformed record"),
+        ([*head[:7], "packed", packed_pairs([b"k"])], "malformed record"),  # a key alone
     ]:
         with pytest.raises(redis.ResponseError, match=message):
             redis_client.execute_command(*args)

@@ -16,7 +16,11 @@ from mapping.connection.embedded import RedisProcess, free_port
 from mapping.core import codec
 from mapping.core.keys import Keys
 from mapping.operations import inspection
-from mapping.partition.partition_scripts import PartitionHead, partition_produce_call
+from mapping.partition.partition_scripts import (
+    PartitionHead,
+    partition_produce_call,
+    produced_offsets,
+)
 from tests.support.pods import RF1, scrape_metrics
 
 BITS = codec.DEFAULT_SEQUENCE_BITS
@@ -35,7 +39,7 @@ class Partitions:
         for start in range(0, count, 10_000):
             items = [p for _ in range(min(10_000, count - start)) for p in (b"k", value)]
             call = scripts.as_eval(partition_produce_call(head, items))
-            offsets += [int(o) for o in self.client.execute_command(*call)[2:]]
+            offsets += produced_offsets(self.client.execute_command(*call))
         return offsets
 
     def join(self, group: str) -> None:

@@ -19,6 +19,7 @@ from mapping.partition.partition_scripts import (
     partition_produce_call,
     partition_replica_fetch_call,
     partition_status_call,
+    produced_offsets,
 )
 
 BITS = codec.DEFAULT_SEQUENCE_BITS
@@ -39,7 +40,7 @@ class Log:
 
     def produce(self, *values: bytes) -> list[int]:
         items = [p for v in values for p in (b"k", v)]
-        return [int(o) for o in self.run(partition_produce_call(self.head, items))[2:]]
+        return produced_offsets(self.run(partition_produce_call(self.head, items)))
 
     def consume(self, start: int, max_records: int, max_bytes: int) -> tuple[list, list[bytes]]:
         """(hw and marks, values read)."""
@@ -147,13 +148,11 @@ def test_the_hw_readers_get_is_a_position_they_reach(redis_client: redis.Redis) 
     def run(command: tuple) -> list:
         return redis_client.execute_command(*scripts.as_eval(command))
 
-    first, second = (
-        int(o) for o in run(partition_produce_call(head, [b"k", b"a", b"k", b"b"]))[2:]
-    )
+    first, second = produced_offsets(run(partition_produce_call(head, [b"k", b"a", b"k", b"b"])))
     run(partition_replica_fetch_call(head, 1, first, 100))
     assert run(partition_status_call(head))[0] == first
     time.sleep(0.002)  # (c in a later millisecond: a gap of offsets between b and c)
-    third = int(run(partition_produce_call(head, [b"k", b"c"]))[2])
+    (third,) = produced_offsets(run(partition_produce_call(head, [b"k", b"c"])))
     gap = third - 1  # past b: the follower has a and b, not c
     assert gap > second
     run(partition_replica_fetch_call(head, 1, gap, 100))

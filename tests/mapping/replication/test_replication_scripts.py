@@ -19,6 +19,7 @@ from mapping.partition.partition_scripts import (
     partition_replica_fetch_call,
     partition_set_role_call,
     partition_status_call,
+    produced_offsets,
 )
 from tests.support.waiting import wait_until
 
@@ -42,7 +43,7 @@ class Partition:
 
     def produce(self, *values: str) -> list[int]:
         flat = [part for v in values for part in ("k", v)]
-        return [int(o) for o in self.run(partition_produce_call(self.head(), flat))[2:]]
+        return produced_offsets(self.run(partition_produce_call(self.head(), flat)))
 
     def fetch(self, replica: int, offset: int, max_copy: int = 1000) -> dict:
         acked, hw, isr, log_end, complete = self.run(
