@@ -45,6 +45,10 @@ def test_compose_stack_shape(compose: dict) -> None:
     redis_command = services["redis"]["command"]
     assert redis_command[redis_command.index("--appendonly") + 1] == "yes"
     assert "redis-data:/data" in services["redis"]["volumes"]
+    # the project's module, from the Dockerfile's redis target
+    assert services["redis"]["build"]["target"] == "redis"
+    module = redis_command[redis_command.index("--loadmodule") + 1]
+    assert module in (DOCKER / "Dockerfile").read_text()
     for name, service in services.items():
         check = service["healthcheck"]
         if name == "topic-init":  # a one-shot job
@@ -71,8 +75,9 @@ def test_dockerfile_targets_and_sources() -> None:
     text = (DOCKER / "Dockerfile").read_text()
     stages = re.findall(r"^FROM \S+ AS (\S+)$", text, re.M)
     # adapter last: the default target; runtime images only copy a stage's virtualenv
-    assert stages == ["deps", "build", "spark-build", "runtime", "spark", "adapter"]
-    assert re.findall(r"^COPY --from=(\S+) ", text, re.M) == ["spark-build", "build"]
+    assert stages == ["deps", "build", "spark-build", "redis", "runtime", "spark", "adapter"]
+    # the redis target takes the module from the build stage
+    assert re.findall(r"^COPY --from=(\S+) ", text, re.M) == ["build", "spark-build", "build"]
     for source in re.findall(r"^COPY (?!--)(\S+) ", text, re.M):
         assert (ROOT / source).exists(), source
     assert text.count("HEALTHCHECK") == 2
