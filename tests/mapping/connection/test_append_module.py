@@ -240,30 +240,41 @@ def test_long_batches_few_sequence_bits_and_a_record_longer_than_a_window(redis_
     _write_both(redis_url, [many, mixed, many[:3]], bits=2, idempotent=False)
 
 
-def test_v1_produce_writes_the_same_through_the_module(redis_url: str) -> None:
-    calls = [[(b"k%d" % i, b"v" * i) for i in range(n)] for n in (1, 3, 2500)]
+def _produce_v1_both(
+    redis_url: str, calls: list[list[tuple[bytes, bytes]]]
+) -> list[tuple[Any, ...]]:
+    """``calls`` of V1 records produced to partition 0 through the module (packed) and to
+    partition 1 through the script's XADDs; asserts both logs and the offsets answered are
+    alike; returns the entries' fields (_check_log)."""
 
-    async def work(store: KafkaStore, topics: Topics, keys: Keys) -> None:
+    async def work(store: KafkaStore, topics: Topics, keys: Keys) -> list[tuple[Any, ...]]:
         config = await topics.topic("v")
-        offsets = []
+        replies = []
         for partition, module in ((0, True), (1, False)):
             store.partitions.append_module = module
             store.partitions._drop_derived(None)  # the produce builders see the flag anew
-            for records in calls:
-                offsets.append((await store.partitions.produce(config, partition, records)).offsets)
+            replies.append(
+                [(await store.partitions.produce(config, partition, c)).offsets for c in calls]
+            )
         sync = redis.Redis.from_url(redis_url)
         try:
             logs = [sync.xrange(keys.partition("v", p).log) for p in (0, 1)]
         finally:
             sync.close()
-        written = [[(k, v, 0, []) for k, v in records] for records in calls]
+        written = [[(k, v, 0, []) for k, v in c] for c in calls]
         seen = [_check_log(log, written, 10) for log in logs]
         assert seen[0] == seen[1]
-        assert [b"key", b"value", b"ts", b"n"] == [name for name, _ in seen[0][0]]
-        for log, replies in zip(logs, (offsets[:3], offsets[3:]), strict=True):
-            assert [o for reply in replies for o in reply] == [_offset(i, 10) for i, _ in log]
+        for log, offsets in zip(logs, replies, strict=True):
+            assert [o for reply in offsets for o in reply] == [_offset(i, 10) for i, _ in log]
+        return seen[0]
 
-    _run(redis_url, 10, work)
+    return _run(redis_url, 10, work)
+
+
+def test_v1_produce_writes_the_same_through_the_module(redis_url: str) -> None:
+    calls = [[(b"k%d" % i, b"v" * i) for i in range(n)] for n in (1, 3, 2500)]
+    seen = _produce_v1_both(redis_url, calls)
+    assert [b"key", b"value", b"ts", b"n"] == [name for name, _ in seen[0]]
 
 
 @settings(
@@ -367,27 +378,7 @@ def test_packed_v1_records_are_the_pairs_the_scripts_xadd(
 ) -> None:
     """partition/produce.lua's records packed for the module (any bytes, empty ones too)
     against the same pairs XADDed by the script: the same entries and replies."""
-
-    async def work(store: KafkaStore, topics: Topics, keys: Keys) -> None:
-        config = await topics.topic("v")
-        replies = []
-        for partition, module in ((0, True), (1, False)):
-            store.partitions.append_module = module
-            store.partitions._drop_derived(None)  # the produce builders see the flag anew
-            replies.append(
-                [(await store.partitions.produce(config, partition, c)).offsets for c in calls]
-            )
-        sync = redis.Redis.from_url(redis_url)
-        try:
-            logs = [sync.xrange(keys.partition("v", p).log) for p in (0, 1)]
-        finally:
-            sync.close()
-        written = [[(k, v, 0, []) for k, v in c] for c in calls]
-        assert _check_log(logs[0], written, 10) == _check_log(logs[1], written, 10)
-        for log, offsets in zip(logs, replies, strict=True):
-            assert [o for reply in offsets for o in reply] == [_offset(i, 10) for i, _ in log]
-
-    _run(redis_url, 10, work)
+    _produce_v1_both(redis_url, calls)
 
 
 def test_bad_arguments_get_an_error_and_write_nothing(redis_client: redis.Redis) -> None:
