@@ -349,7 +349,9 @@ async def ready(connection: Any) -> None:
         try:
             stale = await connection.can_read()
         except RedisConnectionError:
-            stale = False  # can_read disconnected it already
+            # the socket is closed: redis-py before 8.2 disconnected it here, 8.2 leaves it
+            # connected (a pipeline written to it would then fail as "outcome unknown")
+            stale = True
         if stale:
             await connection.disconnect(nowait=True)
     if not connection.is_connected:

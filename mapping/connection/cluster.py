@@ -25,10 +25,10 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster as SyncRedisCluster
 from redis.maint_notifications import MaintNotificationsConfig
-from redis.retry import Retry
 
 from mapping.connection import redis_errors, sentinel
 
