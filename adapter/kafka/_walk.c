@@ -7,6 +7,9 @@
  *   value V ts T create_ts C null key n N          (a null key)
  *   key K value V ts T create_ts C n N             (a key and a value)
  *
+ * each with the CreateTime as create_ts or, as the streamadapter module writes it, as
+ * create_dt (its difference from ts).
+ *
  * adapter/kafka/fetch_reads.encode_entries calls it through adapter/kafka/records.py, which
  * falls back to the pure path where this is not built (or ADAPTER_PURE_PYTHON is set). */
 
@@ -123,23 +126,51 @@ static void take_bytes(PyObject *field, const char **at, Py_ssize_t *size) {
     *at = PyBytes_AS_STRING(field), *size = PyBytes_GET_SIZE(field);
 }
 
+/* A record's CreateTime from its fields at `at` (ts T, then create_ts C or create_dt D),
+ * given as bytes' text and size each: 0 when they are not that. */
+static int create_time(const char *const *text, const Py_ssize_t *size, int64_t *out) {
+    static const char ts[] = "ts", create_ts[] = "create_ts", create_dt[] = "create_dt";
+    int64_t append_time, stamp;
+    if (size[0] != 2 || memcmp(text[0], ts, 2) != 0 || size[2] != 9) return 0;
+    if (!parse_decimal(text[3], size[3], 1, &stamp)) return 0;
+    if (memcmp(text[2], create_ts, 9) == 0) {
+        *out = stamp;
+        return 1;
+    }
+    if (memcmp(text[2], create_dt, 9) != 0 || !parse_decimal(text[1], size[1], 0, &append_time))
+        return 0;
+    *out = append_time + stamp;
+    return 1;
+}
+
+/* create_time over four fields of an XRANGE entry's list. */
+static int create_time_of(PyObject **fields, int64_t *out) {
+    const char *text[4];
+    Py_ssize_t size[4];
+    for (int i = 0; i < 4; i++) {
+        if (!PyBytes_CheckExact(fields[i])) return 0;
+        text[i] = PyBytes_AS_STRING(fields[i]), size[i] = PyBytes_GET_SIZE(fields[i]);
+    }
+    return create_time(text, size, out);
+}
+
 /* The common layouts (record_walk's fast path): 1 with *taken filled, 0 not one of them. */
 static int fast_record(PyObject **fields, Py_ssize_t count, Taken *taken) {
-    PyObject *stamp, *value;
+    PyObject *value;
+    PyObject **times; /* ts T create_ts C (or create_dt D) */
     if (count != 10 || !IS(fields[8], "n")) return 0;
     if (IS(fields[0], "value")) {
-        if (!IS(fields[4], "create_ts") || !IS(fields[6], "null")) return 0;
-        taken->key = NULL, taken->key_size = 0, value = fields[1], stamp = fields[5];
+        if (!IS(fields[6], "null")) return 0;
+        taken->key = NULL, taken->key_size = 0, value = fields[1], times = fields + 2;
     } else {
-        if (!IS(fields[0], "key") || !IS(fields[2], "value") || !IS(fields[6], "create_ts"))
-            return 0;
-        value = fields[3], stamp = fields[7];
+        if (!IS(fields[0], "key") || !IS(fields[2], "value")) return 0;
+        value = fields[3], times = fields + 4;
         if (!PyBytes_CheckExact(fields[1])) return 0;
         take_bytes(fields[1], &taken->key, &taken->key_size);
     }
-    if (!PyBytes_CheckExact(value) || !PyBytes_CheckExact(stamp)) return 0;
+    if (!PyBytes_CheckExact(value)) return 0;
     take_bytes(value, &taken->value, &taken->value_size);
-    return parse_decimal(PyBytes_AS_STRING(stamp), PyBytes_GET_SIZE(stamp), 1, &taken->timestamp);
+    return create_time_of(times, &taken->timestamp);
 }
 
 /* Whether an entry that is not a fast one ends a plain batch in walk_entries: a transaction
@@ -344,21 +375,21 @@ out:
 /* ---- the same from the XRANGE reply's RESP bytes (mapping/connection/raw_replies.py) ----- */
 
 static int fast_record_raw(const Field *fields, Py_ssize_t count, Taken *taken) {
-    Field stamp;
+    const Field *times;
     if (count != 10 || !FIELD_IS(fields[8], "n")) return 0;
     if (FIELD_IS(fields[0], "value")) {
-        if (!FIELD_IS(fields[4], "create_ts") || !FIELD_IS(fields[6], "null")) return 0;
-        taken->key = NULL, taken->key_size = 0, stamp = fields[5];
+        if (!FIELD_IS(fields[6], "null")) return 0;
+        taken->key = NULL, taken->key_size = 0, times = fields + 2;
         taken->value = fields[1].at, taken->value_size = fields[1].size;
     } else {
-        if (!FIELD_IS(fields[0], "key") || !FIELD_IS(fields[2], "value") ||
-            !FIELD_IS(fields[6], "create_ts"))
-            return 0;
+        if (!FIELD_IS(fields[0], "key") || !FIELD_IS(fields[2], "value")) return 0;
         taken->key = fields[1].at, taken->key_size = fields[1].size;
         taken->value = fields[3].at, taken->value_size = fields[3].size;
-        stamp = fields[7];
+        times = fields + 4;
     }
-    return parse_decimal(stamp.at, stamp.size, 1, &taken->timestamp);
+    const char *text[4] = {times[0].at, times[1].at, times[2].at, times[3].at};
+    const Py_ssize_t size[4] = {times[0].size, times[1].size, times[2].size, times[3].size};
+    return create_time(text, size, &taken->timestamp);
 }
 
 static int ends_plain_batch_raw(const Field *fields, Py_ssize_t size) {

@@ -14,13 +14,16 @@
  * ms, rolling to the next ms when seq would reach `limit` (2^sequence bits); its 'n' field
  * is `numbered` + 1, + 2, ... With `layout` kafka, each record is one of kafka/produce.lua's
  * forms (mapping/core/records.py owns the fields and their order):
- *   -1 value create_ts               key null: value, ts, create_ts, null=key, n
- *   -2 key value create_ts           key, value, ts, create_ts, n
+ *   -1 value create_ts               key null: value, ts, create_dt, null=key, n
+ *   -2 key value create_ts           key, value, ts, create_dt, n
  *   count lead item1 .. item<count>  the lead items, ts, the other items, n
  *   -3 first_timestamp count records a Kafka RecordBatch's records as sent (uncompressed,
  *                                    after its header; no headers in them: kafka_record.h),
- *                                    each as record_items lays it out, its create_ts the
+ *                                    each as record_items lays it out, its CreateTime the
  *                                    first timestamp + its delta
+ * where a record's CreateTime is written as create_dt, its difference from `ts` (a
+ * create_ts item of the long form too): the scripts' own XADDs write create_ts, and every
+ * reader takes both (records.py).
  * with `layout` v1, a V1 record: key value (key, value, ts, n); and with `layout` packed,
  * V1 records packed into one argument (partition/produce.lua's, so that a record costs no
  * argument of its own in the script): each record its key and its value, each as a 4-byte
@@ -53,8 +56,9 @@
 #define RAW_BATCH -3
 #define FEW_FIELDS 64
 
-enum { F_KEY, F_VALUE, F_TS, F_CREATE_TS, F_NULL, F_N, FIELD_NAMES };
-static const char *const field_texts[FIELD_NAMES] = {"key", "value", "ts", "create_ts", "null", "n"};
+enum { F_KEY, F_VALUE, F_TS, F_CREATE_TS, F_CREATE_DT, F_NULL, F_N, FIELD_NAMES };
+static const char *const field_texts[FIELD_NAMES] = {"key",       "value", "ts", "create_ts",
+                                                     "create_dt", "null",  "n"};
 static RedisModuleString *field_names[FIELD_NAMES];
 static RedisModuleString *null_both; /* the null field's "key value" */
 
@@ -78,10 +82,10 @@ static int parse_long(const RedisModuleString *text, long long *out) {
     return 1;
 }
 
-static int is_value_name(const RedisModuleString *name) {
+static int is_text(const RedisModuleString *name, const char *text) {
     size_t len;
     const char *p = RedisModule_StringPtrLen(name, &len);
-    return len == 5 && memcmp(p, "value", 5) == 0;
+    return len == strlen(text) && memcmp(p, text, len) == 0;
 }
 
 static size_t byte_size(const RedisModuleString *text) {
@@ -190,6 +194,8 @@ typedef struct {
     long long limit, now, ms, seq, numbered;
     long long first_ms, first_seq, count;
     size_t largest;
+    RedisModuleString *create_dt; /* the last record's create_dt text (most records share one) */
+    long long create_time;        /* the CreateTime it was made for */
 } Append;
 
 /* Appends one entry: `fields` (`used` of them, room for two more: 'n' and the number). */
@@ -231,8 +237,22 @@ static RedisModuleString *signed_text(RedisModuleCtx *ctx, long long value) {
     return RedisModule_CreateString(ctx, text, size);
 }
 
+/* The create_dt text of a record whose CreateTime is `create_time`: its difference from the
+ * append time, a few milliseconds where create_ts would take 13 digits (Redis keeps either as
+ * a number: 2 bytes instead of 9 in the listpack). Kept in `a` for the records that share it;
+ * append_command frees the last one. */
+static RedisModuleString *create_delta(Append *a, long long create_time) {
+    if (a->create_dt == NULL || create_time != a->create_time) {
+        if (a->create_dt != NULL) RedisModule_FreeString(a->ctx, a->create_dt);
+        a->create_dt = signed_text(a->ctx, create_time - a->now);
+        a->create_time = create_time;
+    }
+    return a->create_dt;
+}
+
 /* A raw batch's records (form -3: first timestamp, count, the records' bytes), each with
- * the fields record_items gives it: [key K] [value V] ts T create_ts C [null which] n N. */
+ * the fields record_items gives it, the CreateTime as create_dt:
+ * [key K] [value V] ts T create_dt D [null which] n N. */
 static int add_batch(Append *a, RedisModuleString **argv, RedisModuleString *ts) {
     long long first_timestamp, count;
     parse_long(argv[1], &first_timestamp);
@@ -240,8 +260,6 @@ static int add_batch(Append *a, RedisModuleString **argv, RedisModuleString *ts)
     size_t size;
     const unsigned char *at = (const unsigned char *)RedisModule_StringPtrLen(argv[3], &size);
     const unsigned char *end = at + size;
-    RedisModuleString *create_ts = NULL;
-    long long create_time = 0;
     KafkaRecord record = {0, NULL, 0, NULL, 0};
     for (long long i = 0; i < count; i++) {
         kafka_plain_record(&at, end, &record); /* checked before anything was written */
@@ -259,16 +277,10 @@ static int add_batch(Append *a, RedisModuleString **argv, RedisModuleString *ts)
             fields[used++] = field_names[F_VALUE];
             fields[used++] = value;
         }
-        long long stamp = first_timestamp + record.timestamp_delta;
-        if (create_ts == NULL || stamp != create_time) { /* most records share one */
-            if (create_ts != NULL) RedisModule_FreeString(a->ctx, create_ts);
-            create_ts = signed_text(a->ctx, stamp);
-            create_time = stamp;
-        }
         fields[used++] = field_names[F_TS];
         fields[used++] = ts;
-        fields[used++] = field_names[F_CREATE_TS];
-        fields[used++] = create_ts;
+        fields[used++] = field_names[F_CREATE_DT];
+        fields[used++] = create_delta(a, first_timestamp + record.timestamp_delta);
         if (key == NULL || value == NULL) {
             fields[used++] = field_names[F_NULL];
             fields[used++] = key == NULL ? (value == NULL ? null_both : field_names[F_KEY])
@@ -277,12 +289,8 @@ static int add_batch(Append *a, RedisModuleString **argv, RedisModuleString *ts)
         int added = add_entry(a, fields, used, record.value != NULL ? (size_t)record.value_size : 0);
         if (key != NULL) RedisModule_FreeString(a->ctx, key);
         if (value != NULL) RedisModule_FreeString(a->ctx, value);
-        if (!added) {
-            RedisModule_FreeString(a->ctx, create_ts);
-            return 0;
-        }
+        if (!added) return 0;
     }
-    if (create_ts != NULL) RedisModule_FreeString(a->ctx, create_ts);
     return 1;
 }
 
@@ -308,6 +316,18 @@ static int add_packed(Append *a, RedisModuleString *packed, RedisModuleString *t
     return 1;
 }
 
+/* A record's CreateTime (`stamp`, as sent) as its two fields: create_dt (create_ts when it
+ * is not a number, which the pods never send). */
+static void create_fields(Append *a, RedisModuleString *stamp, RedisModuleString **fields) {
+    long long create_time;
+    if (parse_long(stamp, &create_time) && create_time < KAFKA_TIME_BOUND &&
+        create_time > -KAFKA_TIME_BOUND) {
+        fields[0] = field_names[F_CREATE_DT], fields[1] = create_delta(a, create_time);
+    } else {
+        fields[0] = field_names[F_CREATE_TS], fields[1] = stamp;
+    }
+}
+
 /* One record given in arguments (a short or long form of kafka/produce.lua, or a V1 pair)
  * at argv[0]. */
 static int add_record(Append *a, RedisModuleString **argv, RedisModuleString *ts, int layout,
@@ -326,7 +346,7 @@ static int add_record(Append *a, RedisModuleString **argv, RedisModuleString *ts
     } else if (form == SHORT_NULL_KEY) {
         fields[0] = field_names[F_VALUE], fields[1] = argv[1];
         fields[2] = field_names[F_TS], fields[3] = ts;
-        fields[4] = field_names[F_CREATE_TS], fields[5] = argv[2];
+        create_fields(a, argv[2], fields + 4);
         fields[6] = field_names[F_NULL], fields[7] = field_names[F_KEY];
         used = 8;
         value_bytes = byte_size(argv[1]);
@@ -334,7 +354,7 @@ static int add_record(Append *a, RedisModuleString **argv, RedisModuleString *ts
         fields[0] = field_names[F_KEY], fields[1] = argv[1];
         fields[2] = field_names[F_VALUE], fields[3] = argv[2];
         fields[4] = field_names[F_TS], fields[5] = ts;
-        fields[6] = field_names[F_CREATE_TS], fields[7] = argv[3];
+        create_fields(a, argv[3], fields + 6);
         used = 8;
         value_bytes = byte_size(argv[2]);
     } else {
@@ -343,18 +363,24 @@ static int add_record(Append *a, RedisModuleString **argv, RedisModuleString *ts
         RedisModuleString **items = argv + 2;
         for (long long j = 0; j < lead; j++) fields[used++] = items[j];
         for (long long j = 0; j < lead; j += 2) {
-            if (is_value_name(items[j])) value_bytes = byte_size(items[j + 1]);
+            if (is_text(items[j], "value")) value_bytes = byte_size(items[j + 1]);
         }
         fields[used++] = field_names[F_TS];
         fields[used++] = ts;
-        for (long long j = lead; j < form; j++) fields[used++] = items[j];
+        for (long long j = lead; j < form; j += 2, used += 2) {
+            if (is_text(items[j], "create_ts")) {
+                create_fields(a, items[j + 1], fields + used);
+            } else {
+                fields[used] = items[j], fields[used + 1] = items[j + 1];
+            }
+        }
     }
     return add_entry(a, fields, used, value_bytes);
 }
 
 static int append_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < FIRST_RECORD) return RedisModule_WrongArity(ctx);
-    Append a = {ctx, NULL, 0, 0, 0, 0, 0, -1, -1, 0, 0};
+    Append a = {ctx, NULL, 0, 0, 0, 0, 0, -1, -1, 0, 0, NULL, 0};
     if (!parse_long(argv[2], &a.limit) || !parse_long(argv[3], &a.now) ||
         !parse_long(argv[4], &a.ms) || !parse_long(argv[5], &a.seq) ||
         !parse_long(argv[6], &a.numbered) || a.limit < 1 || a.now < 0 || a.ms < -1 ||
@@ -414,6 +440,7 @@ static int append_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         at += form_width(form, layout);
     }
     if (fields != few) free(fields);
+    if (a.create_dt != NULL) RedisModule_FreeString(ctx, a.create_dt);
     RedisModule_CloseKey(a.log);
     if (a.count > 0) RedisModule_ReplicateVerbatim(ctx);
     if (failed) {

@@ -7,6 +7,9 @@ Every record, V1's, Kafka's or the Spark sink's, is one stream entry with readab
     value      the value (absent: null value, a tombstone; V1 CONSUME shows it as empty)
     ts         the append time (ms, Redis' clock), as V1 writes it
     create_ts  the record's own timestamp (CreateTime) as the producer set it
+    create_dt  the same as a difference from ``ts`` (CreateTime - ts, ms), in place of
+               create_ts: what the streamadapter module writes (a few digits where a
+               timestamp takes 13, 9 bytes less per record in Redis); readers take both
     null       "key", "value" or "key value": which of them the producer sent as null
     h:<name>   one header, in order (a null header value: field "hn:<name>", empty value)
     pid, pe    a transactional record's producer id and epoch (decimal text), before n
@@ -39,6 +42,7 @@ KEY = "key"
 VALUE = "value"
 APPEND_TIME = "ts"
 CREATE_TIME = "create_ts"
+CREATE_DELTA = "create_dt"
 NULLS = "null"
 NUMBER = "n"
 HEADER_PREFIX = "h:"
@@ -47,7 +51,18 @@ PRODUCER_ID = "pid"
 PRODUCER_EPOCH = "pe"
 CONTROL = "ctl"
 FIELD_NAMES = frozenset(
-    {KEY, VALUE, APPEND_TIME, CREATE_TIME, NULLS, NUMBER, PRODUCER_ID, PRODUCER_EPOCH, CONTROL}
+    {
+        KEY,
+        VALUE,
+        APPEND_TIME,
+        CREATE_TIME,
+        CREATE_DELTA,
+        NULLS,
+        NUMBER,
+        PRODUCER_ID,
+        PRODUCER_EPOCH,
+        CONTROL,
+    }
 )
 # A control entry's ``ctl`` values (Kafka's ControlRecordType ABORT 0, COMMIT 1).
 CONTROL_COMMIT = "commit"
@@ -58,6 +73,7 @@ KEY_BYTES = KEY.encode()
 VALUE_BYTES = VALUE.encode()
 APPEND_TIME_BYTES = APPEND_TIME.encode()
 CREATE_TIME_BYTES = CREATE_TIME.encode()
+CREATE_DELTA_BYTES = CREATE_DELTA.encode()
 NULLS_BYTES = NULLS.encode()
 NUMBER_BYTES = NUMBER.encode()
 HEADER_PREFIX_BYTES = HEADER_PREFIX.encode()
@@ -115,6 +131,12 @@ def packed_pairs(items: Sequence[bytes | str]) -> bytes:
         parts.append(_PACKED_LENGTH.pack(len(data)))
         parts.append(data)
     return b"".join(parts)
+
+
+def create_time(name: bytes, stamp: bytes, append_stamp: bytes) -> int:
+    """A record's CreateTime from its ``name`` field's value ``stamp``: ``create_ts`` as is
+    (or ``ts``, a record without one), ``create_dt`` added to the append time."""
+    return int(append_stamp) + int(stamp) if name == CREATE_DELTA_BYTES else int(stamp)
 
 
 class StoredRecord(NamedTuple):
@@ -237,10 +259,11 @@ def entry_record(entry_id: bytes, fields: list[bytes], bits: int) -> StoredRecor
         size == 8
         and fields[0] == KEY_BYTES
         and fields[2] == VALUE_BYTES
-        and fields[6] == CREATE_TIME_BYTES
+        and (fields[6] == CREATE_TIME_BYTES or fields[6] == CREATE_DELTA_BYTES)
     ):
         ms, _, seq = entry_id.partition(b"-")
-        return StoredRecord((int(ms) << bits) | int(seq), int(fields[7]), fields[1], fields[3], [])
+        timestamp = create_time(fields[6], fields[7], fields[5])
+        return StoredRecord((int(ms) << bits) | int(seq), timestamp, fields[1], fields[3], [])
     if (
         size == 6
         and fields[0] == KEY_BYTES
@@ -249,16 +272,21 @@ def entry_record(entry_id: bytes, fields: list[bytes], bits: int) -> StoredRecor
     ):
         ms, _, seq = entry_id.partition(b"-")
         return StoredRecord((int(ms) << bits) | int(seq), int(fields[5]), fields[1], fields[3], [])
-    if size == 8 and fields[4] == CREATE_TIME_BYTES and fields[6] == NULLS_BYTES:
+    if (
+        size == 8
+        and (fields[4] == CREATE_TIME_BYTES or fields[4] == CREATE_DELTA_BYTES)
+        and fields[6] == NULLS_BYTES
+    ):
         # a null key (value first) or a tombstone (key first), no headers
         ms, _, seq = entry_id.partition(b"-")
         offset = (int(ms) << bits) | int(seq)
+        timestamp = create_time(fields[4], fields[5], fields[3])
         if fields[0] == VALUE_BYTES:
-            return StoredRecord(offset, int(fields[5]), None, fields[1], [])
+            return StoredRecord(offset, timestamp, None, fields[1], [])
         if fields[0] == KEY_BYTES:
-            return StoredRecord(offset, int(fields[5]), fields[1], None, [])
+            return StoredRecord(offset, timestamp, fields[1], None, [])
     key = value = None
-    append_ts = create_ts = None
+    append_ts = create_ts = create_dt = None
     headers: list[Header] = []
     for i in range(0, len(fields), 2):
         name = fields[i]
@@ -270,6 +298,8 @@ def entry_record(entry_id: bytes, fields: list[bytes], bits: int) -> StoredRecor
             append_ts = fields[i + 1]
         elif name == CREATE_TIME_BYTES:
             create_ts = fields[i + 1]
+        elif name == CREATE_DELTA_BYTES:
+            create_dt = fields[i + 1]
         elif name.startswith(HEADER_PREFIX_BYTES):
             headers.append(
                 (name[len(HEADER_PREFIX_BYTES) :].decode("utf-8", "replace"), fields[i + 1])
@@ -280,6 +310,8 @@ def entry_record(entry_id: bytes, fields: list[bytes], bits: int) -> StoredRecor
     offset = (int(ms) << bits) | int(seq)
     stamp = create_ts if create_ts is not None else append_ts
     timestamp = int(stamp) if stamp is not None else offset >> bits
+    if create_ts is None and create_dt is not None:
+        timestamp += int(create_dt)  # from ts (or, without one, the id's millisecond)
     return StoredRecord(offset, timestamp, key, value, headers)
 
 

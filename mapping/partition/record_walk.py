@@ -13,6 +13,7 @@ from mapping.core.records import (
     CONTROL_BYTES,
     CONTROL_BYTES_ABORT,
     CONTROL_COMMIT_BYTES,
+    CREATE_DELTA_BYTES,
     CREATE_TIME_BYTES,
     KEY_BYTES,
     NULLS_BYTES,
@@ -21,6 +22,7 @@ from mapping.core.records import (
     PRODUCER_ID_BYTES,
     VALUE_BYTES,
     Header,
+    create_time,
     entry_record,
 )
 
@@ -91,7 +93,9 @@ def walk_entries(
     limit = 0
     last_ms = b""
     ms_delta = 0
-    last_stamp = b""
+    # the last CreateTime's fields (create_ts or create_dt, its value, ts) and the time they
+    # give: a producer's batch shares them, parsed once
+    last_stamp = last_created = last_appended = b""
     timestamp = 0
     batch_producer: bytes | None = None
     producer_id = producer_epoch = -1
@@ -115,18 +119,20 @@ def walk_entries(
             # no headers (see entry_record); a batch of plain records only
             first = fields[0]
             if first == VALUE_BYTES:
-                fast = fields[4] == CREATE_TIME_BYTES and fields[6] == NULLS_BYTES
-                key, value, stamp = None, fields[1], fields[5]
+                created = fields[4]
+                fast = fields[6] == NULLS_BYTES
+                key, value, appended, stamp = None, fields[1], fields[3], fields[5]
                 length = len(value) + RECORD_OVERHEAD
             else:
+                created = fields[6]
                 fast = first == KEY_BYTES and fields[2] == VALUE_BYTES
-                fast = fast and fields[6] == CREATE_TIME_BYTES
-                key, value, stamp = fields[1], fields[3], fields[7]
+                key, value, appended, stamp = fields[1], fields[3], fields[5], fields[7]
                 length = len(key) + len(value) + RECORD_OVERHEAD
+            fast = fast and (created == CREATE_TIME_BYTES or created == CREATE_DELTA_BYTES)
             if fast and fields[8] == NUMBER_BYTES:
-                if stamp != last_stamp:
-                    last_stamp = stamp
-                    timestamp = int(stamp)
+                if stamp != last_stamp or created != last_created or appended != last_appended:
+                    last_stamp, last_created, last_appended = stamp, created, appended
+                    timestamp = create_time(created, stamp, appended)
                 if used + length > budget and (i > start or not take_first):
                     return Walked(i, used, base, True)
                 used += length
@@ -174,20 +180,23 @@ def walk_entries(
             return Walked(i, used, base, False, producer_id, producer_epoch)
         headers = _NO_HEADERS
         first = fields[0] if size else b""
-        one_null = size == 8 and fields[4] == CREATE_TIME_BYTES and fields[6] == NULLS_BYTES
+        created = fields[4] if size == 8 else b""
+        one_null = (created == CREATE_TIME_BYTES or created == CREATE_DELTA_BYTES) and fields[
+            6
+        ] == NULLS_BYTES
         if one_null and first == VALUE_BYTES:
-            key, value, stamp = None, fields[1], fields[5]  # a null key
+            key, value, appended, stamp = None, fields[1], fields[3], fields[5]  # a null key
             length = len(value)
         elif one_null and first == KEY_BYTES:
-            key, value, stamp = fields[1], None, fields[5]  # a tombstone
+            key, value, appended, stamp = fields[1], None, fields[3], fields[5]  # a tombstone
             length = len(key)
         elif (
             size == 8
             and first == KEY_BYTES
             and fields[2] == VALUE_BYTES
-            and fields[6] == CREATE_TIME_BYTES
+            and (fields[6] == CREATE_TIME_BYTES or fields[6] == CREATE_DELTA_BYTES)
         ):
-            stamp = fields[7]
+            created, appended, stamp = fields[6], fields[5], fields[7]
             key, value = fields[1], fields[3]
             length = len(key) + len(value)
         elif (
@@ -196,7 +205,7 @@ def walk_entries(
             and fields[2] == VALUE_BYTES
             and fields[4] == APPEND_TIME_BYTES
         ):
-            stamp = fields[5]
+            created, appended, stamp = APPEND_TIME_BYTES, fields[5], fields[5]  # a V1 record
             key, value = fields[1], fields[3]
             length = len(key) + len(value)
         else:
@@ -206,10 +215,11 @@ def walk_entries(
             timestamp = record.timestamp
             last_stamp = b""
             length = len(key or b"") + len(value or b"")
-        if stamp is not None and stamp != last_stamp:
-            # a producer's batch shares its create time: parsed once
-            last_stamp = stamp
-            timestamp = int(stamp)
+        if stamp is not None and (
+            stamp != last_stamp or created != last_created or appended != last_appended
+        ):
+            last_stamp, last_created, last_appended = stamp, created, appended
+            timestamp = create_time(created, stamp, appended)
         if append_time:
             appended = _append_stamp(fields) or ms
             if i == start:

@@ -78,12 +78,22 @@ def decoded(batches: list[bytes]) -> list[tuple]:
 # --- the layouts (mapping/core/records.py), as XRANGE replies carry their fields ----------
 
 
-def null_key(value: bytes, stamp: bytes, number: bytes) -> list[bytes]:
-    return [b"value", value, b"ts", b"9", b"create_ts", stamp, b"null", b"key", b"n", number]
+def created(stamp: bytes, delta: bool) -> list[bytes]:
+    """The ts and CreateTime fields: create_ts as the scripts write it, or create_dt (its
+    difference from ts) as the streamadapter module does."""
+    if delta:
+        return [b"ts", b"9", b"create_dt", b"%d" % (int(stamp) - 9)]
+    return [b"ts", b"9", b"create_ts", stamp]
 
 
-def key_value(key: bytes, value: bytes, stamp: bytes, number: bytes) -> list[bytes]:
-    return [b"key", key, b"value", value, b"ts", b"9", b"create_ts", stamp, b"n", number]
+def null_key(value: bytes, stamp: bytes, number: bytes, delta: bool = False) -> list[bytes]:
+    return [b"value", value, *created(stamp, delta), b"null", b"key", b"n", number]
+
+
+def key_value(
+    key: bytes, value: bytes, stamp: bytes, number: bytes, delta: bool = False
+) -> list[bytes]:
+    return [b"key", key, b"value", value, *created(stamp, delta), b"n", number]
 
 
 def others(key: bytes, value: bytes, stamp: bytes, number: bytes) -> list[list[bytes]]:
@@ -91,6 +101,9 @@ def others(key: bytes, value: bytes, stamp: bytes, number: bytes) -> list[list[b
     pure path then does all of it), a marker or a transactional record ends it."""
     return [
         [b"key", key, b"ts", b"9", b"create_ts", stamp, b"null", b"value", b"n", number],
+        [b"key", key, *created(stamp, True), b"null", b"value", b"n", number],  # a tombstone
+        [*key_value(key, value, stamp, number, True)[:8], b"h:a", value, b"n", number],
+        [b"value", value, b"create_dt", b"-4", b"null", b"key", b"n", number],  # no ts
         [*key_value(key, value, stamp, number)[:8], b"h:a", value, b"hn:b", b"", b"n", number],
         [b"key", key, b"value", value, b"ts", b"9", b"n", number],  # V1's
         [b"key", key, b"value", value, b"ts", b"9", b"create_ts", stamp],  # no n
@@ -120,18 +133,19 @@ log_records = st.tuples(
     values,
     stamps,
     st.one_of(st.integers(1, 3000), st.just(1 << 31), st.just(1 << 32)),  # the offset gap
+    st.booleans(),  # the CreateTime as create_dt
 )
 
 
 def log_of(picks: list[tuple], bits: int, common_only: bool = False) -> list[list[Any]]:
     entries, offset = [], (FIRST_MS << bits) + 3
-    for number, (layout, key, value, stamp, gap) in enumerate(picks, 1):
+    for number, (layout, key, value, stamp, gap, delta) in enumerate(picks, 1):
         offset += gap
         text = b"%d" % number
         if layout == 0 or (common_only and key is None):
-            fields = null_key(value, stamp, text)
+            fields = null_key(value, stamp, text, delta)
         elif layout == 1 or common_only:
-            fields = key_value(key or b"", value, stamp, text)
+            fields = key_value(key or b"", value, stamp, text, delta)
         else:
             fields = others(key or b"", value, stamp, text)[layout - 2]
         mask = (1 << bits) - 1
@@ -170,14 +184,17 @@ def test_any_log_encodes_to_the_same_bytes_on_both_paths(
     # timestamps from 0: a -1 reads back as the next record's (aiokafka's builder, below)
     st.lists(
         st.tuples(
-            st.none() | st.binary(max_size=8), values, st.integers(0, 1 << 44).map(b"%d".__mod__)
+            st.none() | st.binary(max_size=8),
+            values,
+            st.integers(0, 1 << 44).map(b"%d".__mod__),
+            st.booleans(),
         ),
         min_size=1,
     ),
     st.integers(1, 11),
 )
 def test_the_common_layouts_are_the_compiled_paths(picks: list[tuple], bits: int) -> None:
-    entries = log_of([(0 if k is None else 1, k, v, t, 1) for k, v, t in picks], bits)
+    entries = log_of([(0 if k is None else 1, k, v, t, 1, d) for k, v, t, d in picks], bits)
     built = walk.plain_batch(entries, 0, bits, 1 << 62, 1 << 40, True, None)
     assert built is not None  # not handed back to the pure path
     batch, end, used, done = built
@@ -185,13 +202,13 @@ def test_the_common_layouts_are_the_compiled_paths(picks: list[tuple], bits: int
     assert [batch] == both(entries, bits, 1 << 62, 1 << 40, True)[0]
     offsets = offsets_of(entries, bits)
     assert decoded([batch]) == [
-        (offset, int(t), k, v, []) for offset, (k, v, t) in zip(offsets, picks, strict=True)
+        (offset, int(t), k, v, []) for offset, (k, v, t, _) in zip(offsets, picks, strict=True)
     ]
-    assert used == sum(len(k or b"") + len(v) + 32 for k, v, _ in picks)
+    assert used == sum(len(k or b"") + len(v) + 32 for k, v, _, _ in picks)
 
 
 def test_a_batch_carries_its_last_records_leader_epoch_and_stops_where_the_walk_does() -> None:
-    entries = log_of([(1, b"k", b"v" * 10, b"5", 1)] * 6, 10)
+    entries = log_of([(1, b"k", b"v" * 10, b"5", 1, False)] * 6, 10)
     offsets = offsets_of(entries, 10)
     batches, taken, used, done, _ = both(entries, 10, offsets[3], 1 << 20, True, epochs=Epochs())
     assert (len(batches), taken, used, done) == (1, 4, 4 * 43, True)
@@ -206,7 +223,7 @@ def test_a_batch_carries_its_last_records_leader_epoch_and_stops_where_the_walk_
 def test_records_without_a_timestamp_are_batched_as_aiokafka_batches_them(
     stamps: list[int],
 ) -> None:
-    entries = log_of([(0, None, b"v", b"%d" % t, 1) for t in stamps], 10)
+    entries = log_of([(0, None, b"v", b"%d" % t, 1, t % 2 == 0) for t in stamps], 10)
     batches = both(entries, 10, 1 << 62, 1 << 20, True)[0]
     assert walk.plain_batch(entries, 0, 10, 1 << 62, 1 << 20, True, None)[0] == batches[0]
 
@@ -231,7 +248,7 @@ def test_adapter_pure_python_turns_the_compiled_path_off(monkeypatch: pytest.Mon
 def test_the_common_layouts_are_read_from_the_reply_bytes_without_parsing_them(
     picks: list[tuple],
 ) -> None:
-    entries = log_of([(0 if k is None else 1, k, v, b"7", 1) for k, v in picks], 10)
+    entries = log_of([(0 if k is None else 1, k, v, b"7", 1, False) for k, v in picks], 10)
     reply = as_reply(entries)
     reply._parsed = None  # as the batcher hands it over: never parsed
     built = walk.plain_batch_raw(reply.data, reply.first, 0, len(reply), 10, 1 << 62, 1 << 40,
@@ -246,7 +263,7 @@ def test_the_common_layouts_are_read_from_the_reply_bytes_without_parsing_them(
 
 
 def test_a_reply_the_raw_walk_does_not_read_goes_to_the_pure_path() -> None:
-    entries = log_of([(1, b"k", b"v", b"5", 1)] * 3, 10)
+    entries = log_of([(1, b"k", b"v", b"5", 1, True)] * 3, 10)
     reply = as_reply(entries)
     broken = RawReply(reply.data.replace(b"*2\r\n", b"*3\r\n"), 3, reply.first, reply.last)
     args = (broken.data, broken.first, 0, 3, 10, 1 << 62, 1 << 40, True, None)

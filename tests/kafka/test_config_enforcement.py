@@ -210,7 +210,7 @@ def test_log_append_time_topic_stamps_records_with_their_append_time(
     finally:
         client.close()
     assert [int(fields[b"ts"]) for _, fields in entries] == stamps
-    assert all(b"create_ts" not in fields for _, fields in entries)
+    assert all(b"create_ts" not in fields and b"create_dt" not in fields for _, fields in entries)
 
 
 def test_create_time_topic_keeps_the_producers_timestamp(

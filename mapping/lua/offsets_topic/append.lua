@@ -28,9 +28,15 @@ local function latest_time(key)
   local entry = redis.call('XRANGE', log, id, id)[1]
   if not entry then return nil end
   local fields = entry[2]
+  local append_time, delta = nil, nil
   for j = 1, #fields - 1, 2 do
-    if fields[j] == 'create_ts' then return tonumber(fields[j + 1]) end
+    local name = fields[j]
+    if name == 'create_ts' then return tonumber(fields[j + 1]) end
+    if name == 'ts' then append_time = tonumber(fields[j + 1]) end
+    if name == 'create_dt' then delta = tonumber(fields[j + 1]) end
   end
+  -- a CreateTime as the streamadapter module writes it (mapping/core/records.py)
+  if append_time and delta then return append_time + delta end
   return nil
 end
 

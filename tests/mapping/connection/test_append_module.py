@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -84,11 +85,15 @@ def _offset(entry_id: bytes, bits: int) -> int:
     return ms << bits | seq
 
 
-def _check_log(entries: list[Any], written: list[Batch], bits: int) -> list[tuple[Any, ...]]:
+def _check_log(
+    entries: list[Any], written: list[Batch], bits: int, scripts_only: bool
+) -> list[tuple[Any, ...]]:
     """Asserts the ids follow lib/append.lua's rule (ms = max(the batch's append time, the
     last ms), the next seq, the next ms once seq reaches 2^bits), each batch's records share
-    its append time and the numbers count from 1; returns the entries' fields with the
-    append time as the batch's index (what two logs written at other times share)."""
+    its append time, the numbers count from 1 and, ``scripts_only``, a CreateTime is
+    create_ts (the module writes create_dt); returns the entries' fields with the
+    append time as the batch's index and the CreateTime as create_ts (what two logs written
+    at other times share)."""
     fields_seen = []
     at, last_ms, last_seq = 0, -1, (1 << bits) - 1
     for index, batch in enumerate(written):
@@ -107,7 +112,15 @@ def _check_log(entries: list[Any], written: list[Batch], bits: int) -> list[tupl
             items = list(fields.items())
             assert items[-1] == (b"n", str(at).encode())
             assert dict(items)[b"ts"] == str(now).encode()
-            fields_seen.append(tuple((n, index if n == b"ts" else v) for n, v in items))
+            assert not (scripts_only and b"create_dt" in dict(items))
+            fields_seen.append(
+                tuple(
+                    (b"create_ts", b"%d" % (now + int(v)))
+                    if n == b"create_dt"
+                    else (n, index if n == b"ts" else v)
+                    for n, v in items
+                )
+            )
     assert at == len(entries)
     return fields_seen
 
@@ -176,7 +189,13 @@ def _write_both(
             states = [sync.hgetall(keys.partition("t", p).state) for p in (0, 1)]
         finally:
             sync.close()
-        seen = [_check_log(log, written, bits) for log in logs]
+        seen = [
+            _check_log(log, written, bits, scripts_only)
+            for log, scripts_only in zip(logs, (False, True), strict=True)
+        ]
+        # the module's records keep their CreateTime as create_dt (a record too long for
+        # one call's window is the script's XADD: create_ts)
+        assert any(b"create_dt" in fields for _, fields in logs[0])
         assert seen[0] == seen[1]
         for log, state, partition in zip(logs, states, (0, 1), strict=True):
             offsets = [_offset(entry_id, bits) for entry_id, _ in log]
@@ -262,7 +281,7 @@ def _produce_v1_both(
         finally:
             sync.close()
         written = [[(k, v, 0, []) for k, v in c] for c in calls]
-        seen = [_check_log(log, written, 10) for log in logs]
+        seen = [_check_log(log, written, 10, True) for log in logs]
         assert seen[0] == seen[1]
         for log, offsets in zip(logs, replies, strict=True):
             assert [o for reply in offsets for o in reply] == [_offset(i, 10) for i, _ in log]
@@ -492,6 +511,59 @@ def test_pods_write_through_the_module_unless_told_not_to(tmp_path: Path) -> Non
         assert sum(admin.xlen(log) for log in logs) == 2 * (20 + 50)
         # the probes wrote nothing
         assert admin.exists(Keys("rsa").module_probe, Keys("rsa").module_probe_replica) == 0
+
+
+def test_kafka_consumers_read_the_create_times_the_module_keeps_as_differences(
+    tmp_path: Path,
+) -> None:
+    """Through a pod with the module a record's CreateTime is stored as create_dt (its
+    difference from ts), without it as create_ts; a Kafka consumer reads the producer's
+    timestamps back either way, headers' records (the long form) included."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    stamps = [1_700_000_000_000 + 7 * i - (i % 4) * 1000 for i in range(12)]
+    with (
+        RedisProcess(tmp_path / "redis", appendonly=False) as server,
+        redis.Redis(port=server.port) as admin,
+    ):
+        for topic, args, field in (
+            ("dt", (), b"create_dt"),
+            ("ts", ("--no-append-module",), b"create_ts"),
+        ):
+            pod = Pod(server.url, *RF1, *args).start()
+            try:
+                producer = Producer({"bootstrap.servers": pod.bootstrap, "linger.ms": 20})
+                for i, stamp in enumerate(stamps):
+                    producer.produce(
+                        topic,
+                        value=b"v%d" % i,
+                        key=None if i % 2 else b"k%d" % i,
+                        timestamp=stamp,
+                        headers=[("h", b"x")] if i % 3 == 0 else None,
+                        partition=0,
+                    )
+                assert producer.flush(30) == 0
+                consumer = Consumer(
+                    {
+                        "bootstrap.servers": pod.bootstrap,
+                        "group.id": "g",
+                        "enable.auto.commit": False,
+                    }
+                )
+                consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+                got: list[Any] = []
+                deadline = time.monotonic() + 30
+                while len(got) < len(stamps) and time.monotonic() < deadline:
+                    got += [m for m in consumer.consume(12, 0.5) if not m.error()]
+                consumer.close()
+            finally:
+                pod.stop()
+            assert [m.timestamp()[1] for m in got] == stamps
+            assert [m.value() for m in got] == [b"v%d" % i for i in range(12)]
+            entries = admin.xrange(Keys("rsa").partition(topic, 0).log)
+            assert [field in fields for _, fields in entries] == [True] * len(stamps)
+            if field == b"create_dt":
+                assert [int(f[b"ts"]) + int(f[b"create_dt"]) for _, f in entries] == stamps
 
 
 def test_the_replicator_copies_through_the_module(tmp_path: Path) -> None:

@@ -89,13 +89,28 @@ def test_every_field_a_script_spells_is_the_modules(name: str) -> None:
     assert "mapping/core/records.py" in (LUA / name).read_text(), f"{name} names no owner"
 
 
-def test_the_scripts_write_every_field_of_the_layout() -> None:
+def _module_fields() -> set[str]:
+    """The field names the streamadapter module writes (its ``field_texts``)."""
+    source = (LUA.parent / "connection" / "append_module.c").read_text()
+    match = re.search(r"field_texts\[FIELD_NAMES\] = \{(.*?)\};", source, re.S)
+    assert match, "append_module.c has no field_texts"
+    return set(re.findall(r'"([^"]*)"', match.group(1)))
+
+
+def test_the_module_writes_the_layouts_names() -> None:
+    assert _module_fields() <= records.FIELD_NAMES
+    assert records.CREATE_DELTA in _module_fields()
+
+
+def test_the_scripts_and_the_module_write_every_field_of_the_layout() -> None:
     written = set()
     for name in SPELLING:
         for fields in _xadd_fields(_code(name)):
             written |= set(fields[::2])
     appended = _compared_or_added(_code("lib/append.lua"))
-    assert written | appended == records.FIELD_NAMES
+    assert written | appended | _module_fields() == records.FIELD_NAMES
+    # the scripts keep create_ts (a difference would cost them a Lua number's formatting)
+    assert records.CREATE_DELTA not in written | appended
 
 
 def test_the_v1_produce_writes_key_value_time_number() -> None:
