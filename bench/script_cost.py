@@ -80,7 +80,21 @@ SHAPES: dict[str, Build] = {
         head, [], append_module=True, raw=_as_sent(n, None))],
     "kafka key as sent (module)": lambda head, n, call: [kafka_produce_call(
         head, [], append_module=True, raw=_as_sent(n, b"key-1"))],
+    # the Spark sink's chunk of keyed records (spark/sink_append.lua, one writer task)
+    "Spark sink": lambda head, n, call: [_sink_chunk(head, n, call, False)],
+    "Spark sink (module)": lambda head, n, call: [_sink_chunk(head, n, call, True)],
 }  # fmt: skip
+
+
+def _sink_chunk(head: PartitionHead, records: int, call: int, module: bool) -> tuple:
+    """The Spark sink's call for a chunk of ``records`` keyed records, the ``call``-th of
+    one task (its replay marker moving on): pairs, packed with the module."""
+    from spark_connector.appender import spark_sink_append_call  # the spark extra's
+    from spark_connector.sink_records import Record
+
+    chunk = [Record(None, None, b"key-1", VALUE)] * records
+    markers = Keys("cost").sink_markers("t", 0)
+    return spark_sink_append_call(head, markers, "w:0", 0, call * records, chunk, (), module)
 
 
 @cache

@@ -23,7 +23,7 @@ from mapping.connection.append_module import append_probe, has_command_sync
 from mapping.core import codec
 from mapping.core.codec import to_str
 from mapping.core.keys import Keys, is_valid_name
-from mapping.core.records import record_batch_bytes
+from mapping.core.records import packed_pairs, record_batch_bytes
 from mapping.partition.partition_scripts import PARTITION_STATUS, PartitionHead, compaction_keys
 from mapping.topic.partitioner import partition_for
 from mapping.topic.topic_config import TopicConfig, TopicDefaults, is_internal_topic
@@ -53,9 +53,17 @@ def spark_sink_append_call(
     compacted topic (compaction_keys); ``append_module``: Redis has the streamadapter module
     (mapping/connection/append_module.c), whose one command writes the records. A chunk whose
     records all have a key and a value and no headers goes as key, value pairs (their
-    fields are V1's), any other as each record's items."""
+    fields are V1's), packed in one argument where the module writes them (a partition that
+    is not compacted), any other as each record's items."""
     args: list[object] = [marker, epoch, first, "1" if append_module else "0"]
-    if all(r.key is not None and r.value is not None and not r.headers for r in records):
+    pairs = all(r.key is not None and r.value is not None and not r.headers for r in records)
+    if pairs and append_module and not compaction:
+        items: list[bytes] = []
+        for record in records:
+            assert record.key is not None and record.value is not None  # (pairs)
+            items += (record.key, record.value)
+        args += ("packed", len(records), packed_pairs(items))
+    elif pairs:
         args.append("pairs")
         for record in records:
             args += (record.key, record.value)

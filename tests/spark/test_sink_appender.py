@@ -22,10 +22,10 @@ from pyspark.sql.types import (
 )
 
 from mapping.core.keys import Keys
-from mapping.partition.partition_scripts import LATEST_OFFSET
+from mapping.partition.partition_scripts import LATEST_OFFSET, PartitionHead
 from mapping.topic.partitioner import partition_for
 from mapping.topic.topic_config import TopicDefaults
-from spark_connector.appender import Appender, sequence_bits
+from spark_connector.appender import Appender, load_scripts, sequence_bits, spark_sink_append_call
 from spark_connector.options import OptionError
 from spark_connector.sink_options import SinkOptions, SinkWriteError, parse_sink_options
 from spark_connector.sink_records import (
@@ -299,3 +299,35 @@ def test_cluster_wide_broker_configs_apply_to_the_sink(
         client.delete(keys.broker_configs)
     # without them, the same rows go in
     assert write(client, opts, [Record(None, 0, None, b"x" * 400)], marker=None) == 1
+
+
+def test_keyed_chunks_go_packed_to_the_module_skipping_what_a_replay_stored(
+    client: redis.Redis, spark_topic: str
+) -> None:
+    """With the module, a chunk of keyed records without headers is one packed argument
+    (spark/sink_append.lua's 'packed'); a replayed chunk skips, inside it, the records its
+    marker says are stored. Without the module, or on a compacted partition: key, value
+    pairs. The script refuses packed records it cannot hand to the module."""
+    keys = Keys()
+    head = PartitionHead(keys.partition(spark_topic, 0), sequence_bits(client, keys), 1, 10_000)
+    markers = keys.sink_markers(spark_topic, 0)
+    chunk = [Record(None, 0, b"k%d" % i, b"v%d" % i) for i in range(8)]
+
+    def call(records: list[Record], module: bool = True, compaction: tuple = ()) -> tuple:
+        return spark_sink_append_call(head, markers, "w:0", 0, 0, records, compaction, module)
+
+    assert "packed" in call(chunk)
+    assert "pairs" in call(chunk, module=False)
+    assert "pairs" in call(chunk, compaction=("index", "dirty", "tombstones"))
+    load_scripts(client)
+    forged = list(call(chunk))
+    forged[forged.index("packed") - 1] = "0"  # as if Redis had no module
+    with pytest.raises(redis.ResponseError, match="need the module"):
+        client.execute_command(*forged)
+    assert client.exists(head.keys.log) == 0
+    # the first five stored, then the task sends all eight again: three more
+    assert client.execute_command(*call(chunk[:5]))[2] == 5
+    assert client.execute_command(*call(chunk))[2] == 3
+    assert client.execute_command(*call(chunk))[2] == 0
+    entries = client.xrange(head.keys.log)
+    assert [(f[b"key"], f[b"value"]) for _, f in entries] == [(r.key, r.value) for r in chunk]

@@ -15,7 +15,10 @@
 -- ARGV[8] = the records' layout: 'items', per record as kafka/produce.lua takes them: n (its
 -- field items), lead (items before `ts`: key and value when not null), then n items (field,
 -- value, ...); or 'pairs', where every record of the chunk has a key and a value and no
--- headers: key1, value1, key2, value2, ... (their fields: key, value, ts, n, as V1's).
+-- headers: key1, value1, key2, value2, ... (their fields: key, value, ts, n, as V1's); or
+-- 'packed', the same records with the module on a partition that is not compacted: their
+-- count, then all of them in one argument (mapping/core/records.py's packed_pairs), which
+-- the module reads, so that a record costs the script no argument of its own.
 -- The marker holds "<epoch> <records stored> <last offset>" for its task: records before
 -- "records stored" are already in the log (Spark re-runs a task with the same input rows in
 -- the same order), a later epoch means the whole chunk is already stored.
@@ -27,8 +30,14 @@ local field, epoch, first = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local append_module = ARGV[7] == '1'
 local FIRST_RECORD = 9
 local key_value_pairs = ARGV[8] == 'pairs'
+local packed = ARGV[8] == 'packed'
+if packed and (not append_module or KEYS[6]) then
+  return redis.error_reply(K.V1_BAD_REQUEST .. ' packed records need the module and no compaction')
+end
 local starts, count = {}, 0  -- where each record starts ('items': found by walking them)
-if key_value_pairs then
+if packed then
+  count = tonumber(ARGV[FIRST_RECORD])
+elseif key_value_pairs then
   count = (#ARGV - FIRST_RECORD + 1) / 2
 else
   local at = FIRST_RECORD
@@ -41,6 +50,17 @@ end
 local function start_of(k)
   if key_value_pairs then return FIRST_RECORD + 2 * (k - 1) end
   return starts[k]
+end
+
+-- Where the packed records after the first `skip` ones start in `records` (each record a
+-- key and a value, each a 4-byte big-endian length and its bytes).
+local function packed_after(records, skip)
+  local at = 1
+  for _ = 1, 2 * skip do
+    local b1, b2, b3, b4 = string.byte(records, at, at + 3)
+    at = at + 4 + ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+  end
+  return at
 end
 
 local refusal = append_refusal(state)
@@ -66,7 +86,12 @@ local appended_now = 0
 if skip < count then
   local a = open_append(state, log, limit, rf, now)
   open_compaction(a, KEYS, 6)
-  if append_module and not a.compaction then
+  if packed then
+    local records = ARGV[FIRST_RECORD + 1]
+    if skip > 0 then records = string.sub(records, packed_after(records, skip)) end
+    local _
+    _, last_offset = append_records(a, log, {records}, 1, 1, 'packed')
+  elseif append_module and not a.compaction then
     local _
     _, last_offset = append_records(a, log, ARGV, start_of(skip + 1), #ARGV,
       key_value_pairs and 'v1' or 'kafka')
