@@ -15,10 +15,10 @@ import hiredis
 import pytest
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 from mapping.connection.cluster import connect_async, plain_url
 from mapping.connection.cluster_batcher import ClusterBatcher
