@@ -31,6 +31,7 @@ from mapping.core.records import (
 RECORD_OVERHEAD = 32
 MAX_OFFSET_DELTA = (1 << 31) - 1  # the most a RecordBatch's offset delta holds
 _NO_HEADERS: list[Header] = []  # shared, never changed: the common records have none
+_CREATE_TIMES = (CREATE_TIME_BYTES, CREATE_DELTA_BYTES)  # a CreateTime's two field names
 # An entry id's sequence part as text -> its number: a lookup costs less than int() (the
 # sequence never reaches 2**bits; a longer one, written by hand, is parsed)
 _SEQUENCES = {b"%d" % number: number for number in range(1 << MAX_SEQUENCE_BITS)}
@@ -95,7 +96,7 @@ def walk_entries(
     ms_delta = 0
     # the last CreateTime's fields (create_ts or create_dt, its value, ts) and the time they
     # give: a producer's batch shares them, parsed once
-    last_stamp = last_created = last_appended = b""
+    last_stamp = last_created = last_append_text = b""
     timestamp = 0
     batch_producer: bytes | None = None
     producer_id = producer_epoch = -1
@@ -121,18 +122,21 @@ def walk_entries(
             if first == VALUE_BYTES:
                 created = fields[4]
                 fast = fields[6] == NULLS_BYTES
-                key, value, appended, stamp = None, fields[1], fields[3], fields[5]
+                key, value, append_text, stamp = None, fields[1], fields[3], fields[5]
                 length = len(value) + RECORD_OVERHEAD
             else:
                 created = fields[6]
                 fast = first == KEY_BYTES and fields[2] == VALUE_BYTES
-                key, value, appended, stamp = fields[1], fields[3], fields[5], fields[7]
+                key, value, append_text, stamp = fields[1], fields[3], fields[5], fields[7]
                 length = len(key) + len(value) + RECORD_OVERHEAD
-            fast = fast and (created == CREATE_TIME_BYTES or created == CREATE_DELTA_BYTES)
-            if fast and fields[8] == NUMBER_BYTES:
-                if stamp != last_stamp or created != last_created or appended != last_appended:
-                    last_stamp, last_created, last_appended = stamp, created, appended
-                    timestamp = create_time(created, stamp, appended)
+            if fast and created in _CREATE_TIMES and fields[8] == NUMBER_BYTES:
+                if (
+                    stamp != last_stamp
+                    or created != last_created
+                    or append_text != last_append_text
+                ):
+                    last_stamp, last_created, last_append_text = stamp, created, append_text
+                    timestamp = create_time(created, stamp, append_text)
                 if used + length > budget and (i > start or not take_first):
                     return Walked(i, used, base, True)
                 used += length
@@ -181,22 +185,20 @@ def walk_entries(
         headers = _NO_HEADERS
         first = fields[0] if size else b""
         created = fields[4] if size == 8 else b""
-        one_null = (created == CREATE_TIME_BYTES or created == CREATE_DELTA_BYTES) and fields[
-            6
-        ] == NULLS_BYTES
+        one_null = created in _CREATE_TIMES and fields[6] == NULLS_BYTES
         if one_null and first == VALUE_BYTES:
-            key, value, appended, stamp = None, fields[1], fields[3], fields[5]  # a null key
+            key, value, append_text, stamp = None, fields[1], fields[3], fields[5]  # a null key
             length = len(value)
         elif one_null and first == KEY_BYTES:
-            key, value, appended, stamp = fields[1], None, fields[3], fields[5]  # a tombstone
+            key, value, append_text, stamp = fields[1], None, fields[3], fields[5]  # a tombstone
             length = len(key)
         elif (
             size == 8
             and first == KEY_BYTES
             and fields[2] == VALUE_BYTES
-            and (fields[6] == CREATE_TIME_BYTES or fields[6] == CREATE_DELTA_BYTES)
+            and fields[6] in _CREATE_TIMES
         ):
-            created, appended, stamp = fields[6], fields[5], fields[7]
+            created, append_text, stamp = fields[6], fields[5], fields[7]
             key, value = fields[1], fields[3]
             length = len(key) + len(value)
         elif (
@@ -205,7 +207,7 @@ def walk_entries(
             and fields[2] == VALUE_BYTES
             and fields[4] == APPEND_TIME_BYTES
         ):
-            created, appended, stamp = APPEND_TIME_BYTES, fields[5], fields[5]  # a V1 record
+            created, append_text, stamp = APPEND_TIME_BYTES, fields[5], fields[5]  # a V1 record
             key, value = fields[1], fields[3]
             length = len(key) + len(value)
         else:
@@ -216,10 +218,10 @@ def walk_entries(
             last_stamp = b""
             length = len(key or b"") + len(value or b"")
         if stamp is not None and (
-            stamp != last_stamp or created != last_created or appended != last_appended
+            stamp != last_stamp or created != last_created or append_text != last_append_text
         ):
-            last_stamp, last_created, last_appended = stamp, created, appended
-            timestamp = create_time(created, stamp, appended)
+            last_stamp, last_created, last_append_text = stamp, created, append_text
+            timestamp = create_time(created, stamp, append_text)
         if append_time:
             appended = _append_stamp(fields) or ms
             if i == start:
