@@ -56,17 +56,15 @@ def spark_sink_append_call(
     fields are V1's), packed in one argument where the module writes them (a partition that
     is not compacted), any other as each record's items."""
     args: list[object] = [marker, epoch, first, "1" if append_module else "0"]
-    pairs = all(r.key is not None and r.value is not None and not r.headers for r in records)
-    if pairs and append_module and not compaction:
-        items: list[bytes] = []
+    if all(r.key is not None and r.value is not None and not r.headers for r in records):
+        pairs: list[bytes] = []
         for record in records:
-            assert record.key is not None and record.value is not None  # (pairs)
-            items += (record.key, record.value)
-        args += ("packed", len(records), packed_pairs(items))
-    elif pairs:
-        args.append("pairs")
-        for record in records:
-            args += (record.key, record.value)
+            assert record.key is not None and record.value is not None  # (checked above)
+            pairs += (record.key, record.value)
+        if append_module and not compaction:
+            args += ("packed", len(records), packed_pairs(pairs))
+        else:
+            args += ("pairs", *pairs)
     else:
         args.append("items")
         for record in records:

@@ -74,6 +74,7 @@ VALUE_BYTES = VALUE.encode()
 APPEND_TIME_BYTES = APPEND_TIME.encode()
 CREATE_TIME_BYTES = CREATE_TIME.encode()
 CREATE_DELTA_BYTES = CREATE_DELTA.encode()
+CREATE_TIME_FIELDS = (CREATE_TIME_BYTES, CREATE_DELTA_BYTES)  # a CreateTime's two names
 NULLS_BYTES = NULLS.encode()
 NUMBER_BYTES = NUMBER.encode()
 HEADER_PREFIX_BYTES = HEADER_PREFIX.encode()
@@ -259,7 +260,7 @@ def entry_record(entry_id: bytes, fields: list[bytes], bits: int) -> StoredRecor
         size == 8
         and fields[0] == KEY_BYTES
         and fields[2] == VALUE_BYTES
-        and (fields[6] == CREATE_TIME_BYTES or fields[6] == CREATE_DELTA_BYTES)
+        and fields[6] in CREATE_TIME_FIELDS
     ):
         ms, _, seq = entry_id.partition(b"-")
         timestamp = create_time(fields[6], fields[7], fields[5])
@@ -272,11 +273,7 @@ def entry_record(entry_id: bytes, fields: list[bytes], bits: int) -> StoredRecor
     ):
         ms, _, seq = entry_id.partition(b"-")
         return StoredRecord((int(ms) << bits) | int(seq), int(fields[5]), fields[1], fields[3], [])
-    if (
-        size == 8
-        and (fields[4] == CREATE_TIME_BYTES or fields[4] == CREATE_DELTA_BYTES)
-        and fields[6] == NULLS_BYTES
-    ):
+    if size == 8 and fields[4] in CREATE_TIME_FIELDS and fields[6] == NULLS_BYTES:
         # a null key (value first) or a tombstone (key first), no headers
         ms, _, seq = entry_id.partition(b"-")
         offset = (int(ms) << bits) | int(seq)

@@ -13,8 +13,7 @@ from mapping.core.records import (
     CONTROL_BYTES,
     CONTROL_BYTES_ABORT,
     CONTROL_COMMIT_BYTES,
-    CREATE_DELTA_BYTES,
-    CREATE_TIME_BYTES,
+    CREATE_TIME_FIELDS,
     KEY_BYTES,
     NULLS_BYTES,
     NUMBER_BYTES,
@@ -31,7 +30,6 @@ from mapping.core.records import (
 RECORD_OVERHEAD = 32
 MAX_OFFSET_DELTA = (1 << 31) - 1  # the most a RecordBatch's offset delta holds
 _NO_HEADERS: list[Header] = []  # shared, never changed: the common records have none
-_CREATE_TIMES = (CREATE_TIME_BYTES, CREATE_DELTA_BYTES)  # a CreateTime's two field names
 # An entry id's sequence part as text -> its number: a lookup costs less than int() (the
 # sequence never reaches 2**bits; a longer one, written by hand, is parsed)
 _SEQUENCES = {b"%d" % number: number for number in range(1 << MAX_SEQUENCE_BITS)}
@@ -129,7 +127,7 @@ def walk_entries(
                 fast = first == KEY_BYTES and fields[2] == VALUE_BYTES
                 key, value, append_text, stamp = fields[1], fields[3], fields[5], fields[7]
                 length = len(key) + len(value) + RECORD_OVERHEAD
-            if fast and created in _CREATE_TIMES and fields[8] == NUMBER_BYTES:
+            if fast and created in CREATE_TIME_FIELDS and fields[8] == NUMBER_BYTES:
                 if (
                     stamp != last_stamp
                     or created != last_created
@@ -185,7 +183,7 @@ def walk_entries(
         headers = _NO_HEADERS
         first = fields[0] if size else b""
         created = fields[4] if size == 8 else b""
-        one_null = created in _CREATE_TIMES and fields[6] == NULLS_BYTES
+        one_null = created in CREATE_TIME_FIELDS and fields[6] == NULLS_BYTES
         if one_null and first == VALUE_BYTES:
             key, value, append_text, stamp = None, fields[1], fields[3], fields[5]  # a null key
             length = len(value)
@@ -196,7 +194,7 @@ def walk_entries(
             size == 8
             and first == KEY_BYTES
             and fields[2] == VALUE_BYTES
-            and fields[6] in _CREATE_TIMES
+            and fields[6] in CREATE_TIME_FIELDS
         ):
             created, append_text, stamp = fields[6], fields[5], fields[7]
             key, value = fields[1], fields[3]
