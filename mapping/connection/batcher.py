@@ -352,7 +352,9 @@ async def ready(connection: Any) -> None:
             # the socket is closed: redis-py before 8.2 disconnected it here, 8.2 leaves it
             # connected (a pipeline written to it would then fail as "outcome unknown")
             stale = True
-        if stale:
+        # (marked for reconnect: made on a replica, mapping/replication/leader_epochs.py;
+        # the pool does the same when such a connection is released)
+        if stale or connection.should_reconnect():
             await connection.disconnect(nowait=True)
     if not connection.is_connected:
         await connection.connect()

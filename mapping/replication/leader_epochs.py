@@ -75,14 +75,15 @@ def parse_registry(entries: Sequence[Any]) -> tuple[Epoch, ...]:
     return tuple(sorted(found, key=lambda e: e.epoch))
 
 
-def replid_of(info: Any) -> str | None:
-    """``master_replid`` from INFO replication's reply (text or redis-py's parsed dict)."""
+def replication_field(info: Any, field: str) -> str | None:
+    """``field`` (``master_replid``, ``role``) from INFO replication's reply (text or
+    redis-py's parsed dict)."""
     if isinstance(info, dict):
-        value = info.get("master_replid") or info.get(b"master_replid")
+        value = info.get(field) or info.get(field.encode())
         return codec.to_str(value) if value else None
     for line in codec.to_str(info).splitlines():
         name, _, value = line.strip().partition(":")
-        if name == "master_replid" and value:
+        if name == field and value:
             return value
     return None
 
@@ -150,13 +151,24 @@ class LeaderEpochs:
     async def on_connect(self, connection: AbstractConnection) -> None:
         """redis-py's connect hook: the connection's own set-up (AUTH, SELECT, ...), then the
         primary's registration. A Redis that refuses it (an ACL without INFO or EVAL) keeps
-        the epochs as they were: a warning, never a refused connection."""
+        the epochs as they were: a warning, never a refused connection.
+
+        A connection to a replica registers nothing and is marked for reconnect, so it
+        serves one command: kept open past the replica's promotion it would serve the new
+        primary with no new epoch registered, a lossy failover read past in silence. A
+        Cluster client reaches replicas so (CLUSTER SLOTS on any known node, also while a
+        failed primary's replica is not yet promoted); set up anew after the promotion,
+        the connection registers the new epoch before its first command there."""
         await connection.on_connect()
         if self.registry_key is None:
             return
         try:
             await connection.send_command("INFO", "replication")
-            replid = replid_of(await connection.read_response())
+            info = await connection.read_response()
+            if replication_field(info, "role") == "slave":
+                connection.mark_for_reconnect()
+                return
+            replid = replication_field(info, "master_replid")
             if replid is None:
                 return
             # by its source: a connection's first script, before any pod loaded it there
