@@ -106,6 +106,12 @@ class Side:
     # the share of all the machine's cores that other work (not this process, Redis, the
     # pods or Spark) kept busy over the side
     other_work: float
+    # the client's: this process and its descendants other than Redis and the pod (the
+    # Kafka clients' threads, the plain client, Spark)
+    client_cpu_us_per_record: float = 0.0
+    # Redis', the pod's and the client's CPU over the side's wall time: how many cores the
+    # three kept busy together
+    cores_busy: float = 0.0
 
 
 @dataclass
@@ -153,12 +159,16 @@ def measure(
     """``work`` (-> records, records/s) between two readings; ``pod_pid`` None: no pod's
     CPU is counted (the plain client's side)."""
     before = read(client, pod_pid)
+    started = time.perf_counter()
     records, rate = work()
+    wall = time.perf_counter() - started
     after = read(client, pod_pid)
     if records <= 0:
         raise RuntimeError("a side did no records")
     every = after.host_all_s - before.host_all_s
-    others = (after.host_busy_s - before.host_busy_s) - (after.ours_s - before.ours_s)
+    ours = after.ours_s - before.ours_s
+    others = (after.host_busy_s - before.host_busy_s) - ours
+    parts = (after.redis_cpu_s - before.redis_cpu_s) + (after.pod_cpu_s - before.pod_cpu_s)
     return Side(
         records=records,
         records_per_s=rate,
@@ -168,6 +178,8 @@ def measure(
         ),
         memory_bytes_per_record=(after.used_memory - before.used_memory) / records,
         other_work=max(0.0, others / every) if every > 0 else 0.0,
+        client_cpu_us_per_record=max(0.0, ours - parts) * 1e6 / records,
+        cores_busy=ours / wall if wall > 0 else 0.0,
     )
 
 
@@ -593,6 +605,33 @@ def table_rows(section: Section) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def cpu_budget(section: Section) -> list[str]:
+    """What a record costs the machine in all (Redis, the pod and the client together), and
+    the rate its cores could give at that cost with every part busy at once: on few cores a
+    client's own CPU bounds what the pods can reach."""
+    cores = os.cpu_count() or 1
+    lines = []
+    for kind, pair in (("produce", section.produce), ("fetch", section.fetch)):
+        if pair is None:
+            continue
+        pods, plain = pair
+        total = [
+            side.redis_cpu_us_per_record + (side.pod_cpu_us_per_record or 0.0)
+            + side.client_cpu_us_per_record
+            for side in (pods, plain)
+        ]  # fmt: skip
+        bound = f"{cores * 1e6 / total[0]:,.0f}" if total[0] > 0 else NO_FIGURE
+        lines.append(
+            f"{kind}, CPU a record in all: through the pods {total[0]:.2f} µs (Redis "
+            f"{pods.redis_cpu_us_per_record:.2f} + pod {pods.pod_cpu_us_per_record or 0:.2f} + "
+            f"client {pods.client_cpu_us_per_record:.2f}; {pods.cores_busy:.2f} cores busy), "
+            f"plain {total[1]:.2f} µs (Redis {plain.redis_cpu_us_per_record:.2f} + client "
+            f"{plain.client_cpu_us_per_record:.2f}; {plain.cores_busy:.2f} cores busy); "
+            f"{cores} cores give at most {bound} records/s through the pods at that cost."
+        )
+    return lines
+
+
 def render(section: Section) -> str:
     lines = [
         f"## {section.title}",
@@ -604,6 +643,7 @@ def render(section: Section) -> str:
     ]
     if section.produce[0].pod_cpu_us_per_record is not None:
         lines.append("pod CPU rows' ratio: the pod's CPU over Redis's, the same records.")
+    lines += cpu_budget(section)
     other = [s.other_work for pair in (section.produce, section.fetch) if pair for s in pair]
     lines.append(
         f"other work on the machine (its busy time less this benchmark's processes): "

@@ -63,6 +63,16 @@ def test_limit_short_run(tmp_path: Path) -> None:
             else:
                 assert number(plain) > 0, (title, name)
 
+    # what a record costs Redis, the pod and the client together, for each side and phase
+    budgets = re.findall(
+        r"^(produce|fetch), CPU a record in all: through the pods (\d+\.\d\d) µs .*"
+        r"plain (\d+\.\d\d) µs .*\d+ cores give at most ([\d,]+) records/s",
+        done.stdout,
+        flags=re.MULTILINE,
+    )
+    assert [kind for kind, *_ in budgets] == ["produce", "fetch"] * 3, done.stdout
+    assert all(float(ours) > 0 and float(plain) > 0 for _, ours, plain, _ in budgets), budgets
+
     document = json.loads(out.read_text())
     assert set(document["sections"]) == {"kafka", "kafka-small", "v1"}
     for name, section in document["sections"].items():
@@ -72,6 +82,11 @@ def test_limit_short_run(tmp_path: Path) -> None:
         assert section["fetch"]["pods"]["records"] == records, name
         assert section["fetch"]["plain"]["records"] == records, name
         assert [row[0] for row in section["table"]] == ROWS
+        for phase in ("produce", "fetch"):
+            for side in ("pods", "plain"):
+                measured = section[phase][side]
+                assert measured["client_cpu_us_per_record"] > 0, (name, phase, side)
+                assert measured["cores_busy"] > 0, (name, phase, side)
     # V1 CONSUME beside the same logs' XRANGE pages read with redis-py
     (redis_py,) = [n for n in document["sections"]["v1"]["notes"] if "redis-py" in n]
     assert re.search(r"[\d,]+ records/s; CONSUME \d+\.\d\dx that", redis_py), redis_py
