@@ -621,9 +621,12 @@ def cpu_budget(section: Section) -> list[str]:
             for side in (pods, plain)
         ]  # fmt: skip
         bound = f"{cores * 1e6 / total[0]:,.0f}" if total[0] > 0 else NO_FIGURE
+        # (the Spark sink has no pod: its client is Spark)
+        pod_cpu = pods.pod_cpu_us_per_record
+        pod = "" if pod_cpu is None else f" + pod {pod_cpu:.2f}"
         lines.append(
             f"{kind}, CPU a record in all: through the pods {total[0]:.2f} µs (Redis "
-            f"{pods.redis_cpu_us_per_record:.2f} + pod {pods.pod_cpu_us_per_record or 0:.2f} + "
+            f"{pods.redis_cpu_us_per_record:.2f}{pod} + "
             f"client {pods.client_cpu_us_per_record:.2f}; {pods.cores_busy:.2f} cores busy), "
             f"plain {total[1]:.2f} µs (Redis {plain.redis_cpu_us_per_record:.2f} + client "
             f"{plain.client_cpu_us_per_record:.2f}; {plain.cores_busy:.2f} cores busy); "
