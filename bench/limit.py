@@ -168,17 +168,16 @@ def measure(
     every = after.host_all_s - before.host_all_s
     ours = after.ours_s - before.ours_s
     others = (after.host_busy_s - before.host_busy_s) - ours
-    parts = (after.redis_cpu_s - before.redis_cpu_s) + (after.pod_cpu_s - before.pod_cpu_s)
+    redis_s = after.redis_cpu_s - before.redis_cpu_s
+    pod_s = after.pod_cpu_s - before.pod_cpu_s
     return Side(
         records=records,
         records_per_s=rate,
-        redis_cpu_us_per_record=(after.redis_cpu_s - before.redis_cpu_s) * 1e6 / records,
-        pod_cpu_us_per_record=(
-            None if pod_pid is None else (after.pod_cpu_s - before.pod_cpu_s) * 1e6 / records
-        ),
+        redis_cpu_us_per_record=redis_s * 1e6 / records,
+        pod_cpu_us_per_record=None if pod_pid is None else pod_s * 1e6 / records,
         memory_bytes_per_record=(after.used_memory - before.used_memory) / records,
         other_work=max(0.0, others / every) if every > 0 else 0.0,
-        client_cpu_us_per_record=max(0.0, ours - parts) * 1e6 / records,
+        client_cpu_us_per_record=max(0.0, ours - redis_s - pod_s) * 1e6 / records,
         cores_busy=ours / wall if wall > 0 else 0.0,
     )
 

@@ -19,7 +19,7 @@ from mapping.connection.embedded import RedisProcess
 from tests.support.cluster import LoopbackCluster
 from tests.support.kafka import KAFKA_PODS_PREFIX
 from tests.support.pods import RF1, Pod, start_all
-from tests.support.redis import shared_redis
+from tests.support.redis import shared_redis, start_replica
 from tests.support.tls import Certs, TLSProxy, make_certs, running_tls_proxy
 
 # Pods started by tests take a free Kafka port unless told one (tests.support.pods.Pod
@@ -54,6 +54,17 @@ def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
     server.start()
     yield server
     server.kill()
+
+
+@pytest.fixture
+def replica(own_redis: RedisProcess, tmp_path: Path) -> Iterator[RedisProcess]:
+    """A replica of ``own_redis`` (no AOF), its link up; resumed before it is killed, for a
+    test that SIGSTOPs it to cut the link."""
+    copy = start_replica(own_redis, tmp_path / "replica")
+    yield copy
+    if copy.process is not None:
+        os.kill(copy.process.pid, signal.SIGCONT)
+    copy.kill()
 
 
 @pytest.fixture(scope="session")

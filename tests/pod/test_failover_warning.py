@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,16 +15,8 @@ from mapping.connection.sentinel import sentinel_url
 from mapping.connection.startup import failover_loss
 from tests.support.cluster import LoopbackCluster
 from tests.support.pods import RF1, Pod
-from tests.support.redis import start_replica
 
 WARNED = "--redis-wait-replicas is 0: a failover loses"
-
-
-@pytest.fixture
-def replica(own_redis: RedisProcess, tmp_path: Path) -> Iterator[RedisProcess]:
-    copy = start_replica(own_redis, tmp_path / "replica")
-    yield copy
-    copy.kill()
 
 
 def _loss(url: str, wait_replicas: int) -> str | None:

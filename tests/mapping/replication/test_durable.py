@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -26,19 +24,9 @@ from tests.mapping.replication.test_waiters import run_with, wait_for_ack
 from tests.support.kafka import RawKafka, commit_offsets, fetch_offsets, fetch_offsets_answer
 from tests.support.kafka_groups import subscription
 from tests.support.pods import Pod
-from tests.support.redis import start_replica
 from tests.support.waiting import wait_until
 
 RF1 = TopicDefaults(1, 1, 1)
-
-
-@pytest.fixture
-def replica(own_redis: RedisProcess, tmp_path: Path) -> Iterator[RedisProcess]:
-    copy = start_replica(own_redis, tmp_path / "replica")
-    yield copy
-    if copy.process is not None:
-        os.kill(copy.process.pid, signal.SIGCONT)
-    copy.kill()
 
 
 async def _readable(partitions: Partitions, config: TopicConfig, expected: int) -> None:

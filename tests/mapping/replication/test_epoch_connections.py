@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -21,14 +19,6 @@ from mapping.connection.cluster import on_every_connection
 from mapping.connection.embedded import RedisProcess
 from mapping.core.keys import Keys
 from mapping.replication.leader_epochs import LeaderEpochs, parse_registry
-from tests.support.redis import start_replica
-
-
-@pytest.fixture
-def replica(own_redis: RedisProcess, tmp_path: Path) -> Iterator[RedisProcess]:
-    copy = start_replica(own_redis, tmp_path / "replica")
-    yield copy
-    copy.kill()
 
 
 def _registry(port: int, key: str) -> list[bytes]:
