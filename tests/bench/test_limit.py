@@ -85,7 +85,9 @@ def test_limit_short_run(tmp_path: Path) -> None:
         for phase in ("produce", "fetch"):
             for side in ("pods", "plain"):
                 measured = section[phase][side]
-                assert measured["client_cpu_us_per_record"] > 0, (name, phase, side)
+                # /proc counts 10 ms ticks: a light client (V1 CONSUME's, 0.15 µs a record)
+                # over --short's 50,000 records may read none
+                assert measured["client_cpu_us_per_record"] >= 0, (name, phase, side)
                 assert measured["cores_busy"] > 0, (name, phase, side)
     # V1 CONSUME beside the same logs' XRANGE pages read with redis-py
     (redis_py,) = [n for n in document["sections"]["v1"]["notes"] if "redis-py" in n]
