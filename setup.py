@@ -27,7 +27,11 @@ setup(
         Extension(
             "mapping.connection.streamadapter",
             sources=["mapping/connection/append_module.c"],
-            depends=["mapping/connection/module_api.h", "mapping/connection/kafka_record.h"],
+            depends=[
+                "mapping/connection/module_api.h",
+                "mapping/connection/kafka_record.h",
+                "mapping/connection/produce_commands.h",
+            ],
             optional=True,
         ),
         Extension(

@@ -28,7 +28,13 @@ from adapter.authorizer import Authorizer, parse_super_users
 from adapter.quotas import QuotaManager
 from adapter.settings import Settings
 from mapping.connection import resilient
-from mapping.connection.append_module import append_probe, copy_probe, has_command
+from mapping.connection.append_module import (
+    V1_PRODUCE_COMMAND,
+    append_probe,
+    copy_probe,
+    has_command,
+    produce_probe,
+)
 from mapping.connection.batcher import RedisBatcher
 from mapping.connection.client import connect, make_batcher
 from mapping.connection.cluster import on_every_connection, redact
@@ -276,6 +282,13 @@ async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
         if settings.append_module:
             pod.partitions.append_module = await has_command(
                 client, append_probe(keys.module_probe)
+            )
+            pod.partitions.produce_module = (
+                pod.partitions.append_module
+                and await has_command(client, produce_probe(keys.module_probe))
+                and await has_command(
+                    client, produce_probe(keys.module_probe, V1_PRODUCE_COMMAND)
+                )
             )
             pod.partitions.copy_module = await has_command(
                 client, copy_probe(keys.module_probe, keys.module_probe_replica)

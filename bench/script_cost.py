@@ -80,6 +80,14 @@ SHAPES: dict[str, Build] = {
         head, [], append_module=True, raw=_as_sent(n, None))],
     "kafka key as sent (module)": lambda head, n, call: [kafka_produce_call(
         head, [], append_module=True, raw=_as_sent(n, b"key-1"))],
+    # ... and the whole call in the module, no script (STREAMADAPTER.PRODUCE)
+    "kafka null key as sent (PRODUCE)": lambda head, n, call: [kafka_produce_call(
+        head, [], append_module=True, raw=_as_sent(n, None), produce_module=True)],
+    "kafka null key idempotent as sent (PRODUCE)": lambda head, n, call: [kafka_produce_call(
+        head, [], producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=call * n,
+        append_module=True, raw=_as_sent(n, None), produce_module=True)],
+    "kafka key as sent (PRODUCE)": lambda head, n, call: [kafka_produce_call(
+        head, [], append_module=True, raw=_as_sent(n, b"key-1"), produce_module=True)],
     # the Spark sink's chunk of keyed records (spark/sink_append.lua, one writer task)
     "Spark sink": lambda head, n, call: [_sink_chunk(head, n, call, False)],
     "Spark sink (module)": lambda head, n, call: [_sink_chunk(head, n, call, True)],
@@ -109,7 +117,8 @@ def _as_sent(records: int, key: bytes | None) -> RawRecords:
 
 @dataclass(frozen=True, slots=True)
 class Cost:
-    """Instructions per record: all of Redis' request handling, and the part in EVALSHA."""
+    """Instructions per record: all of Redis' request handling, and the part in EVALSHA (or
+    in STREAMADAPTER.PRODUCE)."""
 
     whole: float
     script: float | None
@@ -204,14 +213,26 @@ def instructions_per_record(
             raise RuntimeError(
                 "callgrind counted nothing in processInputBuffer (a redis-server without symbols?)"
             )
-        inclusive = _inclusive(out, ("evalShaCommand", *SETUP))
+        inclusive = _inclusive(out, (_command_function(shape), *SETUP))
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
             name = re.sub(r"\W+", "_", shape).strip("_")
             shutil.copy(out, keep / f"{name}.{records}.callgrind")
     whole = totals[0] - sum(inclusive[name] for name in SETUP)
-    script = inclusive["evalShaCommand"] / (records * calls) if shape != PLAIN else None
+    script = inclusive[_command_function(shape)] / (records * calls) if shape != PLAIN else None
     return Cost(whole / (records * calls), script)
+
+
+def _command_function(shape: str) -> str:
+    """The function of Redis (or of the module) that runs a shape's call."""
+    return "produce_command" if shape.endswith("(PRODUCE)") else "evalShaCommand"
+
+
+def _command_stat(shape: str) -> str:
+    """A shape's command in INFO commandstats."""
+    if shape == PLAIN:
+        return "cmdstat_xadd"
+    return "cmdstat_streamadapter.produce" if shape.endswith("(PRODUCE)") else "cmdstat_evalsha"
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +256,10 @@ def commandstats_per_record(client: redis.Redis, shape: str, records: int, calls
     _run(client, shape, records, calls)
     cpu = _cpu_s(client) - cpu
     stats: dict[str, Any] = client.info("commandstats")
-    command = "cmdstat_xadd" if shape == PLAIN else "cmdstat_evalsha"
-    return Timing(float(stats[command]["usec"]) / (records * calls), cpu * 1e6 / (records * calls))
+    return Timing(
+        float(stats[_command_stat(shape)]["usec"]) / (records * calls),
+        cpu * 1e6 / (records * calls),
+    )
 
 
 def _sizes(text: str) -> list[int]:
@@ -286,7 +309,7 @@ def main(
     if PLAIN not in chosen:
         chosen.insert(0, PLAIN)
     click.echo(
-        f"{'shape':27}{'records':>8}{'per record':>12}{'in EVALSHA':>12}{'x XADD':>8}"
+        f"{'shape':44}{'records':>8}{'per record':>12}{'in command':>12}{'x XADD':>8}"
         "  (instructions)"
     )
     for size in _sizes(records):
@@ -300,11 +323,11 @@ def main(
             )
             whole = cost.whole if cost else plain
             script = f"{cost.script:12,.0f}" if cost and cost.script else f"{'-':>12}"
-            click.echo(f"{shape:27}{size:8}{whole:12,.0f}{script}{whole / plain:8.2f}")
+            click.echo(f"{shape:44}{size:8}{whole:12,.0f}{script}{whole / plain:8.2f}")
     if not commandstats:
         return
     click.echo(
-        f"\n{'shape':27}{'records':>8}{'usec in cmd':>12}{'x XADD':>8}{'CPU us':>8}{'x XADD':>8}"
+        f"\n{'shape':44}{'records':>8}{'usec in cmd':>12}{'x XADD':>8}{'CPU us':>8}{'x XADD':>8}"
     )
     with tempfile.TemporaryDirectory() as folder:
         server = RedisProcess(Path(folder), appendonly=False).start()
@@ -320,7 +343,7 @@ def main(
                         else plain_timing
                     )
                     click.echo(
-                        f"{shape:27}{size:8}{timing.command_us:12.2f}"
+                        f"{shape:44}{size:8}{timing.command_us:12.2f}"
                         f"{timing.command_us / plain_timing.command_us:8.2f}"
                         f"{timing.cpu_us:8.2f}{timing.cpu_us / plain_timing.cpu_us:8.2f}"
                     )

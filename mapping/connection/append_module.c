@@ -1,7 +1,11 @@
-/* streamadapter: a Redis module with two commands, the XADDs of an append in one call and the
- * copy of a log's entries into a replica stream in one call.
+/* streamadapter: a Redis module with four commands, the XADDs of an append in one call, a
+ * whole Kafka produce or V1 PRODUCE in one call (produce_commands.h) and the copy of a log's
+ * entries into a replica stream in one call.
  *
  *   STREAMADAPTER.APPEND log limit now ms seq numbered layout record...
+ *   STREAMADAPTER.PRODUCE log state hw_channel appended producers producer_times txn_open now
+ *                         ARGV...
+ *   STREAMADAPTER.V1PRODUCE log state hw_channel appended now ARGV...
  *   STREAMADAPTER.COPY log replica after last count
  *
  * kafka/produce.lua, partition/produce.lua (V1 PRODUCE) and spark/sink_append.lua call APPEND
@@ -55,6 +59,9 @@
 #define SHORT_KEY_VALUE -2
 #define RAW_BATCH -3
 #define FEW_FIELDS 64
+#define WRONG_TYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
+/* only a stream whose last id is past the state's log end: XADD fails the same way */
+#define ID_TOO_SMALL "ERR The ID specified in XADD is equal or smaller than the target stream top item"
 
 enum { F_KEY, F_VALUE, F_TS, F_CREATE_TS, F_CREATE_DT, F_NULL, F_N, FIELD_NAMES };
 static const char *const field_texts[FIELD_NAMES] = {"key",       "value", "ts", "create_ts",
@@ -62,10 +69,8 @@ static const char *const field_texts[FIELD_NAMES] = {"key",       "value", "ts",
 static RedisModuleString *field_names[FIELD_NAMES];
 static RedisModuleString *null_both; /* the null field's "key value" */
 
-/* A whole decimal number (optional '-'), or 0 when `text` is not one. */
-static int parse_long(const RedisModuleString *text, long long *out) {
-    size_t len;
-    const char *p = RedisModule_StringPtrLen(text, &len);
+/* A whole decimal number (optional '-') of `len` bytes at `p`; 0 when it is not one. */
+static int parse_digits(const char *p, size_t len, long long *out) {
     size_t i = 0;
     int negative = 0;
     unsigned long long value = 0;
@@ -80,6 +85,13 @@ static int parse_long(const RedisModuleString *text, long long *out) {
     }
     *out = negative ? -(long long)value : (long long)value;
     return 1;
+}
+
+/* A whole decimal number (optional '-'), or 0 when `text` is not one. */
+static int parse_long(const RedisModuleString *text, long long *out) {
+    size_t len;
+    const char *p = RedisModule_StringPtrLen(text, &len);
+    return parse_digits(p, len, out);
 }
 
 static int is_text(const RedisModuleString *name, const char *text) {
@@ -196,6 +208,7 @@ typedef struct {
     size_t largest;
     RedisModuleString *create_dt; /* the last record's create_dt text (most records share one) */
     long long create_time;        /* the CreateTime it was made for */
+    RedisModuleString *now_text;  /* the records' ts: `now`'s text */
 } Append;
 
 /* Appends one entry: `fields` (`used` of them, room for two more: 'n' and the number). */
@@ -227,20 +240,23 @@ static int add_entry(Append *a, RedisModuleString **fields, int used, size_t val
     return 1;
 }
 
+/* A signed number's decimal text into buf (at least 22 bytes); its length. */
+static size_t signed_decimal(long long value, char *buf) {
+    if (value >= 0) return decimal((unsigned long long)value, buf);
+    buf[0] = '-';
+    return 1 + decimal(0ULL - (unsigned long long)value, buf + 1);
+}
+
 /* A signed number's decimal text. */
 static RedisModuleString *signed_text(RedisModuleCtx *ctx, long long value) {
     char text[22];
-    size_t size = 0;
-    if (value < 0) text[size++] = '-';
-    size += decimal(value < 0 ? 0ULL - (unsigned long long)value : (unsigned long long)value,
-                    text + size);
-    return RedisModule_CreateString(ctx, text, size);
+    return RedisModule_CreateString(ctx, text, signed_decimal(value, text));
 }
 
 /* The create_dt text of a record whose CreateTime is `create_time`: its difference from the
  * append time, a few milliseconds where create_ts would take 13 digits (Redis keeps either as
  * a number: 2 bytes instead of 9 in the listpack). Kept in `a` for the records that share it;
- * append_command frees the last one. */
+ * append_range frees the last one. */
 static RedisModuleString *create_delta(Append *a, long long create_time) {
     if (a->create_dt == NULL || create_time != a->create_time) {
         if (a->create_dt != NULL) RedisModule_FreeString(a->ctx, a->create_dt);
@@ -254,7 +270,7 @@ static RedisModuleString *create_delta(Append *a, long long create_time) {
  * the fields record_items gives it, the CreateTime as create_dt:
  * [key K] [value V] ts T create_dt D [null which] n N. */
 static int add_batch(Append *a, RedisModuleString **argv, RedisModuleString *ts) {
-    long long first_timestamp, count;
+    long long first_timestamp = 0, count = 0;
     parse_long(argv[1], &first_timestamp);
     parse_long(argv[2], &count);
     size_t size;
@@ -358,7 +374,7 @@ static int add_record(Append *a, RedisModuleString **argv, RedisModuleString *ts
         used = 8;
         value_bytes = byte_size(argv[2]);
     } else {
-        long long lead;
+        long long lead = 0;
         parse_long(argv[1], &lead);
         RedisModuleString **items = argv + 2;
         for (long long j = 0; j < lead; j++) fields[used++] = items[j];
@@ -378,9 +394,67 @@ static int add_record(Append *a, RedisModuleString **argv, RedisModuleString *ts
     return add_entry(a, fields, used, value_bytes);
 }
 
+/* Where the whole records from argv[from] on end (at most argc); -1 when one is malformed.
+ * *most_fields: room for the fields of the longest record given in arguments. */
+static int records_end(RedisModuleString **argv, int argc, int from, int layout, int *most_fields) {
+    int end = from;
+    *most_fields = 0;
+    while (end < argc) {
+        int malformed;
+        int width = record_width(argv, argc, end, layout, &malformed);
+        if (malformed) return -1;
+        if (width == 0) break;
+        if (width > 4 && width + 2 > *most_fields) *most_fields = width + 2;
+        end += width;
+    }
+    return end;
+}
+
+/* Appends the records of argv[from..end) (records_end checked them); 0 when the stream
+ * refused an id (its last one is past the log end the caller gave). */
+static int append_range(Append *a, RedisModuleString **argv, int from, int end, int layout,
+                        int most_fields) {
+    RedisModuleString *few[FEW_FIELDS];
+    RedisModuleString **fields = few;
+    if (most_fields > FEW_FIELDS) {
+        fields = malloc(sizeof(*fields) * (size_t)most_fields);
+        if (fields == NULL) return 0;
+    }
+    RedisModuleString *ts = a->now_text;
+    int failed = 0;
+    for (int at = from; at < end && !failed;) {
+        long long form = 0;
+        if (layout == LAYOUT_KAFKA) parse_long(argv[at], &form);
+        if (layout == LAYOUT_PACKED) {
+            failed = !add_packed(a, argv[at], ts);
+        } else if (form == RAW_BATCH) {
+            failed = !add_batch(a, argv + at, ts);
+        } else {
+            failed = !add_record(a, argv + at, ts, layout, fields);
+        }
+        at += form_width(form, layout);
+    }
+    if (fields != few) free(fields);
+    if (a->create_dt != NULL) RedisModule_FreeString(a->ctx, a->create_dt);
+    a->create_dt = NULL;
+    return !failed;
+}
+
+/* A log open for an append, or NULL when the key holds something else (replied). */
+static RedisModuleKey *open_log(RedisModuleCtx *ctx, RedisModuleString *name) {
+    RedisModuleKey *log = RedisModule_OpenKey(ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
+    int type = RedisModule_KeyType(log);
+    if (type != REDISMODULE_KEYTYPE_EMPTY && type != REDISMODULE_KEYTYPE_STREAM) {
+        RedisModule_CloseKey(log);
+        RedisModule_ReplyWithError(ctx, WRONG_TYPE);
+        return NULL;
+    }
+    return log;
+}
+
 static int append_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < FIRST_RECORD) return RedisModule_WrongArity(ctx);
-    Append a = {ctx, NULL, 0, 0, 0, 0, 0, -1, -1, 0, 0, NULL, 0};
+    Append a = {ctx, NULL, 0, 0, 0, 0, 0, -1, -1, 0, 0, NULL, 0, argv[3]};
     if (!parse_long(argv[2], &a.limit) || !parse_long(argv[3], &a.now) ||
         !parse_long(argv[4], &a.ms) || !parse_long(argv[5], &a.seq) ||
         !parse_long(argv[6], &a.numbered) || a.limit < 1 || a.now < 0 || a.ms < -1 ||
@@ -400,54 +474,15 @@ static int append_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         return RedisModule_ReplyWithError(ctx, "ERR the layout is kafka, v1 or packed");
     }
     /* the records that fit, each checked before anything is written */
-    int end = FIRST_RECORD, most_fields = 0;
-    while (end < argc) {
-        int malformed;
-        int width = record_width(argv, argc, end, layout, &malformed);
-        if (malformed) return RedisModule_ReplyWithError(ctx, "ERR a malformed record");
-        if (width == 0) break;
-        if (width > 4 && width + 2 > most_fields) most_fields = width + 2;
-        end += width;
-    }
-    a.log = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    int type = RedisModule_KeyType(a.log);
-    if (type != REDISMODULE_KEYTYPE_EMPTY && type != REDISMODULE_KEYTYPE_STREAM) {
-        RedisModule_CloseKey(a.log);
-        return RedisModule_ReplyWithError(
-            ctx, "WRONGTYPE Operation against a key holding the wrong kind of value");
-    }
-    RedisModuleString *few[FEW_FIELDS];
-    RedisModuleString **fields = few;
-    if (most_fields > FEW_FIELDS) {
-        fields = malloc(sizeof(*fields) * (size_t)most_fields);
-        if (fields == NULL) {
-            RedisModule_CloseKey(a.log);
-            return RedisModule_ReplyWithError(ctx, "ERR out of memory");
-        }
-    }
-    RedisModuleString *ts = argv[3];
-    int failed = 0;
-    for (int at = FIRST_RECORD; at < end && !failed;) {
-        long long form = 0;
-        if (layout == LAYOUT_KAFKA) parse_long(argv[at], &form);
-        if (layout == LAYOUT_PACKED) {
-            failed = !add_packed(&a, argv[at], ts);
-        } else if (form == RAW_BATCH) {
-            failed = !add_batch(&a, argv + at, ts);
-        } else {
-            failed = !add_record(&a, argv + at, ts, layout, fields);
-        }
-        at += form_width(form, layout);
-    }
-    if (fields != few) free(fields);
-    if (a.create_dt != NULL) RedisModule_FreeString(ctx, a.create_dt);
+    int most_fields;
+    int end = records_end(argv, argc, FIRST_RECORD, layout, &most_fields);
+    if (end < 0) return RedisModule_ReplyWithError(ctx, "ERR a malformed record");
+    a.log = open_log(ctx, argv[1]);
+    if (a.log == NULL) return REDISMODULE_OK;
+    int appended = append_range(&a, argv, FIRST_RECORD, end, layout, most_fields);
     RedisModule_CloseKey(a.log);
     if (a.count > 0) RedisModule_ReplicateVerbatim(ctx);
-    if (failed) {
-        /* only a stream whose last id is past the state's log end: XADD fails the same way */
-        return RedisModule_ReplyWithError(
-            ctx, "ERR The ID specified in XADD is equal or smaller than the target stream top item");
-    }
+    if (!appended) return RedisModule_ReplyWithError(ctx, ID_TOO_SMALL);
     RedisModule_ReplyWithArray(ctx, 8);
     RedisModule_ReplyWithLongLong(ctx, end - FIRST_RECORD);
     RedisModule_ReplyWithLongLong(ctx, a.count);
@@ -529,8 +564,7 @@ static int copy_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         (replica_type != REDISMODULE_KEYTYPE_EMPTY && replica_type != REDISMODULE_KEYTYPE_STREAM)) {
         RedisModule_CloseKey(source);
         RedisModule_CloseKey(replica);
-        return RedisModule_ReplyWithError(
-            ctx, "WRONGTYPE Operation against a key holding the wrong kind of value");
+        return RedisModule_ReplyWithError(ctx, WRONG_TYPE);
     }
     long long copied = 0;
     RedisModuleStreamID id = {0, 0}, added = {0, 0};
@@ -563,8 +597,7 @@ static int copy_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (copied > 0) RedisModule_ReplicateVerbatim(ctx);
     if (failed && copied == 0) {
         /* the replica holds an entry at or past the first one to copy: XADD fails alike */
-        return RedisModule_ReplyWithError(
-            ctx, "ERR The ID specified in XADD is equal or smaller than the target stream top item");
+        return RedisModule_ReplyWithError(ctx, ID_TOO_SMALL);
     }
     RedisModule_ReplyWithArray(ctx, 3);
     RedisModule_ReplyWithLongLong(ctx, copied);
@@ -572,6 +605,8 @@ static int copy_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     RedisModule_ReplyWithLongLong(ctx, copied > 0 ? (long long)added.seq : -1);
     return REDISMODULE_OK;
 }
+
+#include "produce_commands.h"
 
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     (void)argv;
@@ -581,8 +616,15 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         field_names[i] = RedisModule_CreateString(NULL, field_texts[i], strlen(field_texts[i]));
     }
     null_both = RedisModule_CreateString(NULL, "key value", 9);
+    produce_init();
     if (RedisModule_CreateCommand(ctx, "streamadapter.append", append_command, "write deny-oom", 1,
                                   1, 1) != REDISMODULE_OK) {
+        return REDISMODULE_ERR;
+    }
+    if (RedisModule_CreateCommand(ctx, "streamadapter.produce", produce_command, "write deny-oom", 1,
+                                  PRODUCE_KEYS, 1) != REDISMODULE_OK ||
+        RedisModule_CreateCommand(ctx, "streamadapter.v1produce", v1_produce_command,
+                                  "write deny-oom", 1, V1_KEYS, 1) != REDISMODULE_OK) {
         return REDISMODULE_ERR;
     }
     return RedisModule_CreateCommand(ctx, "streamadapter.copy", copy_command, "write deny-oom", 1, 2,

@@ -1,8 +1,12 @@
 """The streamadapter Redis module (``append_module.c``): ``STREAMADAPTER.APPEND`` writes the
 records of an append to a partition's log in one call from the produce scripts (Kafka, V1,
 the Spark sink) instead of an XADD each, the same entries at about half of Redis' CPU
-(docs/performance.md); ``STREAMADAPTER.COPY`` copies a log's entries into a follower's
-replica stream in one call from partition/replica_fetch.lua.
+(docs/performance.md); ``STREAMADAPTER.PRODUCE`` is the whole of kafka/produce.lua for a
+batch that is neither transactional nor on a compacted topic, and ``STREAMADAPTER.V1PRODUCE``
+partition/produce.lua's for packed records (``produce_commands.h``: no script call, which
+costs Redis more than a small batch's records); ``STREAMADAPTER.COPY``
+copies a log's entries into a follower's replica stream in one call from
+partition/replica_fetch.lua.
 
 It is built with the project (setup.py) beside this file (``streamadapter*.so``) and loaded
 by ``redis-server --loadmodule <library()>``: the embedded Redis of ``adapter serve`` and the
@@ -25,7 +29,11 @@ from redis.cluster import RedisCluster as SyncRedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
 APPEND_COMMAND = "streamadapter.append"
+PRODUCE_COMMAND = "streamadapter.produce"
+V1_PRODUCE_COMMAND = "streamadapter.v1produce"
 COPY_COMMAND = "streamadapter.copy"
+# what PRODUCE takes in the place of the append time to read Redis' clock
+CLOCK = "*"
 _HERE = Path(__file__).parent
 _NAME = "streamadapter"
 
@@ -80,6 +88,28 @@ def append_probe(probe_key: str) -> tuple:
     return (APPEND_COMMAND, probe_key, 1, 0, -1, 0, 0, "kafka")
 
 
+def produce_probe(probe_key: str, command: str = PRODUCE_COMMAND) -> tuple:
+    """STREAMADAPTER.PRODUCE (or V1PRODUCE) with its first key only: where the command exists
+    and the user may run it, the module answers that it takes more arguments
+    (``has_command`` takes that answer as a yes), and writes nothing."""
+    return (command, probe_key)
+
+
+def produce_command(script_call: tuple, command: str = PRODUCE_COMMAND) -> tuple:
+    """The EVALSHA of kafka/produce.lua (``EVALSHA sha numkeys key... arg...``) as
+    STREAMADAPTER.PRODUCE's call (or partition/produce.lua's as V1PRODUCE's): the same keys
+    and arguments, the append time Redis' clock."""
+    keys_end = 3 + int(script_call[2])
+    return (command, *script_call[3:keys_end], CLOCK, *script_call[keys_end:])
+
+
+def _wants_arguments(error: RedisError, probe: tuple) -> bool:
+    """Whether ``error`` is the module asking ``produce_probe`` for the rest of its arguments."""
+    return probe[0] in (PRODUCE_COMMAND, V1_PRODUCE_COMMAND) and (
+        "wrong number of arguments" in str(error)
+    )
+
+
 def copy_probe(probe_key: str, replica_key: str) -> tuple:
     """STREAMADAPTER.COPY from a log no partition has: it copies and writes nothing."""
     return (COPY_COMMAND, probe_key, replica_key, "-", "0-1", 1)
@@ -87,7 +117,8 @@ def copy_probe(probe_key: str, replica_key: str) -> tuple:
 
 async def has_command(client: Any, probe: tuple) -> bool:
     """Whether the Redis ``client`` writes to runs the module's command ``probe`` calls
-    (``append_probe``, ``copy_probe``) for this user (on a cluster: every node has it)."""
+    (``append_probe``, ``produce_probe``, ``copy_probe``) for this user (on a cluster: every
+    node has it)."""
     # "COMMAND INFO" as one name: redis-py then keeps the reply as it is (its parser for
     # COMMAND fails on the nil of an unknown command)
     try:
@@ -103,7 +134,9 @@ async def has_command(client: Any, probe: tuple) -> bool:
             return True
         await client.execute_command(*probe)
         return True
-    except (RedisError, RedisClusterException):
+    except RedisError as exc:
+        return _wants_arguments(exc, probe)
+    except RedisClusterException:
         return False
 
 
@@ -120,5 +153,7 @@ def has_command_sync(client: Any, probe: tuple) -> bool:
             return True
         client.execute_command(*probe)
         return True
-    except (RedisError, RedisClusterException):
+    except RedisError as exc:
+        return _wants_arguments(exc, probe)
+    except RedisClusterException:
         return False

@@ -13,7 +13,12 @@
 #define REDISMODULE_READ (1 << 0)
 #define REDISMODULE_WRITE (1 << 1)
 #define REDISMODULE_KEYTYPE_EMPTY 0
+#define REDISMODULE_KEYTYPE_HASH 3
+#define REDISMODULE_KEYTYPE_ZSET 5
 #define REDISMODULE_KEYTYPE_STREAM 7
+#define REDISMODULE_HASH_DELETE ((RedisModuleString *)(long)1)
+#define REDISMODULE_CTX_FLAGS_REPLICATED (1 << 12)
+#define REDISMODULE_CTX_FLAGS_LOADING (1 << 13)
 
 typedef struct RedisModuleCtx RedisModuleCtx;
 typedef struct RedisModuleKey RedisModuleKey;
@@ -49,6 +54,22 @@ STREAMADAPTER_API(int, ReplyWithError, (RedisModuleCtx *, const char *));
 STREAMADAPTER_API(int, ReplyWithArray, (RedisModuleCtx *, long));
 STREAMADAPTER_API(int, WrongArity, (RedisModuleCtx *));
 STREAMADAPTER_API(int, ReplicateVerbatim, (RedisModuleCtx *));
+STREAMADAPTER_API(int, Replicate, (RedisModuleCtx *, const char *, const char *, ...));
+STREAMADAPTER_API(void, AutoMemory, (RedisModuleCtx *));
+STREAMADAPTER_API(long long, Milliseconds, (void));
+STREAMADAPTER_API(int, GetContextFlags, (RedisModuleCtx *));
+STREAMADAPTER_API(size_t, ValueLength, (RedisModuleKey *));
+STREAMADAPTER_API(int, HashGet, (RedisModuleKey *, int, ...));
+STREAMADAPTER_API(int, HashSet, (RedisModuleKey *, int, ...));
+STREAMADAPTER_API(int, ZsetAdd, (RedisModuleKey *, double, RedisModuleString *, int *));
+STREAMADAPTER_API(int, ZsetRem, (RedisModuleKey *, RedisModuleString *, int *));
+STREAMADAPTER_API(int, ZsetFirstInScoreRange, (RedisModuleKey *, double, double, int, int));
+STREAMADAPTER_API(RedisModuleString *, ZsetRangeCurrentElement, (RedisModuleKey *, double *));
+STREAMADAPTER_API(int, ZsetRangeNext, (RedisModuleKey *));
+STREAMADAPTER_API(int, ZsetRangeEndReached, (RedisModuleKey *));
+STREAMADAPTER_API(void, ZsetRangeStop, (RedisModuleKey *));
+STREAMADAPTER_API(int, PublishMessage, (RedisModuleCtx *, RedisModuleString *, RedisModuleString *));
+STREAMADAPTER_API(RedisModuleString *, CreateStringFromLongLong, (RedisModuleCtx *, long long));
 
 #define STREAMADAPTER_GET_API(name) \
     (RedisModule_GetApi("RedisModule_" #name, (void *)&RedisModule_##name) == REDISMODULE_OK)
@@ -66,7 +87,16 @@ static int module_api_init(RedisModuleCtx *ctx, const char *name, int version) {
           STREAMADAPTER_GET_API(StringPtrLen) && STREAMADAPTER_GET_API(CreateString) &&
           STREAMADAPTER_GET_API(FreeString) && STREAMADAPTER_GET_API(ReplyWithLongLong) &&
           STREAMADAPTER_GET_API(ReplyWithError) && STREAMADAPTER_GET_API(ReplyWithArray) &&
-          STREAMADAPTER_GET_API(WrongArity) && STREAMADAPTER_GET_API(ReplicateVerbatim))) {
+          STREAMADAPTER_GET_API(WrongArity) && STREAMADAPTER_GET_API(ReplicateVerbatim) &&
+          STREAMADAPTER_GET_API(Replicate) && STREAMADAPTER_GET_API(AutoMemory) &&
+          STREAMADAPTER_GET_API(Milliseconds) && STREAMADAPTER_GET_API(GetContextFlags) &&
+          STREAMADAPTER_GET_API(ValueLength) && STREAMADAPTER_GET_API(HashGet) &&
+          STREAMADAPTER_GET_API(HashSet) && STREAMADAPTER_GET_API(ZsetAdd) &&
+          STREAMADAPTER_GET_API(ZsetRem) && STREAMADAPTER_GET_API(ZsetFirstInScoreRange) &&
+          STREAMADAPTER_GET_API(ZsetRangeCurrentElement) && STREAMADAPTER_GET_API(ZsetRangeNext) &&
+          STREAMADAPTER_GET_API(ZsetRangeEndReached) && STREAMADAPTER_GET_API(ZsetRangeStop) &&
+          STREAMADAPTER_GET_API(PublishMessage) &&
+          STREAMADAPTER_GET_API(CreateStringFromLongLong))) {
         return REDISMODULE_ERR; /* a server older than the stream API (6.2) */
     }
     RedisModule_SetModuleAttribs(ctx, name, version, REDISMODULE_APIVER_1);

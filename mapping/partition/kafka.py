@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from mapping.connection import scripts
+from mapping.connection.append_module import produce_command
 from mapping.connection.batcher import Pending, mark_retrieved
 from mapping.connection.raw_replies import RawReply
 from mapping.core import codec
@@ -95,6 +96,7 @@ def kafka_produce_call(
     lost_gap: bool = False,
     append_module: bool = False,
     raw: RawRecords | None = None,
+    produce_module: bool = False,
 ) -> tuple:
     """kafka/produce.lua appending one RecordBatch (producer id -1: not idempotent);
     ``create_time`` False (a LogAppendTime topic): the records keep no timestamp of their
@@ -107,7 +109,10 @@ def kafka_produce_call(
     before it is records a failover took back (appended after it, see kafka/produce.lua);
     ``append_module``: Redis has the streamadapter module (mapping/connection/append_module.c),
     whose one command writes the records; ``raw``: the batch's plain records as sent,
-    ``records`` then empty (the module appends them: ``append_module`` only)."""
+    ``records`` then empty (the module appends them: ``append_module`` only);
+    ``produce_module``: the module's STREAMADAPTER.PRODUCE does the whole call, the same
+    keys and arguments (``append_module`` only; not for a transactional batch or a
+    compacted topic, which the script appends)."""
     k = head.keys
     batch: list[Any] = [
         producer_id,
@@ -127,6 +132,8 @@ def kafka_produce_call(
     else:
         batch += append_args(records, create_time, short)
     keys = (k.producers, k.producer_times, k.txn_open, *compaction)
+    if produce_module and append_module and not (transactional or compaction):
+        return produce_command(head.command(KAFKA_PRODUCE, keys, batch))
     return head.command(KAFKA_PRODUCE, keys, batch)
 
 
@@ -207,6 +214,7 @@ class KafkaStore:
             lost_gap=producer_id >= 0 and self.fence.first_failed(key, base_sequence),
             append_module=self.partitions.append_module,
             raw=raw,
+            produce_module=self.partitions.produce_module,
         )
         future = self.partitions.batcher.submit(*call)
         # a caller that goes away (its connection closed) leaves the failure unread

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mapping.connection import scripts
+from mapping.connection.append_module import V1_PRODUCE_COMMAND, produce_command
 from mapping.connection.scripts import Script
 from mapping.core.keys import PartitionKeys
 from mapping.core.records import packed_pairs
@@ -70,13 +71,17 @@ def partition_produce_call(
     items: list[Any],
     compaction: Sequence[str] = (),
     append_module: bool = False,
+    produce_module: bool = False,
 ) -> tuple:
     """partition/produce.lua: ``items`` are key1, value1, key2, value2, ...; ``compaction``:
     see ``compaction_keys``; ``append_module``: Redis has the streamadapter module
     (mapping/connection/append_module.c), whose one command writes the records of a partition
-    that is not compacted: they go packed in one argument (``packed_pairs``)."""
+    that is not compacted: they go packed in one argument (``packed_pairs``);
+    ``produce_module``: its STREAMADAPTER.V1PRODUCE does the whole call instead, the same
+    keys and arguments."""
     if append_module and not compaction:
-        return head.command(PARTITION_PRODUCE, (), ["1", packed_pairs(items)])
+        call = head.command(PARTITION_PRODUCE, (), ["1", packed_pairs(items)])
+        return produce_command(call, V1_PRODUCE_COMMAND) if produce_module else call
     return head.command(PARTITION_PRODUCE, compaction, ["0", *items])
 
 

@@ -129,6 +129,10 @@ class Partitions:
         # start): the produce scripts write a call's records with it (read when a partition's
         # produce builder is made)
         self.append_module = False
+        # ... and STREAMADAPTER.PRODUCE and V1PRODUCE: a Kafka batch that is neither
+        # transactional nor on a compacted topic, and a V1 PRODUCE on a partition that is not
+        # compacted, are appended by them, not by kafka/produce.lua and partition/produce.lua
+        self.produce_module = False
         # ... and STREAMADAPTER.COPY: REPLICA_FETCH copies a follower's entries with it
         self.copy_module = False
 
@@ -185,6 +189,7 @@ class Partitions:
                     self.head(config, partition),
                     compaction=compaction_keys(config, self.keys.partition(config.name, partition)),
                     append_module=self.append_module,
+                    produce_module=self.produce_module,
                 ),
             )
         future, first = self.batcher.append(group, known[1], [p for r in records for p in r])

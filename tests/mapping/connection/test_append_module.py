@@ -25,11 +25,14 @@ from adapter.kafka.records import ProducedBatch, decode_batches
 from mapping.connection.append_module import (
     APPEND_COMMAND,
     COPY_COMMAND,
+    PRODUCE_COMMAND,
+    V1_PRODUCE_COMMAND,
     append_probe,
     copy_probe,
     has_command,
     has_command_sync,
     library,
+    produce_probe,
 )
 from mapping.connection.batcher import RedisBatcher
 from mapping.connection.client import connect
@@ -459,16 +462,17 @@ def test_module_appends_survive_an_aof_reload_and_reach_a_replica(tmp_path: Path
         primary.kill()
 
 
-def _found(url: str, prefix: str = "rsa") -> tuple[bool, bool]:
-    """What a pod starting on ``url`` finds (has_command): APPEND, COPY."""
+def _found(url: str, prefix: str = "rsa") -> tuple[bool, bool, bool]:
+    """What a pod starting on ``url`` finds (has_command): APPEND, COPY, PRODUCE."""
 
-    async def ask() -> tuple[bool, bool]:
+    async def ask() -> tuple[bool, bool, bool]:
         client = connect(url, 5.0)
         keys = Keys(prefix)
         try:
             return (
                 await has_command(client, append_probe(keys.module_probe)),
                 await has_command(client, copy_probe(keys.module_probe, keys.module_probe_replica)),
+                await has_command(client, produce_probe(keys.module_probe)),
             )
         finally:
             await client.aclose()
@@ -477,9 +481,9 @@ def _found(url: str, prefix: str = "rsa") -> tuple[bool, bool]:
 
 
 def test_a_pod_finds_the_module_only_where_redis_loaded_it(tmp_path: Path, redis_url: str) -> None:
-    assert _found(redis_url, "probe") == (True, True)
+    assert _found(redis_url, "probe") == (True, True, True)
     with RedisProcess(tmp_path / "plain", appendonly=False, append_module=False) as plain:
-        assert _found(plain.url, "probe") == (False, False)
+        assert _found(plain.url, "probe") == (False, False, False)
 
 
 def _module_calls(client: redis.Redis, command: str = APPEND_COMMAND) -> int:
@@ -495,7 +499,8 @@ def test_pods_write_through_the_module_unless_told_not_to(tmp_path: Path) -> Non
         redis.Redis(port=server.port) as admin,
     ):
         for args, used in (((), True), (("--no-append-module",), False)):
-            before = _module_calls(admin)
+            commands = (PRODUCE_COMMAND, V1_PRODUCE_COMMAND)
+            before = [_module_calls(admin, command) for command in commands]
             pod = Pod(server.url, *RF1, *args).start()
             try:
                 with pod.client() as client:
@@ -506,7 +511,10 @@ def test_pods_write_through_the_module_unless_told_not_to(tmp_path: Path) -> Non
                 assert producer.flush(30) == 0
             finally:
                 pod.stop()
-            assert (_module_calls(admin) > before) is used
+            # Kafka's batches through PRODUCE, V1 PRODUCE through V1PRODUCE (a call each
+            # besides the pod's probe)
+            for command, calls in zip(commands, before, strict=True):
+                assert (_module_calls(admin, command) >= calls + 2) is used, command
         logs = [key for key in admin.scan_iter(match="*:part:{m:*}:log")]
         assert sum(admin.xlen(log) for log in logs) == 2 * (20 + 50)
         # the probes wrote nothing
@@ -608,11 +616,12 @@ def test_every_node_of_a_cluster_is_asked(cluster_url: str) -> None:
             await client.hset(Keys("rsa").meta, "probe", 1)
             copy = copy_probe(key, Keys("rsa").module_probe_replica)
             again = await has_command(client, append_probe(key))
-            return [first, again, await has_command(client, copy)]
+            produce = await has_command(client, produce_probe(key))
+            return [first, again, await has_command(client, copy), produce]
         finally:
             await client.aclose()
 
-    assert asyncio.run(found()) == [True, True, True]
+    assert asyncio.run(found()) == [True, True, True, True]
     host, port = cluster_url.removeprefix("redis+cluster://").split(":")
     with SyncRedisCluster(host=host, port=int(port)) as client:
         assert has_command_sync(client, append_probe(key))
@@ -628,8 +637,8 @@ def test_a_user_not_allowed_the_command_appends_without_it(tmp_path: Path) -> No
             "ACL", "SETUSER", "pod", "on", ">pw", "~rsa:*", "&rsa:*",
             "+@read", "+@write", "+@stream", "+@hash", "+@scripting", "+@connection",
         )  # fmt: skip
-        assert _found(f"redis://default@127.0.0.1:{server.port}/0") == (True, True)
-        assert _found(f"redis://pod:pw@127.0.0.1:{server.port}/0") == (False, False)
-        # one allowed, not the other
+        assert _found(f"redis://default@127.0.0.1:{server.port}/0") == (True, True, True)
+        assert _found(f"redis://pod:pw@127.0.0.1:{server.port}/0") == (False, False, False)
+        # one allowed, not the others
         admin.execute_command("ACL", "SETUSER", "pod", "+streamadapter.append")
-        assert _found(f"redis://pod:pw@127.0.0.1:{server.port}/0") == (True, False)
+        assert _found(f"redis://pod:pw@127.0.0.1:{server.port}/0") == (True, False, False)
