@@ -75,6 +75,8 @@ SHAPES: dict[str, Build] = {
         head, [(b"key-1", VALUE, CREATE_TIME, [("source", b"web")])] * n, append_module=True)],
     "V1 PRODUCE (module)": lambda head, n, call: [partition_produce_call(
         head, [b"key-1", VALUE] * n, append_module=True)],
+    "V1 PRODUCE (V1PRODUCE)": lambda head, n, call: [partition_produce_call(
+        head, [b"key-1", VALUE] * n, append_module=True, produce_module=True)],
     # the batch as a producer sent it, its records read by the module (a Produce's path)
     "kafka null key as sent (module)": lambda head, n, call: [kafka_produce_call(
         head, [], append_module=True, raw=_as_sent(n, None))],
@@ -223,16 +225,29 @@ def instructions_per_record(
     return Cost(whole / (records * calls), script)
 
 
+# the module's commands, by the end of a shape's name: their function, their name
+_MODULE_COMMANDS = {
+    "(PRODUCE)": ("produce_command", "streamadapter.produce"),
+    "(V1PRODUCE)": ("v1_produce_command", "streamadapter.v1produce"),
+}
+
+
+def _module_command(shape: str) -> tuple[str, str] | None:
+    return next((c for end, c in _MODULE_COMMANDS.items() if shape.endswith(end)), None)
+
+
 def _command_function(shape: str) -> str:
     """The function of Redis (or of the module) that runs a shape's call."""
-    return "produce_command" if shape.endswith("(PRODUCE)") else "evalShaCommand"
+    command = _module_command(shape)
+    return command[0] if command else "evalShaCommand"
 
 
 def _command_stat(shape: str) -> str:
     """A shape's command in INFO commandstats."""
     if shape == PLAIN:
         return "cmdstat_xadd"
-    return "cmdstat_streamadapter.produce" if shape.endswith("(PRODUCE)") else "cmdstat_evalsha"
+    command = _module_command(shape)
+    return f"cmdstat_{command[1]}" if command else "cmdstat_evalsha"
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from mapping.connection.sentinel import (
 )
 from mapping.core.errors import Unavailable
 from mapping.core.keys import Keys
-from mapping.partition.partition_scripts import PARTITION_PRODUCE
+from mapping.partition.partition_scripts import PARTITION_CONSUME
 from spark_connector import offsets
 from spark_connector.options import OptionError, parse_options
 from spark_connector.sink_options import parse_sink_options
@@ -122,9 +122,11 @@ def test_a_pod_follows_a_failover_without_a_restart(deployment: SentinelDeployme
         # --redis-wait-replicas is what had reached the replica (see docs/durability.md)
         deployment.wait_in_sync()
         replica = deployment.data_client(deployment.replica.port)
-        produce_sha = PARTITION_PRODUCE.sha
+        # (V1 CONSUME's script: PRODUCE goes through the module's command where Redis loaded
+        # it)
+        consume_sha = PARTITION_CONSUME.sha
         # SCRIPT LOAD is not replicated: after the failover the pod must load them again
-        assert replica.script_exists(produce_sha) == [False]
+        assert replica.script_exists(consume_sha) == [False]
 
         deployment.primary.kill()
         took = _produce_until_ok(client, topic, "first", FAILOVER_BOUND_S)
@@ -144,10 +146,10 @@ def test_a_pod_follows_a_failover_without_a_restart(deployment: SentinelDeployme
         subscribed = [line for line in pubsub.splitlines() if "name=sentinel" not in line]
         channels = [int(line.split(" sub=")[1].split()[0]) for line in subscribed]
         assert channels and max(channels) >= 2, pubsub
-        assert replica.script_exists(produce_sha) == [True]
-        replica.close()
         v1_now = _v1_values(client, topic, 3)
         assert acked <= v1_now, acked - v1_now  # nothing acknowledged was lost
+        assert replica.script_exists(consume_sha) == [True]
+        replica.close()
         assert client.committed("billing", topic, 0) == 12345
         acked |= kafka_produce([f"kafka-after-{i}" for i in range(10)])
 
