@@ -25,6 +25,7 @@ and the offsets may be on any).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from dataclasses import dataclass
 
@@ -43,8 +44,10 @@ log = logging.getLogger(__name__)
 
 # After a failed round with no waiter (Redis down): a pause, so readers cannot make it spin.
 RETRY_PAUSE_S = 0.2
-# Rounds a wait makes when a failover moved its probe's slot: the move, then the slot map.
-MOVED_ATTEMPTS = 3
+# After a failover moved a wait's probe slot twice: the pause before the slot map is read
+# again (the nodes learn of a failover by gossip, so one read right after it may find the
+# map as it was).
+MAP_RETRY_PAUSE_S = 0.1
 
 PARTITION_DURABLE_MARK = scripts.load("partition/durable_mark")
 
@@ -185,7 +188,8 @@ class DurableRounds:
         write this pod made before the call is on them); else why not, by ``deadline``.
         ``key``: on a cluster, the written key (its node must reach them; None: every
         primary). Callers go through mapping/replication/acks.py."""
-        for attempt in range(MOVED_ATTEMPTS):
+        loop = asyncio.get_running_loop()
+        for attempt in itertools.count():
             if key is None and isinstance(self.client, RedisCluster):
                 lanes = [self._node_lane(node) for node in self.client.get_primaries()]
             else:
@@ -194,15 +198,18 @@ class DurableRounds:
                 counts = await asyncio.gather(*(lane.wait(deadline) for lane in lanes))
                 break
             except AskError as exc:  # (and MovedError) a failover moved the probe's slot
-                if attempt == MOVED_ATTEMPTS - 1 or not isinstance(self.client, RedisCluster):
+                if not isinstance(self.client, RedisCluster) or loop.time() >= deadline:
                     return f"redis WAIT failed: {exc}"
                 # the slot's new owner, then WAIT there: the lane pipelines bypass the
                 # cluster client's own redirection. Moved again: the primaries themselves
                 # changed (a round for a commit waits on each), so the whole slot map is read
-                # again.
+                # again, until the deadline (a node may still tell the map before the
+                # failover).
                 if attempt == 0:
                     await self.client.nodes_manager.move_slot(exc)
                 else:
+                    if attempt > 1:
+                        await asyncio.sleep(MAP_RETRY_PAUSE_S)
                     await self.client.nodes_manager.initialize()
             except (BrokerError, RedisError, OSError) as exc:
                 return f"redis WAIT failed: {exc}"
