@@ -286,9 +286,7 @@ async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
             pod.partitions.produce_module = (
                 pod.partitions.append_module
                 and await has_command(client, produce_probe(keys.module_probe))
-                and await has_command(
-                    client, produce_probe(keys.module_probe, V1_PRODUCE_COMMAND)
-                )
+                and await has_command(client, produce_probe(keys.module_probe, V1_PRODUCE_COMMAND))
             )
             pod.partitions.copy_module = await has_command(
                 client, copy_probe(keys.module_probe, keys.module_probe_replica)

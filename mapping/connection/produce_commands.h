@@ -219,14 +219,14 @@ static void publish(Produce *p, int channel, RedisModuleString *message) {
     }
 }
 
-/* The script's answer to a batch it does not append: {code, -1, 0, -1, -1}. */
-static int reply_refused(RedisModuleCtx *ctx, long long code) {
-    RedisModule_ReplyWithArray(ctx, 5);
-    RedisModule_ReplyWithLongLong(ctx, code);
-    RedisModule_ReplyWithLongLong(ctx, -1);
-    RedisModule_ReplyWithLongLong(ctx, 0);
-    RedisModule_ReplyWithLongLong(ctx, -1);
-    return RedisModule_ReplyWithLongLong(ctx, -1);
+/* settle_hw over the state and the log end `log_end`, then its fields (with those already in
+ * `w`) written and the hw channel told (lib/partition.lua's refresh_hw). */
+static Settled refresh_hw(Produce *p, const PartitionState *s, long long log_end, int rf,
+                          long long lag_max_ms, Writes *w) {
+    Settled settled = settle_hw(p->ctx, s, log_end, rf, lag_max_ms, p->now, w);
+    apply_writes(p, w);
+    publish(p, KEY_HW_CHANNEL, settled.message);
+    return settled;
 }
 
 /* Drops (a few of) the producers idle since `before` or longer, as the script does before its
@@ -401,6 +401,8 @@ static Appended append_partition(Produce *p, PartitionState *s, int from, int la
             write_text(&w, size_fields[k], log_end_text);
         }
     }
+    /* refresh_hw's work, with the appended channel told between the write and the hw
+     * channel, as close_append does */
     out.settled = settle_hw(ctx, s, last, rf, lag_max_ms, now, &w);
     apply_writes(p, &w);
     if (wake && log_end_text != NULL) publish(p, KEY_APPENDED, log_end_text);
@@ -434,10 +436,11 @@ static int produce_reply(Produce *p, int status, Settled settled, long long base
     return REDISMODULE_OK;
 }
 
-/* A batch not appended (expired producers may have been dropped first). */
+/* A batch not appended (expired producers may have been dropped first): the script's
+ * {code, -1, 0, -1, -1}. */
 static int produce_refused(Produce *p, long long code) {
-    replicate(p);
-    return reply_refused(p->ctx, code);
+    Settled none = {-1, 0, NULL};
+    return produce_reply(p, (int)code, none, -1, -1);
 }
 
 /* An error reply after what the call wrote (replicated first). */
@@ -483,8 +486,7 @@ static int produce_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     if (refusal(&s) != NULL) return RedisModule_ReplyWithError(ctx, refusal(&s));
 
     /* the idempotent producer's checks (kafka/produce.lua says why each) */
-    long long words[MOST_WORDS];
-    long long batches[MOST_WORDS];
+    long long words[MOST_WORDS]; /* the epoch, then 4 numbers a batch */
     int batch_count = 0;
     long long last_seq = floor_mod(base_seq + count - 1, SEQUENCE_LIMIT);
     if (idempotent) {
@@ -502,12 +504,10 @@ static int produce_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
             for (int j = 1; j + 3 < word_count; j += 4) {
                 if (words[j] == base_seq && words[j + 1] == last_seq) { /* a retry */
                     Writes w = {0};
-                    Settled settled = settle_hw(ctx, &s, s.log_end, (int)rf, lag_max_ms, now, &w);
-                    apply_writes(&p, &w);
-                    publish(&p, KEY_HW_CHANNEL, settled.message);
+                    Settled settled = refresh_hw(&p, &s, s.log_end, (int)rf, lag_max_ms, &w);
                     return produce_reply(&p, 1, settled, words[j + 2], words[j + 3]);
                 }
-                memcpy(batches + 4 * batch_count++, words + j, 4 * sizeof(*words));
+                batch_count++;
             }
             if (batch_count > 0) {
                 long long ahead = floor_mod(base_seq - words[word_count - 3] - 1, SEQUENCE_LIMIT);
@@ -527,7 +527,7 @@ static int produce_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     if (appended.failed) return produce_error(&p, ID_TOO_SMALL);
     if (idempotent) {
         long long batch[4] = {base_seq, last_seq, appended.first_offset, appended.last_offset};
-        RedisModuleString *entry = producer_entry(ctx, epoch, batches, batch_count, batch);
+        RedisModuleString *entry = producer_entry(ctx, epoch, words + 1, batch_count, batch);
         RedisModule_HashSet(p.keys[KEY_PRODUCERS], 0, producer_id, entry, NULL);
         int flags = 0;
         RedisModule_ZsetAdd(p.keys[KEY_PRODUCER_TIMES], (double)now, producer_id, &flags);

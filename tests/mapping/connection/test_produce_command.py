@@ -36,10 +36,10 @@ from mapping.partition.kafka import KAFKA_PRODUCE
 from mapping.partition.partition_scripts import PARTITION_PRODUCE
 from mapping.topic.topic_config import MAX_REPLICATION_FACTOR
 from tests.mapping.connection.test_append_module import _encoded
+from tests.support import ROOT
 from tests.support.redis import start_replica
 from tests.support.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(library() is None, reason="the module was not built")
 
 SIDES = ("script", "module")
