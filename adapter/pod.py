@@ -29,6 +29,7 @@ from adapter.quotas import QuotaManager
 from adapter.settings import Settings
 from mapping.connection import resilient
 from mapping.connection.append_module import (
+    PRODUCE_MANY_COMMAND,
     V1_PRODUCE_COMMAND,
     append_probe,
     copy_probe,
@@ -286,6 +287,9 @@ async def open_pod(settings: Settings) -> AsyncIterator[Pod]:
             pod.partitions.produce_module = (
                 pod.partitions.append_module
                 and await has_command(client, produce_probe(keys.module_probe))
+                and await has_command(
+                    client, produce_probe(keys.module_probe, PRODUCE_MANY_COMMAND)
+                )
                 and await has_command(client, produce_probe(keys.module_probe, V1_PRODUCE_COMMAND))
             )
             pod.partitions.copy_module = await has_command(

@@ -39,8 +39,8 @@ from mapping.connection.append_module import load_arguments
 from mapping.connection.embedded import RedisProcess, free_port
 from mapping.core import codec
 from mapping.core.keys import Keys
-from mapping.core.records import RawRecords
-from mapping.partition.kafka import kafka_produce_call
+from mapping.core.records import RawRecords, sent_batch
+from mapping.partition.kafka import kafka_produce_call, kafka_produce_many_call
 from mapping.partition.partition_scripts import PartitionHead, partition_produce_call
 
 VALUE = b"x" * 100
@@ -90,6 +90,16 @@ SHAPES: dict[str, Build] = {
         append_module=True, raw=_as_sent(n, None), produce_module=True)],
     "kafka key as sent (PRODUCE)": lambda head, n, call: [kafka_produce_call(
         head, [], append_module=True, raw=_as_sent(n, b"key-1"), produce_module=True)],
+    # ... and batches of 4 records, as many as make the call's records, in one call
+    # (STREAMADAPTER.PRODUCEMANY: a pod's small batches of a partition queued together)
+    "kafka null key as sent in batches of 4 (PRODUCEMANY)": lambda head, n, call: [
+        kafka_produce_many_call(head, [
+            sent_batch(_as_sent(min(n, 4), None), -1, -1, -1, 0, False)] * max(1, n // 4))],
+    "kafka null key idempotent as sent in batches of 4 (PRODUCEMANY)": lambda head, n, call: [
+        kafka_produce_many_call(head, [
+            sent_batch(_as_sent(min(n, 4), None), PRODUCER_ID, 0, call * n + first, 86_400_000,
+                       False)
+            for first in range(0, max(n, 4), 4)])],
     # the Spark sink's chunk of keyed records (spark/sink_append.lua, one writer task)
     "Spark sink": lambda head, n, call: [_sink_chunk(head, n, call, False)],
     "Spark sink (module)": lambda head, n, call: [_sink_chunk(head, n, call, True)],
@@ -148,6 +158,8 @@ def _run(client: redis.Redis, shape: str, records: int, calls: int) -> None:
             pipe.execute_command(*command)
         for reply in pipe.execute(raise_on_error=True):
             # kafka/produce.lua answers its status first (0: appended)
+            if shape.endswith("(PRODUCEMANY)"):  # a reply of each batch's
+                reply = reply[0]
             if shape.startswith("kafka") and reply[0] != 0:
                 raise RuntimeError(f"{shape}: the append answered {reply[:5]}")
 
@@ -228,6 +240,7 @@ def instructions_per_record(
 # the module's commands, by the end of a shape's name: their function, their name
 _MODULE_COMMANDS = {
     "(PRODUCE)": ("produce_command", "streamadapter.produce"),
+    "(PRODUCEMANY)": ("produce_many_command", "streamadapter.producemany"),
     "(V1PRODUCE)": ("v1_produce_command", "streamadapter.v1produce"),
 }
 

@@ -1,10 +1,11 @@
-/* streamadapter: a Redis module with four commands, the XADDs of an append in one call, a
- * whole Kafka produce or V1 PRODUCE in one call (produce_commands.h) and the copy of a log's
- * entries into a replica stream in one call.
+/* streamadapter: a Redis module with five commands, the XADDs of an append in one call, a
+ * whole Kafka produce (of one batch, or of several of one partition) or V1 PRODUCE in one
+ * call (produce_commands.h) and the copy of a log's entries into a replica stream in one call.
  *
  *   STREAMADAPTER.APPEND log limit now ms seq numbered layout record...
  *   STREAMADAPTER.PRODUCE log state hw_channel appended producers producer_times txn_open now
  *                         ARGV...
+ *   STREAMADAPTER.PRODUCEMANY (PRODUCE's keys and now) count ARGV... [count ARGV...]...
  *   STREAMADAPTER.V1PRODUCE log state hw_channel appended now ARGV...
  *   STREAMADAPTER.COPY log replica after last count
  *
@@ -199,6 +200,8 @@ static size_t decimal(unsigned long long value, char *buf) {
     return n;
 }
 
+enum { SCRATCH_KEY, SCRATCH_VALUE, SCRATCH_NUMBER, SCRATCH_TEXTS };
+
 /* An append in progress: the log, where its ids and numbers are, what it wrote. */
 typedef struct {
     RedisModuleCtx *ctx;
@@ -209,7 +212,37 @@ typedef struct {
     RedisModuleString *create_dt; /* the last record's create_dt text (most records share one) */
     long long create_time;        /* the CreateTime it was made for */
     RedisModuleString *now_text;  /* the records' ts: `now`'s text */
+    RedisModuleString *scratch[SCRATCH_TEXTS]; /* scratch_text's */
 } Append;
+
+/* `bytes` as the append's scratch text `slot` (a key, a value, a record number): the string
+ * made for an earlier record is written over where it has the same length, else made anew.
+ * It is this module's own (made here, never shared: StreamAdd copies what it is given), so
+ * writing over it is safe; most records of a batch have values of one length, and this
+ * saves an allocation and a free a field (about a tenth of a small record's cost). */
+static RedisModuleString *scratch_text(Append *a, int slot, const void *bytes, size_t size) {
+    RedisModuleString *text = a->scratch[slot];
+    if (text != NULL) {
+        size_t length;
+        char *buffer = (char *)RedisModule_StringPtrLen(text, &length);
+        if (length == size) {
+            memcpy(buffer, bytes, size);
+            return text;
+        }
+        RedisModule_FreeString(a->ctx, text);
+    }
+    return a->scratch[slot] = RedisModule_CreateString(a->ctx, bytes, size);
+}
+
+/* An append's end: what it made for its records freed. */
+static void append_done(Append *a) {
+    if (a->create_dt != NULL) RedisModule_FreeString(a->ctx, a->create_dt);
+    a->create_dt = NULL;
+    for (int i = 0; i < SCRATCH_TEXTS; i++) {
+        if (a->scratch[i] != NULL) RedisModule_FreeString(a->ctx, a->scratch[i]);
+        a->scratch[i] = NULL;
+    }
+}
 
 /* Appends one entry: `fields` (`used` of them, room for two more: 'n' and the number). */
 static int add_entry(Append *a, RedisModuleString **fields, int used, size_t value_bytes) {
@@ -222,14 +255,11 @@ static int add_entry(Append *a, RedisModuleString **fields, int used, size_t val
         a->seq = 0;
     }
     char text[21];
-    RedisModuleString *number = RedisModule_CreateString(
-        a->ctx, text, decimal((unsigned long long)(a->numbered + 1), text));
     fields[used++] = field_names[F_N];
-    fields[used++] = number;
+    fields[used++] = scratch_text(a, SCRATCH_NUMBER, text,
+                                  decimal((unsigned long long)(a->numbered + 1), text));
     RedisModuleStreamID id = {(uint64_t)a->ms, (uint64_t)a->seq};
-    int added = RedisModule_StreamAdd(a->log, 0, &id, fields, used / 2);
-    RedisModule_FreeString(a->ctx, number);
-    if (added != REDISMODULE_OK) return 0;
+    if (RedisModule_StreamAdd(a->log, 0, &id, fields, used / 2) != REDISMODULE_OK) return 0;
     if (a->count == 0) {
         a->first_ms = a->ms;
         a->first_seq = a->seq;
@@ -266,16 +296,12 @@ static RedisModuleString *create_delta(Append *a, long long create_time) {
     return a->create_dt;
 }
 
-/* A raw batch's records (form -3: first timestamp, count, the records' bytes), each with
- * the fields record_items gives it, the CreateTime as create_dt:
+/* A batch's records as sent (`count` plain records from `at` to `end`, checked before
+ * anything was written), each with the fields record_items gives it, the CreateTime (the
+ * first timestamp + the record's delta) as create_dt:
  * [key K] [value V] ts T create_dt D [null which] n N. */
-static int add_batch(Append *a, RedisModuleString **argv, RedisModuleString *ts) {
-    long long first_timestamp = 0, count = 0;
-    parse_long(argv[1], &first_timestamp);
-    parse_long(argv[2], &count);
-    size_t size;
-    const unsigned char *at = (const unsigned char *)RedisModule_StringPtrLen(argv[3], &size);
-    const unsigned char *end = at + size;
+static int add_sent(Append *a, long long first_timestamp, long long count,
+                    const unsigned char *at, const unsigned char *end, RedisModuleString *ts) {
     KafkaRecord record = {0, NULL, 0, NULL, 0};
     for (long long i = 0; i < count; i++) {
         kafka_plain_record(&at, end, &record); /* checked before anything was written */
@@ -283,13 +309,12 @@ static int add_batch(Append *a, RedisModuleString **argv, RedisModuleString *ts)
         RedisModuleString *key = NULL, *value = NULL;
         int used = 0;
         if (record.key != NULL) {
-            key = RedisModule_CreateString(a->ctx, (const char *)record.key, (size_t)record.key_size);
+            key = scratch_text(a, SCRATCH_KEY, record.key, (size_t)record.key_size);
             fields[used++] = field_names[F_KEY];
             fields[used++] = key;
         }
         if (record.value != NULL) {
-            value = RedisModule_CreateString(a->ctx, (const char *)record.value,
-                                             (size_t)record.value_size);
+            value = scratch_text(a, SCRATCH_VALUE, record.value, (size_t)record.value_size);
             fields[used++] = field_names[F_VALUE];
             fields[used++] = value;
         }
@@ -302,12 +327,21 @@ static int add_batch(Append *a, RedisModuleString **argv, RedisModuleString *ts)
             fields[used++] = key == NULL ? (value == NULL ? null_both : field_names[F_KEY])
                                          : field_names[F_VALUE];
         }
-        int added = add_entry(a, fields, used, record.value != NULL ? (size_t)record.value_size : 0);
-        if (key != NULL) RedisModule_FreeString(a->ctx, key);
-        if (value != NULL) RedisModule_FreeString(a->ctx, value);
-        if (!added) return 0;
+        if (!add_entry(a, fields, used, record.value != NULL ? (size_t)record.value_size : 0)) {
+            return 0;
+        }
     }
     return 1;
+}
+
+/* A raw batch's records (form -3: first timestamp, count, the records' bytes). */
+static int add_batch(Append *a, RedisModuleString **argv, RedisModuleString *ts) {
+    long long first_timestamp = 0, count = 0;
+    parse_long(argv[1], &first_timestamp);
+    parse_long(argv[2], &count);
+    size_t size;
+    const unsigned char *at = (const unsigned char *)RedisModule_StringPtrLen(argv[3], &size);
+    return add_sent(a, first_timestamp, count, at, at + size, ts);
 }
 
 /* A packed argument's V1 records (checked before anything was written), each with the
@@ -320,14 +354,11 @@ static int add_packed(Append *a, RedisModuleString *packed, RedisModuleString *t
         const unsigned char *key = packed_part(&at, end, &key_size);
         const unsigned char *value = packed_part(&at, end, &value_size);
         RedisModuleString *fields[8] = {
-            field_names[F_KEY], RedisModule_CreateString(a->ctx, (const char *)key, key_size),
-            field_names[F_VALUE], RedisModule_CreateString(a->ctx, (const char *)value, value_size),
+            field_names[F_KEY], scratch_text(a, SCRATCH_KEY, key, key_size),
+            field_names[F_VALUE], scratch_text(a, SCRATCH_VALUE, value, value_size),
             field_names[F_TS], ts,
         };
-        int added = add_entry(a, fields, 6, value_size);
-        RedisModule_FreeString(a->ctx, fields[1]);
-        RedisModule_FreeString(a->ctx, fields[3]);
-        if (!added) return 0;
+        if (!add_entry(a, fields, 6, value_size)) return 0;
     }
     return 1;
 }
@@ -435,8 +466,7 @@ static int append_range(Append *a, RedisModuleString **argv, int from, int end, 
         at += form_width(form, layout);
     }
     if (fields != few) free(fields);
-    if (a->create_dt != NULL) RedisModule_FreeString(a->ctx, a->create_dt);
-    a->create_dt = NULL;
+    append_done(a);
     return !failed;
 }
 
@@ -623,6 +653,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     }
     if (RedisModule_CreateCommand(ctx, "streamadapter.produce", produce_command, "write deny-oom", 1,
                                   PRODUCE_KEYS, 1) != REDISMODULE_OK ||
+        RedisModule_CreateCommand(ctx, "streamadapter.producemany", produce_many_command,
+                                  "write deny-oom", 1, PRODUCE_KEYS, 1) != REDISMODULE_OK ||
         RedisModule_CreateCommand(ctx, "streamadapter.v1produce", v1_produce_command,
                                   "write deny-oom", 1, V1_KEYS, 1) != REDISMODULE_OK) {
         return REDISMODULE_ERR;

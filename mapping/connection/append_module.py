@@ -2,7 +2,8 @@
 records of an append to a partition's log in one call from the produce scripts (Kafka, V1,
 the Spark sink) instead of an XADD each, the same entries at about half of Redis' CPU
 (docs/performance.md); ``STREAMADAPTER.PRODUCE`` is the whole of kafka/produce.lua for a
-batch that is neither transactional nor on a compacted topic, and ``STREAMADAPTER.V1PRODUCE``
+batch that is neither transactional nor on a compacted topic (``STREAMADAPTER.PRODUCEMANY``:
+for several small batches of one partition at once), and ``STREAMADAPTER.V1PRODUCE``
 partition/produce.lua's for packed records (``produce_commands.h``: no script call, which
 costs Redis more than a small batch's records); ``STREAMADAPTER.COPY``
 copies a log's entries into a follower's replica stream in one call from
@@ -30,6 +31,7 @@ from redis.exceptions import RedisClusterException, RedisError
 
 APPEND_COMMAND = "streamadapter.append"
 PRODUCE_COMMAND = "streamadapter.produce"
+PRODUCE_MANY_COMMAND = "streamadapter.producemany"
 V1_PRODUCE_COMMAND = "streamadapter.v1produce"
 COPY_COMMAND = "streamadapter.copy"
 # what PRODUCE takes in the place of the append time to read Redis' clock
@@ -89,7 +91,8 @@ def append_probe(probe_key: str) -> tuple:
 
 
 def produce_probe(probe_key: str, command: str = PRODUCE_COMMAND) -> tuple:
-    """STREAMADAPTER.PRODUCE (or V1PRODUCE) with its first key only: where the command exists
+    """STREAMADAPTER.PRODUCE (or PRODUCEMANY, V1PRODUCE) with its first key only: where the
+    command exists
     and the user may run it, the module answers that it takes more arguments
     (``has_command`` takes that answer as a yes), and writes nothing."""
     return (command, probe_key)
@@ -105,7 +108,7 @@ def produce_command(script_call: tuple, command: str = PRODUCE_COMMAND) -> tuple
 
 def _wants_arguments(error: RedisError, probe: tuple) -> bool:
     """Whether ``error`` is the module asking ``produce_probe`` for the rest of its arguments."""
-    return probe[0] in (PRODUCE_COMMAND, V1_PRODUCE_COMMAND) and (
+    return probe[0] in (PRODUCE_COMMAND, PRODUCE_MANY_COMMAND, V1_PRODUCE_COMMAND) and (
         "wrong number of arguments" in str(error)
     )
 

@@ -174,14 +174,18 @@ class RedisBatcher:
         return future
 
     def append(
-        self, group: Hashable, build: Callable[[list[Any]], tuple], items: list[Any]
+        self,
+        group: Hashable,
+        build: Callable[[list[Any]], tuple],
+        items: list[Any],
+        most_items: int = MAX_COMBINED_ITEMS,
     ) -> tuple[asyncio.Future[Any], int]:
         """Add ``items`` to the combined call ``group`` of the batch being filled (opening
-        it when needed). Returns the call's future (its reply; errors as for ``call``) and
-        the index of the first of these items in the call. ``build(all items)`` makes the
-        command when the batch is sent."""
+        it when needed: a call holds ``most_items`` at most). Returns the call's future (its
+        reply; errors as for ``call``) and the index of the first of these items in the
+        call. ``build(all items)`` makes the command when the batch is sent."""
         combined = self._open.get(group)
-        if combined is None or len(combined.items) + len(items) > MAX_COMBINED_ITEMS:
+        if combined is None or len(combined.items) + len(items) > most_items:
             future: asyncio.Future[Any] = (self._loop or asyncio.get_running_loop()).create_future()
             combined = self._open[group] = _Combined(build, future)
             self._queue.append(combined)

@@ -114,6 +114,28 @@ def raw_batch_args(raw: RawRecords) -> list[bytes | int]:
     return [RAW_BATCH, raw.first_timestamp, raw.count, raw.batch[BATCH_HEADER_BYTES:]]
 
 
+# STREAMADAPTER.PRODUCEMANY's batch head (mapping/connection/produce_commands.h,
+# parse_sent_batch): producer id, epoch, base sequence, record count, the producer id
+# expiration, the lost-gap flag, the first timestamp
+_SENT_HEAD = struct.Struct(">qiiiqBq")
+
+
+def sent_batch(
+    raw: RawRecords,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    producer_id_expiration_ms: int,
+    lost_gap: bool,
+) -> bytes:
+    """``raw``'s records as one argument of STREAMADAPTER.PRODUCEMANY, with its producer."""
+    head = _SENT_HEAD.pack(
+        producer_id, producer_epoch, base_sequence, raw.count, producer_id_expiration_ms,
+        int(lost_gap), raw.first_timestamp,
+    )  # fmt: skip
+    return head + memoryview(raw.batch)[BATCH_HEADER_BYTES:]
+
+
 def raw_batch_resp(raw: RawRecords) -> resp.RespArgs:
     """``raw_batch_args`` in RESP (the records' bytes copied once)."""
     records = memoryview(raw.batch)[BATCH_HEADER_BYTES:]

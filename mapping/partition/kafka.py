@@ -8,17 +8,17 @@ encodes a batch's records for kafka/produce.lua and decodes the entries a fetch 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from mapping.connection import scripts
-from mapping.connection.append_module import produce_command
+from mapping.connection.append_module import CLOCK, PRODUCE_MANY_COMMAND, produce_command
 from mapping.connection.batcher import Pending, mark_retrieved
 from mapping.connection.raw_replies import RawReply
 from mapping.core import codec
-from mapping.core.errors import Unavailable
+from mapping.core.errors import Unavailable, from_script_error
 from mapping.core.kafka_errors import UNKNOWN_PRODUCER_ID
 from mapping.core.keys import Keys
 from mapping.core.records import (
@@ -30,6 +30,7 @@ from mapping.core.records import (
     entry_record,
     raw_batch_args,
     raw_batch_resp,
+    sent_batch,
 )
 from mapping.partition.partition_scripts import (
     PartitionHead,
@@ -57,6 +58,30 @@ def _append_result(reply: list[Any]) -> AppendResult:
     return AppendResult(*(int(v) for v in reply[:6]))
 
 
+def _own_reply(index: int, reply: list[Any]) -> list[Any]:
+    """A batch's reply within PRODUCEMANY's: its PRODUCE reply, or its error raised as a call's
+    error reply is (mapping/connection/batcher.py)."""
+    mine = reply[index]
+    if isinstance(mine, Exception):
+        raise from_script_error(str(mine)) or mine
+    return mine
+
+
+def _whole_reply(reply: list[Any]) -> list[Any]:
+    return reply
+
+
+def kafka_produce_many_call(head: PartitionHead, batches: list[bytes]) -> tuple:
+    """STREAMADAPTER.PRODUCEMANY appending ``batches`` (records.sent_batch) in order: what
+    kafka/produce.lua does for each, in one call."""
+    k = head.keys
+    return (
+        PRODUCE_MANY_COMMAND, k.log, k.state, k.hw_channel, k.appended_channel, k.producers,
+        k.producer_times, k.txn_open, CLOCK, head.sequence_bits, head.replication_factor,
+        head.replica_lag_max_ms, *batches,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class FetchRead:
     high_watermark: int  # V1's (inclusive; -1: empty)
@@ -76,6 +101,11 @@ class FetchRead:
 
 # Kafka's producer.id.expiration.ms
 PRODUCER_ID_EXPIRATION_MS = 86_400_000
+# Small batches of one partition queued together go to Redis as one STREAMADAPTER.PRODUCEMANY
+# (a call's own work costs Redis more than a few records'): batches as sent of this many
+# records at most, this many batches a call (bounding the time one call holds Redis).
+COMBINED_BATCH_RECORDS = 32
+MOST_COMBINED_BATCHES = 128
 
 KAFKA_PRODUCE = scripts.load("kafka/produce")
 KAFKA_PRODUCER_ID = scripts.load("kafka/producer_id")
@@ -197,41 +227,75 @@ class KafkaStore:
         their own (magic-0 messages), readers see their append time; ``raw``: the batch's
         plain records as sent (``records`` empty), where ``Partitions.append_module`` lets the
         module append them."""
-        head = self.partitions.head(config, partition)
+        partitions = self.partitions
+        head = partitions.head(config, partition)
         key = (config.name, partition, producer_id, producer_epoch)
-        call = kafka_produce_call(
-            head,
-            records,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            self.producer_id_expiration_ms,
-            create_time=create_time and not rules_of(config).log_append_time,
-            compaction=compaction_keys(config, head.keys),
-            transactional=transactional,
-            packed=self.partitions.batcher.packs_commands,
-            # the first batch this pod failed: a gap before it is records a failover lost
-            lost_gap=producer_id >= 0 and self.fence.first_failed(key, base_sequence),
-            append_module=self.partitions.append_module,
-            raw=raw,
-            produce_module=self.partitions.produce_module,
-        )
-        future = self.partitions.batcher.submit(*call)
+        compaction = compaction_keys(config, head.keys)
+        # the first batch this pod failed: a gap before it is records a failover lost
+        lost_gap = producer_id >= 0 and self.fence.first_failed(key, base_sequence)
+        batcher = partitions.batcher
+        own = _whole_reply
+        if (
+            raw is not None
+            and raw.count <= COMBINED_BATCH_RECORDS
+            and partitions.produce_module
+            and partitions.append_module
+            and not (transactional or compaction)
+        ):
+            batch = sent_batch(
+                raw, producer_id, producer_epoch, base_sequence, self.producer_id_expiration_ms,
+                lost_gap,
+            )  # fmt: skip
+            # (the head itself names the group: a topic made anew has a head of its own)
+            future, index = batcher.append(
+                (PRODUCE_MANY_COMMAND, id(head)), partial(kafka_produce_many_call, head), [batch],
+                MOST_COMBINED_BATCHES,
+            )  # fmt: skip
+            own = partial(_own_reply, index)
+        else:
+            call = kafka_produce_call(
+                head,
+                records,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                self.producer_id_expiration_ms,
+                create_time=create_time and not rules_of(config).log_append_time,
+                compaction=compaction,
+                transactional=transactional,
+                packed=batcher.packs_commands,
+                lost_gap=lost_gap,
+                append_module=partitions.append_module,
+                raw=raw,
+                produce_module=partitions.produce_module,
+            )
+            future = batcher.submit(*call)
         # a caller that goes away (its connection closed) leaves the failure unread
         future.add_done_callback(mark_retrieved)
         if producer_id < 0:
-            return Pending(future, _append_result)
+            return Pending(future, lambda reply: _append_result(own(reply)))
         # an idempotent producer's batches keep their order across a failed one
-        future.add_done_callback(partial(self._settled, key, base_sequence))
-        return Pending(future, partial(self._appended, key, base_sequence))
+        future.add_done_callback(partial(self._settled, key, base_sequence, own))
+        return Pending(future, lambda reply: self._appended(key, base_sequence, own(reply)))
 
-    def _settled(self, key: tuple, base_sequence: int, future: asyncio.Future[Any]) -> None:
+    def _settled(
+        self,
+        key: tuple,
+        base_sequence: int,
+        own: Callable[[Any], list[Any]],
+        future: asyncio.Future[Any],
+    ) -> None:
         if future.cancelled():
             return
         failure = future.exception()
+        if failure is None:
+            try:
+                reply = own(future.result())
+            except Exception as exc:  # the batch's own error reply
+                failure = exc
         if isinstance(failure, Unavailable):  # not written, or perhaps not (OutcomeUnknown)
             self.fence.failed(key, base_sequence)
-        elif failure is None and int(future.result()[0]) in (0, 1):  # stored, or found stored
+        elif failure is None and int(reply[0]) in (0, 1):  # stored, or found stored
             self.fence.written(key)
 
     def _appended(self, key: tuple, base_sequence: int, reply: Any) -> AppendResult:

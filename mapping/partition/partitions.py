@@ -129,9 +129,10 @@ class Partitions:
         # start): the produce scripts write a call's records with it (read when a partition's
         # produce builder is made)
         self.append_module = False
-        # ... and STREAMADAPTER.PRODUCE and V1PRODUCE: a Kafka batch that is neither
-        # transactional nor on a compacted topic, and a V1 PRODUCE on a partition that is not
-        # compacted, are appended by them, not by kafka/produce.lua and partition/produce.lua
+        # ... and STREAMADAPTER.PRODUCE, PRODUCEMANY and V1PRODUCE: a Kafka batch that is
+        # neither transactional nor on a compacted topic (small ones of a partition together),
+        # and a V1 PRODUCE on a partition that is not compacted, are appended by them, not by
+        # kafka/produce.lua and partition/produce.lua
         self.produce_module = False
         # ... and STREAMADAPTER.COPY: REPLICA_FETCH copies a follower's entries with it
         self.copy_module = False

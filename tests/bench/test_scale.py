@@ -95,7 +95,9 @@ def test_scale_quick_run(tmp_path: Path) -> None:
         # the pods' scripts: an XADD per record, or the streamadapter module's call per batch
         # (mapping/connection/append_module.c, loaded by the test's Redis where it was built)
         commands = adapter["extra"]["redis_per_record"]["commands"]
-        module = {"streamadapter.append", "streamadapter.produce"} & set(commands)
+        module = {
+            "streamadapter.append", "streamadapter.produce", "streamadapter.producemany"
+        } & set(commands)  # fmt: skip
         assert module or commands["xadd"][0] >= 1, commands
     produced = {r["config"]: r["adapter"]["extra"]["stored"]
                 for r in rows if r["workload"] == "Kafka produce"}  # fmt: skip

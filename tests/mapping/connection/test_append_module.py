@@ -26,6 +26,7 @@ from mapping.connection.append_module import (
     APPEND_COMMAND,
     COPY_COMMAND,
     PRODUCE_COMMAND,
+    PRODUCE_MANY_COMMAND,
     V1_PRODUCE_COMMAND,
     append_probe,
     copy_probe,
@@ -40,7 +41,7 @@ from mapping.connection.embedded import RedisProcess
 from mapping.connection.startup import pin_sequence_bits
 from mapping.core.keys import Keys
 from mapping.core.records import ProducedRecord, packed_pairs
-from mapping.partition.kafka import KafkaStore
+from mapping.partition.kafka import COMBINED_BATCH_RECORDS, KafkaStore
 from mapping.partition.partition_scripts import LATEST_OFFSET
 from mapping.partition.partitions import Partitions, ReplicaFetchResult
 from mapping.topic.topic_config import TopicDefaults
@@ -499,7 +500,7 @@ def test_pods_write_through_the_module_unless_told_not_to(tmp_path: Path) -> Non
         redis.Redis(port=server.port) as admin,
     ):
         for args, used in (((), True), (("--no-append-module",), False)):
-            commands = (PRODUCE_COMMAND, V1_PRODUCE_COMMAND)
+            commands = (PRODUCE_MANY_COMMAND, PRODUCE_COMMAND, V1_PRODUCE_COMMAND)
             before = [_module_calls(admin, command) for command in commands]
             pod = Pod(server.url, *RF1, *args).start()
             try:
@@ -509,14 +510,19 @@ def test_pods_write_through_the_module_unless_told_not_to(tmp_path: Path) -> Non
                 for i in range(50):
                     producer.produce("m", value=b"kafka %d" % i)
                 assert producer.flush(30) == 0
+                # a batch larger than the ones PRODUCEMANY takes
+                many = Producer({"bootstrap.servers": pod.bootstrap, "linger.ms": 500})
+                for i in range(COMBINED_BATCH_RECORDS + 8):
+                    many.produce("m", value=b"large %d" % i, partition=0)
+                assert many.flush(30) == 0
             finally:
                 pod.stop()
-            # Kafka's batches through PRODUCE, V1 PRODUCE through V1PRODUCE (a call each
-            # besides the pod's probe)
+            # Kafka's small batches through PRODUCEMANY, a larger one through PRODUCE, V1
+            # PRODUCE through V1PRODUCE (a call each besides the pod's probe)
             for command, calls in zip(commands, before, strict=True):
                 assert (_module_calls(admin, command) >= calls + 2) is used, command
         logs = [key for key in admin.scan_iter(match="*:part:{m:*}:log")]
-        assert sum(admin.xlen(log) for log in logs) == 2 * (20 + 50)
+        assert sum(admin.xlen(log) for log in logs) == 2 * (20 + 50 + COMBINED_BATCH_RECORDS + 8)
         # the probes wrote nothing
         assert admin.exists(Keys("rsa").module_probe, Keys("rsa").module_probe_replica) == 0
 
