@@ -92,8 +92,7 @@ def append_probe(probe_key: str) -> tuple:
 
 def produce_probe(probe_key: str, command: str = PRODUCE_COMMAND) -> tuple:
     """STREAMADAPTER.PRODUCE (or PRODUCEMANY, V1PRODUCE) with its first key only: where the
-    command exists
-    and the user may run it, the module answers that it takes more arguments
+    command exists and the user may run it, the module answers that it takes more arguments
     (``has_command`` takes that answer as a yes), and writes nothing."""
     return (command, probe_key)
 
