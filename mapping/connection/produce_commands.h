@@ -421,10 +421,19 @@ static void produce_finish(Produce *p, PartitionState *s) {
     }
 }
 
+/* The partition's refusal (an error reply), or NULL. */
+static const char *refusal(const PartitionState *s) {
+    if (s->deleted) return TOPIC_DELETED;
+    if (s->follower) return PARTITION_FOLLOWER;
+    return NULL;
+}
+
 /* A call's start: its keys opened (`key_types[k]`: what key k may hold; EMPTY: a channel,
- * not opened), `now` read; 0 when it was answered (an error). */
-static int produce_start(Produce *p, RedisModuleCtx *ctx, const char *command,
-                         RedisModuleString **argv, int argc, int key_count, const int *key_types) {
+ * not opened), `now` read, the partition's state (of `rf` replicas) into `s`; 0 when it was
+ * answered (an error, the partition's refusal). */
+static int produce_start(Produce *p, PartitionState *s, RedisModuleCtx *ctx, const char *command,
+                         RedisModuleString **argv, int argc, int key_count, const int *key_types,
+                         long long rf) {
     /* (field by field: the producers' room is large and filled as they come) */
     p->ctx = ctx;
     p->command = command;
@@ -453,14 +462,12 @@ static int produce_start(Produce *p, RedisModuleCtx *ctx, const char *command,
             return 0;
         }
     }
+    read_state(p->keys[KEY_STATE], (int)rf, s);
+    if (refusal(s) != NULL) {
+        RedisModule_ReplyWithError(ctx, refusal(s));
+        return 0;
+    }
     return 1;
-}
-
-/* The partition's refusal (an error reply), or NULL. */
-static const char *refusal(const PartitionState *s) {
-    if (s->deleted) return TOPIC_DELETED;
-    if (s->follower) return PARTITION_FOLLOWER;
-    return NULL;
 }
 
 /* A batch's records: those of argv[from..to) in `layout` (records_end checked them), or, with
@@ -744,13 +751,11 @@ static int produce_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     const char *invalid = parse_batch(argv, PRODUCE_ARGV, argc, &b, &bits, &rf, &lag_max_ms);
     if (invalid != NULL) return RedisModule_ReplyWithError(ctx, invalid);
     Produce p;
-    if (!produce_start(&p, ctx, "streamadapter.produce", argv, argc, PRODUCE_KEYS,
-                       kafka_key_types)) {
+    PartitionState s;
+    if (!produce_start(&p, &s, ctx, "streamadapter.produce", argv, argc, PRODUCE_KEYS,
+                       kafka_key_types, rf)) {
         return REDISMODULE_OK;
     }
-    PartitionState s;
-    read_state(p.keys[KEY_STATE], (int)rf, &s);
-    if (refusal(&s) != NULL) return RedisModule_ReplyWithError(ctx, refusal(&s));
     Outcome outcome = produce_batch(&p, &s, &b, bits, (int)rf, lag_max_ms);
     produce_finish(&p, &s);
     reply_outcome(ctx, &outcome, p.now);
@@ -774,13 +779,11 @@ static int produce_many_command(RedisModuleCtx *ctx, RedisModuleString **argv, i
         return RedisModule_ReplyWithError(ctx, "ERR kafka/produce.lua's ARGV: whole numbers");
     }
     Produce p;
-    if (!produce_start(&p, ctx, "streamadapter.producemany", argv, argc, PRODUCE_KEYS,
-                       kafka_key_types)) {
+    PartitionState s;
+    if (!produce_start(&p, &s, ctx, "streamadapter.producemany", argv, argc, PRODUCE_KEYS,
+                       kafka_key_types, rf)) {
         return REDISMODULE_OK;
     }
-    PartitionState s;
-    read_state(p.keys[KEY_STATE], (int)rf, &s);
-    if (refusal(&s) != NULL) return RedisModule_ReplyWithError(ctx, refusal(&s));
     RedisModule_ReplyWithArray(ctx, argc - MANY_BATCHES);
     for (int at = MANY_BATCHES; at < argc; at++) {
         Batch b;
@@ -819,12 +822,11 @@ static int v1_produce_command(RedisModuleCtx *ctx, RedisModuleString **argv, int
         return RedisModule_ReplyWithError(ctx, "ERR a malformed record");
     }
     Produce p;
-    if (!produce_start(&p, ctx, "streamadapter.v1produce", argv, argc, V1_KEYS, v1_key_types)) {
+    PartitionState s;
+    if (!produce_start(&p, &s, ctx, "streamadapter.v1produce", argv, argc, V1_KEYS, v1_key_types,
+                       rf)) {
         return REDISMODULE_OK;
     }
-    PartitionState s;
-    read_state(p.keys[KEY_STATE], (int)rf, &s);
-    if (refusal(&s) != NULL) return RedisModule_ReplyWithError(ctx, refusal(&s));
     Records records = {V1_FIRST_RECORD, argc, LAYOUT_PACKED, most_fields, NULL, 0, 0, 0};
     Appended appended = append_partition(&p, &s, &records, bits, (int)rf, lag_max_ms);
     produce_finish(&p, &s);
