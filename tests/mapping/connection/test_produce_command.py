@@ -109,7 +109,30 @@ class Producer:
     def __init__(self) -> None:
         self.epoch = 0
         self.next_sequence = 0
-        self.sent: list[tuple[int, int, list[Any]]] = []  # (epoch, base sequence, args)
+        self.sent: list[tuple[int, int, Any]] = []  # (epoch, base sequence, records)
+
+
+def _move(
+    producers: dict[int, Producer], pid: int, mode: str, records: Any
+) -> tuple[int, int, Any]:
+    """(epoch, base sequence, records) of the batch producer ``pid`` sends making ``mode``'s
+    move with ``records`` (a retry: its last batch sent again); pid -1: not idempotent."""
+    if pid < 0:
+        return -1, -1, records
+    producer = producers[pid]
+    epoch, base_sequence = producer.epoch, producer.next_sequence
+    if mode == "retry" and producer.sent:
+        return producer.sent[-1]
+    if mode == "gap":
+        base_sequence += 3
+    elif mode == "old":
+        base_sequence = max(0, base_sequence - 1)
+    elif mode in ("bump", "bump past 0"):
+        producer.epoch = epoch = epoch + 1
+        base_sequence = 0 if mode == "bump" else 4
+    elif mode == "stale":
+        epoch -= 1
+    return epoch, base_sequence, records
 
 
 def _dump(client: redis.Redis, keys: list[str]) -> list[Any]:
@@ -160,21 +183,9 @@ def _play(client: redis.Redis, walk: list[tuple], bits: int, rf: int) -> None:
                     _change_state(client, keys[side], step)
                 continue
             _, pid, mode, batch, as_sent, lost_gap = step
-            epoch, base_sequence, record_args = -1, -1, _record_args(batch, as_sent)
-            if pid >= 0:
-                producer = producers[pid]
-                epoch, base_sequence = producer.epoch, producer.next_sequence
-                if mode == "retry" and producer.sent:
-                    epoch, base_sequence, record_args = producer.sent[-1]
-                elif mode == "gap":
-                    base_sequence += 3
-                elif mode == "old":
-                    base_sequence = max(0, base_sequence - 1)
-                elif mode in ("bump", "bump past 0"):
-                    producer.epoch = epoch = epoch + 1
-                    base_sequence = 0 if mode == "bump" else 4
-                elif mode == "stale":
-                    epoch -= 1
+            epoch, base_sequence, record_args = _move(
+                producers, pid, mode, _record_args(batch, as_sent)
+            )
             count = _record_count(record_args)
             argv = [bits, rf, LAG_MAX_MS, pid, epoch, base_sequence, count, EXPIRATION_MS, 0,
                     int(lost_gap), 1, *record_args]  # fmt: skip

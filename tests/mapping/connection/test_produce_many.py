@@ -39,6 +39,7 @@ from tests.mapping.connection.test_produce_command import (
     _change_state,
     _dump,
     _keys,
+    _move,
     server,
     state_steps,
 )
@@ -122,21 +123,7 @@ def _play(client: redis.Redis, walk: list[tuple], bits: int, rf: int) -> None:
             singles: list[Any] = []
             for pid, mode, records, lost_gap, *rest in step[1]:
                 expiration_ms = rest[0] if rest else EXPIRATION_MS
-                epoch, base_sequence, raw = -1, -1, _raw(records)
-                if pid >= 0:
-                    producer = producers[pid]
-                    epoch, base_sequence = producer.epoch, producer.next_sequence
-                    if mode == "retry" and producer.sent:
-                        epoch, base_sequence, raw = producer.sent[-1]
-                    elif mode == "gap":
-                        base_sequence += 3
-                    elif mode == "old":
-                        base_sequence = max(0, base_sequence - 1)
-                    elif mode in ("bump", "bump past 0"):
-                        producer.epoch = epoch = epoch + 1
-                        base_sequence = 0 if mode == "bump" else 4
-                    elif mode == "stale":
-                        epoch -= 1
+                epoch, base_sequence, raw = _move(producers, pid, mode, _raw(records))
                 argv = [bits, rf, LAG_MAX_MS, pid, epoch, base_sequence, raw.count,
                         expiration_ms, 0, int(lost_gap), 1, *raw_batch_args(raw)]  # fmt: skip
                 single = produce_command(KAFKA_PRODUCE.command(keys["single"], argv))
