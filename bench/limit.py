@@ -366,15 +366,16 @@ def first_offsets(client: redis.Redis, topic: str) -> dict[int, int]:
 
 
 def kafka_fetch(
-    bootstrap: str, topic: str, records: int, starts: dict[int, int]
+    bootstrap: str, topic: str, records: int, starts: dict[int, int], config: dict | None = None
 ) -> tuple[int, float]:
-    """A confluent-kafka consumer reading ``records`` records from ``starts`` (each
-    partition's first offset: no ListOffsets, which librdkafka sends on a timer of its own),
-    clocked from its start."""
+    """A confluent-kafka consumer (``config`` added to its settings) reading ``records``
+    records from ``starts`` (each partition's first offset: no ListOffsets, which librdkafka
+    sends on a timer of its own), clocked from its start."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "limit",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 10})  # fmt: skip
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 10,
+                         **(config or {})})  # fmt: skip
     try:
         started = time.perf_counter()
         consumer.assign([TopicPartition(topic, p, start) for p, start in starts.items()])
@@ -448,8 +449,23 @@ def v1_produce(port: int, topic: str, records: int, value: bytes) -> tuple[int, 
 # --- the sections -----------------------------------------------------------------------
 
 
+def consumer_config(fetch_max_bytes: int | None) -> dict:
+    """The consumer's settings beyond kafka_fetch's own: a ``fetch.max.bytes`` (librdkafka
+    wants ``message.max.bytes`` no larger)."""
+    if fetch_max_bytes is None:
+        return {}
+    return {"fetch.max.bytes": fetch_max_bytes,
+            "message.max.bytes": min(fetch_max_bytes, 1_000_000)}  # fmt: skip
+
+
 def kafka_section(
-    client: redis.Redis, served: Pod, port: int, records: int, value: bytes, small: bool
+    client: redis.Redis,
+    served: Pod,
+    port: int,
+    records: int,
+    value: bytes,
+    small: bool,
+    fetch_max_bytes: int | None = None,
 ) -> Section:
     config = KAFKA_SMALL_BATCHES if small else KAFKA_PRODUCER
     name = "kafka-small" if small else "kafka"
@@ -457,15 +473,20 @@ def kafka_section(
     create_topic(served.bootstrap, topic)
     produced = kafka_produce(client, served, topic, records, value, config)
     starts = first_offsets(client, topic)
+    consumer = consumer_config(fetch_max_bytes)
     fetched = measure(
-        client, pod_pid(served), lambda: kafka_fetch(served.bootstrap, topic, records, starts)
+        client,
+        pod_pid(served),
+        lambda: kafka_fetch(served.bootstrap, topic, records, starts, consumer),
     )
     plain_produced, plain_fetched = plain_side(client, port, records, value)
     assert plain_fetched is not None
     settings = ", ".join(f"{k} {v}" for k, v in config.items())
     title = (
         f"Kafka{', batches of 4 records' if small else ''}: confluent-kafka producer ({settings},"
-        f" null keys) and consumer through one pod, {PARTITIONS} partitions, RF 1"
+        f" null keys) and consumer"
+        f"{f' (fetch.max.bytes {fetch_max_bytes})' if fetch_max_bytes is not None else ''}"
+        f" through one pod, {PARTITIONS} partitions, RF 1"
     )
     return Section(name, title, (produced, plain_produced), (fetched, plain_fetched))
 
@@ -671,9 +692,11 @@ def run(
     rf2: bool,
     emit: Callable[[str], None],
     append_module: bool = True,
+    fetch_max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """``append_module`` False: Redis without the streamadapter module (the scripts' own
-    XADDs; mapping/connection/append_module.py)."""
+    XADDs; mapping/connection/append_module.py). ``fetch_max_bytes``: the Kafka consumers'
+    fetch.max.bytes (None: librdkafka's default)."""
     value = b"x" * value_size
     document: dict[str, Any] = {
         "records": records, "value_size": value_size, "plain_client": PLAIN_CLIENT,
@@ -705,7 +728,9 @@ def run(
                         section = v1_section(client, served, server.port, records, value)
                     else:
                         small = name == "kafka-small"
-                        section = kafka_section(client, served, server.port, records, value, small)
+                        section = kafka_section(
+                            client, served, server.port, records, value, small, fetch_max_bytes
+                        )
                     done.append(section)
                     emit("")
                     emit(render(section))
@@ -769,6 +794,8 @@ def run(
 @click.option("--append-module/--no-append-module", default=True, show_default=True,
               help="Redis with the streamadapter module (when built: mapping/connection/"
               "append_module.c), or without it (the scripts' own XADDs).")  # fmt: skip
+@click.option("--fetch-max-bytes", type=click.IntRange(1024), default=None,
+              help="The Kafka consumers' fetch.max.bytes (default: librdkafka's).")  # fmt: skip
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
               help="Write every side's figures as JSON to this file ('-': stdout).")  # fmt: skip
 def main(
@@ -778,6 +805,7 @@ def main(
     rf2: bool,
     append_module: bool,
     short: bool,
+    fetch_max_bytes: int | None,
     json_path: Path | None,
 ) -> None:
     """How close the pods are to plain Redis: records/s, CPU and memory per record."""
@@ -790,7 +818,7 @@ def main(
         chosen = [s for s in chosen if s != "spark"]
     to_stdout = json_path is not None and str(json_path) == "-"
     emit = (lambda line: click.echo(line, err=True)) if to_stdout else click.echo
-    document = run(records, value_size, chosen, rf2, emit, append_module)
+    document = run(records, value_size, chosen, rf2, emit, append_module, fetch_max_bytes)
     if json_path is not None:
         text = json.dumps(document, indent=2)
         if to_stdout:

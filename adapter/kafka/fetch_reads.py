@@ -3,7 +3,11 @@ watermark, within the request's byte limits (adapter/kafka/fetch.py long-polls a
 
 - Byte limits are honoured in the Redis reads: each partition reads XRANGE pages whose
   COUNT is its remaining byte budget over the partition's learned average entry size (a
-  small first page while nothing is known), never the whole log and trim.
+  small first page while nothing is known), never the whole log and trim. Where the
+  partitions' own limits add up to more than the response's (a small fetch.max.bytes, many
+  partitions), each first reads an equal share of the response's limit, and the bytes the
+  others left unused go, in request order, to those their share cut short: the pod reads
+  about what it sends, not every partition's whole limit.
 - Offsets: Kafka's high watermark is V1 hw + 1 (exclusive; 0 for an empty partition).
   A fetch offset above it, or below the log start where retention or DeleteRecords removed
   records, is OFFSET_OUT_OF_RANGE; any other position reads the records at or after it
@@ -53,6 +57,9 @@ MAX_PAGE = 10_000  # entries one XRANGE returns at most (a bound on one call's t
 # The most one Fetch response carries whatever the client asks (Kafka's broker default
 # fetch.max.bytes): bounds what a pipelining client can make the pod hold.
 MAX_RESPONSE_BYTES = 57_671_680
+# The least a partition's first read gets when the response's limit is shared out (its
+# records go beyond the share only through the second read of those cut short).
+MIN_SHARE = 16_384
 ZSTD_CODEC = 4
 ZSTD_SINCE = 10  # the first Fetch version whose clients read zstd (KIP-110)
 
@@ -157,7 +164,7 @@ async def read_all(
     views = context.pod.hw_waits
     kafka = context.pod.kafka
     results: list[tuple[Answer, _Taken | None] | None] = []
-    reads: list[Any] = []
+    readable: list[Wanted] = []
     for w in wanted:
         config = w.config
         if config is None:
@@ -172,17 +179,25 @@ async def read_all(
             if answer is not None and (answer.error or w.offset > answer.bound):
                 results.append((answer, None))  # nothing to read there: no Redis call
             else:
-                # no partition reads more than the whole response may carry
-                budget = min(w.max_bytes, limit)
-                first = views.start_read(
-                    kafka, config, w.partition, w.channel, w.offset, _page(context, w, budget),
-                    _reads_raw(config, magic),
-                )  # fmt: skip
-                reads.append(_read_one(context, w, first, budget, committed, magic))
+                readable.append(w)
                 results.append(None)
+    # no partition reads more than the whole response may carry
+    limits = [min(w.max_bytes, limit) for w in readable]
+    shares = first_shares(limits, limit)
+    reads = []
+    for w, share in zip(readable, shares, strict=True):
+        assert w.config is not None
+        first = views.start_read(
+            kafka, w.config, w.partition, w.channel, w.offset, _page(context, w, share),
+            _reads_raw(w.config, magic),
+        )  # fmt: skip
+        reads.append(_read_one(context, w, first, share, committed, magic))
     if reads:
-        read = iter(await asyncio.gather(*reads))
-        results = [next(read) if r is None else r for r in results]
+        read = list(await asyncio.gather(*reads))
+        if shares != limits and magic == 2:
+            await _top_up(context, readable, read, limits, limit)
+        found = iter(read)
+        results = [next(found) if r is None else r for r in results]
     bits = kafka.bits
     budget = limit
     answers: list[Answer] = []
@@ -214,6 +229,64 @@ async def read_all(
                 budget -= used
         answers.append(answer)
     return answers
+
+
+def first_shares(limits: list[int], limit: int) -> list[int]:
+    """The byte budget of each read partition's first read, given their own ``limits``
+    (each within the response's): those limits when they fit in the response's ``limit``
+    together, else an equal share of it (MIN_SHARE at least), so that the partitions read
+    about what the response can carry rather than each its whole limit."""
+    if sum(limits) <= limit:
+        return limits
+    share = max(limit // len(limits), MIN_SHARE)
+    return [min(own, share) for own in limits]
+
+
+def last_offset(batch: bytes) -> int:
+    """A (magic 2) record batch's last offset: its base offset plus its last offset delta."""
+    return int.from_bytes(batch[0:8], "big", signed=True) + int.from_bytes(batch[23:27], "big")
+
+
+async def _top_up(
+    context: KafkaContext,
+    readable: list[Wanted],
+    results: list[tuple[Answer, _Taken | None]],
+    limits: list[int],
+    limit: int,
+) -> None:
+    """After first reads of shares: what the response's ``limit`` still holds goes, in
+    request order, to the partitions their share cut short (records left below the bound
+    they answer), each up to its own limit; they read on concurrently (one more round trip)."""
+    left = limit - sum(taken.used for _, taken in results if taken is not None)
+    more = []
+    for w, (answer, taken), own in zip(readable, results, limits, strict=True):
+        if left <= 0:
+            break
+        if taken is None or not taken.batches or taken.used >= own:
+            continue
+        after = last_offset(taken.batches[-1])
+        if after >= answer.bound:
+            continue  # it read up to its bound: nothing was cut
+        budget = taken.used + min(own - taken.used, left)
+        left -= budget - taken.used
+        more.append(_read_on(context, w, taken, after + 1, answer.bound, budget))
+    await asyncio.gather(*more)
+
+
+async def _read_on(
+    context: KafkaContext, w: Wanted, taken: _Taken, offset: int, bound: int, budget: int
+) -> None:
+    """More of a partition's records into ``taken``, from ``offset`` up to ``bound`` within
+    ``budget`` bytes in all (a failed read keeps what was taken)."""
+    assert w.config is not None
+    raw = _reads_raw(w.config, 2)
+    try:
+        read = await context.pod.kafka.start_read(
+            w.config, w.partition, offset, _page(context, w, budget - taken.used), raw
+        )
+        await _take(context, w, read, bound, budget, 2, taken)
+    except BrokerError:
+        return
 
 
 async def _read_one(
@@ -368,9 +441,24 @@ async def _partition(
     answer = _answer_of(w, read, committed)  # of the first read: later pages keep it
     if answer.error:
         return answer, None
-    bound = answer.bound
-    bits = context.pod.kafka.bits
     taken = _Taken([], 0, [])
+    await _take(context, w, read, answer.bound, budget, magic, taken)
+    return answer, taken
+
+
+async def _take(
+    context: KafkaContext,
+    w: Wanted,
+    read: FetchRead,
+    bound: int,
+    budget: int,
+    magic: int,
+    taken: _Taken,
+) -> None:
+    """The records of ``read`` and the pages after it, up to ``bound``, into ``taken``
+    until it holds ``budget`` bytes (its first record whatever its size when it holds none)."""
+    assert w.config is not None
+    bits = context.pod.kafka.bits
     key = (w.topic, w.partition)
     raw = _reads_raw(w.config, magic)  # later pages as the first (read_all's)
     while True:
@@ -395,4 +483,3 @@ async def _partition(
             w.config, w.partition, next_offset, _page(context, w, budget - taken.used),
             raw,
         )  # fmt: skip
-    return answer, taken

@@ -114,6 +114,31 @@ def test_a_one_mebibyte_value(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
     assert message.value() == value
 
 
+def test_a_fetch_max_bytes_below_the_partitions_limits(
+    kafka_pods: tuple[Pod, Pod], topic: str
+) -> None:
+    # librdkafka asks each partition for up to 1 MiB and the response for 64 KiB: the pod
+    # reads the partitions in shares of that (adapter/kafka/fetch_reads.py), and every
+    # record still comes, once, in order
+    a, b = kafka_pods
+    records = [
+        {"key": None, "value": b"%d-%d-" % (p, i) + b"x" * 200, "partition": p}
+        for p in range(3)
+        for i in range(1500)
+    ]
+    delivered = _produce(a.bootstrap, topic, records, **{"linger.ms": 20})
+    got = _consume(
+        b.bootstrap,
+        topic,
+        [0, 1, 2],
+        len(records),
+        **{"fetch.max.bytes": 65536, "message.max.bytes": 65536},
+    )
+    for p in range(3):
+        sent = [(m.offset(), m.value()) for m in delivered if m.partition() == p]
+        assert [(m.offset(), m.value()) for m in got if m.partition() == p] == sent
+
+
 def test_kafka_python_producer_consumer_and_offsets(
     kafka_pods: tuple[Pod, Pod], topic: str
 ) -> None:

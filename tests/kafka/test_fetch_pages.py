@@ -1,7 +1,13 @@
-"""A Fetch's later pages of one partition (adapter/kafka/fetch_reads.py ``_partition``) are
-read as the first one is: where the compiled walk encodes a topic's records, every page
-comes as RESP bytes (a ``RawReply``), never parsed into an object per field; and the
-records of all the pages are the partition's, in order, once each."""
+"""A Fetch's reads (adapter/kafka/fetch_reads.py):
+
+- a partition's later pages (``_partition``) are read as the first one is: where the
+  compiled walk encodes a topic's records, every page comes as RESP bytes (a ``RawReply``),
+  never parsed into an object per field; and the records of all the pages are the
+  partition's, in order, once each;
+- where the partitions' own byte limits add up to more than the response's, they read
+  shares of it, and what the others left goes to those cut short: the pod reads about what
+  it answers, and the answer still fills the response's limit, each partition's records
+  from its position on, in order, once each."""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from aiokafka.record.default_records import DefaultRecordBatch
 
 from adapter.kafka import fetch_reads
 from adapter.kafka import records as kafka_records
-from adapter.kafka.fetch_reads import Wanted, _partition
+from adapter.kafka.fetch_reads import Wanted, _partition, first_shares, last_offset, read_all
 from adapter.pod import build_pod
 from adapter.settings import Settings
 from mapping.connection.client import connect
@@ -70,6 +76,79 @@ def test_every_page_of_a_partition_is_read_as_resp_bytes(redis_url: str) -> None
             got = _offsets_and_values(b"".join(taken.batches))
             assert got == list(zip(written.offsets, values, strict=True))
             assert answer.high_watermark == written.offsets[-1] + 1
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            await client.aclose()
+
+    asyncio.run(body())
+
+
+def test_shares_of_a_response_limit() -> None:
+    # the partitions' limits fit in the response's: each reads its own
+    assert first_shares([1000, 2000], 5000) == [1000, 2000]
+    # they do not: an equal share each, never above a partition's own limit
+    assert first_shares([1 << 20] * 4, 100_000) == [25_000] * 4
+    assert first_shares([10_000, 1 << 20, 1 << 20], 60_000) == [10_000, 20_000, 20_000]
+    # many partitions: MIN_SHARE at least
+    assert first_shares([1 << 20] * 100, 100_000) == [fetch_reads.MIN_SHARE] * 100
+
+
+def test_last_offset_of_a_batch() -> None:
+    batch = b"".join([
+        (1234).to_bytes(8, "big"), (60).to_bytes(4, "big"), bytes(4), b"\x02", bytes(4),
+        bytes(2), (9).to_bytes(4, "big"), bytes(40),
+    ])  # fmt: skip
+    assert last_offset(batch) == 1243
+
+
+def test_a_response_limit_below_the_partitions_is_read_as_shares(redis_url: str) -> None:
+    limit = 100_000
+    counts = [2000, 5, 2000, 2000]  # partition 1 has little: its share's rest goes to 0
+
+    async def body() -> None:
+        settings = Settings(
+            key_prefix="shares", replicator=False, topic_defaults=TopicDefaults(4, 1, 1)
+        )
+        client = connect(redis_url)
+        pod = build_pod(settings, client, pod_id="shares-pod")
+        running = asyncio.create_task(pod.run())
+        try:
+            config = await pod.partitions.topics.topic("shared")
+            written = []
+            for partition, count in enumerate(counts):
+                values = [b"%d-%d-" % (partition, i) + b"x" * 90 for i in range(count)]
+                result = await pod.partitions.produce(
+                    config, partition, [(b"k", v) for v in values]
+                )
+                written.append(list(zip(result.offsets, values, strict=True)))
+            kafka = pod.kafka
+            reads: list[Any] = []
+            start_read = kafka.start_read
+
+            def recorded(*args: Any, **kwargs: Any) -> Any:
+                pending = start_read(*args, **kwargs)
+                reads.append(pending)
+                return pending
+
+            kafka.start_read = recorded  # type: ignore[method-assign]
+            context = SimpleNamespace(pod=pod, entry_sizes={})
+            wanted = [Wanted("shared", p, 0, 1 << 20, config) for p in range(len(counts))]
+            for _ in range(2):  # the second Fetch knows the partitions' entry sizes
+                reads.clear()
+                answers = await read_all(context, wanted, limit, False)  # type: ignore[arg-type]
+                got = [_offsets_and_values(a.records or b"") for a in answers]
+                for partition, records in enumerate(got):
+                    assert records == written[partition][: len(records)]
+                assert len(got[1]) == counts[1]
+                # equal shares, and partition 0 got what partition 1 left of its own besides
+                assert len(got[2]) == len(got[3]) > 0
+                assert len(got[0]) > 1.8 * len(got[2])
+                assert sum(len(a.records or b"") for a in answers) <= limit
+                entries_read = sum(len(pending.result().entries) for pending in reads)
+                answered_records = sum(len(records) for records in got)
+                # each partition read its share, not its whole limit (every record)
+                assert entries_read < 1.5 * answered_records < sum(counts)
         finally:
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)
