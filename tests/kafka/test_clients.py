@@ -117,7 +117,7 @@ def test_a_one_mebibyte_value(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
 def test_a_fetch_max_bytes_below_the_partitions_limits(
     kafka_pods: tuple[Pod, Pod], topic: str
 ) -> None:
-    # librdkafka asks each partition for up to 1 MiB and the response for 64 KiB: the pod
+    # the consumers ask each partition for up to 1 MiB and the response for 64 KiB: the pod
     # reads the partitions in shares of that (adapter/kafka/fetch_reads.py), and every
     # record still comes, once, in order
     a, b = kafka_pods
@@ -137,6 +137,22 @@ def test_a_fetch_max_bytes_below_the_partitions_limits(
     for p in range(3):
         sent = [(m.offset(), m.value()) for m in delivered if m.partition() == p]
         assert [(m.offset(), m.value()) for m in got if m.partition() == p] == sent
+    # and kafka-python, whose fetcher keeps what each response held of each partition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=b.bootstrap, request_timeout_ms=5000, fetch_max_wait_ms=100,
+        consumer_timeout_ms=5000, fetch_max_bytes=65536,
+    )  # fmt: skip
+    partitions = [KTopicPartition(topic, p) for p in range(3)]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    read = [next(consumer) for _ in range(len(records))]
+    consumer.close()
+    for p in range(3):
+        sent = [(m.offset(), m.value()) for m in delivered if m.partition() == p]
+        assert [(m.offset, m.value) for m in read if m.partition == p] == sent
 
 
 def test_kafka_python_producer_consumer_and_offsets(
