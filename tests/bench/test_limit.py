@@ -1,5 +1,6 @@
 """``python -m bench.limit --short`` runs end to end: each front door's table has every row,
-with a positive ratio in each, and the JSON says the same (no timing is asserted)."""
+with a positive ratio in each, and the JSON says the same (no timing is asserted); the
+Kafka consumers take ``--fetch-max-bytes``."""
 
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ def number(cell: str) -> float:
 def test_limit_short_run(tmp_path: Path) -> None:
     out = tmp_path / "limit.json"
     done = subprocess.run(
-        [sys.executable, "-m", "bench.limit", "--short", "--json", str(out)],
+        # (a fetch.max.bytes below the partitions' limits: the consumers' option passes on)
+        [sys.executable, "-m", "bench.limit", "--short", "--fetch-max-bytes", "1048576",
+         "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=400,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -53,6 +56,8 @@ def test_limit_short_run(tmp_path: Path) -> None:
         "Kafka", "Kafka, batches of 4 records", "V1"
     ], done.stdout  # fmt: skip
     assert done.stdout.count(HEADER) == 3
+    kafka_titles = [title for title in printed if title.startswith("Kafka")]
+    assert all("consumer (fetch.max.bytes 1048576)" in title for title in kafka_titles)
     for title, rows in printed.items():
         assert [row[0] for row in rows] == ROWS, title
         for name, pods, plain, ratio in rows:
