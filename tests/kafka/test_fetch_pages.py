@@ -7,16 +7,22 @@
 - where the partitions' own byte limits add up to more than the response's, they read
   shares of it, and what the others left goes to those cut short: the pod reads about what
   it answers, and the answer still fills the response's limit, each partition's records
-  from its position on, in order, once each."""
+  from its position on, in order, once each;
+- and whatever the limits, positions and order of the partitions (a hypothesis walk), each
+  answer is a run of its partition's records from its position, within the limits."""
 
 from __future__ import annotations
 
 import asyncio
+import random
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from adapter.kafka import fetch_reads
 from adapter.kafka import records as kafka_records
@@ -155,3 +161,96 @@ def test_a_response_limit_below_the_partitions_is_read_as_shares(redis_url: str)
             await client.aclose()
 
     asyncio.run(body())
+
+
+WALK_COUNTS = [0, 1, 40, 150, 300]  # records of each partition of the walk's topic
+
+
+@pytest.fixture
+def written_topic(redis_url: str) -> Iterator[tuple[Any, Any, list[list[tuple[int, bytes]]]]]:
+    """(event loop, pod, each partition's (offset, value) list) of a topic whose records
+    have values of 0-600 bytes and a few of 3,000; the pod runs while the loop does."""
+    loop = asyncio.new_event_loop()
+    settings_ = Settings(
+        key_prefix="walk", replicator=False, topic_defaults=TopicDefaults(len(WALK_COUNTS), 1, 1)
+    )
+    client = connect(redis_url)
+    pod = build_pod(settings_, client, pod_id="walk-pod")
+    running = loop.create_task(pod.run())
+    sizes = random.Random(7)
+
+    async def write() -> list[list[tuple[int, bytes]]]:
+        config = await pod.partitions.topics.topic("walked")
+        written = []
+        for partition, count in enumerate(WALK_COUNTS):
+            values = [
+                b"v" * (3000 if sizes.random() < 0.05 else sizes.randrange(601))
+                for _ in range(count)
+            ]
+            offsets = []
+            for start in range(0, count, 50):  # a produce call at most 50 records
+                chunk = values[start : start + 50]
+                result = await pod.partitions.produce(config, partition, [(b"k", v) for v in chunk])
+                offsets += result.offsets
+            written.append(list(zip(offsets, values, strict=True)))
+        return written
+
+    try:
+        yield loop, pod, loop.run_until_complete(write())
+    finally:
+        running.cancel()
+        loop.run_until_complete(asyncio.gather(running, return_exceptions=True))
+        loop.run_until_complete(client.aclose())
+        loop.close()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    limit=st.one_of(st.integers(1, 5000), st.integers(5000, 400_000)),
+    own=st.lists(st.integers(0, 1 << 20), min_size=len(WALK_COUNTS), max_size=len(WALK_COUNTS)),
+    starts=st.lists(st.floats(0, 1.05), min_size=len(WALK_COUNTS), max_size=len(WALK_COUNTS)),
+    order=st.permutations(range(len(WALK_COUNTS))),
+)
+def test_a_fetch_answers_each_partition_a_run_of_its_records_within_the_limits(
+    written_topic: tuple[Any, Any, list[list[tuple[int, bytes]]]],
+    limit: int,
+    own: list[int],
+    starts: list[float],
+    order: list[int],
+) -> None:
+    """Whatever the limits and positions: each partition's answer is its records from its
+    position on, in order, once each; the response holds its limit (fetch_reads' bytes: a
+    record's key and value and 32), each partition its own, unless one record alone is more;
+    and a response with a record to give gives one (KIP-74)."""
+    loop, pod, written = written_topic
+    config = loop.run_until_complete(pod.partitions.topics.topic("walked"))
+    firsts = []
+    for p, fraction in zip(range(len(WALK_COUNTS)), starts, strict=True):
+        records = written[p]
+        index = min(int(fraction * (len(records) + 1)), len(records))
+        firsts.append(index)
+    wanted = []
+    for p in order:
+        records = written[p]
+        index = firsts[p]
+        offset = (
+            records[index][0] if index < len(records) else (records[-1][0] + 1 if records else 0)
+        )
+        wanted.append(Wanted("walked", p, offset, own[p], config))
+    context = SimpleNamespace(pod=pod, entry_sizes={})
+    answers = loop.run_until_complete(read_all(context, wanted, limit, False))  # type: ignore[arg-type]
+    total_used = total_records = 0
+    for w, answer in zip(wanted, answers, strict=True):
+        assert answer.error == 0
+        got = _offsets_and_values(answer.records or b"")
+        index = firsts[w.partition]
+        assert got == written[w.partition][index : index + len(got)]
+        used = sum(len(b"k") + len(value or b"") + 32 for _, value in got)
+        assert used <= w.max_bytes or len(got) == 1
+        total_used += used
+        total_records += len(got)
+    assert total_used <= limit or total_records == 1
+    if any(firsts[p] < len(written[p]) for p in range(len(WALK_COUNTS))):
+        assert total_records >= 1
