@@ -121,6 +121,10 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             background.start_soon(pod.run)
             if kafka is not None:
                 background.start_soon(kafka.registry.run)
+                # registered before it answers anyone, as a Kafka broker registers before it
+                # serves (bounded: a Redis that cannot be reached does not keep it closed)
+                with anyio.move_on_after(kafka.registry.ttl_ms / 3000):
+                    await kafka.registry.first_refresh.wait()
             async with anyio.create_task_group() as connections:
                 with anyio.CancelScope() as accepting, stop_on_sigterm(accepting):
                     if ready is not None:

@@ -16,6 +16,7 @@ listed: a live pod registers again within a third of the TTL, one still missing 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -108,6 +109,9 @@ class BrokerRegistry:
         # entry would outlive the process by a TTL, and a client's first Metadata could make
         # the gone pod its controller)
         self._left = False
+        # set once the first refresh is done (or failed): the pod serves clients after it,
+        # so a client's first Metadata, through any pod, lists the pod that just started
+        self.first_refresh = asyncio.Event()
 
     async def register(self) -> int:
         reply = await self.batcher.call(
@@ -131,11 +135,14 @@ class BrokerRegistry:
         if self._left:
             return
         try:
-            await self.register()
-        except Exception:
-            self._outage_began()
-            raise
-        await self.live()
+            try:
+                await self.register()
+            except Exception:
+                self._outage_began()
+                raise
+            await self.live()
+        finally:
+            self.first_refresh.set()
 
     async def unregister(self) -> None:
         """Leave the registry for good (SIGTERM): a registration already sent is ahead of

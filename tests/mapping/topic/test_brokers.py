@@ -1,7 +1,8 @@
 """The Kafka broker registry (mapping/topic/brokers.py) on a real Redis, around an outage: the
 brokers a pod last read are what it answers while Redis cannot be read, and for one TTL after
 the outage a broker listed before it stays listed while its registration, expired during the
-outage, is not renewed yet; a broker that stays away is dropped after that TTL."""
+outage, is not renewed yet; a broker that stays away is dropped after that TTL. A pod is
+registered before it serves."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from mapping.connection.client import connect, make_batcher
 from mapping.core.errors import Unavailable
 from mapping.core.keys import Keys
 from mapping.topic.brokers import BrokerRegistry
+from tests.support.pods import Pod
 
 TTL_MS = 400
 
@@ -113,3 +115,38 @@ def test_a_pod_that_left_is_not_listed_again_by_its_refresh_task(redis_url: str)
             await asyncio.gather(refreshing, return_exceptions=True)
 
     run(redis_url, body)
+
+
+def test_the_first_refresh_is_told_whether_it_worked_or_not(redis_url: str) -> None:
+    """A pod waits for its registry's first refresh before it serves (adapter/server.py), so
+    that a client's first Metadata lists it: the event is set by the first refresh, and by a
+    failed one too (a Redis that cannot be reached does not keep the pod closed)."""
+
+    async def body(batcher: RedisBatcher, keys: Keys) -> None:
+        registry = BrokerRegistry(batcher, keys, pod_id="a", address="h:1", ttl_ms=TTL_MS)
+        assert not registry.first_refresh.is_set()
+        await registry.refresh()
+        assert registry.first_refresh.is_set()
+        assert _ports(registry.last_live) == [1]
+        failing = BrokerRegistry(batcher, keys, pod_id="b", address="h:2", ttl_ms=TTL_MS)
+        failing.batcher = Unreachable()  # type: ignore[assignment]
+        with pytest.raises(Unavailable):
+            await failing.refresh()
+        assert failing.first_refresh.is_set()
+
+    run(redis_url, body)
+
+
+def test_a_pod_is_listed_when_it_answers_its_first_request(
+    redis_url: str, start_pod: Callable[..., Pod]
+) -> None:
+    """Right after a pod answers its first request (what Pod.start waits for), the registry
+    lists it: a second pod started beside a first is among the first's brokers at once."""
+    from confluent_kafka.admin import AdminClient
+
+    prefix = f"listed-{uuid.uuid4().hex[:8]}"
+    first = start_pod(redis_url, "--key-prefix", prefix)
+    second = start_pod(redis_url, "--key-prefix", prefix)
+    admin = AdminClient({"bootstrap.servers": first.bootstrap, "socket.timeout.ms": 5000})
+    ports = sorted(broker.port for broker in admin.list_topics(timeout=10).brokers.values())
+    assert ports == sorted([first.kafka_port, second.kafka_port])
