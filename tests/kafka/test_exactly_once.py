@@ -13,6 +13,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
@@ -62,14 +63,16 @@ def _create(bootstrap: str, *topics: str) -> None:
 
 
 def _start_copier(
-    bootstrap: str, group: str, source: str, sink: str, txn_id: str
+    bootstrap: str, group: str, source: str, sink: str, txn_id: str, log: Path
 ) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.kafka.txn_copier", bootstrap, group, source, sink, txn_id],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    """The copier as a child process, its output appended to ``log`` (for a failure to tell
+    what it said)."""
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.kafka.txn_copier", bootstrap, group, source, sink,
+             txn_id],
+            cwd=ROOT, stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
 
 
 def _kill(process: subprocess.Popen) -> None:
@@ -78,7 +81,9 @@ def _kill(process: subprocess.Popen) -> None:
 
 
 @pytest.mark.slow
-def test_copy_is_exactly_once_through_sigkills(txn_pods: list[Pod], redis_url: str) -> None:
+def test_copy_is_exactly_once_through_sigkills(
+    txn_pods: list[Pod], redis_url: str, tmp_path: Path
+) -> None:
     """The copier is SIGKILLed three times mid-stream and one pod once (a new pod takes
     its place); the sink read with read_committed is the source exactly, in order per
     partition."""
@@ -97,11 +102,20 @@ def test_copy_is_exactly_once_through_sigkills(txn_pods: list[Pod], redis_url: s
         answered = fetch_offsets(txn_pods[-1], group, source, list(range(PARTITIONS)), 8)
         return [p.committed_offset for p in answered]
 
-    copier = _start_copier(bootstrap, group, source, sink, txn_id)
+    log = tmp_path / "copier.log"
+    copier = _start_copier(bootstrap, group, source, sink, txn_id, log)
     try:
         for round_ in range(4):
             before = committed()
-            wait_until(lambda before=before: committed() != before, timeout=60)
+            try:
+                wait_until(lambda before=before: committed() != before, timeout=60)
+            except AssertionError as exc:
+                said = log.read_bytes()[-4000:].decode(errors="replace")
+                state = "runs" if copier.poll() is None else f"exited {copier.returncode}"
+                raise AssertionError(
+                    f"round {round_}: the group's offsets stayed {before}; the copier {state},"
+                    f" its output's end:\n{said}"
+                ) from exc
             if round_ == 3:
                 break
             _kill(copier)
@@ -111,7 +125,7 @@ def test_copy_is_exactly_once_through_sigkills(txn_pods: list[Pod], redis_url: s
                 replacement.start()
                 txn_pods[0] = replacement
                 bootstrap = _bootstrap(txn_pods)
-            copier = _start_copier(bootstrap, group, source, sink, txn_id)
+            copier = _start_copier(bootstrap, group, source, sink, txn_id, log)
         total = PARTITIONS * PER_PARTITION
         assert read_committed(bootstrap, sink, PARTITIONS, total, timeout=120) == expected
     finally:
