@@ -14,8 +14,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,7 +28,7 @@ from hypothesis import strategies as st
 from adapter.kafka import fetch_reads
 from adapter.kafka import records as kafka_records
 from adapter.kafka.fetch_reads import Wanted, _partition, first_shares, last_offset, read_all
-from adapter.pod import build_pod
+from adapter.pod import Pod, build_pod
 from adapter.settings import Settings
 from mapping.connection.client import connect
 from mapping.connection.raw_replies import RawReply
@@ -50,42 +51,56 @@ def _offsets_and_values(data: bytes) -> list[tuple[int, bytes | None]]:
     return found
 
 
+@contextlib.asynccontextmanager
+async def _serving(redis_url: str, prefix: str, partitions: int) -> AsyncIterator[Pod]:
+    """A pod on ``redis_url`` (topics of ``partitions`` partitions, RF 1) running while the
+    block does."""
+    settings_ = Settings(
+        key_prefix=prefix, replicator=False, topic_defaults=TopicDefaults(partitions, 1, 1)
+    )
+    client = connect(redis_url)
+    pod = build_pod(settings_, client, pod_id=f"{prefix}-pod")
+    running = asyncio.create_task(pod.run())
+    try:
+        yield pod
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await client.aclose()
+
+
+def _recorded_reads(pod: Pod) -> list[Any]:
+    """Every read ``pod.kafka.start_read`` starts from now on, in order (its pendings)."""
+    kafka = pod.kafka
+    reads: list[Any] = []
+    start_read = kafka.start_read
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        pending = start_read(*args, **kwargs)
+        reads.append(pending)
+        return pending
+
+    kafka.start_read = recorded  # type: ignore[method-assign]
+    return reads
+
+
 def test_every_page_of_a_partition_is_read_as_resp_bytes(redis_url: str) -> None:
     async def body() -> None:
-        settings = Settings(
-            key_prefix="pages", replicator=False, topic_defaults=TopicDefaults(1, 1, 1)
-        )
-        client = connect(redis_url)
-        pod = build_pod(settings, client, pod_id="pages-pod")
-        running = asyncio.create_task(pod.run())
-        try:
+        async with _serving(redis_url, "pages", 1) as pod:
             config = await pod.partitions.topics.topic("paged")
             values = [b"v%d" % i for i in range(RECORDS)]
             written = await pod.partitions.produce(config, 0, [(b"k", v) for v in values])
-            kafka = pod.kafka
-            pages: list[Any] = []
-            start_read = kafka.start_read
-
-            def recorded(*args: Any, **kwargs: Any) -> Any:
-                pending = start_read(*args, **kwargs)
-                pages.append(pending)
-                return pending
-
-            kafka.start_read = recorded  # type: ignore[method-assign]
+            pages = _recorded_reads(pod)
             context = SimpleNamespace(pod=pod, entry_sizes={})
             wanted = Wanted("paged", 0, 0, 1 << 20, config)
             # the first page as read_all starts it: FIRST_PAGE entries, raw
-            first = await recorded(config, 0, 0, fetch_reads.FIRST_PAGE, True)
+            first = await pod.kafka.start_read(config, 0, 0, fetch_reads.FIRST_PAGE, True)
             answer, taken = await _partition(context, wanted, first, 1 << 20, False)  # type: ignore[arg-type]
             assert taken is not None and len(pages) >= 2  # pages after the first were read
             assert all(isinstance(entries, RawReply) for entries, _ in taken.pages)
             got = _offsets_and_values(b"".join(taken.batches))
             assert got == list(zip(written.offsets, values, strict=True))
             assert answer.high_watermark == written.offsets[-1] + 1
-        finally:
-            running.cancel()
-            await asyncio.gather(running, return_exceptions=True)
-            await client.aclose()
 
     asyncio.run(body())
 
@@ -113,13 +128,7 @@ def test_a_response_limit_below_the_partitions_is_read_as_shares(redis_url: str)
     counts = [2000, 5, 2000, 2000]  # partition 1 has little: its share's rest goes to 0
 
     async def body() -> None:
-        settings = Settings(
-            key_prefix="shares", replicator=False, topic_defaults=TopicDefaults(4, 1, 1)
-        )
-        client = connect(redis_url)
-        pod = build_pod(settings, client, pod_id="shares-pod")
-        running = asyncio.create_task(pod.run())
-        try:
+        async with _serving(redis_url, "shares", len(counts)) as pod:
             config = await pod.partitions.topics.topic("shared")
             written = []
             for partition, count in enumerate(counts):
@@ -128,16 +137,7 @@ def test_a_response_limit_below_the_partitions_is_read_as_shares(redis_url: str)
                     config, partition, [(b"k", v) for v in values]
                 )
                 written.append(list(zip(result.offsets, values, strict=True)))
-            kafka = pod.kafka
-            reads: list[Any] = []
-            start_read = kafka.start_read
-
-            def recorded(*args: Any, **kwargs: Any) -> Any:
-                pending = start_read(*args, **kwargs)
-                reads.append(pending)
-                return pending
-
-            kafka.start_read = recorded  # type: ignore[method-assign]
+            reads = _recorded_reads(pod)
             context = SimpleNamespace(pod=pod, entry_sizes={})
             wanted = [Wanted("shared", p, 0, 1 << 20, config) for p in range(len(counts))]
             for _ in range(2):  # the second Fetch knows the partitions' entry sizes
@@ -155,10 +155,6 @@ def test_a_response_limit_below_the_partitions_is_read_as_shares(redis_url: str)
                 answered_records = sum(len(records) for records in got)
                 # each partition read its share, not its whole limit (every record)
                 assert entries_read < 1.5 * answered_records < sum(counts)
-        finally:
-            running.cancel()
-            await asyncio.gather(running, return_exceptions=True)
-            await client.aclose()
 
     asyncio.run(body())
 
@@ -171,12 +167,10 @@ def written_topic(redis_url: str) -> Iterator[tuple[Any, Any, list[list[tuple[in
     """(event loop, pod, each partition's (offset, value) list) of a topic whose records
     have values of 0-600 bytes and a few of 3,000; the pod runs while the loop does."""
     loop = asyncio.new_event_loop()
-    settings_ = Settings(
-        key_prefix="walk", replicator=False, topic_defaults=TopicDefaults(len(WALK_COUNTS), 1, 1)
+    serving = contextlib.AsyncExitStack()
+    pod = loop.run_until_complete(
+        serving.enter_async_context(_serving(redis_url, "walk", len(WALK_COUNTS)))
     )
-    client = connect(redis_url)
-    pod = build_pod(settings_, client, pod_id="walk-pod")
-    running = loop.create_task(pod.run())
     sizes = random.Random(7)
 
     async def write() -> list[list[tuple[int, bytes]]]:
@@ -198,9 +192,7 @@ def written_topic(redis_url: str) -> Iterator[tuple[Any, Any, list[list[tuple[in
     try:
         yield loop, pod, loop.run_until_complete(write())
     finally:
-        running.cancel()
-        loop.run_until_complete(asyncio.gather(running, return_exceptions=True))
-        loop.run_until_complete(client.aclose())
+        loop.run_until_complete(serving.aclose())
         loop.close()
 
 
