@@ -134,9 +134,9 @@ def test_a_fetch_max_bytes_below_the_partitions_limits(
         len(records),
         **{"fetch.max.bytes": 65536, "message.max.bytes": 65536},
     )
+    sent = {p: [(m.offset(), m.value()) for m in delivered if m.partition() == p] for p in range(3)}
     for p in range(3):
-        sent = [(m.offset(), m.value()) for m in delivered if m.partition() == p]
-        assert [(m.offset(), m.value()) for m in got if m.partition() == p] == sent
+        assert [(m.offset(), m.value()) for m in got if m.partition() == p] == sent[p]
     # and kafka-python, whose fetcher keeps what each response held of each partition
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTopicPartition
@@ -151,8 +151,7 @@ def test_a_fetch_max_bytes_below_the_partitions_limits(
     read = [next(consumer) for _ in range(len(records))]
     consumer.close()
     for p in range(3):
-        sent = [(m.offset(), m.value()) for m in delivered if m.partition() == p]
-        assert [(m.offset, m.value) for m in read if m.partition == p] == sent
+        assert [(m.offset, m.value) for m in read if m.partition == p] == sent[p]
 
 
 def test_kafka_python_producer_consumer_and_offsets(
