@@ -7,14 +7,18 @@ registered before it serves."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import pytest
 
 from mapping.connection.batcher import RedisBatcher
 from mapping.connection.client import connect, make_batcher
+from mapping.connection.embedded import free_port
 from mapping.core.errors import Unavailable
 from mapping.core.keys import Keys
 from mapping.topic.brokers import BrokerRegistry
@@ -150,3 +154,71 @@ def test_a_pod_is_listed_when_it_answers_its_first_request(
     admin = AdminClient({"bootstrap.servers": first.bootstrap, "socket.timeout.ms": 5000})
     ports = sorted(broker.port for broker in admin.list_topics(timeout=10).brokers.values())
     assert ports == sorted([first.kafka_port, second.kafka_port])
+
+
+def test_a_pod_answers_no_one_before_its_first_refresh(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve`` (adapter/server.py) takes its first connection only once its registry's
+    first refresh is done: with the registration held back, the pod is not ready and a
+    request sent to it waits unanswered (the kernel holds the connection in the listen
+    backlog); let through, the pod answers it. (Pods in processes of their own, as
+    test_a_pod_is_listed_when_it_answers_its_first_request starts, lose that race too
+    rarely to be seen.)"""
+    import anyio
+
+    from adapter.server import serve
+    from adapter.settings import Settings
+
+    released = threading.Event()
+    register = BrokerRegistry.register
+
+    async def held(self: BrokerRegistry) -> int:
+        await anyio.to_thread.run_sync(released.wait)
+        return await register(self)
+
+    monkeypatch.setattr(BrokerRegistry, "register", held)
+    port = free_port()
+    settings = Settings(
+        redis_url=redis_url,
+        port=port,
+        kafka_port=free_port(),
+        key_prefix=f"held-{uuid.uuid4().hex[:8]}",
+    )
+
+    async def body() -> None:
+        ready = anyio.Event()
+        async with anyio.create_task_group() as serving:
+            serving.start_soon(partial(serve, settings, ready=ready))
+            try:
+                await held_back(ready)
+            finally:  # the held registration would keep serve from stopping
+                released.set()
+            serving.cancel_scope.cancel()
+
+    async def held_back(ready: anyio.Event) -> None:
+        with anyio.fail_after(10):
+            while True:  # the listener is open (connect_tcp answers) before the wait
+                try:
+                    stream = await anyio.connect_tcp("127.0.0.1", port)
+                    break
+                except OSError:
+                    await anyio.sleep(0.05)
+        async with stream:
+            await stream.send(b"V1|7|PING|\n")
+            with anyio.move_on_after(1.0):  # under a third of the TTL (serve's bound)
+                answer = await stream.receive()
+                pytest.fail(f"the pod answered {answer!r} before its registration")
+            assert not ready.is_set()
+            released.set()
+            with anyio.fail_after(10):
+                assert (await stream.receive()).startswith(b"V1|7|OK")
+                await ready.wait()
+
+    thresholds = gc.get_threshold()  # serve sets the process's GC up for a pod
+    try:
+        anyio.run(body)
+    finally:
+        released.set()
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
