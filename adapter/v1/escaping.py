@@ -21,7 +21,7 @@ _MAYBE_ESCAPED = re.compile(rb"[\x00-\x20%,|\x7f-\xff]")
 def unescape(text: str) -> bytes:
     """Request text (possibly carrying surrogate-escaped raw bytes) -> the bytes it means."""
     raw = text.encode(ENCODING, ERRORS)
-    if b"%" not in raw:
+    if "%" not in text:  # (a raw byte that is a '%' arrives as '%' itself)
         return raw
     return _ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), raw)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from mapping.connection.batcher import Pending, RedisBatcher, mark_retrieved
 from mapping.core import codec
@@ -43,6 +43,8 @@ from mapping.partition.partition_scripts import (
 )
 from mapping.topic.topic_config import TopicConfig
 from mapping.topic.topics import Topics
+
+T = TypeVar("T")
 
 
 class DurabilityRounds(Protocol):
@@ -180,6 +182,35 @@ class Partitions:
         self, config: TopicConfig, partition: int, records: list[tuple[bytes, bytes]]
     ) -> Pending[ProduceResult]:
         """Queue an append; concurrent appends to one partition share one script call."""
+        future, place = self._queue_append(config, partition, [p for r in records for p in r])
+        count = len(records)
+        return Pending(
+            future,
+            lambda reply: ProduceResult(
+                list(range(int(reply[2]) + place, int(reply[2]) + place + count)),
+                int(reply[0]),
+                int(reply[1]),
+            ),
+        )
+
+    def start_produce_one(
+        self,
+        config: TopicConfig,
+        partition: int,
+        key: bytes,
+        value: bytes,
+        answer: Callable[[int, int], T],
+    ) -> Pending[T]:
+        """Queue one record's append, its reply made into ``answer(offset, hw)`` straight
+        away: V1 PRODUCE's path, a request a record, with no ProduceResult between."""
+        future, place = self._queue_append(config, partition, [key, value])
+        return Pending(future, lambda reply: answer(int(reply[2]) + place, int(reply[0])))
+
+    def _queue_append(
+        self, config: TopicConfig, partition: int, items: list[bytes]
+    ) -> tuple[asyncio.Future, int]:
+        """The append of ``items`` (key, value, key, value...) queued: its call's future and
+        the place of its first record in the call's records."""
         group = (config.name, partition)
         known = self._produce_builders.get(group)
         if known is None or known[0] is not config:  # new, or a topic made anew
@@ -193,20 +224,12 @@ class Partitions:
                     produce_module=self.produce_module,
                 ),
             )
-        future, first = self.batcher.append(group, known[1], [p for r in records for p in r])
+        future, first = self.batcher.append(group, known[1], items)
         if self.durable is not None:
             self.durable.note(config, partition)
         # items are key, value pairs; the reply is hw, |ISR|, the call's first and last
         # offsets (consecutive: these records' are from the first's + first // 2)
-        place, count = first // 2, len(records)
-        return Pending(
-            future,
-            lambda reply: ProduceResult(
-                list(range(int(reply[2]) + place, int(reply[2]) + place + count)),
-                int(reply[0]),
-                int(reply[1]),
-            ),
-        )
+        return future, first // 2
 
     async def produce(
         self, config: TopicConfig, partition: int, records: list[tuple[bytes, bytes]]

@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from adapter.authorizer import Authorizer
 from adapter.pod import Pod
 from mapping.connection.batcher import Pending
 from mapping.core.errors import UNKNOWN_TOPIC, BrokerError
 from mapping.share_group.share_groups import ShareGroups
+from mapping.topic.topic_config import TopicConfig
 from mapping.topic.topics import Topics
 
 # A hot command's synchronous start: validates (raising BrokerError) and queues its Redis
@@ -46,25 +48,29 @@ class Context:
 
 
 Handler = Callable[[Context, list[str]], Awaitable[str]]
+# a hot command's parsed arguments, its topic first (on_topic)
+A = TypeVar("A", bound=tuple[Any, ...])
 
 
 def on_topic(
-    parse: Callable[[list[str]], tuple],
-    start: Callable[..., Pending[str]],
+    parse: Callable[[list[str]], A],
+    start: Callable[[Context, TopicConfig, A], Pending[str]],
 ) -> tuple[Handler, Starter]:
-    """A hot command's handler and starter from one definition: ``parse(argv)`` gives
-    ``(topic, *rest)`` (raising ``BadRequest``), ``start(context, config, *rest)`` queues the
-    work for the topic's settings. The handler looks the topic up (creating it on first
-    use); the starter runs only when the pod knows the topic already, else it returns None
-    and the handler takes the request. A request that meets a deleted topic (the pod's
-    cache not told yet) answers UNKNOWN_TOPIC and the pod forgets the topic: the next
-    request looks it up afresh."""
+    """A hot command's handler and starter from one definition: ``parse(argv)`` gives its
+    arguments as a tuple, the topic first (raising ``BadRequest``), and ``start(context,
+    config, parsed)`` queues the work for the topic's settings (the tuple is passed whole: a
+    starred call costs a request several times a plain one). The handler looks the topic up
+    (creating it on first use); the starter runs only when the pod knows the topic already,
+    else it returns None and the handler takes the request. A request that meets a deleted
+    topic (the pod's cache not told yet) answers UNKNOWN_TOPIC and the pod forgets the
+    topic: the next request looks it up afresh."""
 
     async def handler(context: Context, argv: list[str]) -> str:
-        topic, *rest = parse(argv)
+        parsed = parse(argv)
+        topic = parsed[0]
         config = await context.pod.topics.topic(topic)
         try:
-            return await start(context, config, *rest)
+            return await start(context, config, parsed)
         except BrokerError as exc:
             # Deleted under this pod's cache (the notice not heard yet): forget it. Not
             # retried here: an acks=all PRODUCE may have been appended before the deletion.
@@ -73,11 +79,12 @@ def on_topic(
             raise
 
     def starter(context: Context, argv: list[str]) -> Pending[str] | None:
-        topic, *rest = parse(argv)
+        parsed = parse(argv)
+        topic = parsed[0]
         config = context.pod.topics.cache.known(topic)
         if config is None:
             return None
-        pending = start(context, config, *rest)
+        pending = start(context, config, parsed)
         return _ForgetsDeleted(pending.future, pending.finish, context.pod.topics, topic)
 
     return handler, starter

@@ -47,7 +47,10 @@ def _acks(argv: list[str]) -> str:
     return value
 
 
-def _produce_args(argv: list[str]) -> tuple[str, bytes, bytes, str]:
+ProduceArgs = tuple[str, bytes, bytes, str]  # topic, key, value, acks
+
+
+def _produce_args(argv: list[str]) -> ProduceArgs:
     """(topic, key, value, acks) of a valid PRODUCE."""
     args.expect_count(argv, PRODUCE_USAGE, 2, 3)
     topic = args.name(argv[0], "topic")
@@ -58,9 +61,8 @@ def _produce_args(argv: list[str]) -> tuple[str, bytes, bytes, str]:
     return topic, unescape(key_text), unescape(value_text), acks
 
 
-def _produce(
-    context: Context, config: TopicConfig, key: bytes, value: bytes, acks: str
-) -> Pending[str]:
+def _produce(context: Context, config: TopicConfig, parsed: ProduceArgs) -> Pending[str]:
+    _, key, value, acks = parsed
     if is_internal_topic(config.name):
         raise BadRequest(INTERNAL_TOPIC.format(config.name))
     rules = rules_of(config)
@@ -70,12 +72,17 @@ def _produce(
         raise BadRequest(COMPACTED_KEY_REQUIRED)
     _check_record_size(rules, config.name, key, value)
     partition = partition_for(key, config.partitions)
-    pending = context.pod.partitions.start_produce(config, partition, [(key, value)])
+    partitions = context.pod.partitions
     if acks == "all":  # a task only when the append's reply does not already satisfy it
+        pending = partitions.start_produce(config, partition, [(key, value)])
         acked = start_ack(context.pod.replication.acks, config, partition, pending)
         return acked.then(lambda ack: f"partition={partition} offset={ack[0]} hw={ack[1]}")
-    return pending.then(
-        lambda r: f"partition={partition} offset={r.offsets[0]} hw={r.high_watermark}"
+    return partitions.start_produce_one(
+        config,
+        partition,
+        key,
+        value,
+        lambda offset, high_watermark: f"partition={partition} offset={offset} hw={high_watermark}",
     )
 
 
@@ -103,7 +110,10 @@ def _check_record_size(rules: TopicRules, topic: str, key: bytes, value: bytes) 
         )
 
 
-def _consume_args(argv: list[str]) -> tuple[str, int, int]:
+ConsumeArgs = tuple[str, int, int]  # topic, partition, offset
+
+
+def _consume_args(argv: list[str]) -> ConsumeArgs:
     args.expect_count(argv, CONSUME_USAGE, 3)
     topic = args.name(argv[0], "topic")
     partition = args.integer(argv[1], "partition", minimum=0)
@@ -122,7 +132,8 @@ def _consume_payload(result: ConsumeResult) -> str:
     return f"messages={messages} hw={result.high_watermark}"
 
 
-def _consume(context: Context, config: TopicConfig, partition: int, offset: int) -> Pending[str]:
+def _consume(context: Context, config: TopicConfig, parsed: ConsumeArgs) -> Pending[str]:
+    _, partition, offset = parsed
     if not 0 <= partition < config.partitions:
         raise BadRequest("invalid partition")
     # committed records only: below the last stable offset, no markers, no aborted records

@@ -49,7 +49,10 @@ def _assigned(generation: int, partitions: list[int]) -> str:
     return f"generation={generation} assigned=[{' '.join(map(str, partitions))}]"
 
 
-def _join_args(argv: list[str]) -> tuple[str, str, str, str | None]:
+JoinArgs = tuple[str, str, str, str | None]  # topic, group, consumer_id, assignor
+
+
+def _join_args(argv: list[str]) -> JoinArgs:
     """(topic, group, consumer_id, assignor) of a valid JOIN."""
     args.expect_count(argv, JOIN_USAGE, 3, 4)
     group = args.name(argv[0], "group")
@@ -58,9 +61,8 @@ def _join_args(argv: list[str]) -> tuple[str, str, str, str | None]:
     return topic, group, member, _assignor(argv)
 
 
-def _join(
-    context: Context, config: TopicConfig, group: str, member: str, assignor: str | None
-) -> Pending[str]:
+def _join(context: Context, config: TopicConfig, parsed: JoinArgs) -> Pending[str]:
+    _, group, member, assignor = parsed
     pending = context.pod.groups.start_join(group, config.name, config.partitions, member, assignor)
     return pending.then(lambda membership: _assigned(membership.generation, membership.assigned))
 
@@ -88,14 +90,16 @@ async def sync(context: Context, argv: list[str]) -> str:
     return _assigned(membership.generation, membership.assigned)
 
 
-def _heartbeat_args(argv: list[str]) -> tuple[str, str, str, int]:
+HeartbeatArgs = tuple[str, str, str, int]  # topic, group, consumer_id, generation
+
+
+def _heartbeat_args(argv: list[str]) -> HeartbeatArgs:
     group, topic, member, generation = _member_args(argv, _usage("HEARTBEAT"), 4)
     return topic, group, member, generation
 
 
-def _heartbeat(
-    context: Context, config: TopicConfig, group: str, member: str, generation: int
-) -> Pending[str]:
+def _heartbeat(context: Context, config: TopicConfig, parsed: HeartbeatArgs) -> Pending[str]:
+    _, group, member, generation = parsed
     pending = context.pod.groups.start_heartbeat(
         group, config.name, config.partitions, member, generation
     )
@@ -112,7 +116,11 @@ async def leave(context: Context, argv: list[str]) -> str:
     return "left=true"
 
 
-def _commit_args(argv: list[str]) -> tuple[str, str, str, int, int, int]:
+# topic, group, consumer_id, generation, partition, offset
+CommitArgs = tuple[str, str, str, int, int, int]
+
+
+def _commit_args(argv: list[str]) -> CommitArgs:
     """(topic, group, consumer_id, generation, partition, offset) of a valid COMMIT."""
     group, topic, member, generation = _member_args(argv, COMMIT_USAGE, 6)
     partition = args.integer(argv[4], "partition", minimum=0)
@@ -122,15 +130,8 @@ def _commit_args(argv: list[str]) -> tuple[str, str, str, int, int, int]:
     return topic, group, member, generation, partition, offset
 
 
-def _commit(
-    context: Context,
-    config: TopicConfig,
-    group: str,
-    member: str,
-    generation: int,
-    partition: int,
-    offset: int,
-) -> Pending[str]:
+def _commit(context: Context, config: TopicConfig, parsed: CommitArgs) -> Pending[str]:
+    _, group, member, generation, partition, offset = parsed
     if not 0 <= partition < config.partitions:
         raise BadRequest("invalid partition")
     pending = context.pod.groups.start_commit(
