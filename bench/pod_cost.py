@@ -16,6 +16,9 @@ record"):
   caught-up librdkafka consumer, which fetches without a session, gets twice a second),
   built and written by the hand-written codec (adapter/kafka/fetch_codec.py) against
   kafka-python's generic message: the pod's cost per partition of an idle Fetch's answer;
+- **hash**: the V1 partitioner's FNV-1a of ``--keys`` keys of ``--key-size`` bytes (a UUID's
+  text: 36), compiled (mapping/topic/_fnv.c) against the pure-Python loop: the pod's cost per
+  V1 PRODUCE (and the Spark sink's per keyed row) of picking the partition;
 - **cluster**: batches of ``--calls`` small calls (HGET) over 24 partitions' keys on a
   Redis Cluster of three primaries on loopback, one pipeline per primary against one
   redis-py call each (the cluster batcher's two paths): the pod's CPU per call.
@@ -45,6 +48,7 @@ from mapping.connection.cluster import connect_async
 from mapping.connection.cluster_batcher import ClusterBatcher
 from mapping.core.records import ProducedRecord, append_args, append_resp
 from mapping.core.resp import pack_command
+from mapping.topic import partitioner
 from mapping.topic.topic_config import TopicConfig
 
 BITS = 10
@@ -186,6 +190,17 @@ def answer_row(partitions: int, repeat: int) -> tuple[float, float]:
     return best_of(repeat, ours) * 1e6 / partitions, best_of(repeat, theirs) * 1e6 / partitions
 
 
+def hash_row(keys: int, key_size: int, repeat: int) -> tuple[float, float]:
+    """(µs per key of the partitioner's hash, the compiled one where built; of the pure one)."""
+    every = [b"%0*d" % (key_size, i) for i in range(keys)]
+    assert [partitioner.fnv1a_32(k) for k in every] == [partitioner.fnv1a_32_pure(k) for k in every]
+
+    def hashed(fnv1a_32: Callable[[bytes], int]) -> float:
+        return best_of(repeat, lambda: [fnv1a_32(k) for k in every]) * 1e6 / keys
+
+    return hashed(partitioner.fnv1a_32), hashed(partitioner.fnv1a_32_pure)
+
+
 async def cluster_row(url: str, calls: int, batches: int) -> tuple[float, float]:
     """(µs of this process's CPU per call pipelined, through redis-py one by one)."""
     keys = [f"{{bench:{p}}}:state" for p in range(24)]
@@ -233,6 +248,8 @@ def _line(name: str, unit: str, now: float, before: float, labels: tuple[str, st
 @click.option(
     "--fetch-partitions", default=200, show_default=True, help="partitions per Fetch answer"
 )
+@click.option("--keys", default=2000, show_default=True, help="keys per hash row run")
+@click.option("--key-size", default=36, show_default=True, help="bytes per hashed key")
 @click.option("--calls", default=72, show_default=True, help="calls per cluster batch")
 @click.option("--batches", default=200, show_default=True)
 @click.option("--cluster/--no-cluster", default=True, help="the cluster row (3 redis-servers)")
@@ -244,13 +261,15 @@ def main(
     repeat: int,
     partitions: int,
     fetch_partitions: int,
+    keys: int,
+    key_size: int,
     calls: int,
     batches: int,
     cluster: bool,
     quick: bool,
 ) -> None:
     if quick:
-        records, entries, repeat, batches = 300, 500, 2, 10
+        records, entries, repeat, batches, keys = 300, 500, 2, 10, 200
     now, before = pack_row(records, value_size, repeat)
     _line("pack", "µs/rec", now, before, ("RESP", "hiredis of the args"))
     compiled, pure = walk_row(entries, value_size, repeat)
@@ -261,6 +280,9 @@ def main(
     _line("request", "µs/part", ours, theirs, ("own codec", "kafka-python"))
     ours, theirs = answer_row(fetch_partitions, repeat)
     _line("answer", "µs/part", ours, theirs, ("own codec", "kafka-python"))
+    compiled, pure = hash_row(keys, key_size, repeat)
+    built = "compiled" if partitioner.fnv1a_32 is not partitioner.fnv1a_32_pure else "pure (off)"
+    _line("hash", "µs/key", compiled, pure, (built, "pure Python"))
     if cluster:
         from tests.support.cluster import LoopbackCluster
 

@@ -17,8 +17,8 @@ def test_pod_cost_quick_run() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
-    assert set(rows) == {"pack", "walk", "request", "answer", "cluster"}
+    assert set(rows) == {"pack", "walk", "request", "answer", "hash", "cluster"}
     for line in rows.values():
-        costs = re.findall(r"([\d.]+) µs/(?:rec|part|call)", line)
+        costs = re.findall(r"([\d.]+) µs/(?:rec|part|key|call)", line)
         assert len(costs) == 2 and all(float(cost) > 0 for cost in costs), line
         assert re.search(r"ratio +[\d.]+$", line), line
