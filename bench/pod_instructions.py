@@ -9,8 +9,9 @@ created, the scripts loaded); then counting is turned on (``callgrind_control``)
 more are sent, ``--window`` a round trip, acks=1, a 100-byte value and a key of each
 ``--key-sizes`` size (zero-padded numbers: 1024 keys over the topic's partitions), and
 counting is turned off once the last reply is read: the requests' own cost, reading the
-lines to writing the replies, the Redis calls' packing and their replies' reading included
-(and the little the pod's timers do meanwhile).
+lines to writing the replies, the Redis calls' packing and their replies' reading included.
+The pod serves V1 only, with no retention or transaction checks: none of their timers runs
+while it counts.
 
 Each key size is measured side by side with the pure-Python paths (``ADAPTER_PURE_PYTHON=1``:
 what an install without a C compiler runs), and the ratio printed.
@@ -33,6 +34,9 @@ from mapping.connection.embedded import RedisProcess, free_port
 from tests.support import ROOT
 
 TOPIC = "instructions"
+# The pod's timers that would run while it is counted, off: no Kafka listener (its broker
+# registration), no retention or transaction checks.
+QUIET = ("--no-kafka", "--retention-interval-ms", "0", "--transaction-check-interval-ms", "0")
 VALUE = b"x" * 100
 
 
@@ -84,9 +88,8 @@ def pod_instructions(
     pod = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
          sys.executable, "-m", "adapter", "serve", "--redis-url", redis_url,
-         "--port", str(port), "--kafka-port", str(free_port()),
-         "--key-prefix", f"instructions-{requests}-{key_size}-{int(pure)}",
-         "--log-level", "WARNING"],
+         "--port", str(port), "--key-prefix", f"instructions-{requests}-{key_size}-{int(pure)}",
+         *QUIET, "--log-level", "WARNING"],
         cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
