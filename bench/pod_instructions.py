@@ -20,7 +20,6 @@ what an install without a C compiler runs), and the ratio printed.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import click
 
 from mapping.connection.embedded import RedisProcess, free_port
 from tests.support import ROOT
+from tests.support.pods import stop_process
 
 TOPIC = "instructions"
 # The pod's timers that would run while it is counted, off: no Kafka listener (its broker
@@ -99,12 +99,8 @@ def pod_instructions(
             for first in range(window, window + requests, window):
                 _round(connection, first, min(window, window + requests - first), key_size)
             _counting(pod, False)
-        pod.send_signal(signal.SIGTERM)
-        pod.wait(timeout=300)
-    finally:
-        if pod.poll() is None:
-            pod.kill()
-            pod.wait()
+    finally:  # SIGTERM: callgrind writes its count as the pod exits
+        stop_process(pod, timeout=300)
     # (with counting turned on later, the file's "summary:" says 0; "totals:" has the count)
     totals = [
         int(line.split()[1]) for line in out.read_text().splitlines() if line.startswith("totals:")
