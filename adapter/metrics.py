@@ -224,6 +224,11 @@ class Metrics:
         ``FetchSessions``: its ``stats()``) on each scrape."""
         self.registry.register(FetchSessionCollector(sessions))
 
+    def watch_read_ahead(self, read_ahead: Any) -> None:
+        """Report the Kafka listener's reads ahead (adapter/kafka/fetch_ahead.py) on each
+        scrape."""
+        self.registry.register(ReadAheadCollector(read_ahead))
+
     def on_flush(self, calls: int) -> None:
         """The batcher's hook: one pipeline of ``calls`` Redis calls was sent."""
         self.round_trips.inc()
@@ -317,3 +322,30 @@ class FetchSessionCollector(Collector):
         for kind, count in stats.fetches.items():
             fetches.add_metric([kind], count)
         yield fetches
+
+
+class ReadAheadCollector(Collector):
+    """Fetch's reads ahead: the byte shares they hold, and how many a Fetch took or were
+    dropped untaken (a high share dropped: consumers seek, or pause partitions, often)."""
+
+    def __init__(self, read_ahead: Any) -> None:
+        self.read_ahead = read_ahead
+
+    def describe(self) -> list:
+        return []
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        ahead = self.read_ahead
+        yield GaugeMetricFamily(
+            "adapter_kafka_fetch_read_ahead_bytes",
+            "Byte shares of the Fetch reads ahead held (within --kafka-fetch-read-ahead-bytes)",
+            ahead.held_bytes,
+        )
+        reads = CounterMetricFamily(
+            "adapter_kafka_fetch_reads_ahead",
+            "Partition reads ahead of a Fetch, by outcome: taken by a Fetch, or dropped",
+            labels=["outcome"],
+        )
+        reads.add_metric(["taken"], ahead.taken)
+        reads.add_metric(["dropped"], ahead.dropped)
+        yield reads

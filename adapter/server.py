@@ -117,6 +117,7 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                 pod, slots, draining, metrics, authenticator=authenticator, budget=budget
             )
             serving.append((kafka.listener, kafka.serve_socket))
+            stack.callback(kafka.context.read_ahead.close)
         async with anyio.create_task_group() as background:
             background.start_soon(pod.run)
             if kafka is not None:

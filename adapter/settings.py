@@ -162,6 +162,13 @@ class Settings:
         "is answered whole (Kafka's max.incremental.fetch.session.cache.slots).",
         click.IntRange(0),
     )
+    kafka_fetch_read_ahead_bytes: int = option(
+        64 << 20,
+        "Bytes of records a pod reads ahead for its Kafka consumers, all together: once a "
+        "Fetch is answered, each partition's next records are read while the client takes "
+        "the response in (adapter/kafka/fetch_ahead.py); 0: no read-ahead.",
+        click.IntRange(0),
+    )
     # Kafka transactions (mapping/txn/transactions.py, mapping/txn/txn_completer.py)
     transaction_max_timeout_ms: int = option(
         DEFAULT_MAX_TIMEOUT_MS,

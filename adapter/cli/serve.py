@@ -59,7 +59,8 @@ SECTIONS: list[tuple[str, list[str]]] = [
     (
         "Kafka",
         ["kafka_max_request_bytes", "kafka_max_message_bytes", "kafka_producer_id_expiration_ms",
-         "kafka_fetch_session_slots", "transaction_max_timeout_ms",
+         "kafka_fetch_session_slots", "kafka_fetch_read_ahead_bytes",
+         "transaction_max_timeout_ms",
          "transactional_id_expiration_ms", "transaction_check_interval_ms"],
     ),
     (

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapter.authorizer import Authorizer
+from adapter.kafka.fetch_ahead import ReadAhead
 from adapter.kafka.fetch_sessions import FetchSessions
 from adapter.pod import Pod
 from mapping.core.errors import UNKNOWN_TOPIC, BrokerError
@@ -34,6 +35,8 @@ class KafkaContext:
     entry_sizes: dict[tuple[str, int], float] = field(default_factory=dict)
     # incremental fetch sessions (KIP-227), kept in the pod's memory
     fetch_sessions: FetchSessions = field(default_factory=lambda: FetchSessions(0))
+    # Fetch's reads ahead (adapter/kafka/fetch_ahead.py), within their byte bound
+    read_ahead: ReadAhead = field(default_factory=lambda: ReadAhead(0))
 
     # share groups (KIP-932): their state in Redis; the share sessions, in the pod's memory
     # (adapter/kafka/share_fetch.py), by (group, member id)

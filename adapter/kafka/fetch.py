@@ -38,12 +38,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 from adapter.kafka import errors
 from adapter.kafka.authorization import TOPIC, denied
 from adapter.kafka.context import KafkaContext, topic_id_of
+from adapter.kafka.fetch_ahead import ReadAhead
 from adapter.kafka.fetch_codec import (
     TOPIC_IDS_SINCE,  # the first Fetch version naming topics by id (KIP-516)
     AbortedTransaction,
@@ -51,7 +52,16 @@ from adapter.kafka.fetch_codec import (
     PartitionData,
     TopicResponse,
 )
-from adapter.kafka.fetch_reads import Answer, Wanted, list_aborted, magic_of, read_all, refusal
+from adapter.kafka.fetch_reads import (
+    Answer,
+    Wanted,
+    list_aborted,
+    magic_of,
+    read_all,
+    read_partition,
+    refusal,
+    response_limit,
+)
 from adapter.kafka.fetch_sessions import (
     INITIAL_EPOCH,
     FetchSession,
@@ -90,7 +100,11 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     )
     if fetch.error:
         return _response(request, fetch.error, 0, [])
-    reading = _Reading(context, body, request.version, committed, deadline)
+    # only sessionless fetches read ahead: a session's answers leave out the partitions
+    # that did not change, so they do not say where the client reads next
+    sessionless = fetch.session is None and not fetch.create
+    ahead = context.read_ahead if sessionless else None
+    reading = _Reading(context, body, request.version, committed, deadline, ahead)
     if fetch.session is not None:
         if ids:
             await _resolve(context, fetch.session)
@@ -120,6 +134,8 @@ async def handle(context: KafkaContext, request: Request) -> Any:
                 _must_answer(p, a)
         sent = looked
         error, session_id = sessions.finish(fetch, [], _now_ms())
+        if not error:
+            reading.read_ahead(looked)
     return _response(request, error, session_id, [] if error else sent)
 
 
@@ -136,7 +152,13 @@ class _Reading:
     """What every read of one Fetch shares."""
 
     def __init__(
-        self, context: KafkaContext, body: Any, version: int, committed: bool, deadline: float
+        self,
+        context: KafkaContext,
+        body: Any,
+        version: int,
+        committed: bool,
+        deadline: float,
+        ahead: ReadAhead | None,
     ) -> None:
         self.context = context
         self.body = body
@@ -144,11 +166,29 @@ class _Reading:
         self.committed = committed
         self.magic = magic_of(version)
         self.deadline = deadline
+        self.ahead = ahead  # the reads ahead this Fetch takes and starts (None: none)
         self.denied: set[str] = set()  # the topics the principal may not read
 
     async def read(self, wanted: list[Wanted]) -> list[Answer]:
         body = self.body
-        return await read_all(self.context, wanted, body.max_bytes, self.committed, self.magic)
+        return await read_all(
+            self.context, wanted, body.max_bytes, self.committed, self.magic, self.ahead
+        )
+
+    def read_ahead(self, answered: list[tuple[Wanted, Answer]]) -> None:
+        """Start reading on where ``answered`` leaves off (adapter/kafka/fetch_ahead.py)."""
+        if self.ahead is None:
+            return
+        context = self.context
+        committed, magic = self.committed, self.magic
+
+        def read(w: Wanted, share: int) -> Coroutine[Any, Any, Any]:
+            return read_partition(context, w, share, committed, magic)
+
+        self.ahead.start(
+            read, answered, response_limit(self.body.max_bytes), committed, magic,
+            context.pod.leader_epochs.current,
+        )  # fmt: skip
 
     def done(self, answers: list[Answer]) -> bool:
         """The answers hold ``min_bytes``, or one failed, or the time is up."""

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
 from adapter.kafka import errors, records
 from adapter.kafka.context import KafkaContext
 from adapter.kafka.errors import error_of
+from adapter.kafka.fetch_ahead import ReadAhead
 from adapter.kafka.fetch_sessions import PartitionKey, partition_key
 from adapter.kafka.message_sets import MessageSetBuilder
 from adapter.kafka.records import batch_builder, finish_batch
@@ -151,16 +153,27 @@ class _Taken:
     transactional: bool = False
 
 
+def response_limit(max_bytes: int) -> int:
+    """The most a Fetch's response carries: its ``max_bytes`` within the pod's bound."""
+    return min(max_bytes, MAX_RESPONSE_BYTES) if max_bytes > 0 else MAX_RESPONSE_BYTES
+
+
 async def read_all(
-    context: KafkaContext, wanted: list[Wanted], max_bytes: int, committed: bool, magic: int = 2
+    context: KafkaContext,
+    wanted: list[Wanted],
+    max_bytes: int,
+    committed: bool,
+    magic: int = 2,
+    ahead: ReadAhead | None = None,
 ) -> list[Answer]:
     """One read of every partition: their first pages share one pipeline, their next pages
     are read concurrently; then the response's ``max_bytes`` is applied in request order
     (the first record of the response always comes, KIP-74). A partition with nothing to
     read at its position by the pod's view of it (mapping/replication/hw_views.py) is answered from
-    that view, with no Redis call and no task. ``magic``: the message format answered
-    (magic_of)."""
-    limit = min(max_bytes, MAX_RESPONSE_BYTES) if max_bytes > 0 else MAX_RESPONSE_BYTES
+    that view, with no Redis call and no task; one with a read ahead from its position
+    (``ahead``: adapter/kafka/fetch_ahead.py) takes it. ``magic``: the message format
+    answered (magic_of)."""
+    limit = response_limit(max_bytes)
     views = context.pod.hw_waits
     kafka = context.pod.kafka
     results: list[tuple[Answer, _Taken | None] | None] = []
@@ -185,8 +198,15 @@ async def read_all(
     limits = [min(w.max_bytes, limit) for w in readable]
     shares = first_shares(limits, limit)
     reads = []
+    epoch = context.pod.leader_epochs.current
     for w, share in zip(readable, shares, strict=True):
         assert w.config is not None
+        ready = None if ahead is None else ahead.take(
+            (w.key, w.offset, share, committed, magic), w.config, epoch
+        )  # fmt: skip
+        if ready is not None:
+            reads.append(_ahead_or_fresh(context, w, ready, share, committed, magic))
+            continue
         first = views.start_read(
             kafka, w.config, w.partition, w.channel, w.offset, _page(context, w, share),
             _reads_raw(w.config, magic),
@@ -287,6 +307,34 @@ async def _read_on(
         await _take(context, w, read, bound, budget, 2, taken)
     except BrokerError:
         return
+
+
+async def read_partition(
+    context: KafkaContext, w: Wanted, budget: int, committed: bool, magic: int
+) -> tuple[Answer, _Taken | None]:
+    """One partition's answer and records within ``budget``, its first page read alone."""
+    assert w.config is not None
+    first = context.pod.hw_waits.start_read(
+        context.pod.kafka, w.config, w.partition, w.channel, w.offset,
+        _page(context, w, budget), _reads_raw(w.config, magic),
+    )  # fmt: skip
+    return await _read_one(context, w, first, budget, committed, magic)
+
+
+async def _ahead_or_fresh(
+    context: KafkaContext,
+    w: Wanted,
+    ahead: Awaitable[tuple[Answer, _Taken | None]],
+    budget: int,
+    committed: bool,
+    magic: int,
+) -> tuple[Answer, _Taken | None]:
+    """The read ahead's answer when it holds records; else (none, or it failed) a read of
+    the partition now."""
+    answer, taken = await ahead
+    if taken is not None and taken.batches:
+        return answer, taken
+    return await read_partition(context, w, budget, committed, magic)
 
 
 async def _read_one(

@@ -18,6 +18,7 @@ from adapter.backpressure import AppendBudget
 from adapter.kafka.apis import HANDLERS
 from adapter.kafka.connection import KafkaConnection
 from adapter.kafka.context import KafkaContext
+from adapter.kafka.fetch_ahead import ReadAhead
 from adapter.kafka.fetch_sessions import FetchSessions
 from adapter.limits import ConnectionSlots
 from adapter.pod import Pod
@@ -86,9 +87,11 @@ class KafkaListener:
             advertised_host=host,
             advertised_port=port,
             fetch_sessions=FetchSessions(settings.kafka_fetch_session_slots),
+            read_ahead=ReadAhead(settings.kafka_fetch_read_ahead_bytes),
         )
         if metrics is not None:
             metrics.watch_fetch_sessions(context.fetch_sessions)
+            metrics.watch_read_ahead(context.read_ahead)
         new_connection = partial(
             KafkaConnection,
             context,

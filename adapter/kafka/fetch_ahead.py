@@ -1,0 +1,151 @@
+"""Fetch's read-ahead: while a consumer takes one response in, the pod reads its next.
+
+A client sends its next Fetch only once it has taken the last response in (librdkafka parses
+it whole on its broker thread first), so without reading ahead the pod and Redis wait on the
+client, then the client on them. Once a Fetch is answered, each partition it answered
+records of is read on (Redis' pages, and the batches encoded) from the offset after its last
+answered record, with the same byte share. A later Fetch that asks for exactly that position
+(the same share, isolation level and message format, the topic's settings unchanged) takes
+that read instead of starting its own.
+
+What keeps it correct:
+
+- Only records are taken: a read ahead that found none, or failed, is dropped and the Fetch
+  reads afresh, so a consumer at the end of a partition long-polls as before.
+- A read ahead answers what it read: records at or after the position, up to the high
+  watermark (read_committed: below the last stable offset) of when it read, with that high
+  watermark, log start and last stable offset. Those only move forward, so the answer is one
+  a Fetch a moment earlier could have had; the next one reports where they are now.
+- It is dropped when the pod's leader epoch moved since it started (a Redis failover can
+  have taken records back), when the topic's settings differ (deleted and created again,
+  another compression), and after ``LIFETIME_S``.
+- It is taken once. The reads held, running or done, reserve their byte shares within the
+  pod's ``--kafka-fetch-read-ahead-bytes`` together (0: no read-ahead), so what clients do
+  cannot make the pod hold more.
+
+Only sessionless fetches (session 0, epoch -1: librdkafka, aiokafka) start and take reads
+ahead: an incremental session's answers (KIP-227) leave out the partitions that did not
+change, so they do not say where the client reads next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, replace
+from typing import Any
+
+from adapter.kafka.fetch_sessions import PartitionKey
+from mapping.topic.topic_config import TopicConfig
+
+LIFETIME_S = 1.0  # a read ahead not taken by then is dropped: its high watermark is old
+
+# (partition, offset, byte share, read_committed, message format)
+AheadKey = tuple[PartitionKey, int, int, bool, int]
+
+
+@dataclass(slots=True)
+class _Ahead:
+    config: TopicConfig
+    epoch: int
+    started: float
+    share: int
+    task: asyncio.Task[Any]
+
+
+def next_offset(records: bytes) -> int:
+    """The offset after the last record of ``records`` (magic 2 batches, one after another)."""
+    start = 0
+    last = -1
+    while start + 27 <= len(records):
+        base = int.from_bytes(records[start : start + 8], "big", signed=True)
+        last = base + int.from_bytes(records[start + 23 : start + 27], "big")
+        start += 12 + int.from_bytes(records[start + 8 : start + 12], "big")
+    return last + 1
+
+
+class ReadAhead:
+    """The reads ahead of a pod's Kafka front door, by the position they read from."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.held_bytes = 0  # the byte shares of the reads held
+        self.taken = 0  # reads ahead a Fetch took
+        self.dropped = 0  # reads ahead dropped untaken (expired, stale, or never asked for)
+        self._held: dict[AheadKey, _Ahead] = {}
+
+    def take(self, key: AheadKey, config: TopicConfig, epoch: int) -> asyncio.Task[Any] | None:
+        """The read ahead from ``key``'s position, when there is one still good for a Fetch
+        of ``config`` under leader epoch ``epoch``."""
+        if not self._held:
+            return None
+        ahead = self._held.pop(key, None)
+        if ahead is None:
+            return None
+        self.held_bytes -= ahead.share
+        if (
+            ahead.epoch != epoch
+            or ahead.config != config
+            or time.monotonic() - ahead.started > LIFETIME_S
+        ):
+            self._drop(ahead)
+            return None
+        self.taken += 1
+        return ahead.task
+
+    def start(
+        self,
+        read: Callable[[Any, int], Coroutine[Any, Any, Any]],
+        answered: list[tuple[Any, Any]],
+        limit: int,
+        committed: bool,
+        magic: int,
+        epoch: int,
+    ) -> None:
+        """Read on each partition ``answered`` (its Wanted, its Answer) holds records of:
+        ``read(wanted, share)`` from the offset after them, within the share of the
+        response's ``limit`` that read_all gives it (only where the partitions' own limits
+        fit in it: no share then depends on what the others read)."""
+        if self.max_bytes <= 0 or magic != 2 or not answered:
+            return
+        self._expire()
+        shares = [min(w.max_bytes, limit) for w, _ in answered]
+        if sum(shares) > limit:
+            return
+        now = time.monotonic()
+        for (w, a), share in zip(answered, shares, strict=True):
+            if a.error or not a.records or w.config is None or w.refused:
+                continue
+            if self.held_bytes + share > self.max_bytes:
+                return
+            offset = next_offset(a.records)
+            key = (w.key, offset, share, committed, magic)
+            if key in self._held:
+                continue
+            task = asyncio.ensure_future(read(replace(w, offset=offset), share))
+            self._held[key] = _Ahead(w.config, epoch, now, share, task)
+            self.held_bytes += share
+
+    def close(self) -> None:
+        """Drop every read held (the pod stops)."""
+        for ahead in self._held.values():
+            self._drop(ahead)
+        self._held.clear()
+        self.held_bytes = 0
+
+    def _expire(self) -> None:
+        oldest = time.monotonic() - LIFETIME_S
+        for key in [k for k, a in self._held.items() if a.started < oldest]:
+            ahead = self._held.pop(key)
+            self.held_bytes -= ahead.share
+            self._drop(ahead)
+
+    def _drop(self, ahead: _Ahead) -> None:
+        self.dropped += 1
+        task = ahead.task
+        if task.done():
+            if not task.cancelled():
+                task.exception()  # retrieved: a failed read ahead is no one's error
+        else:
+            task.cancel()
