@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from adapter.kafka.fetch_sessions import PartitionKey
+from adapter.kafka.records import next_offset
 from mapping.topic.topic_config import TopicConfig
 
 LIFETIME_S = 1.0  # a read ahead not taken by then is dropped: its high watermark is old
@@ -52,17 +53,6 @@ class _Ahead:
     started: float
     share: int
     task: asyncio.Task[Any]
-
-
-def next_offset(records: bytes) -> int:
-    """The offset after the last record of ``records`` (magic 2 batches, one after another)."""
-    start = 0
-    last = -1
-    while start + 27 <= len(records):
-        base = int.from_bytes(records[start : start + 8], "big", signed=True)
-        last = base + int.from_bytes(records[start + 23 : start + 27], "big")
-        start += 12 + int.from_bytes(records[start + 8 : start + 12], "big")
-    return last + 1
 
 
 class ReadAhead:

@@ -42,7 +42,7 @@ from adapter.kafka.errors import error_of
 from adapter.kafka.fetch_ahead import ReadAhead
 from adapter.kafka.fetch_sessions import PartitionKey, partition_key
 from adapter.kafka.message_sets import MessageSetBuilder
-from adapter.kafka.records import batch_builder, finish_batch
+from adapter.kafka.records import batch_builder, finish_batch, last_offset
 from mapping.connection.batcher import Pending
 from mapping.connection.raw_replies import RawReply, listed
 from mapping.core import codec
@@ -207,10 +207,7 @@ async def read_all(
         if ready is not None:
             reads.append(_ahead_or_fresh(context, w, ready, share, committed, magic))
             continue
-        first = views.start_read(
-            kafka, w.config, w.partition, w.channel, w.offset, _page(context, w, share),
-            _reads_raw(w.config, magic),
-        )  # fmt: skip
+        first = _start_first(context, w, share, magic)
         reads.append(_read_one(context, w, first, share, committed, magic))
     if reads:
         read = list(await asyncio.gather(*reads))
@@ -262,11 +259,6 @@ def first_shares(limits: list[int], limit: int) -> list[int]:
     return [min(own, share) for own in limits]
 
 
-def last_offset(batch: bytes) -> int:
-    """A (magic 2) record batch's last offset: its base offset plus its last offset delta."""
-    return int.from_bytes(batch[0:8], "big", signed=True) + int.from_bytes(batch[23:27], "big")
-
-
 async def _top_up(
     context: KafkaContext,
     readable: list[Wanted],
@@ -313,12 +305,18 @@ async def read_partition(
     context: KafkaContext, w: Wanted, budget: int, committed: bool, magic: int
 ) -> tuple[Answer, _Taken | None]:
     """One partition's answer and records within ``budget``, its first page read alone."""
+    first = _start_first(context, w, budget, magic)
+    return await _read_one(context, w, first, budget, committed, magic)
+
+
+def _start_first(context: KafkaContext, w: Wanted, budget: int, magic: int) -> Pending[FetchRead]:
+    """A partition's first page, asked for now (read_all's join one pipeline), remembered
+    on its hw channel (mapping/replication/hw_views.py)."""
     assert w.config is not None
-    first = context.pod.hw_waits.start_read(
+    return context.pod.hw_waits.start_read(
         context.pod.kafka, w.config, w.partition, w.channel, w.offset,
         _page(context, w, budget), _reads_raw(w.config, magic),
     )  # fmt: skip
-    return await _read_one(context, w, first, budget, committed, magic)
 
 
 async def _ahead_or_fresh(

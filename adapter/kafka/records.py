@@ -209,6 +209,23 @@ def decode_batches(data: bytes | memoryview, keep_plain: bool = False) -> list[P
     return batches
 
 
+def last_offset(batches: bytes, at: int = 0) -> int:
+    """The last offset of the (magic 2) record batch at byte ``at`` of ``batches``: its base
+    offset plus its last offset delta."""
+    base = int.from_bytes(batches[at : at + 8], "big", signed=True)
+    return base + int.from_bytes(batches[at + 23 : at + 27], "big")
+
+
+def next_offset(batches: bytes) -> int:
+    """The offset after the last record of ``batches`` (magic 2, one after another)."""
+    at = 0
+    last = -1
+    while at + 27 <= len(batches):
+        last = last_offset(batches, at)
+        at += 12 + int.from_bytes(batches[at + 8 : at + 12], "big")
+    return last + 1
+
+
 def batch_builder(codec: int = 0) -> DefaultRecordBatchBuilder:
     """A batch's builder for Fetch (offset deltas from ``finish_batch``'s base), compressed
     with ``codec`` (mapping.topic.topic_config.compression_codec; 0: none)."""

@@ -18,8 +18,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from adapter.kafka import errors, fetch_ahead
-from adapter.kafka.fetch_ahead import ReadAhead, next_offset
+from adapter.kafka.fetch_ahead import ReadAhead
 from adapter.kafka.fetch_reads import Answer, Wanted
+from adapter.kafka.records import next_offset
 from adapter.kafka.versions import FETCH
 from mapping.connection.embedded import free_port
 from mapping.topic.topic_config import TopicConfig
