@@ -51,6 +51,7 @@ from adapter.auth import Authenticator
 from adapter.backpressure import AppendBudget
 from adapter.kafka import errors, fetch, protocol
 from adapter.kafka.apis import Handler
+from adapter.kafka.fetch_ahead import Reader
 from adapter.kafka.framing import FrameDecoder, FrameTooLarge
 from adapter.kafka.sasl import SaslGate
 from adapter.kafka.versions import FETCH, PRODUCE, SASL_AUTHENTICATE, SHARE_FETCH
@@ -159,6 +160,7 @@ class KafkaConnection(ServedConnection):
         self._auth_timeout_s = auth_timeout_s
         self._auth_timer: asyncio.TimerHandle | None = None
         self.client_host = ""  # "/<peer address>", set once connected
+        self.reads_ahead = Reader()  # whether this client takes Fetch's reads ahead
         pod = getattr(context, "pod", None)
         self.quotas: QuotaManager | None = getattr(pod, "quotas", None)
 
@@ -229,6 +231,7 @@ class KafkaConnection(ServedConnection):
                 try:
                     request = protocol.parse_request(frame)
                     request.client_host = self.client_host
+                    request.reads_ahead = self.reads_ahead
                     if self.gate.user is not None:
                         request.principal = f"User:{self.gate.user}"
                 except protocol.CloseConnection as exc:

@@ -44,7 +44,7 @@ from typing import Any
 from adapter.kafka import errors
 from adapter.kafka.authorization import TOPIC, denied
 from adapter.kafka.context import KafkaContext, topic_id_of
-from adapter.kafka.fetch_ahead import ReadAhead
+from adapter.kafka.fetch_ahead import ReadAhead, Reader
 from adapter.kafka.fetch_codec import (
     TOPIC_IDS_SINCE,  # the first Fetch version naming topics by id (KIP-516)
     AbortedTransaction,
@@ -100,11 +100,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     )
     if fetch.error:
         return _response(request, fetch.error, 0, [])
-    # only sessionless fetches read ahead: a session's answers leave out the partitions
-    # that did not change, so they do not say where the client reads next
-    sessionless = fetch.session is None and not fetch.create
-    ahead = context.read_ahead if sessionless else None
-    reading = _Reading(context, body, request.version, committed, deadline, ahead)
+    reading = _Reading(context, body, request.version, committed, deadline, context.read_ahead)
     if fetch.session is not None:
         if ids:
             await _resolve(context, fetch.session)
@@ -134,8 +130,8 @@ async def handle(context: KafkaContext, request: Request) -> Any:
                 _must_answer(p, a)
         sent = looked
         error, session_id = sessions.finish(fetch, [], _now_ms())
-        if not error:
-            reading.read_ahead(looked)
+    if not error:
+        reading.read_ahead(sent, request.reads_ahead)
     return _response(request, error, session_id, [] if error else sent)
 
 
@@ -158,7 +154,7 @@ class _Reading:
         version: int,
         committed: bool,
         deadline: float,
-        ahead: ReadAhead | None,
+        ahead: ReadAhead,
     ) -> None:
         self.context = context
         self.body = body
@@ -166,7 +162,7 @@ class _Reading:
         self.committed = committed
         self.magic = magic_of(version)
         self.deadline = deadline
-        self.ahead = ahead  # the reads ahead this Fetch takes and starts (None: none)
+        self.ahead = ahead  # the reads ahead this Fetch takes and starts
         self.denied: set[str] = set()  # the topics the principal may not read
 
     async def read(self, wanted: list[Wanted]) -> list[Answer]:
@@ -175,10 +171,9 @@ class _Reading:
             self.context, wanted, body.max_bytes, self.committed, self.magic, self.ahead
         )
 
-    def read_ahead(self, answered: list[tuple[Wanted, Answer]]) -> None:
-        """Start reading on where ``answered`` leaves off (adapter/kafka/fetch_ahead.py)."""
-        if self.ahead is None:
-            return
+    def read_ahead(self, answered: list[tuple[Wanted, Answer]], reader: Reader | None) -> None:
+        """Start reading on where ``answered`` leaves off (adapter/kafka/fetch_ahead.py),
+        as far as the connection's ``reader`` lets it."""
         context = self.context
         committed, magic = self.committed, self.magic
 
@@ -187,7 +182,7 @@ class _Reading:
 
         self.ahead.start(
             read, answered, response_limit(self.body.max_bytes), committed, magic,
-            context.pod.leader_epochs.current,
+            context.pod.leader_epochs.current, reader,
         )  # fmt: skip
 
     def done(self, answers: list[Answer]) -> bool:

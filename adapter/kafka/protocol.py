@@ -20,11 +20,14 @@ from __future__ import annotations
 import logging
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapter.kafka import errors, fetch_codec, produce_codec
 from adapter.kafka.versions import API_VERSIONS, IMPLEMENTED, PRODUCE, Api, supported_versions
 from mapping.security.acls import ANONYMOUS
+
+if TYPE_CHECKING:
+    from adapter.kafka.fetch_ahead import Reader
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,7 @@ class Request:
     error: int = errors.NONE  # UNSUPPORTED_VERSION or INVALID_REQUEST: answer with it
     client_host: str = ""  # the peer's address as Kafka shows it ("/127.0.0.1"; the connection's)
     principal: str = ANONYMOUS  # "User:<name>" once the connection authenticated (ACLs)
+    reads_ahead: Reader | None = None  # the connection's record of Fetch's reads ahead
 
 
 def parse_request(data: bytes) -> Request:

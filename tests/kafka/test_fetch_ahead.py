@@ -1,9 +1,10 @@
 """Fetch's read-ahead (adapter/kafka/fetch_ahead.py):
 
-- on live pods: a consumer reading a topic in small fetches gets from a pod that reads
-  ahead exactly the records, in the same bytes, that a pod without read-ahead answers, each
-  once and in order, records appended meanwhile included (a partition with nothing read
-  ahead is read afresh); the pod's metrics count the reads taken;
+- on live pods: a consumer reading a topic in small fetches, sessionless or in an
+  incremental fetch session, gets from a pod that reads ahead exactly the records, in the
+  same bytes, that a pod without read-ahead answers, each once and in order, records
+  appended meanwhile included (a partition with nothing read ahead is read afresh); the
+  pod's metrics count the reads taken;
 - the bookkeeping alone: a read ahead is taken once and only at its position, never after
   the leader epoch or the topic's settings changed or its lifetime passed, never beyond the
   byte bound, and what it holds is given back whichever way it goes."""
@@ -18,7 +19,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from adapter.kafka import errors, fetch_ahead
-from adapter.kafka.fetch_ahead import ReadAhead
+from adapter.kafka.fetch_ahead import ReadAhead, Reader
 from adapter.kafka.fetch_reads import Answer, Wanted
 from adapter.kafka.records import next_offset
 from adapter.kafka.versions import FETCH
@@ -31,21 +32,31 @@ VERSION = 12
 SHARE = 2048  # a partition's bytes a Fetch: about 15 of these records
 
 
-def fetch(raw: RawKafka, topic: str, positions: dict[int, int], epoch: int = -1) -> dict[int, Any]:
-    """partition -> its data in a Fetch v12 of ``positions`` (partition -> offset), SHARE
-    bytes a partition: sessionless, or with ``epoch`` 0 creating a session."""
+def call_fetch(
+    raw: RawKafka, topic: str, positions: dict[int, int], session_id: int = 0, epoch: int = -1
+) -> Any:
+    """A Fetch v12 of ``positions`` (partition -> offset), SHARE bytes a partition:
+    sessionless, ``epoch`` 0 creating a session, or an incremental fetch of session
+    ``session_id`` naming the partitions whose position moved."""
     request = FETCH.request
     body = request[VERSION](
         replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-        session_id=0, session_epoch=epoch,
+        session_id=session_id, session_epoch=epoch,
         topics=[request.FetchTopic(topic=topic, partitions=[
             request.FetchTopic.FetchPartition(
                 partition=p, fetch_offset=o, log_start_offset=-1, partition_max_bytes=SHARE
             ) for p, o in positions.items()
-        ])],
+        ])] if positions else [],
         forgotten_topics_data=[], rack_id="",
     )  # fmt: skip
     response = raw.call(FETCH, VERSION, body)
+    assert response.error_code == errors.NONE
+    return response
+
+
+def fetch(raw: RawKafka, topic: str, positions: dict[int, int]) -> dict[int, Any]:
+    """partition -> its data in a sessionless Fetch of ``positions``."""
+    response = call_fetch(raw, topic, positions)
     return {part.partition_index: part for part in response.responses[0].partitions}
 
 
@@ -116,18 +127,78 @@ def test_a_pod_reading_ahead_answers_what_one_without_does(
     assert reads_ahead(plain_metrics) == {"taken": 0, "dropped": 0}
 
 
-def test_only_sessionless_fetches_read_ahead(start_pod: Any, redis_url: str, topic: str) -> None:
-    metrics_port = free_port()
-    pod = start_pod(redis_url, *RF1, "--metrics-port", str(metrics_port))
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{pod.kafka_port}"})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    with RawKafka(pod.kafka_port) as raw:
-        produce_values(raw, topic, 0, *[b"v" * 100] * 60)
-        created = fetch(raw, topic, {0: 0}, epoch=0)  # a full fetch creating a session
-        assert partition_records(created[0])
-        assert held_bytes(metrics_port) == 0
-        assert partition_records(fetch(raw, topic, {0: 0})[0])  # sessionless
-        assert held_bytes(metrics_port) == SHARE
+def record_bytes(parts: dict[int, Any], partition: int) -> bytes:
+    part = parts.get(partition)
+    return b"" if part is None else bytes(part.records or b"")
+
+
+class Session:
+    """A consumer's incremental fetch session (KIP-227) on one pod: each Fetch names only
+    the partitions whose position moved since the last, as kafka-python and the Java
+    client send them."""
+
+    def __init__(self, raw: RawKafka, topic: str) -> None:
+        self.raw, self.topic = raw, topic
+        self.session_id = self.epoch = 0
+        self.told: dict[int, int] = {}  # partition -> the position the pod holds
+
+    def fetch(self, positions: dict[int, int]) -> dict[int, Any]:
+        """partition -> its data, for the partitions answered."""
+        moved = {p: o for p, o in positions.items() if self.told.get(p) != o}
+        response = call_fetch(self.raw, self.topic, moved, self.session_id, self.epoch)
+        if self.epoch == 0:
+            self.session_id = response.session_id
+            assert self.session_id != 0
+        assert response.session_id == self.session_id
+        self.epoch += 1
+        self.told.update(moved)
+        parts = response.responses[0].partitions if response.responses else []
+        assert all(part.error_code == errors.NONE for part in parts)
+        return {part.partition_index: part for part in parts}
+
+
+def test_fetch_sessions_read_ahead_too(start_pod: Any, redis_url: str, topic: str) -> None:
+    ahead_metrics, plain_metrics = free_port(), free_port()
+    ahead = start_pod(redis_url, *RF1, "--metrics-port", str(ahead_metrics))
+    plain = start_pod(
+        redis_url, *RF1, "--kafka-fetch-read-ahead-bytes", "0",
+        "--metrics-port", str(plain_metrics),
+    )  # fmt: skip
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ahead.kafka_port}"})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    with RawKafka(ahead.kafka_port) as one, RawKafka(plain.kafka_port) as other:
+        written = {0: [b"%03d-" % i + b"v" * 96 for i in range(200)], 1: []}
+        for start in range(0, 200, 50):
+            produce_values(one, topic, 0, *written[0][start : start + 50])
+        sessions = Session(one, topic), Session(other, topic)
+        positions = {0: 0, 1: 0}
+        got: dict[int, list[tuple[int, bytes]]] = {0: [], 1: []}
+        rounds = 0
+        while rounds < 2 or any(got[p][-1][1] != written[p][-1] for p in (0, 1) if written[p]):
+            answers, others = (s.fetch(positions) for s in sessions)
+            for p in (0, 1):
+                # the same records in the same bytes (a partition left out: none)
+                assert record_bytes(answers, p) == record_bytes(others, p)
+                records = partition_records(answers[p]) if p in answers else []
+                got[p] += [(r.offset, r.value) for r in records]
+                if records:
+                    positions[p] = records[-1].offset + 1
+            rounds += 1
+            if rounds == 1:  # appended after the pod read ahead: still read, each once
+                more = [b"late-%d" % i for i in range(20)]
+                produce_values(one, topic, 0, *more)
+                written[0] += more
+                written[1] = [b"new-0", b"new-1", b"new-2"]
+                produce_values(one, topic, 1, *written[1])
+            assert rounds < 100
+        for p in (0, 1):
+            offsets = [o for o, _ in got[p]]
+            assert offsets == sorted(set(offsets))  # each once, in order
+            assert [v for _, v in got[p]] == written[p]
+    assert rounds > 10
+    taken = reads_ahead(ahead_metrics)
+    assert taken["taken"] >= rounds - 4  # each incremental Fetch took partition 0's
+    assert reads_ahead(plain_metrics) == {"taken": 0, "dropped": 0}
 
 
 # -- the bookkeeping alone
@@ -266,5 +337,55 @@ def test_a_failed_read_ahead_is_no_ones_error() -> None:
         await asyncio.sleep(0.01)
         ahead.close()  # retrieves the exception: nothing is logged as never retrieved
         assert ahead.dropped == 1
+
+    run(body)
+
+
+def test_a_partition_left_untaken_waits_longer_each_time() -> None:
+    reader = Reader()
+    key = ("t", 0)
+    assert reader.may_start(key) and reader.may_start(key)  # never dropped: every answer
+
+    def held_back_after_a_drop() -> int:
+        reader.dropped(key)
+        held = 0
+        while not reader.may_start(key):
+            held += 1
+        return held
+
+    assert [held_back_after_a_drop() for _ in range(8)] == [2, 4, 8, 16, 32, 64, 64, 64]
+    assert reader.may_start(("t", 1))  # another partition of the connection: its own record
+    reader.taken(key)  # taken once: at once again
+    assert reader.may_start(key) and reader.may_start(key)
+    assert held_back_after_a_drop() == 2
+
+
+def test_reads_ahead_tell_their_connection_whether_they_were_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def body() -> None:
+        ahead, reads, reader = ReadAhead(10_000), Reads(), Reader()
+        answered = [(wanted(p, 0), answer_of(0)) for p in range(2)]
+        ahead.start(reads, answered, 5000, False, 2, 7, reader)
+        await asyncio.sleep(0)
+        assert ahead.take((("t", 0), 2, 1000, False, 2), CONFIG, 7) is not None
+        monkeypatch.setattr(fetch_ahead, "LIFETIME_S", -1.0)  # partition 1's: never taken
+        ahead.start(reads, [(wanted(0, 2), answer_of(2))], 5000, False, 2, 7, reader)
+        assert ahead.dropped == 1
+        monkeypatch.setattr(fetch_ahead, "LIFETIME_S", 10.0)
+        # partition 0's was taken: it reads on; partition 1's is held back for two answers
+        for _ in range(3):
+            ahead.start(reads, [(wanted(1, 2), answer_of(2))], 5000, False, 2, 7, reader)
+        await asyncio.sleep(0)
+        assert [(w.partition, w.offset) for w, _ in reads.started] == [
+            (0, 2), (1, 2), (0, 4), (1, 4),
+        ]  # fmt: skip
+        # taken: partition 1 reads on at once again
+        assert ahead.take((("t", 1), 4, 1000, False, 2), CONFIG, 7) is not None
+        ahead.start(reads, [(wanted(1, 4), answer_of(4))], 5000, False, 2, 7, reader)
+        await asyncio.sleep(0)
+        assert reads.started[-1][0].offset == 6
+        ahead.close()  # the pod stops: that is no miss of the client's
+        assert reader.may_start(("t", 1))
 
     run(body)
