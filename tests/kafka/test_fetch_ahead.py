@@ -73,21 +73,55 @@ def held_bytes(metrics_port: int) -> float:
     return scrape_metrics(metrics_port)[("adapter_kafka_fetch_read_ahead_bytes", ())]
 
 
+class TwoPods:
+    """Two pods on one Redis, one reading ahead and one with ``--kafka-fetch-read-ahead-bytes
+    0``, each with its metrics, and a topic of two partitions."""
+
+    def __init__(self, start_pod: Any, redis_url: str, topic: str) -> None:
+        self.ahead_metrics, self.plain_metrics = free_port(), free_port()
+        self.ahead = start_pod(redis_url, *RF1, "--metrics-port", str(self.ahead_metrics))
+        self.plain = start_pod(
+            redis_url, *RF1, "--kafka-fetch-read-ahead-bytes", "0",
+            "--metrics-port", str(self.plain_metrics),
+        )  # fmt: skip
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.ahead.kafka_port}"})
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+
+
+def write_backlog(raw: RawKafka, topic: str, count: int) -> dict[int, list[bytes]]:
+    """``count`` records in partition 0, 50 a Produce; partition 1 empty: partition ->
+    the values written."""
+    written: dict[int, list[bytes]] = {0: [b"%03d-" % i + b"v" * 96 for i in range(count)], 1: []}
+    for start in range(0, count, 50):
+        produce_values(raw, topic, 0, *written[0][start : start + 50])
+    return written
+
+
+def write_late(raw: RawKafka, topic: str, written: dict[int, list[bytes]]) -> None:
+    """Records appended after the pod read ahead (partition 0) and a first write to
+    partition 1, which had nothing read ahead: still read, each once."""
+    more = [b"late-%d" % i for i in range(20)]
+    produce_values(raw, topic, 0, *more)
+    written[0] += more
+    written[1] = [b"new-0", b"new-1", b"new-2"]
+    produce_values(raw, topic, 1, *written[1])
+
+
+def assert_each_once(
+    got: dict[int, list[tuple[int, bytes]]], written: dict[int, list[bytes]]
+) -> None:
+    for p in (0, 1):
+        offsets = [o for o, _ in got[p]]
+        assert offsets == sorted(set(offsets))  # each once, in order
+        assert [v for _, v in got[p]] == written[p]
+
+
 def test_a_pod_reading_ahead_answers_what_one_without_does(
     start_pod: Any, redis_url: str, topic: str
 ) -> None:
-    ahead_metrics, plain_metrics = free_port(), free_port()
-    ahead = start_pod(redis_url, *RF1, "--metrics-port", str(ahead_metrics))
-    plain = start_pod(
-        redis_url, *RF1, "--kafka-fetch-read-ahead-bytes", "0",
-        "--metrics-port", str(plain_metrics),
-    )  # fmt: skip
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ahead.kafka_port}"})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    with RawKafka(ahead.kafka_port) as one, RawKafka(plain.kafka_port) as other:
-        written = {0: [b"%03d-" % i + b"v" * 96 for i in range(300)], 1: []}
-        for start in range(0, 300, 50):
-            produce_values(one, topic, 0, *written[0][start : start + 50])
+    pods = TwoPods(start_pod, redis_url, topic)
+    with RawKafka(pods.ahead.kafka_port) as one, RawKafka(pods.plain.kafka_port) as other:
+        written = write_backlog(one, topic, 300)
         positions = {0: 0, 1: 0}
         got: dict[int, list[tuple[int, bytes]]] = {0: [], 1: []}
         rounds = 0
@@ -108,23 +142,16 @@ def test_a_pod_reading_ahead_answers_what_one_without_does(
                     positions[p] = records[-1].offset + 1
                     answering = True
             rounds += 1
-            if rounds == 1:  # appended after the pod read ahead: still read, each once
-                more = [b"late-%d" % i for i in range(20)]
-                produce_values(one, topic, 0, *more)
-                written[0] += more
-                written[1] = [b"new-0", b"new-1", b"new-2"]
-                produce_values(one, topic, 1, *written[1])
+            if rounds == 1:
+                write_late(one, topic, written)
             if rounds == 2:  # partition 1 had nothing read ahead: read afresh, at once
                 assert [v for _, v in got[1]] == written[1]
             assert rounds < 100
-        for p in (0, 1):
-            offsets = [o for o, _ in got[p]]
-            assert offsets == sorted(set(offsets))  # each once, in order
-            assert [v for _, v in got[p]] == written[p]
+        assert_each_once(got, written)
     assert rounds > 15
-    taken = reads_ahead(ahead_metrics)
+    taken = reads_ahead(pods.ahead_metrics)
     assert taken["taken"] >= rounds - 3  # each Fetch after the first took partition 0's
-    assert reads_ahead(plain_metrics) == {"taken": 0, "dropped": 0}
+    assert reads_ahead(pods.plain_metrics) == {"taken": 0, "dropped": 0}
 
 
 def record_bytes(parts: dict[int, Any], partition: int) -> bytes:
@@ -158,18 +185,9 @@ class Session:
 
 
 def test_fetch_sessions_read_ahead_too(start_pod: Any, redis_url: str, topic: str) -> None:
-    ahead_metrics, plain_metrics = free_port(), free_port()
-    ahead = start_pod(redis_url, *RF1, "--metrics-port", str(ahead_metrics))
-    plain = start_pod(
-        redis_url, *RF1, "--kafka-fetch-read-ahead-bytes", "0",
-        "--metrics-port", str(plain_metrics),
-    )  # fmt: skip
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ahead.kafka_port}"})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    with RawKafka(ahead.kafka_port) as one, RawKafka(plain.kafka_port) as other:
-        written = {0: [b"%03d-" % i + b"v" * 96 for i in range(200)], 1: []}
-        for start in range(0, 200, 50):
-            produce_values(one, topic, 0, *written[0][start : start + 50])
+    pods = TwoPods(start_pod, redis_url, topic)
+    with RawKafka(pods.ahead.kafka_port) as one, RawKafka(pods.plain.kafka_port) as other:
+        written = write_backlog(one, topic, 200)
         sessions = Session(one, topic), Session(other, topic)
         positions = {0: 0, 1: 0}
         got: dict[int, list[tuple[int, bytes]]] = {0: [], 1: []}
@@ -184,24 +202,17 @@ def test_fetch_sessions_read_ahead_too(start_pod: Any, redis_url: str, topic: st
                 if records:
                     positions[p] = records[-1].offset + 1
             rounds += 1
-            if rounds == 1:  # appended after the pod read ahead: still read, each once
-                more = [b"late-%d" % i for i in range(20)]
-                produce_values(one, topic, 0, *more)
-                written[0] += more
-                written[1] = [b"new-0", b"new-1", b"new-2"]
-                produce_values(one, topic, 1, *written[1])
+            if rounds == 1:
+                write_late(one, topic, written)
             assert rounds < 100
-        for p in (0, 1):
-            offsets = [o for o, _ in got[p]]
-            assert offsets == sorted(set(offsets))  # each once, in order
-            assert [v for _, v in got[p]] == written[p]
+        assert_each_once(got, written)
     assert rounds > 10
-    taken = reads_ahead(ahead_metrics)
+    taken = reads_ahead(pods.ahead_metrics)
     assert taken["taken"] >= rounds - 4  # each incremental Fetch took partition 0's
-    assert reads_ahead(plain_metrics) == {"taken": 0, "dropped": 0}
+    assert reads_ahead(pods.plain_metrics) == {"taken": 0, "dropped": 0}
     # the last answer's read ahead is held, within its share; none on the other pod
-    assert held_bytes(ahead_metrics) in (SHARE, 2 * SHARE)
-    assert held_bytes(plain_metrics) == 0
+    assert held_bytes(pods.ahead_metrics) in (SHARE, 2 * SHARE)
+    assert held_bytes(pods.plain_metrics) == 0
 
 
 # -- the bookkeeping alone
