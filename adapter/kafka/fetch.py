@@ -44,7 +44,7 @@ from typing import Any
 from adapter.kafka import errors
 from adapter.kafka.authorization import TOPIC, denied
 from adapter.kafka.context import KafkaContext, topic_id_of
-from adapter.kafka.fetch_ahead import ReadAhead, Reader
+from adapter.kafka.fetch_ahead import Reader
 from adapter.kafka.fetch_codec import (
     TOPIC_IDS_SINCE,  # the first Fetch version naming topics by id (KIP-516)
     AbortedTransaction,
@@ -100,7 +100,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     )
     if fetch.error:
         return _response(request, fetch.error, 0, [])
-    reading = _Reading(context, body, request.version, committed, deadline, context.read_ahead)
+    reading = _Reading(context, body, request.version, committed, deadline)
     if fetch.session is not None:
         if ids:
             await _resolve(context, fetch.session)
@@ -148,13 +148,7 @@ class _Reading:
     """What every read of one Fetch shares."""
 
     def __init__(
-        self,
-        context: KafkaContext,
-        body: Any,
-        version: int,
-        committed: bool,
-        deadline: float,
-        ahead: ReadAhead,
+        self, context: KafkaContext, body: Any, version: int, committed: bool, deadline: float
     ) -> None:
         self.context = context
         self.body = body
@@ -162,13 +156,13 @@ class _Reading:
         self.committed = committed
         self.magic = magic_of(version)
         self.deadline = deadline
-        self.ahead = ahead  # the reads ahead this Fetch takes and starts
         self.denied: set[str] = set()  # the topics the principal may not read
 
     async def read(self, wanted: list[Wanted]) -> list[Answer]:
         body = self.body
+        context = self.context
         return await read_all(
-            self.context, wanted, body.max_bytes, self.committed, self.magic, self.ahead
+            context, wanted, body.max_bytes, self.committed, self.magic, context.read_ahead
         )
 
     def read_ahead(self, answered: list[tuple[Wanted, Answer]], reader: Reader | None) -> None:
@@ -180,7 +174,7 @@ class _Reading:
         def read(w: Wanted, share: int) -> Coroutine[Any, Any, Any]:
             return read_partition(context, w, share, committed, magic)
 
-        self.ahead.start(
+        context.read_ahead.start(
             read, answered, response_limit(self.body.max_bytes), committed, magic,
             context.pod.leader_epochs.current, reader,
         )  # fmt: skip
