@@ -2,9 +2,9 @@
 answered by ``mapping.kafka_group`` (``consumer_heartbeat``: the pods assign, members
 reconcile).
 Topics travel by id: the ids stored with the topics (context.topic_id), the same Metadata
-answers; a deleted topic is left out of assignments (it has no id any more). Regex
-subscriptions (v1 SubscribedTopicRegex) are not supported (INVALID_REQUEST): subscribe by
-names."""
+answers; a deleted topic is left out of assignments (it has no id any more). A v1
+SubscribedTopicRegex subscribes the member to the topics it matches, those created later
+too, less those its principal may not describe (``mapping.kafka_group.subscriptions``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from mapping.security.acls import Operation, ResourceType
 Response = CONSUMER_GROUP_HEARTBEAT.response
 Assignment = Response.Assignment
 AssignedTopic = Assignment.TopicPartitions
-NO_REGEX = "regex subscriptions are not supported: subscribe by topic names"
 
 
 def heartbeat_answer(
@@ -51,8 +50,6 @@ async def consumer_group_heartbeat(context: KafkaContext, request: Request) -> A
         code = await _heartbeat_refusal(context, request)
         if code != errors.NONE:
             return _answer(request, code)
-    if getattr(request.body, "subscribed_topic_regex", None):
-        return _answer(request, errors.INVALID_REQUEST, NO_REGEX)
     return await coordinator_call(_heartbeat(context, request), partial(_answer, request))
 
 
@@ -80,6 +77,15 @@ async def _heartbeat(context: KafkaContext, request: Request) -> Any:
             if name is not None:  # a topic deleted meanwhile: nothing to give up
                 owned[name] = list(tp.partitions or ())
     subscribed = body.subscribed_topic_names
+
+    async def visible(topics: list[str]) -> list[str]:
+        """The regex's matches the member's principal may describe (Kafka leaves the
+        others out of its subscription, unaudited)."""
+        hidden = await authorization.denied(
+            context, request, Operation.DESCRIBE, ResourceType.TOPIC, topics, audited=False
+        )
+        return [t for t in topics if t not in hidden]
+
     result = await context.pod.kafka_groups.consumer_heartbeat(
         body.group_id or "",
         body.member_id or "",
@@ -88,10 +94,13 @@ async def _heartbeat(context: KafkaContext, request: Request) -> Any:
         rack_id=body.rack_id,
         rebalance_timeout_ms=body.rebalance_timeout_ms,
         subscribed_topic_names=list(subscribed) if subscribed is not None else None,
+        # v0 has no such field
+        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
         server_assignor=body.server_assignor,
         owned=owned,
         client_id=request.client_id or "",
         client_host=request.client_host,
+        visible=visible if context.authorizer.enabled else None,
     )
     ids = await _topic_ids(context, result.assignment or {})
     assignment = None
@@ -106,6 +115,7 @@ async def _heartbeat(context: KafkaContext, request: Request) -> Any:
     return _answer(
         request,
         result.error,
+        result.message,
         member_id=result.member_id or None,
         member_epoch=result.member_epoch,
         heartbeat_interval_ms=result.heartbeat_interval_ms,
@@ -175,6 +185,7 @@ async def _described(context: KafkaContext, name: str) -> Any:
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=m.subscribed_topics,
+                subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=_assignment(ids, m.assignment),
                 target_assignment=_assignment(ids, m.target_assignment),
                 member_type=CONSUMER_MEMBER,

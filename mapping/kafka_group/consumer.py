@@ -23,6 +23,13 @@ from mapping.core.codec import to_str
 from mapping.core.keys import KafkaGroupKeys, group_part
 from mapping.kafka_group.assignors import ASSIGNORS, choose
 from mapping.kafka_group.base import GroupsBase, kafka_group_consumer_describe_call
+from mapping.kafka_group.subscriptions import (
+    InvalidRegex,
+    Subscription,
+    Visible,
+    compile_regex,
+    matching,
+)
 
 KAFKA_GROUP_CONSUMER_HEARTBEAT = scripts.load("kafka_group/consumer_heartbeat")
 KAFKA_GROUP_CONSUMER_TARGET = scripts.load("kafka_group/consumer_target")
@@ -41,6 +48,7 @@ class ConsumerHeartbeatResult:
     heartbeat_interval_ms: int = 0
     # topic -> partitions the member owns from now on; None: unchanged since last sent
     assignment: dict[str, list[int]] | None = None
+    message: str | None = None  # the error's text, where Kafka gives one
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +59,8 @@ class ConsumerMemberDescription:
     client_id: str
     client_host: str
     member_epoch: int
-    subscribed_topics: list[str]
+    subscribed_topics: list[str]  # the names it subscribed to
+    subscribed_topic_regex: str | None
     assignment: dict[str, list[int]]
     target_assignment: dict[str, list[int]]
 
@@ -83,11 +92,15 @@ def kafka_group_consumer_heartbeat_call(
     client_host: str,
     rebalance_timeout_ms: int,
     subscribed_topics: list[str] | None,
+    subscription: Subscription | None,
     server_assignor: str | None,
     owned: dict[str, list[int]] | None,
     partition_counts: dict[str, int],
 ) -> tuple:
-    """kafka_group/consumer_heartbeat.lua (None: unchanged, or not sent)."""
+    """kafka_group/consumer_heartbeat.lua (None: unchanged, or not sent).
+    ``subscribed_topics`` are the topics the assignor gives the member; ``subscription``
+    what it subscribed with (its names and regex), kept to be described and matched
+    again."""
     args = [
         session_timeout_ms,
         member_id,
@@ -101,6 +114,7 @@ def kafka_group_consumer_heartbeat_call(
         server_assignor or "",
         _owned_json(owned),
         json.dumps(partition_counts),
+        json.dumps(subscription.as_json()) if subscription is not None else "",
     ]
     return KAFKA_GROUP_CONSUMER_HEARTBEAT.command(keys.script_keys(), args)
 
@@ -164,37 +178,61 @@ class ConsumerGroups(GroupsBase):
         rack_id: str | None = None,
         rebalance_timeout_ms: int = -1,
         subscribed_topic_names: list[str] | None = None,
+        subscribed_topic_regex: str | None = None,
         server_assignor: str | None = None,
         owned: dict[str, list[int]] | None = None,
         client_id: str = "",
         client_host: str = "",
+        visible: Visible | None = None,
     ) -> ConsumerHeartbeatResult:
         """ConsumerGroupHeartbeat. ``member_epoch`` 0 joins (``member_id`` may be empty:
         one is made), -1 leaves, -2 is a static member's temporary leave (treated as a
         leave: static membership is not kept under this protocol yet). ``None`` fields are
         "unchanged" as in the request. Topic ids are the caller's business: topics here
-        are names."""
+        are names. A member subscribed by ``subscribed_topic_regex`` is subscribed to its
+        names and every topic the regex matches when it heartbeats (``visible``: those of
+        them its principal may see), so a topic created later joins its assignment."""
         if not group:  # Kafka's rule: any group id but the empty one
             return ConsumerHeartbeatResult(errors.INVALID_GROUP_ID, member_id)
         if server_assignor is not None and server_assignor not in ASSIGNORS:
             return ConsumerHeartbeatResult(errors.UNSUPPORTED_ASSIGNOR, member_id)
+        if subscribed_topic_regex:
+            try:
+                compile_regex(subscribed_topic_regex)
+            except InvalidRegex as invalid:
+                return ConsumerHeartbeatResult(
+                    errors.INVALID_REGULAR_EXPRESSION, member_id, message=str(invalid)
+                )
         if member_epoch == 0:
-            if subscribed_topic_names is None:
+            if subscribed_topic_names is None and subscribed_topic_regex is None:
                 return ConsumerHeartbeatResult(errors.INVALID_REQUEST, member_id)
             member_id = member_id or str(uuid.uuid4())
             if await self.v1_members_live(group):
                 return ConsumerHeartbeatResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
         elif not member_id:
             return ConsumerHeartbeatResult(errors.UNKNOWN_MEMBER_ID, member_id)
+        gk = self.keys.kafka_group(group)
+        # the group's own configs (IncrementalAlterConfigs GROUP) and the member's state,
+        # in one pipeline
+        configs = self.batcher.submit("HGETALL", self.keys.group_configs(group))
+        member = None
+        if member_epoch != 0:  # a joining member starts over
+            stored = await self.batcher.submit("HGET", gk.consumer_member, member_id)
+            member = json.loads(stored) if stored else None
+        session_timeout_ms, heartbeat_interval_ms = self._member_timing(await configs)
+        sent = subscribed_topic_names is not None or subscribed_topic_regex is not None
+        subscription = Subscription.stored(member).updated(
+            subscribed_topic_names, subscribed_topic_regex
+        )
+        subscribed = None  # unchanged: the script keeps what it has
+        if member_epoch >= 0 and (sent or member is not None):  # (not for a leaver)
+            subscribed = await self._subscribed(subscription, visible)
+            if not sent and subscribed == _topics(member and member.get("subscribed")):
+                subscribed = None
         # the group's topics as this pod last saw them: their counts go with the request
         known = self.consumer_topics.setdefault(group, set())
-        topics = sorted(known | set(subscribed_topic_names or []))
-        # the group's own configs (IncrementalAlterConfigs GROUP), in the same pipeline
-        configs = self.batcher.submit("HGETALL", self.keys.group_configs(group))
-        counts = await self.partition_counts(topics)
-        session_timeout_ms, heartbeat_interval_ms = self._member_timing(await configs)
-        full = member_epoch == 0 or subscribed_topic_names is not None
-        gk = self.keys.kafka_group(group)
+        counts = await self.partition_counts(sorted(known | set(subscribed or [])))
+        full = member_epoch == 0 or subscribed is not None
         call = kafka_group_consumer_heartbeat_call(
             gk,
             session_timeout_ms=session_timeout_ms,
@@ -205,7 +243,8 @@ class ConsumerGroups(GroupsBase):
             client_id=client_id,
             client_host=client_host,
             rebalance_timeout_ms=rebalance_timeout_ms,
-            subscribed_topics=subscribed_topic_names,
+            subscribed_topics=subscribed,
+            subscription=subscription if sent or member_epoch == 0 else None,
             server_assignor=server_assignor,
             owned=owned,
             partition_counts={t: c or 0 for t, c in counts.items()},
@@ -246,6 +285,16 @@ class ConsumerGroups(GroupsBase):
             assignment,
         )
 
+    async def _subscribed(self, subscription: Subscription, visible: Visible | None) -> list[str]:
+        """The topics ``subscription`` names now: its names and, with a regex, the topics
+        it matches (those ``visible`` keeps)."""
+        names = set(subscription.names)
+        if subscription.regex:
+            topics = [to_str(t) for t in await self.batcher.call("SMEMBERS", self.keys.topics)]
+            matched = matching(subscription.regex, topics)
+            names.update(await visible(matched) if visible is not None and matched else matched)
+        return sorted(names)
+
     def _member_timing(self, configs: dict[Any, Any]) -> tuple[int, int]:
         """The session timeout and heartbeat interval of a group's members: its GROUP
         configs ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms`` where
@@ -273,6 +322,7 @@ class ConsumerGroups(GroupsBase):
         members = []
         for i in range(5, len(reply), 3):
             m = json.loads(reply[i + 1])
+            sent = Subscription.stored(m)
             members.append(
                 ConsumerMemberDescription(
                     member_id=to_str(reply[i]),
@@ -281,7 +331,8 @@ class ConsumerGroups(GroupsBase):
                     client_id=m.get("client_id", ""),
                     client_host=m.get("client_host", ""),
                     member_epoch=int(m.get("epoch", 0)),
-                    subscribed_topics=_topics(m.get("subscribed")),
+                    subscribed_topics=list(sent.names),
+                    subscribed_topic_regex=sent.regex or None,
                     assignment=_visible(m),
                     target_assignment=_partitions(json.loads(reply[i + 2])),
                 )

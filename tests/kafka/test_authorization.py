@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from adapter.kafka.versions import (
+    CONSUMER_GROUP_HEARTBEAT,
     DESCRIBE_TRANSACTIONS,
     LIST_OFFSETS,
     LIST_TRANSACTIONS,
@@ -357,5 +358,33 @@ def test_share_groups_need_read_on_the_group_and_the_topics(pod: Pod) -> None:
             ],
         ))  # fmt: skip
         assert acked.responses[0].partitions[0].error_code == TOPIC_CODE
+    finally:
+        raw.close()
+
+
+def test_a_regex_subscription_leaves_out_topics_the_member_may_not_describe(pod: Pod) -> None:
+    """KIP-848's SubscribedTopicRegex under ACLs: the regex matches ``open`` and ``secret``,
+    and the member is given ``open`` only (Kafka filters the matches by DESCRIBE, with no
+    error); a heartbeat's group still needs READ."""
+    heartbeat = CONSUMER_GROUP_HEARTBEAT.request[1]
+    wait_until(lambda: _produce_one(pod, "open") is None)  # the bindings are loaded
+
+    def join(group: str) -> Any:
+        return raw.call(CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(
+            group_id=group, member_id="", member_epoch=0, rebalance_timeout_ms=5000,
+            subscribed_topic_regex="open|secret", server_assignor="uniform",
+        ))  # fmt: skip
+
+    raw = _raw(pod)
+    try:
+        assert join("g-denied").error_code == GROUP_CODE
+        joined = join("g-ok")
+        assert joined.error_code == 0
+        assigned = {t.topic_id for t in joined.assignment.topic_partitions}
+        assert assigned == {_topic_id(pod, "open")}
+        left = raw.call(CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(
+            group_id="g-ok", member_id=joined.member_id, member_epoch=-1,
+        ))  # fmt: skip
+        assert left.error_code == 0
     finally:
         raw.close()

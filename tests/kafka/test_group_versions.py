@@ -219,12 +219,25 @@ def test_consumer_group_heartbeat_errors(kafka_pods: tuple[Pod, Pod], version: i
         unknown = request(group_id=UNKNOWN_GROUP, member_id="m", member_epoch=3)
         reply = raw.call(CONSUMER_GROUP_HEARTBEAT, version, unknown)
         assert reply.error_code == errors.UNKNOWN_MEMBER_ID
+        neither = request(group_id=UNKNOWN_GROUP, member_id="", member_epoch=0)
+        reply = raw.call(CONSUMER_GROUP_HEARTBEAT, version, neither)
+        assert reply.error_code == errors.INVALID_REQUEST  # a join names what it reads
         if version >= 1:
-            regex = request(
-                group_id=UNKNOWN_GROUP, member_id="", member_epoch=0, subscribed_topic_regex="t.*"
+            # Kafka compiles the regex (RE2/J) before it admits the member
+            bad = request(
+                group_id=UNKNOWN_GROUP, member_id="", member_epoch=0, subscribed_topic_regex="t(."
             )
-            reply = raw.call(CONSUMER_GROUP_HEARTBEAT, version, regex)
-            assert reply.error_code == errors.INVALID_REQUEST
+            reply = raw.call(CONSUMER_GROUP_HEARTBEAT, version, bad)
+            assert reply.error_code == errors.INVALID_REGULAR_EXPRESSION
+            assert reply.error_message == (
+                "SubscribedTopicRegex `t(.` is not a valid regular expression: missing ): t(.."
+            )
+            # lookaround is Java's, not RE2/J's: refused as Kafka refuses it
+            ahead = request(
+                group_id=UNKNOWN_GROUP, member_id="", member_epoch=0, subscribed_topic_regex="(?=t)"
+            )
+            reply = raw.call(CONSUMER_GROUP_HEARTBEAT, version, ahead)
+            assert reply.error_code == errors.INVALID_REGULAR_EXPRESSION
 
 
 @pytest.mark.parametrize("version", _versions(CONSUMER_GROUP_DESCRIBE))

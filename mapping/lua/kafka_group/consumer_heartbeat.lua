@@ -4,14 +4,17 @@
 --   consumer_target, consumer_topics
 -- ARGV: session_timeout_ms, member_id, member_epoch, instance_id,
 --   rack_id, client_id, client_host, rebalance_timeout_ms, subscribed_topics, server_assignor,
---   owned, partition_counts
+--   owned, partition_counts, subscription
 -- ConsumerGroupHeartbeat (KIP-848).  ARGV[1] session timeout (ms), ARGV[2] member id,
 -- ARGV[3] member epoch (0: join, -1: leave, -2: static member's temporary leave, else the
 -- member's epoch), ARGV[4] instance id, ARGV[5] rack id, ARGV[6] client id, ARGV[7] client
 -- host, ARGV[8] rebalance timeout (ms), ARGV[9] subscribed topics as a JSON list ('':
 -- unchanged), ARGV[10] server assignor ('': unchanged), ARGV[11] owned partitions as JSON
 -- {topic: [p]} ('': not sent), ARGV[12] partition counts JSON {topic: n} of the topics the
--- caller knows the group uses (changes start a new epoch).
+-- caller knows the group uses (changes start a new epoch), ARGV[13] the member's
+-- subscription as it sent it, JSON {names = [topics], regex} ('': unchanged): ARGV[9] is
+-- what it resolves to (its names and the topics its regex matches), ARGV[13] is kept to be
+-- described and matched again.
 -- Returns reconcile's answer, the target request (see lib/kconsumer.lua) or {error code}.
 local session_timeout, member_id, epoch = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local subscription, assignor_name = ARGV[9], ARGV[10]
@@ -65,6 +68,10 @@ if subscription ~= '' then
     if epoch ~= 0 then bump_epoch() end
   end
   full = true
+end
+if ARGV[13] ~= '' then
+  local sent = cjson.decode(ARGV[13])
+  m.names, m.regex = sent.names, sent.regex
 end
 if assignor_name ~= '' and assignor_name ~= m.assignor then
   m.assignor = assignor_name

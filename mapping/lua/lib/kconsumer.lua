@@ -6,6 +6,8 @@
 --   consumer:members  member id -> session expiry (ms, Redis clock)
 --   consumer:member   member id -> JSON {epoch, previous_epoch, instance_id, rack_id,
 --                     client_id, client_host, rebalance_timeout_ms, subscribed = [topics],
+--                     names = [topics], regex (what it subscribed with: subscribed is
+--                     its names and the topics its regex matched when it last heartbeat),
 --                     assignor, assigned = {topic = [p]}, revoking = {topic = [p]}, sent,
 --                     revoke_deadline}
 --   consumer:target   member id -> JSON {topic = [p]}: its target assignment (target_epoch)

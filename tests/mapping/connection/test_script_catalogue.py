@@ -53,6 +53,7 @@ from mapping.kafka_group.offsets import (
     kafka_group_offset_delete_call,
     kafka_group_offset_fetch_call,
 )
+from mapping.kafka_group.subscriptions import Subscription
 from mapping.kafka_group.txn_offsets import (
     PendingOffset,
     TxnCommitter,
@@ -289,7 +290,8 @@ SAMPLE_CALLS: dict[str, list[Callable[[], tuple]]] = {
             client_id="c",
             client_host="/h",
             rebalance_timeout_ms=-1,
-            subscribed_topics=["t"],
+            subscribed_topics=["t", "t2"],
+            subscription=Subscription(("t",), "t2|t3"),
             server_assignor=None,
             owned=None,
             partition_counts={"t": 3},

@@ -267,3 +267,52 @@ def test_group_configs_set_the_session_timeout_and_heartbeat_interval(redis_url:
             assert again.heartbeat_interval_ms == SETTINGS.consumer_heartbeat_interval_ms
 
     asyncio.run(body())
+
+
+def test_regex_subscription_is_matched_again_at_each_heartbeat(redis_url: str) -> None:
+    """A member subscribed by names and a regex owns both's topics; a matching topic made
+    later joins at its next heartbeat, on a pod that never saw the member join; ``visible``
+    leaves out what its principal may not see; an empty regex drops the regex's topics;
+    ConsumerGroupDescribe tells names and regex apart."""
+
+    async def body() -> None:
+        async with pods(redis_url, 2, SETTINGS) as (a, b):
+            group, prefix, named = _name("g"), _name("rx"), _name("t")
+            for topic in (f"{prefix}-a", f"{prefix}-b", named, _name("other")):
+                await a.topics.topic(topic)
+            member = Consumer(a.groups, group, [named])
+            regex = f"{prefix}-.*"
+            assert await member.heartbeat(subscribed_topic_regex=regex) == errors.NONE
+            assert {t for t, _ in member.partitions()} == {f"{prefix}-a", f"{prefix}-b", named}
+
+            await a.topics.topic(f"{prefix}-c")
+            member.groups = b.groups
+            assert await member.heartbeat() == errors.NONE
+            assert {t for t, _ in member.partitions()} == {
+                f"{prefix}-a", f"{prefix}-b", f"{prefix}-c", named
+            }  # fmt: skip
+            described = await b.groups.consumer_describe(group)
+            [one] = described.members
+            assert (one.subscribed_topics, one.subscribed_topic_regex) == ([named], regex)
+
+            async def hide_b(topics: list[str]) -> list[str]:
+                return [t for t in topics if t != f"{prefix}-b"]
+
+            assert await member.heartbeat(visible=hide_b) == errors.NONE
+            assert {t for t, _ in member.partitions()} == {f"{prefix}-a", f"{prefix}-c", named}
+
+            assert await member.heartbeat(subscribed_topic_regex="") == errors.NONE
+            assert {t for t, _ in member.partitions()} == {named}
+            [one] = (await a.groups.consumer_describe(group)).members
+            assert (one.subscribed_topics, one.subscribed_topic_regex) == ([named], None)
+
+            bad = await a.groups.consumer_heartbeat(
+                group, member.member_id, member.epoch, subscribed_topic_regex="x("
+            )
+            assert bad.error == errors.INVALID_REGULAR_EXPRESSION
+            assert bad.message is not None and "`x(`" in bad.message
+            # the refused change left the member as it was
+            assert await member.heartbeat() == errors.NONE
+            assert {t for t, _ in member.partitions()} == {named}
+
+    asyncio.run(body())
