@@ -29,6 +29,7 @@ from mapping.kafka_group.subscriptions import (
     Visible,
     compile_regex,
     matching,
+    topic_list,
 )
 
 KAFKA_GROUP_CONSUMER_HEARTBEAT = scripts.load("kafka_group/consumer_heartbeat")
@@ -156,10 +157,6 @@ def _partitions(value: Any) -> dict[str, list[int]]:
     return {t: sorted(int(p) for p in ps) for t, ps in dict(value or {}).items() if ps}
 
 
-def _topics(value: Any) -> list[str]:
-    return sorted(value) if isinstance(value, list) else []
-
-
 def _visible(member: dict) -> dict[str, list[int]]:
     """What the member owns: assigned, less what it is giving up."""
     assigned, revoking = _partitions(member.get("assigned")), _partitions(member.get("revoking"))
@@ -227,7 +224,7 @@ class ConsumerGroups(GroupsBase):
         subscribed = None  # unchanged: the script keeps what it has
         if member_epoch >= 0 and (sent or member is not None):  # (not for a leaver)
             subscribed = await self._subscribed(subscription, visible)
-            if not sent and subscribed == _topics(member and member.get("subscribed")):
+            if not sent and subscribed == topic_list(member and member.get("subscribed")):
                 subscribed = None
         # the group's topics as this pod last saw them: their counts go with the request
         known = self.consumer_topics.setdefault(group, set())
@@ -244,7 +241,7 @@ class ConsumerGroups(GroupsBase):
             client_host=client_host,
             rebalance_timeout_ms=rebalance_timeout_ms,
             subscribed_topics=subscribed,
-            subscription=subscription if sent or member_epoch == 0 else None,
+            subscription=subscription if sent else None,  # (a join always sends one)
             server_assignor=server_assignor,
             owned=owned,
             partition_counts={t: c or 0 for t, c in counts.items()},
@@ -257,7 +254,7 @@ class ConsumerGroups(GroupsBase):
             members = {m: d for m, d in json.loads(reply[2] or b"{}").items()}
             previous = {m: _partitions(a) for m, a in dict(json.loads(reply[3])).items()}
             stored_counts = {t: int(c) for t, c in dict(json.loads(reply[4])).items()}
-            subscriptions = {m: _topics(d.get("subscribed")) for m, d in members.items()}
+            subscriptions = {m: topic_list(d.get("subscribed")) for m, d in members.items()}
             known.update(t for subscribed in subscriptions.values() for t in subscribed)
             name = choose([str(d.get("assignor") or "") for d in members.values()])
             target = ASSIGNORS[name](subscriptions, stored_counts, previous)

@@ -52,6 +52,11 @@ def matching(regex: str, topics: Iterable[str]) -> list[str]:
     return sorted(t for t in topics if pattern.fullmatch(t) is not None)
 
 
+def topic_list(value: Any) -> list[str]:
+    """A stored list of topics, sorted (Lua's cjson writes an empty list as {})."""
+    return sorted(value) if isinstance(value, list) else []
+
+
 @dataclass(frozen=True, slots=True)
 class Subscription:
     """A member's subscription as it sent it: ``regex`` '' when it has none."""
@@ -65,10 +70,8 @@ class Subscription:
         served has only ``subscribed``: its names)."""
         if not member:
             return cls()
-        names = member.get("names", member.get("subscribed"))
-        # Lua's cjson writes an empty list as {}
-        listed = tuple(sorted(names)) if isinstance(names, list) else ()
-        return cls(listed, member.get("regex") or "")
+        names = topic_list(member.get("names", member.get("subscribed")))
+        return cls(tuple(names), member.get("regex") or "")
 
     def updated(self, names: list[str] | None, regex: str | None) -> Subscription:
         """This subscription with a heartbeat's fields (None: unchanged)."""
