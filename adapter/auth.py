@@ -1,6 +1,8 @@
 """The pod's users, shared by both front doors: ``Authenticator`` checks a user's password
 (V1 ``AUTH``, Kafka SASL PLAIN) and finds a user's SCRAM secrets (Kafka SASL SCRAM) in the
-auth file (``--auth-file``) and/or in Redis (``--auth-redis``). Each door has its own gate
+auth file (``--auth-file``) and/or in Redis (``--auth-redis``), and carries the OAuth bearer
+token validator (``--oauth-jwks``, adapter/oauth.py) for V1 ``AUTH`` with a token and Kafka
+SASL OAUTHBEARER. Each door has its own gate
 in front of its requests: V1's ``AuthGate`` (adapter/v1/auth_gate.py), Kafka's ``SaslGate``
 (adapter/kafka/sasl.py).
 """
@@ -13,6 +15,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from adapter.oauth import BearerValidator
 from mapping.connection.batcher import RedisBatcher
 from mapping.core.errors import ConfigurationError
 from mapping.core.keys import Keys
@@ -31,7 +34,8 @@ HashLookup = Callable[[str], Awaitable[str | None]]
 
 
 class Authenticator:
-    """Checks credentials against an auth file (read at start) and/or users in Redis."""
+    """Checks credentials against an auth file (read at start) and/or users in Redis, and
+    bearer tokens against an identity provider's keys."""
 
     def __init__(
         self,
@@ -40,11 +44,17 @@ class Authenticator:
         *,
         file_scram: dict[str, str] | None = None,
         scram_lookup: HashLookup | None = None,
+        bearer: BearerValidator | None = None,
+        users: bool = True,
     ) -> None:
         self.file_users = file_users or {}
         self.redis_lookup = redis_lookup
         self.file_scram = file_scram or {}  # user -> encoded SCRAM secrets (Kafka SASL)
         self.scram_lookup = scram_lookup
+        self.bearer = bearer
+        # whether there are users with passwords at all (off: only bearer tokens
+        # authenticate, and Kafka offers only OAUTHBEARER)
+        self.users = users
         # A storm of AUTH attempts uses at most this many cores; the rest wait their turn.
         self._hashing = anyio.CapacityLimiter(VERIFY_THREADS)
 
@@ -54,18 +64,23 @@ class Authenticator:
         auth_file: Path | None,
         redis_lookup: HashLookup | None,
         scram_lookup: HashLookup | None = None,
+        bearer: BearerValidator | None = None,
     ) -> Authenticator | None:
-        """None when authentication is off (no file and no Redis users)."""
+        """None when authentication is off (no file, no Redis users, no bearer tokens)."""
         if auth_file is None and redis_lookup is None:
-            return None
+            return cls(users=False, bearer=bearer) if bearer is not None else None
         try:
             file_users = load_auth_file_users(auth_file) if auth_file else None
         except (OSError, UnicodeDecodeError, CredentialsError) as exc:
             raise ConfigurationError(f"--auth-file: {exc}") from None
         if file_users is None:
-            return cls(None, redis_lookup, scram_lookup=scram_lookup)
+            return cls(None, redis_lookup, scram_lookup=scram_lookup, bearer=bearer)
         return cls(
-            file_users.hashes, redis_lookup, file_scram=file_users.scram, scram_lookup=scram_lookup
+            file_users.hashes,
+            redis_lookup,
+            file_scram=file_users.scram,
+            scram_lookup=scram_lookup,
+            bearer=bearer,
         )
 
     async def scram_secret(self, user: str, mechanism: str) -> ScramSecret | None:

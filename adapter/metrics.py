@@ -123,6 +123,15 @@ class Metrics:
             ["quota", "user", "client_id"], registry=r,
         )  # fmt: skip
         self._quota_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        # Kafka's successful-/failed-(re)authentication-total and
+        # expired-connections-killed-count, by SASL mechanism
+        self.kafka_sasl = Counter(
+            "adapter_kafka_sasl_events",
+            "Kafka SASL outcomes, by event (authenticated, authentication_failed, "
+            "reauthenticated, reauthentication_failed, session_expired: a connection closed "
+            "at a request after its session ended) and mechanism",
+            ["event", "mechanism"], registry=r,
+        )  # fmt: skip
         self.kafka_latency = Histogram(
             "adapter_kafka_request_seconds", "Time to answer a Kafka request, by API", ["api"],
             buckets=LATENCY_BUCKETS, registry=r,
@@ -193,6 +202,10 @@ class Metrics:
         """A Kafka connection answered a request of ``api`` (Fetch: long-polls included)."""
         self.kafka_requests.labels(api).inc()
         self.kafka_latency.labels(api).observe(seconds)
+
+    def on_kafka_sasl(self, event: str, mechanism: str) -> None:
+        """A Kafka connection's SASL ``event`` (see ``kafka_sasl``)."""
+        self.kafka_sasl.labels(event, mechanism).inc()
 
     def on_quota_record(
         self, key: str, user: str, client_id: str, value: float, throttle_ms: int

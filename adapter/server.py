@@ -21,6 +21,7 @@ from adapter.allocator import keep_freed_memory
 from adapter.auth import Authenticator, users_in_redis
 from adapter.backpressure import AppendBudget, Trimmer
 from adapter.limits import ConnectionSlots
+from adapter.oauth import BearerValidator
 from adapter.pod import open_pod
 from adapter.settings import Settings
 from adapter.sockets import Draining, accept_all, listen, serve_socket, stop_on_sigterm
@@ -93,6 +94,13 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
             users_in_redis(pod.batcher, pod.keys, pod.keys.users_scram)
             if settings.auth_redis
             else None,
+            BearerValidator.from_options(
+                settings.oauth_jwks,
+                issuer=settings.oauth_issuer,
+                audience=settings.oauth_audience,
+                subject_claim=settings.oauth_subject_claim,
+                clock_skew_s=settings.oauth_clock_skew_s,
+            ),
         )
         slots = ConnectionSlots(settings.max_connections)
         # one budget for both front doors: they share the pod's memory and its pipeline

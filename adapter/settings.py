@@ -285,6 +285,34 @@ class Settings:
         "long after it opened (0: never).",
         click.FloatRange(0),
     )
+    # OAuth 2 bearer tokens (adapter/oauth.py): Kafka SASL OAUTHBEARER, V1 AUTH <user> <token>
+    oauth_jwks: str | None = option(
+        None,
+        "Accept OAuth bearer tokens (JWTs) signed by a key of this JWKS: a file, or an "
+        "https:// URL (Kafka's sasl.oauthbearer.jwks.endpoint.url). Turns authentication on.",
+        metavar="FILE|URL",
+    )
+    oauth_issuer: str | None = option(
+        None, "With --oauth-jwks: the issuer (iss) tokens must name.", metavar="ISSUER"
+    )
+    oauth_audience: str | None = option(
+        None, "With --oauth-jwks: the audience (aud) tokens must name.", metavar="AUDIENCE"
+    )
+    oauth_subject_claim: str = option(
+        "sub", "With --oauth-jwks: the claim whose value is the principal (User:<value>)."
+    )
+    oauth_clock_skew_s: int = option(
+        30,
+        "With --oauth-jwks: seconds of clock difference allowed for exp, nbf and iat.",
+        click.IntRange(0),
+    )
+    max_reauth_ms: int = option(
+        0,
+        "Kafka SASL sessions last at most this long (connections.max.reauth.ms, KIP-368): "
+        "clients re-authenticate on the connection or it closes. An OAUTHBEARER session "
+        "always ends when its token expires (0: no other limit).",
+        click.IntRange(0),
+    )
     # Authorization (adapter/authorizer.py): Kafka's ACLs, stored in Redis (`adapter acl`)
     authorizer: bool = option(
         False,

@@ -71,7 +71,9 @@ SECTIONS: list[tuple[str, list[str]]] = [
     ),
     (
         "TLS and authentication",
-        ["tls_cert", "tls_key", "tls_client_ca", "auth_file", "auth_redis", "auth_timeout_s"],
+        ["tls_cert", "tls_key", "tls_client_ca", "auth_file", "auth_redis", "auth_timeout_s",
+         "oauth_jwks", "oauth_issuer", "oauth_audience", "oauth_subject_claim",
+         "oauth_clock_skew_s", "max_reauth_ms"],
     ),
     ("Authorization", ["authorizer", "super_users", "allow_everyone_if_no_acl_found"]),
     ("Metrics and logs", ["metrics_port", "metrics_host", "log_format", "log_level"]),

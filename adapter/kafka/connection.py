@@ -140,6 +140,8 @@ class KafkaConnection(ServedConnection):
         on_answer: Callable[[str, float], None] | None = None,
         authenticator: Authenticator | None = None,
         auth_timeout_s: float = 0.0,
+        max_reauth_ms: int = 0,
+        on_sasl: Callable[[str, str], None] | None = None,
         budget: AppendBudget | None = None,
     ) -> None:
         super().__init__(slots=slots, idle_timeout_s=idle_timeout_s, keepalive_s=keepalive_s)
@@ -155,7 +157,7 @@ class KafkaConnection(ServedConnection):
         self._pumping = False
         self._held = False  # the append budget refused the next frame: wait to be resumed
         self._stopping = False  # no more requests: close once the open ones are answered
-        self.gate = SaslGate(authenticator)
+        self.gate = SaslGate(authenticator, max_reauth_ms, on_sasl)
         self._authenticating = False  # a SASL request is being decided: start nothing else
         self._auth_timeout_s = auth_timeout_s
         self._auth_timer: asyncio.TimerHandle | None = None
@@ -259,8 +261,12 @@ class KafkaConnection(ServedConnection):
             log.debug(
                 "kafka request %s v%d from %s", request.api.name, request.version, request.client_id
             )
-        if not self.gate.admits(request.api.key):
-            log.info("closing a Kafka connection: %s before authentication", request.api.name)
+        if not self.gate.admits(request.api.key, self.loop.time()):
+            if self.gate.user is None:
+                log.info("closing a Kafka connection: %s before authentication", request.api.name)
+            else:
+                self.gate.session_expired()
+                log.info("closing a Kafka connection: %s after its session ended", request.api.name)
             self._appended(size)
             self._frames.clear()
             self._stopping = True

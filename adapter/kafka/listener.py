@@ -104,6 +104,8 @@ class KafkaListener:
             on_answer=metrics.on_kafka_answer if metrics is not None else None,
             authenticator=authenticator,  # None: no SASL required
             auth_timeout_s=settings.auth_timeout_s,
+            max_reauth_ms=settings.max_reauth_ms,
+            on_sasl=metrics.on_kafka_sasl if metrics is not None else None,
             budget=budget,  # the pod's, shared with V1
         )
         serve_one = partial(serve_socket, new_connection, draining, tls.listener_context(settings))

@@ -1,6 +1,16 @@
 """Kafka SASL on the pod's users: SaslHandshake then SaslAuthenticate (v0-2) with PLAIN
 (checked against the scrypt hash, as V1 ``AUTH``) or SCRAM-SHA-256/512 (RFC 5802/7677 with
-``scramp``, against the stored SCRAM secrets ``adapter user add`` writes).
+``scramp``, against the stored SCRAM secrets ``adapter user add`` writes), and with
+OAUTHBEARER (RFC 7628: a JWT checked against the identity provider's keys, adapter/oauth.py;
+the principal is the token's subject).
+
+Sessions end (KIP-368): an OAUTHBEARER session when its token expires, any session after
+``--max-reauth-ms`` when that is set (Kafka's ``connections.max.reauth.ms``). SaslAuthenticate
+v1+ tells the client its session's lifetime, and a client that re-authenticates on the same
+connection before then (SaslHandshake and SaslAuthenticate again, the same mechanism, the
+same principal) goes on with a new session; once a session is over, any request but those
+closes the connection, as Kafka's broker closes it. A re-authentication that fails, or names
+another principal, closes it too.
 
 After a SaslHandshake v0 (librdkafka 2.0, kafka-python with an old ``api_version``) the
 client sends the SASL tokens as raw size-prefixed frames, without a request header or the
@@ -22,11 +32,15 @@ outcome is known, so pipelined requests see it.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
+import math
 import os
-from collections.abc import Coroutine
+import re
+import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from scramp import ScramException, ScramMechanism
@@ -36,18 +50,21 @@ from adapter.kafka import errors
 from adapter.kafka.framing import frame
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from adapter.oauth import TokenError
 from mapping.core.errors import BrokerError
 from mapping.security.auth import SCRAM_ITERATIONS, SCRAM_MECHANISMS, ScramSecret
 
 log = logging.getLogger(__name__)
 
 PLAIN = "PLAIN"
-MECHANISMS = [PLAIN, *SCRAM_MECHANISMS]
+OAUTHBEARER = "OAUTHBEARER"
+PASSWORD_MECHANISMS = [PLAIN, *SCRAM_MECHANISMS]
 # what an unauthenticated connection may send
 OPEN_APIS = frozenset({API_VERSIONS.key, SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key})
 # answered by the gate, not by the handler table
 SASL_APIS = frozenset({SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key})
 FAILED = "Authentication failed: invalid user name or password"
+MIN_REAUTH_INTERVAL_S = 1.0  # between the starts of two exchanges on a connection (Kafka's)
 # Unknown users get a made-up SCRAM secret (a salt stable per name), so that the exchange
 # fails only at the proof, like a wrong password, and reveals no user names.
 _DUMMY_KEY = os.urandom(32)
@@ -63,10 +80,24 @@ class SaslFailure(Exception):
 class SaslGate:
     """One Kafka connection's authentication state, and the answers to its SASL requests."""
 
-    def __init__(self, authenticator: Authenticator | None) -> None:
+    def __init__(
+        self,
+        authenticator: Authenticator | None,
+        max_reauth_ms: int = 0,
+        on_event: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.authenticator = authenticator
+        self.max_reauth_ms = max_reauth_ms
+        self.on_event = on_event  # (event, mechanism): the pod's metrics
+        self._reauthenticating = False  # the exchange under way renews a session
+        self._begun_at = -math.inf  # when the last exchange began (the event loop's clock)
         self.user: str | None = None
         self.mechanism: str | None = None  # chosen by the last SaslHandshake
+        self.session_mechanism: str | None = None  # the one the session authenticated with
+        # when the session ends, on the event loop's clock (None: never)
+        self.expires_at: float | None = None
+        self.session_lifetime_ms: int | None = None
+        self.mechanisms = _mechanisms(authenticator)
         self.failed = False  # the connection closes once this answer is out
         # after a SaslHandshake v0: the next frames are raw SASL tokens (raw_token)
         self.raw_tokens = False
@@ -76,9 +107,12 @@ class SaslGate:
     def required(self) -> bool:
         return self.authenticator is not None
 
-    def admits(self, api_key: int) -> bool:
-        """Whether a request of ``api_key`` may run now."""
-        return self.authenticator is None or self.user is not None or api_key in OPEN_APIS
+    def admits(self, api_key: int, now: float) -> bool:
+        """Whether a request of ``api_key`` may run at ``now`` (the event loop's clock):
+        before authentication and once the session is over, only the SASL exchange's."""
+        if self.authenticator is None or api_key in OPEN_APIS:
+            return True
+        return self.user is not None and (self.expires_at is None or now < self.expires_at)
 
     def answer(self, request: Request) -> Coroutine[Any, Any, Any] | None:
         """The answer to ``request`` when it is the gate's own (SaslHandshake,
@@ -94,12 +128,30 @@ class SaslGate:
         mechanism = request.body.mechanism
         if not self.required:  # as a Kafka listener without SASL (the connection goes on)
             return response(error_code=errors.ILLEGAL_SASL_STATE, mechanisms=[])
-        if mechanism not in MECHANISMS:
+        if mechanism not in self.mechanisms:
             self.failed = True
-            return response(error_code=errors.UNSUPPORTED_SASL_MECHANISM, mechanisms=MECHANISMS)
+            return response(
+                error_code=errors.UNSUPPORTED_SASL_MECHANISM, mechanisms=self.mechanisms
+            )
+        if self.session_mechanism not in (None, mechanism):  # Kafka's re-authentication rule
+            log.info(
+                "Kafka SASL re-authentication refused: %s after %s",
+                mechanism,
+                self.session_mechanism,
+            )
+            self.failed = True
+            return response(
+                error_code=errors.UNSUPPORTED_SASL_MECHANISM, mechanisms=[self.session_mechanism]
+            )
+        now = asyncio.get_running_loop().time()
+        if self.user is not None and now - self._begun_at < MIN_REAUTH_INTERVAL_S:
+            # Kafka's rule (KafkaChannel): a client re-authenticating in a loop (a token about
+            # to expire and no new one yet) is refused, not given ever shorter sessions
+            return response(error_code=errors.ILLEGAL_SASL_STATE, mechanisms=self.mechanisms)
         self._begin(mechanism)
+        self._begun_at = now
         self.raw_tokens = request.version == 0
-        return response(error_code=errors.NONE, mechanisms=MECHANISMS)
+        return response(error_code=errors.NONE, mechanisms=self.mechanisms)
 
     def raw_token(self, token: bytes) -> Coroutine[Any, Any, bytes]:
         """The answer to a raw SASL token (after SaslHandshake v0), to be awaited: the
@@ -137,16 +189,42 @@ class SaslGate:
                 auth_bytes=b"",
                 session_lifetime_ms=0,
             )
+        done = self.mechanism is None  # (a SCRAM exchange's first round is not)
         return response(
-            error_code=errors.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=0
+            error_code=errors.NONE,
+            error_message=None,
+            auth_bytes=token,
+            session_lifetime_ms=(self.session_lifetime_ms or 0) if done else 0,
         )
 
     def _begin(self, mechanism: str) -> None:
         self.mechanism, self._scram = mechanism, None
+        self._reauthenticating = self.user is not None
+
+    def _report(self, succeeded: bool, mechanism: str | None) -> None:
+        if self.on_event is not None and mechanism is not None:
+            event = "reauthenticat" if self._reauthenticating else "authenticat"
+            self.on_event(event + ("ed" if succeeded else "ion_failed"), mechanism)
+
+    def session_expired(self) -> None:
+        """The connection closes: a request came after the session ended."""
+        if self.on_event is not None and self.session_mechanism is not None:
+            self.on_event("session_expired", self.session_mechanism)
 
     async def _step(self, token: bytes) -> bytes:
         """One SaslAuthenticate token in, the server's token out; SaslFailure when the
         exchange fails. Sets ``user`` when it succeeded."""
+        mechanism = self.mechanism
+        try:
+            answer = await self._exchange(token)
+        except Exception:
+            self._report(False, mechanism)
+            raise
+        if self.mechanism is None:  # the exchange is over
+            self._report(True, mechanism)
+        return answer
+
+    async def _exchange(self, token: bytes) -> bytes:
         if self.authenticator is None or self.mechanism is None:
             raise SaslFailure(errors.ILLEGAL_SASL_STATE, "SaslHandshake first")
         try:
@@ -155,6 +233,8 @@ class SaslGate:
             raise SaslFailure(errors.SASL_AUTHENTICATION_FAILED, "malformed SASL token") from None
         if self.mechanism == PLAIN:
             return await self._plain(self.authenticator, text)
+        if self.mechanism == OAUTHBEARER:
+            return await self._oauthbearer(self.authenticator, text)
         return await self._scram_step(self.authenticator, self.mechanism, text)
 
     async def _plain(self, authenticator: Authenticator, text: str) -> bytes:
@@ -164,7 +244,7 @@ class SaslGate:
         _, user, password = parts
         if not await authenticator.check(user, password.encode()):
             raise SaslFailure(errors.SASL_AUTHENTICATION_FAILED, FAILED)
-        self._succeed(user)
+        self._succeed(user, PLAIN)
         return b""
 
     async def _scram_step(self, authenticator: Authenticator, mechanism: str, text: str) -> bytes:
@@ -190,11 +270,52 @@ class SaslGate:
             self._scram = None
             log.info("Kafka SCRAM authentication failed: %s", exc)
             raise SaslFailure(errors.SASL_AUTHENTICATION_FAILED, FAILED) from None
-        self._succeed(user)
+        self._succeed(user, mechanism)
         return final.encode()
 
-    def _succeed(self, user: str) -> None:
-        self.user, self.mechanism = user, None
+    async def _oauthbearer(self, authenticator: Authenticator, text: str) -> bytes:
+        validator = authenticator.bearer
+        assert validator is not None  # offered only with --oauth-jwks
+        self.mechanism = None
+        try:
+            token, authorization_id = parse_oauthbearer(text)
+        except ValueError as exc:
+            raise SaslFailure(errors.SASL_AUTHENTICATION_FAILED, str(exc)) from None
+        try:
+            bearer = await validator.validate(token)
+        except TokenError as exc:
+            log.info("Kafka OAUTHBEARER authentication failed: %s", exc)
+            raise SaslFailure(
+                errors.SASL_AUTHENTICATION_FAILED, f"Authentication failed: {exc}"
+            ) from None
+        if authorization_id not in ("", bearer.principal):
+            raise SaslFailure(
+                errors.SASL_AUTHENTICATION_FAILED,
+                "Authentication failed: the authorization id is not the token's principal",
+            )
+        self._succeed(bearer.principal, OAUTHBEARER, bearer.expires_at_ms)
+        return b""
+
+    def _succeed(self, user: str, mechanism: str, expires_at_ms: int | None = None) -> None:
+        """A session for ``user`` begins (``expires_at_ms``: its credential's end, in ms since
+        the epoch); SaslFailure when it re-authenticates another principal."""
+        self.mechanism = None
+        if self.user is not None and user != self.user:
+            log.info("Kafka SASL re-authentication refused: User:%s after User:%s", user, self.user)
+            raise SaslFailure(
+                errors.SASL_AUTHENTICATION_FAILED,
+                f"Cannot change principals during re-authentication from User.{self.user}: "
+                f"User.{user}",
+            )
+        lifetimes = [self.max_reauth_ms] if self.max_reauth_ms > 0 else []
+        if expires_at_ms is not None:
+            lifetimes.append(max(1, expires_at_ms - int(time.time() * 1000)))
+        self.session_lifetime_ms = min(lifetimes) if lifetimes else None
+        loop_now = asyncio.get_running_loop().time()
+        self.expires_at = (
+            loop_now + self.session_lifetime_ms / 1000 if self.session_lifetime_ms else None
+        )
+        self.user, self.session_mechanism = user, mechanism
 
 
 def _scram_user(client_first: str) -> str:
@@ -208,3 +329,44 @@ def _scram_user(client_first: str) -> str:
 def _dummy_secret(user: str) -> ScramSecret:
     digest = hmac.new(_DUMMY_KEY, user.encode(), hashlib.sha512).digest()
     return ScramSecret(digest[:16], digest[16:48], digest[48:], SCRAM_ITERATIONS)
+
+
+def _mechanisms(authenticator: Authenticator | None) -> list[str]:
+    """The mechanisms a pod offers: the password ones with users, OAUTHBEARER with a
+    token validator."""
+    if authenticator is None:
+        return []
+    offered = list(PASSWORD_MECHANISMS) if authenticator.users else []
+    if authenticator.bearer is not None:
+        offered.append(OAUTHBEARER)
+    return offered
+
+
+# RFC 7628's "auth" value, as Kafka's OAuthBearerClientInitialResponse reads it
+_AUTH = re.compile(r"(?P<scheme>\w+) +(?P<token>[-_~+/.a-zA-Z0-9]+=*)")
+
+
+def parse_oauthbearer(message: str) -> tuple[str, str]:
+    """An OAUTHBEARER client initial response (RFC 7628: ``n,[a=<authzid>],`` then
+    ``\x01``-ended ``key=value`` pairs, ``auth=Bearer <token>`` among them, then ``\x01``):
+    its token and authorization id (empty when none); ValueError when malformed. Other
+    pairs (``host``, ``port``, KIP-342 extensions) are accepted and left unused."""
+    header, separator, pairs = message.partition("\x01")
+    gs2 = header.split(",")
+    if not separator or len(gs2) != 3 or gs2[0] not in ("n", "y") or gs2[2]:
+        raise ValueError("malformed OAUTHBEARER message: no GS2 header")
+    if gs2[1] and not gs2[1].startswith("a="):
+        raise ValueError("malformed OAUTHBEARER message: bad authorization id")
+    authorization_id = gs2[1][2:]
+    if not pairs.endswith("\x01\x01"):
+        raise ValueError("malformed OAUTHBEARER message: not ended by two \\x01")
+    values: dict[str, str] = {}
+    for pair in pairs[:-2].split("\x01"):
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise ValueError("malformed OAUTHBEARER message: a key/value pair without '='")
+        values[key] = value
+    auth = _AUTH.fullmatch(values.get("auth", ""))
+    if auth is None or auth["scheme"].lower() != "bearer":
+        raise ValueError("malformed OAUTHBEARER message: no 'auth=Bearer <token>'")
+    return auth["token"], authorization_id

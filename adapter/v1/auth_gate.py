@@ -1,10 +1,15 @@
 """V1's authentication gate: the additive command ``AUTH <user> <password>``, checked by the
 pod's ``Authenticator`` (adapter/auth.py).
 
-With authentication on (``--auth-file`` and/or ``--auth-redis``), a connection must send a
-successful AUTH first: every other command, PING included, answers
+With authentication on (``--auth-file``, ``--auth-redis`` and/or ``--oauth-jwks``), a
+connection must send a successful AUTH first: every other command, PING included, answers
 ``ERR|AUTH_REQUIRED`` until then, and a wrong user or password answers ``ERR|AUTH_FAILED``
-(the connection stays open; an earlier successful AUTH stays in force). With it off, AUTH
+(the connection stays open; an earlier successful AUTH stays in force).
+
+With ``--oauth-jwks``, the password may be an OAuth bearer token (a JWT) whose subject is
+the user (adapter/oauth.py), as Redis clients send a token as AUTH's password. Its session
+ends when the token expires: from then on every command answers ``ERR|AUTH_REQUIRED``
+until the client sends AUTH again with a fresh token. With it off, AUTH
 answers ``OK|auth=off`` so clients configured with credentials work against any pod.
 
 Requests are answered concurrently, so a request pipelined right behind an AUTH waits for
@@ -14,8 +19,10 @@ that AUTH's outcome before it is let through or refused.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from adapter.auth import Authenticator
+from adapter.oauth import TokenError, looks_like_jwt
 from adapter.v1 import protocol
 from adapter.v1.escaping import unescape
 from mapping.core.errors import AUTH_FAILED, AUTH_REQUIRED, BAD_REQUEST, BrokerError
@@ -31,6 +38,8 @@ class AuthGate:
     ) -> None:
         self.authenticator = authenticator
         self.user: str | None = None
+        # when the session ends (a bearer token's expiry, on time.monotonic's clock)
+        self.expires_at: float | None = None
         # The peer's IP as ACL bindings name hosts (the connection sets it once it knows the
         # peer; "*" until then matches only bindings for every host)
         self.host = "*"
@@ -44,7 +53,12 @@ class AuthGate:
     def open(self) -> bool:
         """Requests may skip the gate: no authentication, or authenticated with no AUTH
         still being decided."""
-        return self.authenticator is None or (self.user is not None and self._pending is None)
+        if self.authenticator is None:
+            return True
+        return self.user is not None and self._pending is None and not self._expired()
+
+    def _expired(self) -> bool:
+        return self.expires_at is not None and time.monotonic() >= self.expires_at
 
     @property
     def closes_at(self) -> float | None:
@@ -68,6 +82,12 @@ class AuthGate:
             return protocol.format_error(
                 request.correlation_id, AUTH_REQUIRED, "authenticate first: AUTH <user> <password>"
             )
+        if self._expired():
+            return protocol.format_error(
+                request.correlation_id,
+                AUTH_REQUIRED,
+                "the token expired: AUTH <user> <token> with a new one",
+            )
         return None
 
     async def _auth(self, request: protocol.Request) -> bytes:
@@ -89,11 +109,22 @@ class AuthGate:
         user, password = request.args[0], unescape(request.args[1])
         if self.authenticator is None:
             return protocol.format_ok(cid, "auth=off")
+        validator = self.authenticator.bearer
+        if validator is not None and looks_like_jwt(password.decode("utf-8", "replace")):
+            try:
+                bearer = await validator.validate(password.decode())
+            except (TokenError, UnicodeDecodeError) as exc:
+                return protocol.format_error(cid, AUTH_FAILED, f"invalid token: {exc}")
+            if bearer.principal != user:
+                return protocol.format_error(cid, AUTH_FAILED, "the token names another user")
+            remaining_s = bearer.expires_at_ms / 1000 - time.time()
+            self.user, self.expires_at = user, time.monotonic() + remaining_s
+            return protocol.format_ok(cid, f"user={user}")
         try:
             accepted = await self.authenticator.check(user, password)
         except BrokerError as exc:  # the users hash in Redis could not be read
             return protocol.format_error(cid, exc.code, exc.message)
         if not accepted:
             return protocol.format_error(cid, AUTH_FAILED, "invalid user or password")
-        self.user = user
+        self.user, self.expires_at = user, None
         return protocol.format_ok(cid, f"user={user}")

@@ -5,7 +5,7 @@ them, and the topics the tests need created by the super user."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -29,15 +29,23 @@ def authorizing_pod(
     password: str,
     bindings: list[AclBinding],
     topics: Iterable[str],
+    extra_args: Sequence[str] = (),
+    metrics: bool = False,
 ) -> Iterator[Pod]:
     """A started pod with its own key prefix, ``user`` and ``admin`` (a super user) sharing
-    ``password``, ``bindings`` stored and ``topics`` created."""
+    ``password``, ``bindings`` stored and ``topics`` created; ``extra_args``: more options;
+    ``metrics``: with its Prometheus endpoint."""
     prefix = f"authz-{uuid.uuid4().hex[:8]}"
     users = folder / "users"
     users.write_text(f"{auth_file_line(user, password)}\n{auth_file_line(admin, password)}\n")
     args = [*RF1, "--key-prefix", prefix, "--auth-file", str(users), "--authorizer",
-            "--super-users", f"User:{admin}"]  # fmt: skip
-    pod = Pod(redis_url, *args, connect=lambda port: Client("127.0.0.1", port, timeout=10))
+            "--super-users", f"User:{admin}", *extra_args]  # fmt: skip
+    pod = Pod(
+        redis_url,
+        *args,
+        connect=lambda port: Client("127.0.0.1", port, timeout=10),
+        metrics=metrics,
+    )
     pod.start()
     try:
         client = redis.Redis.from_url(redis_url)
