@@ -11,6 +11,7 @@ import json
 import ssl
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -380,7 +381,9 @@ def test_v1_auth_takes_a_token_until_it_expires(pod: Pod, idp: TokenIssuer) -> N
 def test_max_reauth_ms_bounds_password_sessions(redis_url: str, tmp_path: Path, topic: str) -> None:
     users = tmp_path / "users"
     users.write_text(auth_file_line(ADMIN, PASSWORD) + "\n")
-    pod = Pod(redis_url, *RF1, "--auth-file", str(users), "--max-reauth-ms", "3000",
+    # (a key prefix of its own: the default one's broker registry may list other tests' pods)
+    pod = Pod(redis_url, *RF1, "--key-prefix", f"reauth-{uuid.uuid4().hex[:8]}",
+              "--auth-file", str(users), "--max-reauth-ms", "3000",
               connect=lambda port: Client("127.0.0.1", port, timeout=10), metrics=True)  # fmt: skip
     pod.start()
     try:
@@ -439,7 +442,7 @@ def test_tokens_alone_with_the_jwks_fetched_over_https(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))  # the pod trusts the CA
     url = f"https://127.0.0.1:{server.server_address[1]}/jwks"
-    pod = Pod(redis_url, *RF1, "--oauth-jwks", url,
+    pod = Pod(redis_url, *RF1, "--key-prefix", f"jwks-{uuid.uuid4().hex[:8]}", "--oauth-jwks", url,
               connect=lambda port: Client("127.0.0.1", port, timeout=10))  # fmt: skip
     pod.start()
     try:
