@@ -4,13 +4,14 @@ pod's ``Authenticator`` (adapter/auth.py).
 With authentication on (``--auth-file``, ``--auth-redis`` and/or ``--oauth-jwks``), a
 connection must send a successful AUTH first: every other command, PING included, answers
 ``ERR|AUTH_REQUIRED`` until then, and a wrong user or password answers ``ERR|AUTH_FAILED``
-(the connection stays open; an earlier successful AUTH stays in force).
+(the connection stays open; an earlier successful AUTH stays in force). With
+authentication off, AUTH answers ``OK|auth=off`` so clients configured with credentials work
+against any pod.
 
 With ``--oauth-jwks``, the password may be an OAuth bearer token (a JWT) whose subject is
 the user (adapter/oauth.py), as Redis clients send a token as AUTH's password. Its session
 ends when the token expires: from then on every command answers ``ERR|AUTH_REQUIRED``
-until the client sends AUTH again with a fresh token. With it off, AUTH
-answers ``OK|auth=off`` so clients configured with credentials work against any pod.
+until the client sends AUTH again with a fresh token.
 
 Requests are answered concurrently, so a request pipelined right behind an AUTH waits for
 that AUTH's outcome before it is let through or refused.
