@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -118,23 +118,16 @@ class JwksUrl:
         return await anyio.to_thread.run_sync(self._find, key_id, limiter=self._fetching)
 
 
+@dataclass(frozen=True)
 class BearerValidator:
     """Checks a bearer token and says whom it authenticates until when."""
 
-    def __init__(
-        self,
-        keys: KeySource,
-        *,
-        issuer: str | None = None,
-        audience: str | None = None,
-        subject_claim: str = "sub",
-        clock_skew_s: float = DEFAULT_CLOCK_SKEW_S,
-    ) -> None:
-        self.keys = keys
-        self.issuer = issuer
-        self.audience = audience
-        self.subject_claim = subject_claim
-        self.clock_skew_s = clock_skew_s
+    keys: KeySource
+    _: KW_ONLY
+    issuer: str | None = None
+    audience: str | None = None
+    subject_claim: str = "sub"
+    clock_skew_s: float = DEFAULT_CLOCK_SKEW_S
 
     @classmethod
     def from_options(
