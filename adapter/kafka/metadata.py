@@ -77,7 +77,7 @@ async def handle(context: KafkaContext, request: Request) -> Any:
                 topics.append(Topic(error_code=TOPIC_DENIED, name=name, partitions=[]))
             continue
         creatable = create and (gate is None or name in gate.creatable)
-        topic = await _topic(context, brokers, name, creatable, operations)
+        topic = await topic_entry(context, brokers, name, creatable, operations)
         if creatable != create and topic.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION:
             topic.error_code = TOPIC_DENIED  # its auto-creation needs CREATE
         if not (every_topic and topic.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION):
@@ -135,10 +135,10 @@ async def _topic_by_id(
         )
     if gate is not None and await gate.hides(name):  # the id, not the name (as Kafka)
         return Topic(error_code=TOPIC_DENIED, name=None, topic_id=topic_id, partitions=[])
-    return await _topic(context, brokers, name, False, operations)
+    return await topic_entry(context, brokers, name, False, operations)
 
 
-async def _topic(
+async def topic_entry(
     context: KafkaContext,
     brokers: list[tuple[int, str, int]],
     name: str,

@@ -57,6 +57,10 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
@@ -126,6 +130,8 @@ from adapter.kafka.schemas import (
     ConsumerGroupHeartbeatResponse,
     DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsResponse,
     OffsetForLeaderEpochRequest,
@@ -183,6 +189,19 @@ DESCRIBE_CLUSTER = Api(60, "DescribeCluster", DescribeClusterRequest, DescribeCl
 DELETE_TOPICS = Api(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, 0, 6)
 CREATE_PARTITIONS = Api(
     37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, 0, 3
+)
+# What operators' tools read (adapter/kafka/cluster_views.py): topics' partitions page by page
+# (KIP-966), each broker's share of the logs, each partition's producers; DescribeLogDirs'
+# schemas from adapter/kafka/schemas/ (kafka-python's start at Kafka 4's v1)
+DESCRIBE_TOPIC_PARTITIONS = Api(
+    75, "DescribeTopicPartitions", DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse, 0, 0,
+)  # fmt: skip
+DESCRIBE_LOG_DIRS = Api(
+    35, "DescribeLogDirs", DescribeLogDirsRequest, DescribeLogDirsResponse, 0, 4
+)
+DESCRIBE_PRODUCERS = Api(
+    61, "DescribeProducers", DescribeProducersRequest, DescribeProducersResponse, 0, 0
 )
 
 # SaslHandshake v0: the SASL tokens follow as raw frames, without SaslAuthenticate (sasl.py)
@@ -308,6 +327,9 @@ IMPLEMENTED: dict[int, Api] = {
         SASL_AUTHENTICATE,
         DELETE_TOPICS,
         CREATE_PARTITIONS,
+        DESCRIBE_TOPIC_PARTITIONS,
+        DESCRIBE_LOG_DIRS,
+        DESCRIBE_PRODUCERS,
         OFFSET_COMMIT,
         OFFSET_FETCH,
         FIND_COORDINATOR,

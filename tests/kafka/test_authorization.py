@@ -16,6 +16,9 @@ import pytest
 
 from adapter.kafka.versions import (
     CONSUMER_GROUP_HEARTBEAT,
+    DESCRIBE_LOG_DIRS,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TOPIC_PARTITIONS,
     DESCRIBE_TRANSACTIONS,
     LIST_OFFSETS,
     LIST_TRANSACTIONS,
@@ -259,6 +262,45 @@ def test_transactions_described_and_listed_only_with_describe(pod: Pod) -> None:
         )).transaction_states  # fmt: skip
     assert {s.transactional_id: s.error_code for s in states} == {"tx-ok": 0, "tx-hidden": TXN_CODE}
     assert {t.transactional_id for t in listed} == {"tx-ok"}
+
+
+def test_operators_views_need_their_operations(pod: Pod) -> None:
+    """DescribeTopicPartitions DESCRIBE on each topic (a listing leaves out, a name is refused
+    with no id), DescribeLogDirs DESCRIBE on the cluster, DescribeProducers READ on the
+    topic; the super user sees everything."""
+    wait_until(lambda: _produce_one(pod, "open") is None)
+    request = DESCRIBE_TOPIC_PARTITIONS.request[0]
+    named = request(
+        topics=[request.TopicRequest(name=n) for n in ("secret", "open")],
+        response_partition_limit=100,
+    )
+    listing = request(topics=[], response_partition_limit=100)
+    dirs = DESCRIBE_LOG_DIRS.request[3](topics=None)
+    producers = DESCRIBE_PRODUCERS.request[0](
+        topics=[
+            DESCRIBE_PRODUCERS.request[0].TopicRequest(name=n, partition_indexes=[0])
+            for n in ("open", "secret")
+        ]
+    )
+    with _raw(pod) as raw:
+        described = raw.call(DESCRIBE_TOPIC_PARTITIONS, 0, named).topics
+        listed = raw.call(DESCRIBE_TOPIC_PARTITIONS, 0, listing).topics
+        refused_dirs = raw.call(DESCRIBE_LOG_DIRS, 3, dirs)
+        by_topic = raw.call(DESCRIBE_PRODUCERS, 0, producers).topics
+    assert [(t.name, t.error_code) for t in described] == [("open", 0), ("secret", TOPIC_CODE)]
+    assert described[1].topic_id is None and described[0].topic_id is not None  # (None: zero)
+    assert described[0].topic_authorized_operations == 1 << 3 | 1 << 4 | 1 << 5 | 1 << 6 | (
+        1 << 7 | 1 << 8 | 1 << 10 | 1 << 11
+    )  # ALL on "open": every operation of a topic
+    assert "open" in {t.name for t in listed} and "secret" not in {t.name for t in listed}
+    assert (refused_dirs.error_code, refused_dirs.results) == (CLUSTER_CODE, [])
+    codes = {t.name: t.partitions[0].error_code for t in by_topic}
+    assert codes == {"open": 0, "secret": TOPIC_CODE}
+    with _raw(pod, ADMIN) as raw:
+        (log_dir,) = raw.call(DESCRIBE_LOG_DIRS, 3, dirs).results
+        listed = raw.call(DESCRIBE_TOPIC_PARTITIONS, 0, listing).topics
+    assert {"open", "secret"} <= {t.name for t in log_dir.topics}
+    assert {"open", "secret"} <= {t.name for t in listed}
 
 
 def test_kcat_produces_consumes_and_lists_only_what_it_may(pod: Pod) -> None:

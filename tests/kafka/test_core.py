@@ -112,6 +112,7 @@ KAFKA_3_9 = {
     50: (0, 0), 51: (0, 0),  # users' SCRAM credentials
     29: (0, 3), 30: (0, 3), 31: (0, 3),  # ACLs
     48: (0, 1), 49: (0, 1),  # client quotas
+    35: (0, 4), 61: (0, 0), 75: (0, 0),  # log dirs, producers, topic partitions
 }  # fmt: skip
 # KIP-932's share group APIs, which Kafka 3.9 did not serve, as Kafka 4.2 serves them: the
 # heartbeat, describe, fetch and acknowledge from v1 (v0 was 4.0's early access), the
