@@ -506,7 +506,11 @@ def test_pods_write_through_the_module_unless_told_not_to(tmp_path: Path) -> Non
             try:
                 with pod.client() as client:
                     client.produce_many("m", [(b"k%d" % i, b"v%d" % i) for i in range(20)])
-                producer = Producer({"bootstrap.servers": pod.bootstrap, "linger.ms": 5})
+                # batches of at most 10 records, whatever the timing, so PRODUCEMANY takes
+                # them (linger alone once let 50 records through as one batch of 50)
+                producer = Producer(
+                    {"bootstrap.servers": pod.bootstrap, "linger.ms": 5, "batch.num.messages": 10}
+                )
                 for i in range(50):
                     producer.produce("m", value=b"kafka %d" % i)
                 assert producer.flush(30) == 0
