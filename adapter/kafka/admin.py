@@ -20,6 +20,7 @@ refuses ``__cluster_metadata``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,13 @@ def authorized_operations(
         return set(everything)
     allowed = authorizer.operations(request.principal, request.client_host, resource_type, name)
     return {int(operation) for operation in allowed}
+
+
+def operations_bitfield(operations: Iterable[int]) -> int:
+    """Kafka's int32 of authorized operations, for the schemas that carry the number itself
+    (ShareGroupDescribe, DescribeTopicPartitions) rather than kafka-python's set of bits."""
+    value = sum(1 << op for op in set(operations))
+    return value - (1 << 32) if value >= 1 << 31 else value
 
 
 class _Invalid(Exception):

@@ -29,14 +29,13 @@ KafkaApis answers them.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 from redis.exceptions import RedisError
 
 from adapter.kafka import authorization, errors
-from adapter.kafka.admin import TOPIC_OPERATIONS, authorized_operations
-from adapter.kafka.context import KafkaContext
+from adapter.kafka.admin import TOPIC_OPERATIONS, authorized_operations, operations_bitfield
+from adapter.kafka.context import NO_TOPIC_ID, KafkaContext
 from adapter.kafka.errors import error_of
 from adapter.kafka.metadata import reported_replicas, topic_entry
 from adapter.kafka.protocol import Request
@@ -50,7 +49,6 @@ from mapping.topic.topic_config import TopicConfig
 
 # Kafka's max.request.partition.size.limit (its default): partitions a response carries at most
 MAX_RESPONSE_PARTITIONS = 2000
-NO_TOPIC_ID = uuid.UUID(int=0)
 
 TopicPartitions = DESCRIBE_TOPIC_PARTITIONS.response
 Described = TopicPartitions.DescribeTopicPartitionsResponseTopic
@@ -103,7 +101,7 @@ async def describe_topic_partitions(context: KafkaContext, request: Request) -> 
                 topic_id=entry.topic_id,
                 is_internal=entry.is_internal,
                 partitions=[_partition(p) for p in entry.partitions[start:end]],
-                topic_authorized_operations=_bitfield(
+                topic_authorized_operations=operations_bitfield(
                     authorized_operations(
                         context, request, ResourceType.TOPIC, name, TOPIC_OPERATIONS
                     )
@@ -119,12 +117,6 @@ async def describe_topic_partitions(context: KafkaContext, request: Request) -> 
     return TopicPartitions[request.version](
         throttle_time_ms=0, topics=topics, next_cursor=next_cursor
     )
-
-
-def _bitfield(operations: set[int]) -> int:
-    """Kafka's int32 of authorized operations (this schema carries the number itself)."""
-    bits = sum(1 << operation for operation in operations)
-    return bits - (1 << 32) if bits >= 1 << 31 else bits
 
 
 def _topic_error(name: str | None, code: int, internal: bool = False) -> Any:
@@ -200,10 +192,15 @@ async def _hosted_here(context: KafkaContext, asked: list[Any] | None) -> list[A
                 wanted.append((config, sorted(p for p in indexes if 0 <= p < config.partitions)))
     brokers = await context.brokers()
     here = _this_broker(context, brokers)
-    every = [(config, p) for config, indexes in wanted for p in indexes]
-    found = await asyncio.gather(*(_replicas_here(context, brokers, here, c, p) for c, p in every))
+    every: list[tuple[TopicConfig, int, list[int] | None]] = []
+    for config, indexes in wanted:
+        assigned = config.replica_assignment()  # (parsed once a topic)
+        every += [(config, p, assigned.get(p)) for p in indexes]
+    found = await asyncio.gather(
+        *(_replicas_here(context, brokers, here, c, p, named) for c, p, named in every)
+    )
     by_topic: dict[str, list[Any]] = {}
-    for (config, _), partition in zip(every, found, strict=True):
+    for (config, _, _), partition in zip(every, found, strict=True):
         if partition is not None:
             by_topic.setdefault(config.name, []).append(partition)
     return [LogDirTopic(name=n, partitions=ps) for n, ps in sorted(by_topic.items())]
@@ -222,10 +219,11 @@ async def _replicas_here(
     here: int | None,
     config: TopicConfig,
     partition: int,
+    named: list[int] | None,
 ) -> Any | None:
-    """The partition's entry when this broker holds a replica of it, else None."""
+    """The partition's entry when this broker holds a replica of it (``named``: the replicas
+    CreateTopics assigned it, if any), else None."""
     every = list(range(config.replication_factor))
-    named = config.replica_assignment().get(partition)
     replicas, _ = reported_replicas(
         brokers, config.name, partition, config.replication_factor, every, named
     )

@@ -20,6 +20,8 @@ from mapping.topic import partitioner
 from mapping.topic.brokers import BrokerRegistry
 from mapping.topic.topic_config import TopicConfig
 
+# Kafka's "no topic id" (the zero UUID)
+NO_TOPIC_ID = uuid.UUID(int=0)
 # Topic ids whose names a pod remembers at most (all forgotten at once beyond: cheap, rare).
 MAX_REMEMBERED_IDS = 10_000
 
@@ -151,7 +153,7 @@ class KafkaContext:
 def topic_id_of(config: TopicConfig) -> uuid.UUID:
     """The topic's id as Kafka carries it. Every config read from Redis has one; the zero id
     ("none") only stands in for a config built without reading Redis."""
-    return uuid.UUID(config.topic_id) if config.topic_id else uuid.UUID(int=0)
+    return uuid.UUID(config.topic_id) if config.topic_id else NO_TOPIC_ID
 
 
 def coordinator_of(brokers: list[tuple[int, str, int]], group: str) -> tuple[int, str, int]:

@@ -9,12 +9,11 @@ ListGroups, DescribeGroups and DeleteGroups that concern share groups (group_adm
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 from adapter.kafka import authorization, errors
-from adapter.kafka.admin import authorized_operations
-from adapter.kafka.context import KafkaContext, topic_id_of
+from adapter.kafka.admin import authorized_operations, operations_bitfield
+from adapter.kafka.context import NO_TOPIC_ID, KafkaContext, topic_id_of
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import (
@@ -50,7 +49,6 @@ DeleteTopic = DeleteResponse.DeleteShareGroupOffsetsResponseTopic
 
 NOT_ASKED = -2147483648  # Kafka's "authorized operations not requested"
 GROUP_OPERATIONS = frozenset(int(op) for op in SUPPORTED[ResourceType.GROUP])
-NO_TOPIC_ID = uuid.UUID(int=0)
 DEFAULT_LEADER_EPOCH = 0  # Kafka's leader epoch of a share-partition's state (PartitionFactory)
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
 TOPIC_DENIED_MESSAGE = (
@@ -68,11 +66,6 @@ async def not_found_message(context: KafkaContext, group: str) -> str:
     if await context.pod.kafka_groups.kafka_state_exists(group):
         return f"Group {group} is not a share group."
     return f"Group {group} not found."
-
-
-def _bitfield(operations: Iterable[int]) -> int:
-    value = sum(1 << op for op in set(operations))
-    return value - (1 << 32) if value >= 1 << 31 else value
 
 
 # ShareGroupDescribe (77)
@@ -96,7 +89,7 @@ async def share_group_describe(context: KafkaContext, request: Request) -> Any:
                 lambda code, name=name: _undescribed(name, code),
             )
             if asked and described.error_code == errors.NONE:
-                described.authorized_operations = _bitfield(
+                described.authorized_operations = operations_bitfield(
                     authorized_operations(
                         context, request, ResourceType.GROUP, name, GROUP_OPERATIONS
                     )

@@ -85,14 +85,18 @@ async def check_redis(
         await _check_aof(client, url)
 
 
-async def _eviction_policies(client: Redis | RedisCluster) -> list[str]:
-    """maxmemory-policy of the Redis, or of every primary of a cluster."""
+async def memory_info(client: Redis | RedisCluster) -> list[dict]:
+    """``INFO memory`` of the Redis, or of every primary of a cluster."""
     if isinstance(client, RedisCluster):
         replies = await client.info("memory", target_nodes=RedisCluster.PRIMARIES)
         # one node answers with its dict, several with {node name: dict}
-        infos = list(replies.values()) if "maxmemory_policy" not in replies else [replies]
-    else:
-        infos = [await client.info("memory")]
+        return list(replies.values()) if "maxmemory_policy" not in replies else [replies]
+    return [await client.info("memory")]
+
+
+async def _eviction_policies(client: Redis | RedisCluster) -> list[str]:
+    """maxmemory-policy of the Redis, or of every primary of a cluster."""
+    infos = await memory_info(client)
     return [to_str(info.get("maxmemory_policy", SAFE_EVICTION_POLICY)) for info in infos]
 
 

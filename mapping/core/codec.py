@@ -8,6 +8,8 @@ millisecond), so the mapping is a bijection and offsets sort like entry ids.
 
 from __future__ import annotations
 
+from typing import Any
+
 DEFAULT_SEQUENCE_BITS = 10
 # Lua numbers are doubles: offsets must stay below 2**53 to be exact inside scripts.
 # With B <= 11 that holds for every millisecond up to the year 2109.
@@ -60,6 +62,16 @@ def offset_of(stream_id: str | bytes, bits: int = DEFAULT_SEQUENCE_BITS) -> int:
         stream_id = stream_id.decode("ascii")
     ms, _, seq = stream_id.partition("-")
     return encode(int(ms), int(seq), bits)
+
+
+def reply_pairs(reply: Any) -> list[tuple[Any, Any]]:
+    """A HGETALL or WITHSCORES reply as (field, value) pairs, however the client shaped it:
+    a dict, a list of pairs, or a flat list."""
+    if isinstance(reply, dict):
+        return list(reply.items())
+    if reply and isinstance(reply[0], list | tuple):
+        return [(first, second) for first, second in reply]
+    return list(zip(reply[::2], reply[1::2], strict=False))
 
 
 def to_str(value: object) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from redis.asyncio import Redis, RedisCluster
 
 from mapping.connection.batcher import RedisBatcher
+from mapping.connection.startup import memory_info
 from mapping.core import codec
 from mapping.core.keys import Keys
 
@@ -60,13 +61,7 @@ async def memory_room(client: Redis | RedisCluster) -> tuple[int, int]:
     """(total, usable) bytes of Redis' memory (a cluster's primaries summed): the limit is
     ``maxmemory``, or the machine's memory where none is set; usable is the limit less
     ``used_memory`` (never below 0)."""
-    if isinstance(client, RedisCluster):
-        replies = await client.info("memory", target_nodes=RedisCluster.PRIMARIES)
-        # one node answers with its dict, several with {node name: dict}
-        nodes = [replies] if "used_memory" in replies else list(replies.values())
-    else:
-        nodes = [await client.info("memory")]
-    return room(nodes)
+    return room(await memory_info(client))
 
 
 def room(nodes: list[dict[str, Any]]) -> tuple[int, int]:

@@ -48,7 +48,9 @@ async def active_producers(
         batcher.submit("TIME"),
     )
     now_ms = int(seconds) * 1000 + int(micros) // 1000
-    return producer_states(_pairs(stored), _pairs(times), _pairs(open_txns), now_ms, expiration_ms)
+    return producer_states(
+        _by_producer(stored), _by_producer(times), _by_producer(open_txns), now_ms, expiration_ms
+    )
 
 
 def producer_states(
@@ -76,13 +78,6 @@ def producer_states(
     return found
 
 
-def _pairs(reply: Any) -> dict[int, str]:
-    """A HGETALL (a dict, or a flat list) or ZRANGE WITHSCORES (pairs, or a flat list)
-    reply as producer id -> text."""
-    if isinstance(reply, dict):
-        items = list(reply.items())
-    elif reply and isinstance(reply[0], (list, tuple)):
-        items = [tuple(pair) for pair in reply]
-    else:
-        items = list(zip(reply[::2], reply[1::2], strict=False))
-    return {int(codec.to_str(k)): codec.to_str(v) for k, v in items}
+def _by_producer(reply: Any) -> dict[int, str]:
+    """A HGETALL or ZRANGE WITHSCORES reply as producer id -> text."""
+    return {int(codec.to_str(k)): codec.to_str(v) for k, v in codec.reply_pairs(reply)}

@@ -73,10 +73,8 @@ class AbortedRanges:
     [first offset, marker offset] whose records an abort took back."""
 
     def __init__(self, reply: list[Any]) -> None:
-        # redis-py's ZRANGEBYSCORE WITHSCORES: [(member, score), ...] or a flat list
-        pairs = reply if not reply or isinstance(reply[0], list | tuple) else _pairs(reply)
         self.by_producer: dict[int, list[tuple[int, int]]] = {}
-        for member, score in pairs:
+        for member, score in codec.reply_pairs(reply):
             producer, _, first = codec.to_str(member).partition(" ")
             self.by_producer.setdefault(int(producer), []).append((int(first), int(score)))
         for ranges in self.by_producer.values():
@@ -99,10 +97,6 @@ class AbortedRanges:
             for first, marker in ranges
             if first <= last_offset and marker >= first_offset
         )
-
-
-def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
-    return list(zip(flat[::2], flat[1::2], strict=False))
 
 
 class PartitionTxns:
@@ -154,9 +148,8 @@ class PartitionTxns:
         first offset (-1, registered with nothing appended, first)."""
         pk = self.keys.partition(config.name, partition)
         reply = await self.partitions.batcher.call("HGETALL", pk.txn_open)
-        pairs = reply.items() if isinstance(reply, dict) else _pairs(reply)
         found = []
-        for producer, text in pairs:
+        for producer, text in codec.reply_pairs(reply):
             epoch, first = codec.to_str(text).split()[:2]
             found.append((int(producer), int(epoch), int(first)))
         return sorted(found, key=lambda t: (t[2], t[0]))

@@ -26,7 +26,7 @@ import anyio
 from redis.asyncio import Redis
 
 from mapping.connection import resilient, scripts
-from mapping.core.codec import to_str
+from mapping.core.codec import reply_pairs, to_str
 from mapping.core.keys import TxnKeys, group_name
 from mapping.replication.replicator import replicator_tick_call
 from mapping.txn.transactions import Transactions
@@ -68,7 +68,7 @@ async def complete_due(transactions: Transactions, now_ms: int | None = None) ->
         "ZRANGEBYSCORE", keys.txn_index, "-inf", now, "WITHSCORES", "LIMIT", 0, MAX_DUE_PER_RUN
     )
     looks = []
-    for raw_member, score in _pairs(due):
+    for raw_member, score in reply_pairs(due):
         member = to_str(raw_member)
         transactional_id = group_name(member)
         call = txn_coord_tick_call(
@@ -85,13 +85,6 @@ async def complete_due(transactions: Transactions, now_ms: int | None = None) ->
         )
         looks.append(Look(transactional_id, action, finished, released))
     return looks
-
-
-def _pairs(reply: list) -> list[tuple[bytes, float]]:
-    """ZRANGEBYSCORE WITHSCORES as (member, score) pairs, whether the client paired them."""
-    if reply and isinstance(reply[0], list | tuple):
-        return [(m, float(s)) for m, s in reply]
-    return [(reply[i], float(reply[i + 1])) for i in range(0, len(reply), 2)]
 
 
 class TransactionCompleter:
