@@ -183,14 +183,28 @@ class ConsumerGroups(GroupsBase):
         visible: Visible | None = None,
     ) -> ConsumerHeartbeatResult:
         """ConsumerGroupHeartbeat. ``member_epoch`` 0 joins (``member_id`` may be empty:
-        one is made), -1 leaves, -2 is a static member's temporary leave (treated as a
-        leave: static membership is not kept under this protocol yet). ``None`` fields are
+        one is made), -1 leaves, -2 is a static member's temporary leave: with an
+        ``instance_id`` the member is static, and one that left with -2 keeps its place
+        and partitions until its session runs out or a join with its instance id takes
+        them over (``kafka_group/consumer_heartbeat.lua``). ``None`` fields are
         "unchanged" as in the request. Topic ids are the caller's business: topics here
         are names. A member subscribed by ``subscribed_topic_regex`` is subscribed to its
         names and every topic the regex matches when it heartbeats (``visible``: those of
         them its principal may see), so a topic created later joins its assignment."""
         if not group:  # Kafka's rule: any group id but the empty one
             return ConsumerHeartbeatResult(errors.INVALID_GROUP_ID, member_id)
+        if instance_id == "":
+            return ConsumerHeartbeatResult(
+                errors.INVALID_REQUEST, member_id, message="InstanceId can't be empty."
+            )
+        if member_epoch < -2:
+            return ConsumerHeartbeatResult(
+                errors.INVALID_REQUEST, member_id, message="MemberEpoch is invalid."
+            )
+        if member_epoch == -2 and instance_id is None:
+            return ConsumerHeartbeatResult(
+                errors.INVALID_REQUEST, member_id, message="InstanceId can't be null."
+            )
         if server_assignor is not None and server_assignor not in ASSIGNORS:
             return ConsumerHeartbeatResult(errors.UNSUPPORTED_ASSIGNOR, member_id)
         if subscribed_topic_regex:

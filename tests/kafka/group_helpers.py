@@ -66,6 +66,17 @@ def poll_until(
             poll()
 
 
+def poller(consumer: Consumer, got: set[bytes]) -> Callable[[], None]:
+    """One poll of a confluent-kafka ``consumer``, adding the value it read to ``got``."""
+
+    def poll() -> None:
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            got.add(message.value())
+
+    return poll
+
+
 def values(messages: list[Any]) -> set[bytes]:
     return {m.value() if callable(m.value) else m.value for m in messages}
 

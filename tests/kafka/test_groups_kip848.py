@@ -1,14 +1,25 @@
 """KIP-848 (``group.protocol=consumer``) with confluent-kafka over three pods: the pods
 assign, members on different pods split the partitions, a leaving member's partitions
-move, commits resume; a regex subscription takes the topics it matches, later ones too."""
+move, commits resume; a regex subscription takes the topics it matches, later ones too; a
+static member (``group.instance.id``) comes back to its partitions."""
 
 from __future__ import annotations
 
-from confluent_kafka import ConsumerGroupType
-from confluent_kafka.admin import AdminClient, NewTopic
+import time
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from adapter.kafka.versions import CONSUMER_GROUP_DESCRIBE
-from tests.kafka.group_helpers import owned, poll_until, produce
+from tests.kafka.group_helpers import KIP848, SESSION_MS, owned, poll_until, poller, produce
 from tests.kafka.test_groups import (
     PARTITIONS,
     PER_PARTITION,
@@ -139,3 +150,159 @@ def test_kip848_regex_subscription_takes_matching_topics_and_later_ones(
         assert one.subscribed_topic_names == []
     finally:
         member.close()
+
+
+def _described(pod: Pod, group: str) -> object:
+    body = CONSUMER_GROUP_DESCRIBE.request[0](
+        group_ids=[group], include_authorized_operations=False
+    )
+    with RawKafka(pod.kafka_port) as raw:
+        [described] = raw.call(CONSUMER_GROUP_DESCRIBE, 0, body).groups
+    return described
+
+
+def _keep_polling(poll: Callable[[], None], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        poll()
+
+
+def _static(pod: Pod, group: str, instance: str) -> Consumer:
+    """librdkafka sends the instance id and rack with its full heartbeats only."""
+    return Consumer(
+        {
+            "bootstrap.servers": pod.bootstrap,
+            "group.id": group,
+            "group.instance.id": instance,
+            "client.rack": f"rack-{instance}",
+        }
+        | KIP848
+    )
+
+
+def test_kip848_static_member_comes_back_to_its_partitions(
+    group_pods: list[Pod], group_topic: str
+) -> None:
+    """librdkafka's static member under ``group.protocol=consumer``: closing it sends the
+    temporary leave (epoch -2), and it stays in the group with its partitions, which the
+    other member does not get; a new consumer with its instance id gets them back under a
+    new member id, without a new group epoch, and reads on from the commits; a consumer
+    whose instance id is in use fails with UNRELEASED_INSTANCE_ID. (The group's session
+    is 45 s, so that the one coming back is in time whatever the machine's load.)"""
+    group = f"g848s-{group_topic}"
+    admin = AdminClient({"bootstrap.servers": group_pods[0].bootstrap})
+    longer = ConfigEntry(
+        "consumer.session.timeout.ms", "45000", incremental_operation=AlterConfigOpType.SET
+    )
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[longer])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
+    members = [_static(group_pods[0], group, "a"), _static(group_pods[1], group, "b")]
+    got: list[set[bytes]] = [set(), set()]
+
+    def poll_all() -> None:
+        for member, into in zip(members, got, strict=True):
+            poller(member, into)()
+
+    def state() -> object:
+        return [owned(m) for m in members], [len(g) for g in got]
+
+    twin = None
+    try:
+        for member in members:
+            member.subscribe([group_topic])
+        poll_until(
+            [poll_all],
+            lambda: (
+                all(owned(m) for m in members)
+                and len(got[0] | got[1]) == PARTITIONS * PER_PARTITION
+            ),
+            state=state,
+        )
+        kept = owned(members[0])
+        assert kept | owned(members[1]) == set(range(PARTITIONS)) and kept
+        for member in members:
+            member.commit(asynchronous=False)
+        before = _described(group_pods[2], group)
+        first_id = {m.instance_id: m.member_id for m in before.members}["a"]
+        assert {m.instance_id: m.rack_id for m in before.members} == {"a": "rack-a", "b": "rack-b"}
+
+        members[0].close()  # the temporary leave
+        away = _described(group_pods[2], group)
+        assert away.group_epoch == before.group_epoch
+        assert {m.instance_id: m.member_epoch for m in away.members} == {
+            "a": -2,
+            "b": before.members[0].member_epoch,
+        }
+        produce(group_pods[0].bootstrap, group_topic, PARTITIONS, 1, tag="late")
+        others = {f"{p}-late0".encode() for p in set(range(PARTITIONS)) - kept}
+        got[1].clear()
+        poll_other = poller(members[1], got[1])
+        poll_until([poll_other], lambda: got[1] >= others, state=state)
+        _keep_polling(poll_other, 1.0)  # a few of the other member's heartbeats
+        assert owned(members[1]) == set(range(PARTITIONS)) - kept
+        assert got[1] == others  # none of the away member's records
+
+        members[0] = _static(group_pods[2], group, "a")
+        members[0].subscribe([group_topic])
+        got[0].clear()
+        poll_until(
+            [poll_all],
+            lambda: len(got[0]) == len(kept),
+            state=state,
+        )
+        assert owned(members[0]) == kept
+        assert got[0] == {f"{p}-late0".encode() for p in kept}  # on from the commits
+        back = _described(group_pods[1], group)
+        assert back.group_epoch == before.group_epoch
+        ids = {m.instance_id: m.member_id for m in back.members}
+        assert set(ids) == {"a", "b"} and ids["a"] != first_id
+
+        twin = _static(group_pods[0], group, "b")
+        twin.subscribe([group_topic])
+        failure = None
+        deadline = time.monotonic() + 20
+        while failure is None and time.monotonic() < deadline:
+            message = twin.poll(0.2)
+            if message is not None and message.error() is not None:
+                failure = message.error()
+            poll_all()
+        # librdkafka raises it as its fatal error: UNRELEASED_INSTANCE_ID (111) by its text
+        assert failure is not None and failure.code() == KafkaError._FATAL, failure
+        assert "instance ID is still used by another member" in failure.str()
+        assert owned(members[1]) == set(range(PARTITIONS)) - kept
+    finally:
+        for member in (*members, *([twin] if twin else [])):
+            try:
+                member.close()
+            except (KafkaException, RuntimeError):  # the twin, fatally failed, or closed
+                pass
+
+
+def test_kip848_static_member_not_back_within_its_session_is_removed(
+    group_pods: list[Pod], group_topic: str
+) -> None:
+    """The pods' KIP-848 session here is 3 s: a closed static member's partitions stay
+    unassigned while it runs, then go to the member left."""
+    group = f"g848x-{group_topic}"
+    static = _static(group_pods[0], group, "x")
+    other = protocol_member(group_pods[1], group, "consumer")
+    try:
+        for member in (static, other):
+            member.subscribe([group_topic])
+
+        def poll_both() -> None:
+            static.poll(0.1)
+            other.poll(0.1)
+
+        poll_until([poll_both], lambda: bool(owned(static)) and bool(owned(other)))
+        kept = owned(static)
+        static.close()
+        closed = time.monotonic()
+        _keep_polling(lambda: other.poll(0.1), 1.0)
+        assert not owned(other) & kept
+        poll_until([lambda: other.poll(0.1)], lambda: owned(other) == set(range(PARTITIONS)))
+        assert time.monotonic() - closed >= SESSION_MS / 1000 - 0.5
+        [left] = _described(group_pods[2], group).members
+        assert left.instance_id is None
+    finally:
+        other.close()

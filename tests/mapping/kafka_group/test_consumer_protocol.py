@@ -1,6 +1,6 @@
 """The KIP-848 consumer protocol (ConsumerGroupHeartbeat) across "pods" on a real Redis:
-server-side assignment, revocation before hand-over, leaving, expiry, errors, and the
-exclusion of classic members."""
+server-side assignment, revocation before hand-over, leaving, expiry, static members,
+errors, and the exclusion of classic members."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ class Consumer:
     groups: KafkaGroups
     group: str
     topics: list[str]
+    instance_id: str | None = None  # a static member's (sent with the join, as librdkafka does)
     member_id: str = ""
     epoch: int = 0
     owned: dict[str, list[int]] = field(default_factory=dict)
@@ -33,6 +34,7 @@ class Consumer:
             self.member_id,
             self.epoch,
             subscribed_topic_names=self.topics if first else None,
+            instance_id=self.instance_id if first else None,
             owned=self.owned,
             **extra,  # type: ignore[arg-type]
         )
@@ -314,5 +316,124 @@ def test_regex_subscription_is_matched_again_at_each_heartbeat(redis_url: str) -
             # the refused change left the member as it was
             assert await member.heartbeat() == errors.NONE
             assert {t for t, _ in member.partitions()} == {named}
+
+    asyncio.run(body())
+
+
+async def _member(groups: KafkaGroups, group: str, member_id: str) -> object:
+    [member] = [
+        m for m in (await groups.consumer_describe(group)).members if m.member_id == member_id
+    ]
+    return member
+
+
+def test_static_member_keeps_its_place_across_a_temporary_leave(redis_url: str) -> None:
+    """A static member (an instance id) that leaves with epoch -2 stays in the group at -2
+    with its partitions, which nobody else gets; a join with its instance id takes them
+    over under a new member id, with no new group epoch; meanwhile a second join with that
+    instance id is UNRELEASED_INSTANCE_ID, a request with another member's instance id
+    FENCED_INSTANCE_ID, and the old member id is done."""
+
+    async def body() -> None:
+        async with pods(redis_url, 2, SETTINGS) as (a, b):
+            group, topic = _name("g"), _name("t")
+            await a.topics.topic(topic)
+            await a.client.hset(a.topics.keys.topic(topic), "partitions", 6)
+            static = Consumer(a.groups, group, [topic], instance_id="i-1")
+            other = Consumer(b.groups, group, [topic])
+            await _settle([static, other])
+            kept = static.partitions()
+            assert len(kept) == len(other.partitions()) == 3
+            epoch = (await a.groups.consumer_describe(group)).group_epoch
+
+            hb = a.groups.consumer_heartbeat
+            left = await hb(group, static.member_id, -2, instance_id="i-1")
+            assert (left.error, left.member_epoch) == (errors.NONE, -2)
+            away = await _member(b.groups, group, static.member_id)
+            assert away.member_epoch == -2  # type: ignore[attr-defined]
+            assert away.instance_id == "i-1"  # type: ignore[attr-defined]
+            assert {(t, p) for t, ps in away.assignment.items() for p in ps} == kept  # type: ignore[attr-defined]
+            described = await b.groups.consumer_describe(group)
+            assert (described.state, described.group_epoch) == ("Reconciling", epoch)
+            await _settle([other])
+            assert not other.partitions() & kept  # kept for the static member
+            # the old incarnation cannot heartbeat on
+            assert (await hb(group, static.member_id, static.epoch)).error == (
+                errors.FENCED_MEMBER_EPOCH
+            )
+
+            back = Consumer(b.groups, group, [topic], instance_id="i-1")
+            await _settle([back, other], rounds=3)
+            assert back.member_id != static.member_id
+            assert back.partitions() == kept
+            described = await a.groups.consumer_describe(group)
+            assert (described.state, described.group_epoch) == ("Stable", epoch)
+            assert {m.member_id for m in described.members} == {back.member_id, other.member_id}
+            assert (await hb(group, static.member_id, static.epoch)).error == (
+                errors.UNKNOWN_MEMBER_ID
+            )
+
+            twin = Consumer(a.groups, group, [topic], instance_id="i-1")
+            assert await twin.heartbeat() == errors.UNRELEASED_INSTANCE_ID
+            assert (await hb(group, other.member_id, other.epoch, instance_id="i-1")).error == (
+                errors.FENCED_INSTANCE_ID
+            )
+            assert (await hb(group, other.member_id, other.epoch, instance_id="i-9")).error == (
+                errors.UNKNOWN_MEMBER_ID
+            )
+            assert (await hb(group, "nobody", -2, instance_id="i-9")).error == (
+                errors.UNKNOWN_MEMBER_ID
+            )
+            for wrong in (
+                hb(group, other.member_id, -2),  # -2 is for static members only
+                hb(group, other.member_id, other.epoch, instance_id=""),
+                hb(group, other.member_id, -3),
+            ):
+                assert (await wrong).error == errors.INVALID_REQUEST
+            await _settle([back, other], rounds=2)
+            assert back.partitions() == kept  # none of that moved anything
+
+            # a static member's -1 is a leave like any other: a new epoch, its partitions go
+            gone = await hb(group, back.member_id, -1, instance_id="i-1")
+            assert gone.error == errors.NONE
+            await _settle([other])
+            assert len(other.partitions()) == 6
+            assert (await a.groups.consumer_describe(group)).group_epoch > epoch
+
+    asyncio.run(body())
+
+
+def test_static_member_that_does_not_come_back_expires(redis_url: str) -> None:
+    """After a temporary leave the session still runs: a static member not back within it
+    is removed, and its partitions go to the others; its instance id then joins afresh. A
+    static member that comes back with another subscription starts a new group epoch."""
+    settings = replace(TEST_SETTINGS, consumer_session_timeout_ms=400)
+
+    async def body() -> None:
+        async with pods(redis_url, 2, settings) as (a, b):
+            group, topic, more = _name("g"), _name("t"), _name("t")
+            await a.topics.topic(topic)
+            await a.topics.topic(more)
+            static = Consumer(a.groups, group, [topic], instance_id="i-1")
+            other = Consumer(b.groups, group, [topic])
+            await _settle([static, other])
+            assert static.partitions()
+            hb = a.groups.consumer_heartbeat
+            assert (await hb(group, static.member_id, -2, instance_id="i-1")).error == errors.NONE
+            while len(other.partitions()) < 3:
+                assert await other.heartbeat() == errors.NONE
+                await asyncio.sleep(0.05)
+            members = (await a.groups.consumer_describe(group)).members
+            assert [m.member_id for m in members] == [other.member_id]
+
+            epoch = (await a.groups.consumer_describe(group)).group_epoch
+            again = Consumer(a.groups, group, [topic], instance_id="i-1")
+            assert await again.heartbeat() == errors.NONE  # a new member: a new epoch
+            assert (await a.groups.consumer_describe(group)).group_epoch == epoch + 1
+            await _settle([again, other], rounds=3)
+            assert (await hb(group, again.member_id, -2, instance_id="i-1")).error == errors.NONE
+            moved = Consumer(a.groups, group, [topic, more], instance_id="i-1")
+            assert await moved.heartbeat() == errors.NONE
+            assert (await a.groups.consumer_describe(group)).group_epoch == epoch + 2
 
     asyncio.run(body())
