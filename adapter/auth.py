@@ -2,7 +2,8 @@
 (V1 ``AUTH``, Kafka SASL PLAIN) and finds a user's SCRAM secrets (Kafka SASL SCRAM) in the
 auth file (``--auth-file``) and/or in Redis (``--auth-redis``), and carries the OAuth bearer
 token validator (``--oauth-jwks``, adapter/oauth.py) for V1 ``AUTH`` with a token and Kafka
-SASL OAUTHBEARER. Each door has its own gate
+SASL OAUTHBEARER, and the Kerberos acceptor (``--kerberos-keytab``, adapter/kerberos.py) for
+Kafka SASL GSSAPI. Each door has its own gate
 in front of its requests: V1's ``AuthGate`` (adapter/v1/auth_gate.py), Kafka's ``SaslGate``
 (adapter/kafka/sasl.py).
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from adapter.kerberos import KerberosAcceptor
 from adapter.oauth import BearerValidator
 from mapping.connection.batcher import RedisBatcher
 from mapping.core.errors import ConfigurationError
@@ -45,6 +47,7 @@ class Authenticator:
         file_scram: dict[str, str] | None = None,
         scram_lookup: HashLookup | None = None,
         bearer: BearerValidator | None = None,
+        kerberos: KerberosAcceptor | None = None,
         users: bool = True,
     ) -> None:
         self.file_users = file_users or {}
@@ -52,8 +55,9 @@ class Authenticator:
         self.file_scram = file_scram or {}  # user -> encoded SCRAM secrets (Kafka SASL)
         self.scram_lookup = scram_lookup
         self.bearer = bearer
-        # whether there are users with passwords at all (off: only bearer tokens
-        # authenticate, and Kafka offers only OAUTHBEARER)
+        self.kerberos = kerberos
+        # whether there are users with passwords at all (off: only bearer tokens and
+        # Kerberos tickets authenticate, and Kafka offers only OAUTHBEARER and GSSAPI)
         self.users = users
         # A storm of AUTH attempts uses at most this many cores; the rest wait their turn.
         self._hashing = anyio.CapacityLimiter(VERIFY_THREADS)
@@ -65,22 +69,29 @@ class Authenticator:
         redis_lookup: HashLookup | None,
         scram_lookup: HashLookup | None = None,
         bearer: BearerValidator | None = None,
+        kerberos: KerberosAcceptor | None = None,
     ) -> Authenticator | None:
-        """None when authentication is off (no file, no Redis users, no bearer tokens)."""
+        """None when authentication is off (no file, no Redis users, no bearer tokens, no
+        keytab)."""
         if auth_file is None and redis_lookup is None:
-            return cls(users=False, bearer=bearer) if bearer is not None else None
+            if bearer is None and kerberos is None:
+                return None
+            return cls(users=False, bearer=bearer, kerberos=kerberos)
         try:
             file_users = load_auth_file_users(auth_file) if auth_file else None
         except (OSError, UnicodeDecodeError, CredentialsError) as exc:
             raise ConfigurationError(f"--auth-file: {exc}") from None
         if file_users is None:
-            return cls(None, redis_lookup, scram_lookup=scram_lookup, bearer=bearer)
+            return cls(
+                None, redis_lookup, scram_lookup=scram_lookup, bearer=bearer, kerberos=kerberos
+            )
         return cls(
             file_users.hashes,
             redis_lookup,
             file_scram=file_users.scram,
             scram_lookup=scram_lookup,
             bearer=bearer,
+            kerberos=kerberos,
         )
 
     async def scram_secret(self, user: str, mechanism: str) -> ScramSecret | None:

@@ -20,6 +20,7 @@ from adapter import tls
 from adapter.allocator import keep_freed_memory
 from adapter.auth import Authenticator, users_in_redis
 from adapter.backpressure import AppendBudget, Trimmer
+from adapter.kerberos import KerberosAcceptor
 from adapter.limits import ConnectionSlots
 from adapter.oauth import BearerValidator
 from adapter.pod import open_pod
@@ -100,6 +101,11 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                 audience=settings.oauth_audience,
                 subject_claim=settings.oauth_subject_claim,
                 clock_skew_s=settings.oauth_clock_skew_s,
+            ),
+            KerberosAcceptor.from_options(
+                settings.kerberos_keytab,
+                settings.kerberos_principal,
+                settings.kerberos_principal_to_local_rules,
             ),
         )
         slots = ConnectionSlots(settings.max_connections)

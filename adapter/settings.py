@@ -306,6 +306,24 @@ class Settings:
         "With --oauth-jwks: seconds of clock difference allowed for exp, nbf and iat.",
         click.IntRange(0),
     )
+    # Kerberos (adapter/kerberos.py): Kafka SASL GSSAPI
+    kerberos_keytab: Path | None = option(
+        None,
+        "Offer Kafka SASL GSSAPI (Kerberos), accepting as the service principals in this "
+        "keytab (kafka/<host>@REALM). Turns authentication on.",
+        _file,
+    )
+    kerberos_principal: str | None = option(
+        None,
+        "With --kerberos-keytab: accept as this principal of the keytab only.",
+        metavar="PRINCIPAL",
+    )
+    kerberos_principal_to_local_rules: str = option(
+        "DEFAULT",
+        "With --kerberos-keytab: Kafka's sasl.kerberos.principal.to.local.rules, "
+        "comma-separated: how a client's principal becomes its user name (User:<name>).",
+        metavar="RULES",
+    )
     max_reauth_ms: int = option(
         0,
         "Kafka SASL sessions last at most this long (connections.max.reauth.ms, KIP-368): "

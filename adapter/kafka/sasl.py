@@ -2,7 +2,9 @@
 (checked against the scrypt hash, as V1 ``AUTH``) or SCRAM-SHA-256/512 (RFC 5802/7677 with
 ``scramp``, against the stored SCRAM secrets ``adapter user add`` writes), and with
 OAUTHBEARER (RFC 7628: a JWT checked against the identity provider's keys, adapter/oauth.py;
-the principal is the token's subject).
+the principal is the token's subject), and with GSSAPI (Kerberos, RFC 4752: a ticket for the
+pod's service principal, adapter/kerberos.py; the principal is the client's, named by
+Kafka's principal-to-local rules).
 
 Sessions end (KIP-368): an OAUTHBEARER session when its token expires, any session after
 ``--max-reauth-ms`` when that is set (Kafka's ``connections.max.reauth.ms``). SaslAuthenticate
@@ -50,6 +52,7 @@ from adapter.kafka import errors
 from adapter.kafka.framing import frame
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from adapter.kerberos import GSSAPI, GssapiExchange, KerberosError
 from adapter.oauth import TokenError
 from mapping.core.errors import BrokerError
 from mapping.security.auth import SCRAM_ITERATIONS, SCRAM_MECHANISMS, ScramSecret
@@ -102,6 +105,7 @@ class SaslGate:
         # after a SaslHandshake v0: the next frames are raw SASL tokens (raw_token)
         self.raw_tokens = False
         self._scram: Any = None  # the SCRAM exchange under way
+        self._gssapi: GssapiExchange | None = None  # the GSSAPI exchange under way
 
     @property
     def required(self) -> bool:
@@ -159,14 +163,17 @@ class SaslGate:
         return self._raw_token(token)
 
     async def _raw_token(self, token: bytes) -> bytes:
+        mechanism = self.mechanism
         try:
             answer = await self._step(token)
         except Exception as exc:  # SaslFailure, BrokerError or any other: v0 cannot say which
             log.info("Kafka SASL (handshake v0) failed: %r", exc)
             self.failed, self.raw_tokens = True, False
             return b""
-        if self.user is not None:  # done: requests again from the next frame
+        if self.mechanism is None:  # done: requests again from the next frame
             self.raw_tokens = False
+            if mechanism == GSSAPI:  # RFC 4752 ends on the client's message: no frame
+                return b""
         return frame(answer)
 
     async def _authenticate(self, request: Request) -> Any:
@@ -198,7 +205,7 @@ class SaslGate:
         )
 
     def _begin(self, mechanism: str) -> None:
-        self.mechanism, self._scram = mechanism, None
+        self.mechanism, self._scram, self._gssapi = mechanism, None, None
         self._reauthenticating = self.user is not None
 
     def _report(self, succeeded: bool, mechanism: str | None) -> None:
@@ -227,6 +234,8 @@ class SaslGate:
     async def _exchange(self, token: bytes) -> bytes:
         if self.authenticator is None or self.mechanism is None:
             raise SaslFailure(errors.ILLEGAL_SASL_STATE, "SaslHandshake first")
+        if self.mechanism == GSSAPI:  # (binary tokens)
+            return await self._gssapi_step(self.authenticator, token)
         try:
             text = token.decode("utf-8")
         except UnicodeDecodeError:
@@ -272,6 +281,28 @@ class SaslGate:
             raise SaslFailure(errors.SASL_AUTHENTICATION_FAILED, FAILED) from None
         self._succeed(user, mechanism)
         return final.encode()
+
+    async def _gssapi_step(self, authenticator: Authenticator, token: bytes) -> bytes:
+        acceptor = authenticator.kerberos
+        assert acceptor is not None  # offered only with --kerberos-keytab
+        if self._gssapi is None:
+            self._gssapi = acceptor.exchange()
+        exchange = self._gssapi
+        try:
+            answer = await asyncio.to_thread(exchange.step, token)
+        except KerberosError as exc:
+            self._gssapi = None
+            log.info("Kafka GSSAPI authentication failed: %s", exc)
+            raise SaslFailure(
+                errors.SASL_AUTHENTICATION_FAILED,
+                "Authentication failed during authentication due to invalid credentials "
+                f"with SASL mechanism GSSAPI: {exc}",
+            ) from None
+        if exchange.user is not None:
+            self._gssapi = None
+            log.debug("Kafka GSSAPI: %s is User:%s", exchange.principal, exchange.user)
+            self._succeed(exchange.user, GSSAPI)
+        return answer
 
     async def _oauthbearer(self, authenticator: Authenticator, text: str) -> bytes:
         validator = authenticator.bearer
@@ -333,12 +364,14 @@ def _dummy_secret(user: str) -> ScramSecret:
 
 def _mechanisms(authenticator: Authenticator | None) -> list[str]:
     """The mechanisms a pod offers: the password ones with users, OAUTHBEARER with a
-    token validator."""
+    token validator, GSSAPI with a keytab."""
     if authenticator is None:
         return []
     offered = list(PASSWORD_MECHANISMS) if authenticator.users else []
     if authenticator.bearer is not None:
         offered.append(OAUTHBEARER)
+    if authenticator.kerberos is not None:
+        offered.append(GSSAPI)
     return offered
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import ROOT
 
-TEST_ONLY = ("haproxy", "valgrind", "chromium", "openjdk", "[test", "spark", "Quix")
+TEST_ONLY = ("haproxy", "valgrind", "chromium", "krb5-kdc", "openjdk", "[test", "spark", "Quix")
 
 
 def _make(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
