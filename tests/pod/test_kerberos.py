@@ -108,21 +108,22 @@ def test_what_fails_the_exchange(kdc: Kdc) -> None:
     with pytest.raises(KerberosError, match="zero length"):
         exchange.step(b"x")
     # a security layer that was not offered (integrity only)
+    with pytest.raises(KerberosError, match="security layer"):
+        _choose_layer(kdc, acceptor, b"\x02")
+    # a principal no rule names
+    strict = KerberosAcceptor.from_options(keytab, None, "RULE:[2:$1]")
+    assert strict is not None
+    with pytest.raises(KerberosError, match="No rules apply"):
+        _choose_layer(kdc, strict, b"\x01")
+
+
+def _choose_layer(kdc: Kdc, acceptor: KerberosAcceptor, layer: bytes) -> bytes:
+    """alice's exchange with ``acceptor`` up to her choice of ``layer``: its answer."""
     client = _client_context(kdc, "alice", "kafka")
     exchange = acceptor.exchange()
     client.step(exchange.step(client.step(None)))  # type: ignore[attr-defined]
     offer = client.unwrap(exchange.step(b"")).message  # type: ignore[attr-defined]
-    with pytest.raises(KerberosError, match="security layer"):
-        exchange.step(client.wrap(b"\x02" + offer[1:], False).message)  # type: ignore[attr-defined]
-    # a principal no rule names
-    strict = KerberosAcceptor.from_options(keytab, None, "RULE:[2:$1]")
-    assert strict is not None
-    client = _client_context(kdc, "alice", "kafka")
-    exchange = strict.exchange()
-    client.step(exchange.step(client.step(None)))  # type: ignore[attr-defined]
-    offer = client.unwrap(exchange.step(b"")).message  # type: ignore[attr-defined]
-    with pytest.raises(KerberosError, match="No rules apply"):
-        exchange.step(client.wrap(b"\x01" + offer[1:], False).message)  # type: ignore[attr-defined]
+    return exchange.step(client.wrap(layer + offer[1:], False).message)  # type: ignore[attr-defined]
 
 
 def test_options_that_cannot_work_stop_the_pod_at_start(kdc: Kdc, tmp_path: Path) -> None:
