@@ -51,8 +51,9 @@ _NAME = re.compile(r"([^/@]*)(?:/([^/@]*))?@([^/@]*)")
 
 @dataclass(frozen=True)
 class Rule:
-    """One rule; ``DEFAULT`` when ``components`` is 0."""
+    """One rule: ``DEFAULT``, or ``RULE:`` with its parts."""
 
+    default: bool = False
     components: int = 0
     format: str = ""
     match: re.Pattern[str] | None = None
@@ -63,7 +64,7 @@ class Rule:
 
     def apply(self, realm: str, parts: list[str], default_realm: str) -> str | None:
         """The short name, or None when the rule does not apply."""
-        if self.components == 0:
+        if self.default:
             result = parts[0] if realm == default_realm else None
         elif len(parts) != self.components:
             return None
@@ -137,7 +138,7 @@ class PrincipalNamer:
             if found is None:
                 raise ValueError(f"Invalid rule: {text}")
             if found[1]:
-                parsed.append(Rule())
+                parsed.append(Rule(default=True))
                 continue
             parsed.append(
                 Rule(

@@ -42,6 +42,9 @@ def test_rules_apply_in_order_with_kafkas_syntax() -> None:
     assert namer.short_name("Bob@PARTNER.ORG") == "bob"  # s/@.*// then /L
     assert namer.short_name("etl/db.example.com@ADAPTER.TEST") == "db_example_com"  # /g
     assert namer.short_name("alice@ADAPTER.TEST") == "alice"  # DEFAULT, last
+    nothing = PrincipalNamer.parse(["RULE:[0:$0]"], "R")  # no name has no component
+    with pytest.raises(KerberosError, match="No rules apply"):
+        nothing.short_name("alice@R")
     upper = PrincipalNamer.parse(["RULE:[1:$1]/U"], "")
     assert upper.short_name("carol@ANY") == "CAROL"
     groups = PrincipalNamer.parse(["RULE:[2:$1-$2](.*)s/(\\w+)-(\\w+)/$2\\$$1/"], "")
