@@ -44,6 +44,12 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
     """Run one pod until cancelled. ``settings.redis_url`` must be set."""
     assert settings.redis_url is not None
     keep_freed_memory()
+    # a keytab that cannot be used stops the pod before it opens anything
+    kerberos = KerberosAcceptor.from_options(
+        settings.kerberos_keytab,
+        settings.kerberos_principal,
+        settings.kerberos_principal_to_local_rules,
+    )
     async with AsyncExitStack() as stack:
         pod = await stack.enter_async_context(open_pod(settings))
         context = Context(pod)
@@ -102,11 +108,7 @@ async def serve(settings: Settings, *, ready: anyio.Event | None = None) -> None
                 subject_claim=settings.oauth_subject_claim,
                 clock_skew_s=settings.oauth_clock_skew_s,
             ),
-            KerberosAcceptor.from_options(
-                settings.kerberos_keytab,
-                settings.kerberos_principal,
-                settings.kerberos_principal_to_local_rules,
-            ),
+            kerberos,
         )
         slots = ConnectionSlots(settings.max_connections)
         # one budget for both front doors: they share the pod's memory and its pipeline

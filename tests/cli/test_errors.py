@@ -198,14 +198,15 @@ def test_missing_tls_files(tmp_path: Path) -> None:
     assert failed.returncode == 2 and "--redis-tls-ca" in failed.line and missing in failed.line
 
 
-def test_a_keytab_the_pod_cannot_use(redis_url: str, tmp_path: Path) -> None:
+def test_a_keytab_the_pod_cannot_use(tmp_path: Path) -> None:
+    """Named at once, before the pod waits for its Redis (here: none)."""
     pytest.importorskip("gssapi")
     empty = tmp_path / "empty.keytab"
     empty.write_bytes(b"")
-    failed = adapter(
-        "serve", "--redis-url", redis_url, "--port", "0", "--kerberos-keytab", str(empty)
-    )
+    url = f"redis://127.0.0.1:{closed_port()}/0"
+    failed = adapter("serve", "--redis-url", url, "--port", "0", "--kerberos-keytab", str(empty))
     assert f"--kerberos-keytab {empty}:" in failed.last_line
+    assert "is nonexistent or empty" in failed.last_line
 
 
 # --- serve: listeners -----------------------------------------------------------------------
