@@ -24,7 +24,7 @@ from mapping.security.acls import AclBinding, Operation, PatternType, Permission
 from tests.kafka.debian_tools import require
 from tests.support.authorizing import authorizing_pod
 from tests.support.kafka import RawKafka
-from tests.support.kerberos import REALM, Kdc, realm_env, running_kdc
+from tests.support.kerberos import REALM, Kdc, log_in, realm_env, running_kdc
 from tests.support.pods import Pod, scrape_metrics
 
 PREFIX = "krb-"
@@ -70,14 +70,6 @@ def pod(redis_url: str, kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> I
         yield started
 
 
-def _ticket(kdc: Kdc, principal: str) -> dict[str, str]:
-    """A ticket for ``principal`` in a cache of its own, made this process's cache."""
-    keytab = kdc.keytab(principal, principal.replace("/", "_"))
-    env = kdc.kinit(principal, keytab, kdc.folder / f"{principal.replace('/', '_')}.ccache")
-    os.environ.update(env)
-    return env
-
-
 def _kafka_python(pod: Pod, **extra: object) -> dict[str, object]:
     return {
         "bootstrap_servers": pod.bootstrap,
@@ -109,7 +101,7 @@ def _produce_and_read(pod: Pod, topic: str, tag: str, **extra: object) -> list[b
 
 
 def test_kafka_python_authenticates_with_a_ticket(pod: Pod, kdc: Kdc) -> None:
-    _ticket(kdc, "alice")
+    log_in(kdc, "alice")
     tag = uuid.uuid4().hex[:8]
     assert _produce_and_read(pod, ORDERS, tag) == [f"{tag}-{n}".encode() for n in range(3)]
 
@@ -126,7 +118,7 @@ def _gssapi_events(pod: Pod) -> dict[str, float]:
 def test_kafka_python_re_authenticates_on_its_connections(pod: Pod, kdc: Kdc) -> None:
     """KIP-368 with GSSAPI: sessions of --max-reauth-ms; the client goes through the
     exchange again on the same connection, and goes on producing."""
-    _ticket(kdc, "alice")
+    log_in(kdc, "alice")
     before = _gssapi_events(pod)
     producer = KafkaProducer(**_kafka_python(pod), acks="all")
     try:
@@ -147,7 +139,7 @@ def test_handshake_v0_raw_tokens_end_on_the_clients_message(pod: Pod, kdc: Kdc) 
     next frame is the answer to the next request, not an empty token."""
     import gssapi
 
-    _ticket(kdc, "alice")
+    log_in(kdc, "alice")
     target = gssapi.Name("kafka@127.0.0.1", gssapi.NameType.hostbased_service)
     client = gssapi.SecurityContext(name=target, usage="initiate")
     with RawKafka(pod.kafka_port) as raw:
@@ -163,7 +155,7 @@ def test_handshake_v0_raw_tokens_end_on_the_clients_message(pod: Pod, kdc: Kdc) 
 def test_the_rules_name_the_user_the_acls_check(pod: Pod, kdc: Kdc) -> None:
     """etl/batch@REALM is User:svc-etl by the first rule: it may write krb-etl (its ACLs),
     not krb-orders (alice's)."""
-    _ticket(kdc, "etl/batch")
+    log_in(kdc, "etl/batch")
     producer = KafkaProducer(**_kafka_python(pod), acks="all", max_block_ms=10_000)
     try:
         metadata = producer.send(ETL_TOPIC, b"from etl", partition=0).get(timeout=15)
@@ -177,7 +169,7 @@ def test_the_rules_name_the_user_the_acls_check(pod: Pod, kdc: Kdc) -> None:
 def test_aiokafka_authenticates_with_a_ticket(pod: Pod, kdc: Kdc) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-    _ticket(kdc, "alice")
+    log_in(kdc, "alice")
     tag = uuid.uuid4().hex[:8]
     config = {
         "bootstrap_servers": pod.bootstrap,
@@ -255,7 +247,7 @@ def test_tickets_for_another_service_and_bad_tokens_are_refused(
     ticket for other/127.0.0.1 (a real one, but the pod has no key for it), or bytes that
     are no Kerberos token."""
     kdc.keytab("other/127.0.0.1", "other-service")
-    _ticket(kdc, "alice")
+    log_in(kdc, "alice")
     auth_bytes = _first_token("other") if token.startswith("ticket") else b"\x60not a ticket"
     with RawKafka(pod.kafka_port) as raw:
         shake = raw.call(SASL_HANDSHAKE, 1, SASL_HANDSHAKE.request[1](mechanism="GSSAPI"))

@@ -3,7 +3,6 @@ tickets in one process: the three steps of RFC 4752, and what fails them."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 from adapter.kerberos import KerberosAcceptor, KerberosError, PrincipalNamer
 from mapping.core.errors import ConfigurationError
-from tests.support.kerberos import REALM, Kdc, realm_env, running_kdc
+from tests.support.kerberos import REALM, Kdc, log_in, realm_env, running_kdc
 
 RULES = [
     "RULE:[2:$1@$0](.*@ADAPTER\\.TEST)s/^/svc-/",
@@ -69,8 +68,7 @@ def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kdc]:
 def _client_context(kdc: Kdc, principal: str, service: str) -> object:
     import gssapi
 
-    keytab = kdc.keytab(principal, principal.replace("/", "_"))
-    os.environ.update(kdc.kinit(principal, keytab, kdc.folder / f"{principal}.ccache"))
+    log_in(kdc, principal)
     target = gssapi.Name(f"{service}@127.0.0.1", gssapi.NameType.hostbased_service)
     return gssapi.SecurityContext(name=target, usage="initiate")
 

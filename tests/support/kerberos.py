@@ -73,6 +73,15 @@ class Kdc:
         return env
 
 
+def log_in(kdc: Kdc, principal: str) -> dict[str, str]:
+    """A ticket for ``principal`` (its keytab and cache its own), made this process's
+    credentials cache; the environment that uses it."""
+    name = principal.replace("/", "_")
+    env = kdc.kinit(principal, kdc.keytab(principal, name), kdc.folder / f"{name}.ccache")
+    os.environ.update(env)
+    return env
+
+
 def _write_configs(folder: Path, port: int) -> None:
     (folder / "krb5.conf").write_text(
         f"""[libdefaults]

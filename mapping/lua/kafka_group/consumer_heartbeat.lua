@@ -8,8 +8,8 @@
 -- ConsumerGroupHeartbeat (KIP-848).  ARGV[1] session timeout (ms), ARGV[2] member id,
 -- ARGV[3] member epoch (0: join, -1: leave, -2: static member's temporary leave, else the
 -- member's epoch), ARGV[4] instance id ('': not sent), ARGV[5] rack id ('': not sent),
--- ARGV[6] client id, ARGV[7] client host, ARGV[8] rebalance timeout (ms), ARGV[9] subscribed topics as a JSON list ('':
--- unchanged), ARGV[10] server assignor ('': unchanged), ARGV[11] owned partitions as JSON
+-- ARGV[6] client id, ARGV[7] client host, ARGV[8] rebalance timeout (ms), ARGV[9]
+-- subscribed topics as a JSON list ('': unchanged), ARGV[10] server assignor ('': unchanged), ARGV[11] owned partitions as JSON
 -- {topic: [p]} ('': not sent), ARGV[12] partition counts JSON {topic: n} of the topics the
 -- caller knows the group uses (changes start a new epoch), ARGV[13] the member's
 -- subscription as it sent it, JSON {names = [topics], regex} ('': unchanged): ARGV[9] is
@@ -80,9 +80,7 @@ if epoch == 0 then
   if replaced then
     -- the static member comes back under this member id: its place, no new group epoch
     local target = redis.call('HGET', ctarget, holder)
-    redis.call('HDEL', cmembers, holder)
-    redis.call('HDEL', cmember, holder)
-    redis.call('HDEL', ctarget, holder)
+    forget_consumer(holder)
     if target then redis.call('HSET', ctarget, member_id, target) end
     bump_fence(cmeta) -- the old member id's commits are stale from now on
     m = replaced

@@ -76,10 +76,15 @@ local function bump_epoch()
   redis.call('HINCRBY', cmeta, 'group_epoch', 1)
 end
 
-local function remove_consumer(id)
+-- A member's keys gone (its session, state and target), nothing else.
+local function forget_consumer(id)
   redis.call('HDEL', cmembers, id)
   redis.call('HDEL', cmember, id)
   redis.call('HDEL', ctarget, id)
+end
+
+local function remove_consumer(id)
+  forget_consumer(id)
   bump_epoch()
   bump_fence(cmeta) -- its partitions may go to others now
 end
