@@ -107,11 +107,12 @@ if [ "$mode" = test ]; then
   # (`have` too, so that a dry run with an empty PATH lists it as on a bare machine.)
   { [ -x /usr/bin/chromium ] && have chromium; } || packages+=(chromium)
   # krb5-kdc, krb5-admin-server, krb5-user: the real KDC of the GSSAPI tests
-  # (tests/support/kerberos.py); libsasl2-modules-gssapi-mit: kcat's GSSAPI (Cyrus SASL).
+  # (tests/support/kerberos.py); libsasl2-modules-gssapi-mit: kcat's GSSAPI (Cyrus SASL);
+  # libkrb5-dev: the test extra's gssapi has no Linux wheel, pip builds it with krb5-config.
   # (/usr/sbin is not on every PATH: the files themselves, or `have` for a dry run.)
   { [ -x /usr/sbin/krb5kdc ] && [ -x /usr/sbin/kadmin.local ] && have kinit \
-    && compgen -G "/usr/lib/*/sasl2/libgssapiv2.so" >/dev/null; } \
-    || packages+=(krb5-kdc krb5-admin-server krb5-user libsasl2-modules-gssapi-mit)
+    && have krb5-config && compgen -G "/usr/lib/*/sasl2/libgssapiv2.so" >/dev/null; } \
+    || packages+=(krb5-kdc krb5-admin-server krb5-user libsasl2-modules-gssapi-mit libkrb5-dev)
 fi
 if [ "$mode" != run ] && [ "${SKIP_JAVA:-0}" != 1 ] && ! have java; then
   packages+=(openjdk-17-jre-headless)  # Spark
