@@ -122,8 +122,12 @@ class KafkaContext:
             if live and node_id is not None and all((h, p) != here for _, h, p in live):
                 live = sorted([*live, (node_id, *here)])
         if not live:
-            live = [(self.registry.node_id or 0, self.advertised_host, self.advertised_port)]
+            live = [self.this_broker()]
         return live
+
+    def this_broker(self) -> tuple[int, str, int]:
+        """(node id, host, port) of this pod's broker: alive for certain, it is answering."""
+        return self.registry.node_id or 0, self.advertised_host, self.advertised_port
 
     def controller(self, brokers: list[tuple[int, str, int]]) -> int:
         """The controller Metadata and DescribeCluster name: this pod's broker when listed

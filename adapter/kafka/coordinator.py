@@ -1,8 +1,10 @@
 """FindCoordinator: a live pod chosen by a stable hash of the group id (any pod can do a
 group's work, its state is in Redis: the hash only spreads the clients). v4+ batches keys.
-Transaction coordinators (key type 1) are chosen the same way by the transactional id (any
-pod coordinates any transaction: mapping/txn/transactions.py); share groups (key type 2) do not
-exist here.
+A transaction's coordinator (key type 1) is the pod asked (any pod coordinates any
+transaction: mapping/txn/transactions.py): librdkafka never looks a transaction coordinator
+up again until its connection has once been up, so a pod killed a moment ago, still in the
+registry for its TTL, would stall a transactional producer told of it until then.
+Share groups (key type 2) do not exist here.
 
 ``coordinator_call``: how every group and offset API answers when the group's state in
 Redis cannot be reached (COORDINATOR_NOT_AVAILABLE)."""
@@ -63,6 +65,8 @@ async def _one(
         return DENIED[kind], None, (-1, "", -1)
     if key_type == TRANSACTION_KEY and not key:
         return errors.INVALID_REQUEST, "a transactional id is not empty", (-1, "", -1)
+    if key_type == TRANSACTION_KEY:
+        return errors.NONE, None, context.this_broker()
     return errors.NONE, None, await context.coordinator(key or "")
 
 

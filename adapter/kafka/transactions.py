@@ -4,8 +4,8 @@ init_producer_id.py, TxnOffsetCommit with the groups). The work is mapping/txn/t
 this module reads requests and builds responses as Kafka's KafkaApis does, including its
 answer to clients too old to know PRODUCER_FENCED (INVALID_PRODUCER_EPOCH).
 
-Any pod coordinates any transaction (its state is in Redis): FindCoordinator's choice only
-spreads the clients. When Redis cannot be reached the answer is COORDINATOR_NOT_AVAILABLE,
+Any pod coordinates any transaction (its state is in Redis): FindCoordinator names the pod
+asked (coordinator.py). When Redis cannot be reached the answer is COORDINATOR_NOT_AVAILABLE,
 which clients retry after looking the coordinator up again."""
 
 from __future__ import annotations
@@ -199,9 +199,9 @@ async def describe_transactions(context: KafkaContext, request: Request) -> Any:
 
 
 async def list_transactions(context: KafkaContext, request: Request) -> Any:
-    """The transactions this pod's broker coordinates (as ListGroups: admin clients ask
-    every broker and each transaction is listed once), filtered as Kafka's
-    TransactionStateManager.listTransactionStates."""
+    """The transactions the hash over the live brokers puts on this pod's broker (as
+    ListGroups: admin clients ask every broker and each transaction is listed once),
+    filtered as Kafka's TransactionStateManager.listTransactionStates."""
     body = request.body
     wanted_states = set(body.state_filters or ())
     unknown = sorted(wanted_states - set(STATES))

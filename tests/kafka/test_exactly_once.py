@@ -2,12 +2,14 @@
 prefix (they are killed): a confluent-kafka consume-transform-produce loop
 (send_offsets_to_transaction) copying a topic while it and a pod are SIGKILLed gives exactly
 the input, in order per partition, to read_committed consumers; a pod SIGKILLed during EndTxn
-leaves the transaction all or nothing, completed by the other pod. (Zombies, timeouts and
+leaves the transaction all or nothing, completed by the other pod; a producer starting while a
+dead pod is still registered is not told to wait on it. (Zombies, timeouts and
 aiokafka's producer: test_transactions.py, on the shared pods.)"""
 
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +20,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from redis import Redis
 
+from adapter.kafka.context import coordinator_of
+from mapping.core.keys import Keys
+from mapping.topic.brokers import KAFKA_REGISTER
 from tests.support import ROOT
 from tests.support.kafka import fetch_offsets, read_committed
 from tests.support.pods import RF1, Pod, start_all
@@ -168,6 +174,52 @@ def test_pod_killed_during_end_txn(txn_pods: list[Pod], redis_url: str, topic: s
     seen = [v for vs in found.values() for v in vs if v != b"marker"]
     assert sorted(seen) in ([], sorted(values))
     assert all(vs[-1:] == [b"marker"] for vs in found.values())
+
+
+def test_a_registered_broker_that_no_longer_answers(
+    txn_pods: list[Pod], redis_url: str, topic: str
+) -> None:
+    """A transactional producer that starts while a pod that no longer answers is still in
+    the broker registry (a pod SIGKILLed a moment ago stays there for the TTL; this one for
+    two minutes) gets a live transaction coordinator. librdkafka looks a transaction
+    coordinator up again only after its connection to it was once up: told of the dead pod,
+    as a hash over the registry could tell it, init_transactions waits on it until the
+    registration expires. The transactional id is one that hash puts on the dead pod."""
+    bootstrap = _bootstrap(txn_pods)
+    _create(bootstrap, topic)
+    registry_keys = Keys(txn_pods[0].args[txn_pods[0].args.index("--key-prefix") + 1])
+    registry_keys = registry_keys.kafka_brokers
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        dead_port = unused.getsockname()[1]
+    redis = Redis.from_url(redis_url)
+    script = KAFKA_REGISTER.command(registry_keys, ["dead-pod", f"127.0.0.1:{dead_port}", 120_000])
+    redis.execute_command(*script)
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT})
+        metadata = admin.list_topics(topic, timeout=10)
+        registry = sorted((b.id, b.host, b.port) for b in metadata.brokers.values())
+        assert dead_port in [port for _, _, port in registry]
+        txn_id = next(
+            f"late-{topic}-{i}"
+            for i in range(1000)
+            if coordinator_of(registry, f"late-{topic}-{i}")[2] == dead_port
+        )
+        dead_node = next(node for node, _, port in registry if port == dead_port)
+        partition = next(
+            p.id for p in metadata.topics[topic].partitions.values() if p.leader != dead_node
+        )
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, **CLIENT})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, value=b"beside a dead broker", partition=partition)
+        producer.commit_transaction(30)
+    finally:
+        redis.zrem(registry_keys[0], "dead-pod")
+        redis.hdel(registry_keys[1], "dead-pod")
+        redis.close()
+    found = read_committed(bootstrap, topic, PARTITIONS, 1, timeout=60)
+    assert found[partition] == [b"beside a dead broker"]
 
 
 def _commit_quietly(producer: Producer) -> None:
