@@ -10,14 +10,17 @@ Kafka broker answers from its metadata cache: never fewer, so clients do not for
 other brokers (and the coordinators they had found on them) over an outage. Nor right after
 it: no pod could refresh its registration meanwhile, so an outage longer than the TTL leaves
 every entry expired by Redis' clock, and the first reads would list only the pods that
-registered again so far. For one TTL after an outage the brokers listed before it stay
+registered again so far. For one TTL after an outage the brokers read before it stay
 listed: a live pod registers again within a third of the TTL, one still missing then is gone.
+Only brokers read from Redis are kept so, each for a TTL after the outage that began after
+it was read: outages one after another never keep a dead pod listed for longer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 
 from mapping.connection import resilient, scripts
@@ -99,12 +102,14 @@ class BrokerRegistry:
         self.address = address
         self.ttl_ms = ttl_ms
         self.node_id: int | None = None
-        # the live brokers as last read from Redis (by node id): what an outage answers
+        # the live brokers as last answered (by node id): what an outage answers
         self.last_live: list[tuple[int, str, int]] = []
+        # the live brokers as last read from Redis (no kept ones among them)
+        self._read: list[tuple[int, str, int]] = []
         self._in_outage = False  # a read or refresh failed, none succeeded since
-        # the brokers listed before the last outage, kept until _kept_until (monotonic s)
-        self._kept: list[tuple[int, str, int]] = []
-        self._kept_until = 0.0
+        # the brokers read before an outage, each listed until its time (monotonic s; inf
+        # while the outage lasts)
+        self._kept: dict[tuple[int, str, int], float] = {}
         # set by ``unregister``: a draining pod's refresh task must not list it again (its
         # entry would outlive the process by a TTL, and a client's first Metadata could make
         # the gone pod its controller)
@@ -163,12 +168,14 @@ class BrokerRegistry:
         except Exception:
             self._outage_began()
             raise
-        brokers = live_brokers(reply)
+        brokers = self._read = live_brokers(reply)
         now = time.monotonic()
         if self._in_outage:
             self._in_outage = False
-            self._kept_until = now + self.ttl_ms / 1000
-        if self._kept and now < self._kept_until:
+            ends = now + self.ttl_ms / 1000
+            self._kept = {broker: min(until, ends) for broker, until in self._kept.items()}
+        self._kept = {broker: until for broker, until in self._kept.items() if now < until}
+        if self._kept:
             listed = {node for node, _, _ in brokers}
             brokers = sorted([*brokers, *(b for b in self._kept if b[0] not in listed)])
         self.last_live = brokers
@@ -177,4 +184,4 @@ class BrokerRegistry:
     def _outage_began(self) -> None:
         if not self._in_outage:
             self._in_outage = True
-            self._kept = list(self.last_live)
+            self._kept.update(dict.fromkeys(self._read, math.inf))

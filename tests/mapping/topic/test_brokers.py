@@ -1,14 +1,15 @@
 """The Kafka broker registry (mapping/topic/brokers.py) on a real Redis, around an outage: the
 brokers a pod last read are what it answers while Redis cannot be read, and for one TTL after
 the outage a broker listed before it stays listed while its registration, expired during the
-outage, is not renewed yet; a broker that stays away is dropped after that TTL. A pod is
-registered before it serves."""
+outage, is not renewed yet; a broker that stays away is dropped after that TTL, however many
+outages follow. A pod is registered before it serves."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -78,6 +79,33 @@ def test_an_outage_answers_the_brokers_last_read_and_keeps_them_one_ttl_after(
         # a broker that does not come back is dropped once the TTL after the outage passed
         await asyncio.sleep(TTL_MS * 1.5 / 1000)
         await here.refresh()
+        assert _ports(here.last_live) == [1]
+
+    run(redis_url, body)
+
+
+def test_outages_one_after_another_do_not_keep_a_dead_broker(redis_url: str) -> None:
+    """A broker read before an outage is kept one TTL after it, not once more by each outage
+    that follows: a flapping link to Redis would keep a dead pod listed for good (partitions
+    led by it, coordinators on it)."""
+
+    async def body(batcher: RedisBatcher, keys: Keys) -> None:
+        here = BrokerRegistry(batcher, keys, pod_id="a", address="h:1", ttl_ms=TTL_MS)
+        dead = BrokerRegistry(batcher, keys, pod_id="b", address="h:2", ttl_ms=TTL_MS)
+        await dead.refresh()
+        await here.refresh()
+        assert _ports(here.last_live) == [1, 2]
+        died = time.monotonic()  # b refreshes no more
+        # outages a third of a TTL apart, until b's registration and a TTL after the
+        # outage that followed its last read are long over
+        while time.monotonic() - died < 4 * TTL_MS / 1000:
+            here.batcher = Unreachable()  # type: ignore[assignment]
+            with pytest.raises(Unavailable):
+                await here.refresh()
+            await asyncio.sleep(TTL_MS / 8000)
+            here.batcher = batcher
+            await here.refresh()
+            await asyncio.sleep(TTL_MS / 3000)
         assert _ports(here.last_live) == [1]
 
     run(redis_url, body)
