@@ -187,8 +187,8 @@ def test_a_registered_broker_that_no_longer_answers(
     registration expires. The transactional id is one that hash puts on the dead pod."""
     bootstrap = _bootstrap(txn_pods)
     _create(bootstrap, topic)
-    registry_keys = Keys(txn_pods[0].args[txn_pods[0].args.index("--key-prefix") + 1])
-    registry_keys = registry_keys.kafka_brokers
+    args = txn_pods[0].args
+    registry_keys = Keys(prefix=args[args.index("--key-prefix") + 1]).kafka_brokers
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         dead_port = unused.getsockname()[1]

@@ -106,6 +106,7 @@ def test_outages_one_after_another_do_not_keep_a_dead_broker(redis_url: str) -> 
             here.batcher = batcher
             await here.refresh()
             await asyncio.sleep(TTL_MS / 3000)
+        await here.refresh()
         assert _ports(here.last_live) == [1]
 
     run(redis_url, body)
