@@ -9,8 +9,9 @@
 -- ARGV[3] member epoch (0: join, -1: leave, -2: static member's temporary leave, else the
 -- member's epoch), ARGV[4] instance id ('': not sent), ARGV[5] rack id ('': not sent),
 -- ARGV[6] client id, ARGV[7] client host, ARGV[8] rebalance timeout (ms), ARGV[9]
--- subscribed topics as a JSON list ('': unchanged), ARGV[10] server assignor ('': unchanged), ARGV[11] owned partitions as JSON
--- {topic: [p]} ('': not sent), ARGV[12] partition counts JSON {topic: n} of the topics the
+-- subscribed topics as a JSON list ('': unchanged), ARGV[10] server assignor ('':
+-- unchanged), ARGV[11] owned partitions as JSON {topic: [p]} ('': not sent), ARGV[12]
+-- partition counts JSON {topic: n} of the topics the
 -- caller knows the group uses (changes start a new epoch), ARGV[13] the member's
 -- subscription as it sent it, JSON {names = [topics], regex} ('': unchanged): ARGV[9] is
 -- what it resolves to (its names and the topics its regex matches), ARGV[13] is kept to be

@@ -54,16 +54,21 @@ def _ports(brokers: list[tuple[int, str, int]]) -> list[int]:
     return sorted(port for _, _, port in brokers)
 
 
+async def _two_brokers(batcher: RedisBatcher, keys: Keys) -> tuple[BrokerRegistry, BrokerRegistry]:
+    """This pod (h:1) and another (h:2), both registered and listed by this pod."""
+    here = BrokerRegistry(batcher, keys, pod_id="a", address="h:1", ttl_ms=TTL_MS)
+    other = BrokerRegistry(batcher, keys, pod_id="b", address="h:2", ttl_ms=TTL_MS)
+    await other.refresh()
+    await here.refresh()
+    assert _ports(here.last_live) == [1, 2]
+    return here, other
+
+
 def test_an_outage_answers_the_brokers_last_read_and_keeps_them_one_ttl_after(
     redis_url: str,
 ) -> None:
     async def body(batcher: RedisBatcher, keys: Keys) -> None:
-        here = BrokerRegistry(batcher, keys, pod_id="a", address="h:1", ttl_ms=TTL_MS)
-        other = BrokerRegistry(batcher, keys, pod_id="b", address="h:2", ttl_ms=TTL_MS)
-        await here.refresh()
-        await other.refresh()
-        await here.refresh()
-        assert _ports(here.last_live) == [1, 2]
+        here, other = await _two_brokers(batcher, keys)
 
         here.batcher = Unreachable()  # type: ignore[assignment]
         with pytest.raises(Unavailable):
@@ -90,11 +95,7 @@ def test_outages_one_after_another_do_not_keep_a_dead_broker(redis_url: str) -> 
     led by it, coordinators on it)."""
 
     async def body(batcher: RedisBatcher, keys: Keys) -> None:
-        here = BrokerRegistry(batcher, keys, pod_id="a", address="h:1", ttl_ms=TTL_MS)
-        dead = BrokerRegistry(batcher, keys, pod_id="b", address="h:2", ttl_ms=TTL_MS)
-        await dead.refresh()
-        await here.refresh()
-        assert _ports(here.last_live) == [1, 2]
+        here, _dead = await _two_brokers(batcher, keys)
         died = time.monotonic()  # b refreshes no more
         # outages a third of a TTL apart, until b's registration and a TTL after the
         # outage that followed its last read are long over
@@ -114,11 +115,7 @@ def test_outages_one_after_another_do_not_keep_a_dead_broker(redis_url: str) -> 
 
 def test_without_an_outage_an_expired_broker_is_dropped_at_once(redis_url: str) -> None:
     async def body(batcher: RedisBatcher, keys: Keys) -> None:
-        here = BrokerRegistry(batcher, keys, pod_id="a", address="h:1", ttl_ms=TTL_MS)
-        other = BrokerRegistry(batcher, keys, pod_id="b", address="h:2", ttl_ms=TTL_MS)
-        await other.refresh()
-        await here.refresh()
-        assert _ports(here.last_live) == [1, 2]
+        here, _other = await _two_brokers(batcher, keys)
         await asyncio.sleep(TTL_MS * 1.5 / 1000)
         await here.refresh()
         assert _ports(here.last_live) == [1]
