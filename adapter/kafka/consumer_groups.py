@@ -128,7 +128,8 @@ Described = DescribeResponse.DescribedGroup
 DescribedMember = Described.Member
 MemberAssignment = DescribedMember.Assignment
 MemberTopic = MemberAssignment.TopicPartitions
-CONSUMER_MEMBER = 1  # MemberType (v1, KIP-1099): a member of the consumer protocol
+# MemberType (v1, KIP-1099): a member of the classic protocol, of the consumer protocol
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1
 
 
 async def _topic_ids(context: KafkaContext, topics: Iterable[str]) -> dict[str, uuid.UUID]:
@@ -188,7 +189,7 @@ async def _described(context: KafkaContext, name: str) -> Any:
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=_assignment(ids, m.assignment),
                 target_assignment=_assignment(ids, m.target_assignment),
-                member_type=CONSUMER_MEMBER,
+                member_type=CLASSIC_MEMBER if m.classic else CONSUMER_MEMBER,
             )
             for m in found.members
         ],

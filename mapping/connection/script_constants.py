@@ -11,6 +11,8 @@ from mapping.core import errors, kafka_errors, records, size_marks
 # Not errors: the kafka_group scripts answer these in the error code's place.
 WAIT = -1  # wait (pub/sub, or the ms the reply names) and check again (lib/kgroup.lua)
 NEED_TARGET = -2  # compute the target assignment and store it (lib/kconsumer.lua)
+# a classic request to a consumer group: the pod serves it as one of its members (lib/kmixed.lua)
+CONSUMER_GROUP = -3
 
 LUA_CONSTANTS: dict[str, int | str] = {
     # Kafka's error codes, by Kafka's names (K.UNKNOWN_MEMBER_ID)
@@ -20,6 +22,7 @@ LUA_CONSTANTS: dict[str, int | str] = {
     **{f"V1_{code}": code for code in errors.SCRIPT_CODES},
     "WAIT": WAIT,
     "NEED_TARGET": NEED_TARGET,
+    "CONSUMER_GROUP": CONSUMER_GROUP,
     # the value size marks' range of k in 'size.<k>'
     "SIZE_MIN_BITS": size_marks.SIZE_MIN_BITS,
     "SIZE_MAX_BITS": size_marks.SIZE_MAX_BITS,

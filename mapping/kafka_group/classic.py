@@ -6,19 +6,27 @@ pods, for the barriers: a JoinGroup until every member of the last generation re
 rebalance timeout passed), a follower's SyncGroup until the leader stored the assignment. The
 waits wake on the group's pub/sub channel; the only timer is the deadline the script names
 (rebalance timeout, initial delay, a session expiry), after which the script checks again.
+
+A group that is a KIP-848 consumer group with live members serves classic consumers as its
+members (Kafka's online migration, ``mapping/lua/lib/kmixed.lua``): their JoinGroup is a
+heartbeat of the member, answered at once with no leader; their SyncGroup gets the member's
+partitions, encoded here.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 
 from mapping.connection import scripts
-from mapping.connection.script_constants import WAIT
+from mapping.connection.script_constants import CONSUMER_GROUP, WAIT
 from mapping.core import kafka_errors as errors
 from mapping.core.codec import to_str
 from mapping.core.keys import KafkaGroupKeys, group_part
-from mapping.kafka_group.base import GroupsBase, raw
+from mapping.kafka_group import consumer_protocol
+from mapping.kafka_group.base import raw
+from mapping.kafka_group.consumer import ClassicJoin, ConsumerGroups
 
 # The Redis clock and the pod's timer are not the same clock: re-check a little after.
 _DEADLINE_MARGIN_S = 0.005
@@ -158,7 +166,7 @@ def _join_result(reply: list) -> JoinResult:
     )
 
 
-class ClassicGroups(GroupsBase):
+class ClassicGroups(ConsumerGroups):
     async def join(
         self,
         group: str,
@@ -221,9 +229,68 @@ class ClassicGroups(GroupsBase):
         code = int(reply[0])
         if code == errors.NONE:
             return _join_result(reply)
+        if code == CONSUMER_GROUP:
+            if not member_id and group_instance_id is None and require_known_member_id:
+                return JoinResult(errors.MEMBER_ID_REQUIRED, new_member_id)
+            return await self._join_consumer_group(
+                group,
+                member_id or new_member_id,
+                protocols=protocols,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                group_instance_id=group_instance_id,
+                client_id=client_id,
+                client_host=client_host,
+            )
         if code == errors.MEMBER_ID_REQUIRED:
             return JoinResult(code, to_str(reply[1]))
         return JoinResult(code, member_id)
+
+    async def _join_consumer_group(
+        self,
+        group: str,
+        member_id: str,
+        *,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int | None,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+    ) -> JoinResult:
+        """A classic consumer's JoinGroup to a consumer group: a heartbeat of the member with
+        the topics and owned partitions of its subscription (any protocol's metadata: a
+        consumer sends the same subscription with each), answered at once with its member
+        epoch as the generation and no leader, as Kafka's coordinator answers it."""
+        subscription = consumer_protocol.subscription(protocols[0][1])
+        if subscription is None:
+            return JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        names = [name for name, _ in protocols]
+        result = await self.consumer_heartbeat(
+            group,
+            member_id,
+            0,
+            instance_id=group_instance_id,
+            rebalance_timeout_ms=(
+                rebalance_timeout_ms if rebalance_timeout_ms is not None else session_timeout_ms
+            ),
+            subscribed_topic_names=subscription.topics,
+            owned=subscription.owned,
+            client_id=client_id,
+            client_host=client_host,
+            classic=ClassicJoin(session_timeout_ms, names, subscription.version),
+        )
+        if result.error == errors.FENCED_MEMBER_EPOCH:  # (a classic client knows this one)
+            return JoinResult(errors.UNKNOWN_MEMBER_ID, member_id)
+        if result.error != errors.NONE:
+            return JoinResult(result.error, member_id)
+        return JoinResult(
+            errors.NONE,
+            result.member_id,
+            result.member_epoch,
+            protocol_type="consumer",
+            protocol_name=names[0],
+        )
 
     async def sync(
         self,
@@ -262,6 +329,12 @@ class ClassicGroups(GroupsBase):
                 await watch.next(int(reply[1]) / 1000 + _DEADLINE_MARGIN_S)
                 reply = await self.call_group_script(call(recheck=True))
         code = int(reply[0])
+        if code == CONSUMER_GROUP:  # a classic member of a consumer group: its partitions
+            partitions = json.loads(reply[1] or b"{}")
+            assignment = consumer_protocol.assignment(
+                {t: [int(p) for p in ps] for t, ps in dict(partitions).items()}, int(reply[3])
+            )
+            return SyncResult(errors.NONE, assignment, "consumer", to_str(reply[2]))
         if code != errors.NONE:
             return SyncResult(code)
         return SyncResult(

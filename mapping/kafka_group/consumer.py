@@ -53,6 +53,24 @@ class ConsumerHeartbeatResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicJoin:
+    """What a classic member's JoinGroup adds to its heartbeat in a consumer group: its
+    session, its protocols' names (the first is the one its SyncGroup names) and its
+    subscription's version (its assignment's)."""
+
+    session_timeout_ms: int
+    protocols: list[str]
+    version: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session_timeout_ms": self.session_timeout_ms,
+            "protocols": self.protocols,
+            "version": self.version,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerMemberDescription:
     member_id: str
     instance_id: str | None
@@ -64,6 +82,7 @@ class ConsumerMemberDescription:
     subscribed_topic_regex: str | None
     assignment: dict[str, list[int]]
     target_assignment: dict[str, list[int]]
+    classic: bool = False  # a member that speaks the classic protocol (lib/kmixed.lua)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +116,12 @@ def kafka_group_consumer_heartbeat_call(
     server_assignor: str | None,
     owned: dict[str, list[int]] | None,
     partition_counts: dict[str, int],
+    classic: ClassicJoin | None = None,
 ) -> tuple:
     """kafka_group/consumer_heartbeat.lua (None: unchanged, or not sent).
     ``subscribed_topics`` are the topics the assignor gives the member; ``subscription``
     what it subscribed with (its names and regex), kept to be described and matched
-    again."""
+    again; ``classic``: a classic member's JoinGroup (lib/kmixed.lua)."""
     args = [
         session_timeout_ms,
         member_id,
@@ -116,6 +136,7 @@ def kafka_group_consumer_heartbeat_call(
         _owned_json(owned),
         json.dumps(partition_counts),
         json.dumps(subscription.as_json()) if subscription is not None else "",
+        json.dumps(classic.as_json()) if classic is not None else "",
     ]
     return KAFKA_GROUP_CONSUMER_HEARTBEAT.command(keys.script_keys(), args)
 
@@ -130,9 +151,12 @@ def kafka_group_consumer_target_call(
     member_id: str,
     owned: dict[str, list[int]] | None,
     full: bool,
+    partition_counts: dict[str, int] | None = None,
 ) -> tuple:
     """kafka_group/consumer_target.lua: store ``target`` (member -> topic -> partitions)
-    for ``group_epoch``, then answer ``member_id`` (``full``: its whole assignment)."""
+    for ``group_epoch``, then answer ``member_id`` (``full``: its whole assignment);
+    ``partition_counts``: the counts the target was computed with for topics the group had
+    none of."""
     args = [
         session_timeout_ms,
         group_epoch,
@@ -141,6 +165,7 @@ def kafka_group_consumer_target_call(
         member_id,
         _owned_json(owned),
         "1" if full else "0",
+        json.dumps(partition_counts or {}),
     ]
     return KAFKA_GROUP_CONSUMER_TARGET.command(keys.script_keys(), args)
 
@@ -181,6 +206,7 @@ class ConsumerGroups(GroupsBase):
         client_id: str = "",
         client_host: str = "",
         visible: Visible | None = None,
+        classic: ClassicJoin | None = None,
     ) -> ConsumerHeartbeatResult:
         """ConsumerGroupHeartbeat. ``member_epoch`` 0 joins (``member_id`` may be empty:
         one is made), -1 leaves, -2 is a static member's temporary leave: with an
@@ -190,7 +216,9 @@ class ConsumerGroups(GroupsBase):
         "unchanged" as in the request. Topic ids are the caller's business: topics here
         are names. A member subscribed by ``subscribed_topic_regex`` is subscribed to its
         names and every topic the regex matches when it heartbeats (``visible``: those of
-        them its principal may see), so a topic created later joins its assignment."""
+        them its principal may see), so a topic created later joins its assignment.
+        ``classic``: a classic member's JoinGroup, served as this member's heartbeat with
+        its own session timeout (``ClassicGroups.join``)."""
         if not group:  # Kafka's rule: any group id but the empty one
             return ConsumerHeartbeatResult(errors.INVALID_GROUP_ID, member_id)
         if instance_id == "":
@@ -231,6 +259,8 @@ class ConsumerGroups(GroupsBase):
             stored = await self.batcher.submit("HGET", gk.consumer_member, member_id)
             member = json.loads(stored) if stored else None
         session_timeout_ms, heartbeat_interval_ms = self._member_timing(await configs)
+        if classic is not None:
+            session_timeout_ms = classic.session_timeout_ms
         sent = subscribed_topic_names is not None or subscribed_topic_regex is not None
         subscription = Subscription.stored(member).updated(
             subscribed_topic_names, subscribed_topic_regex
@@ -259,6 +289,7 @@ class ConsumerGroups(GroupsBase):
             server_assignor=server_assignor,
             owned=owned,
             partition_counts={t: c or 0 for t, c in counts.items()},
+            classic=classic,
         )
         registered = self.batcher.submit("SADD", self.keys.kafka_groups, group_part(group))
         reply = await self.call_group_script(call)
@@ -270,6 +301,11 @@ class ConsumerGroups(GroupsBase):
             stored_counts = {t: int(c) for t, c in dict(json.loads(reply[4])).items()}
             subscriptions = {m: topic_list(d.get("subscribed")) for m, d in members.items()}
             known.update(t for subscribed in subscriptions.values() for t in subscribed)
+            # topics no heartbeat brought counts of yet (a classic group's, upgraded)
+            unseen = sorted(known - stored_counts.keys())
+            if unseen:
+                read = await self.partition_counts(unseen)
+                stored_counts |= {t: c or 0 for t, c in read.items()}
             name = choose([str(d.get("assignor") or "") for d in members.values()])
             target = ASSIGNORS[name](subscriptions, stored_counts, previous)
             reply = await self.call_group_script(
@@ -282,6 +318,7 @@ class ConsumerGroups(GroupsBase):
                     member_id=member_id,
                     owned=owned,
                     full=full,
+                    partition_counts={t: stored_counts[t] for t in unseen},
                 )
             )
         code = int(reply[0])
@@ -346,6 +383,7 @@ class ConsumerGroups(GroupsBase):
                     subscribed_topic_regex=sent.regex or None,
                     assignment=_visible(m),
                     target_assignment=_partitions(json.loads(reply[i + 2])),
+                    classic="classic" in m,
                 )
             )
         return ConsumerGroupDescription(

@@ -1,7 +1,8 @@
 """KIP-848 (``group.protocol=consumer``) with confluent-kafka over three pods: the pods
 assign, members on different pods split the partitions, a leaving member's partitions
 move, commits resume; a regex subscription takes the topics it matches, later ones too; a
-static member (``group.instance.id``) comes back to its partitions."""
+static member (``group.instance.id``) comes back to its partitions; a rolling restart
+moves a classic group to KIP-848 without stopping it."""
 
 from __future__ import annotations
 
@@ -19,7 +20,15 @@ from confluent_kafka.admin import (
 )
 
 from adapter.kafka.versions import CONSUMER_GROUP_DESCRIBE
-from tests.kafka.group_helpers import KIP848, SESSION_MS, owned, poll_until, poller, produce
+from tests.kafka.group_helpers import (
+    KIP848,
+    SESSION_MS,
+    AioMember,
+    owned,
+    poll_until,
+    poller,
+    produce,
+)
 from tests.kafka.test_groups import (
     PARTITIONS,
     PER_PARTITION,
@@ -306,3 +315,81 @@ def test_kip848_static_member_not_back_within_its_session_is_removed(
         assert left.instance_id is None
     finally:
         other.close()
+
+
+def test_rolling_upgrade_from_classic_members_to_kip848_and_back(
+    group_pods: list[Pod], group_topic: str
+) -> None:
+    """Kafka's online migration, as a rolling restart does it: two classic members read the
+    topic; one is replaced by a KIP-848 member (the group becomes a consumer group, the
+    classic member keeps reading), then the other; an aiokafka member (a classic-only
+    client) joins afterwards, as a rollback would, and once the KIP-848 members are gone it
+    forms a classic group again. Each step ends with every partition owned by exactly one
+    member and the step's new records read."""
+    group = f"g848m-{group_topic}"
+    everything = set(range(PARTITIONS))
+    members = {f"classic{i}": protocol_member(group_pods[i], group, "classic") for i in range(2)}
+    got: dict[str, set[bytes]] = {name: set() for name in members}
+    aio: AioMember | None = None
+
+    def poll_all() -> None:
+        for name, member in members.items():
+            poller(member, got[name])()
+
+    def owners() -> list[set[int]]:
+        return [owned(m) for m in members.values()] + ([aio.owned] if aio else [])
+
+    def read(tag: str) -> set[bytes]:
+        return {v for name in got for v in got[name] if b"-" + tag.encode() in v} | {
+            v for v in (aio.got if aio else []) if b"-" + tag.encode() in v
+        }
+
+    def settled(tag: str) -> Callable[[], bool]:
+        def check() -> bool:
+            shares = owners()
+            return (
+                all(shares)
+                and sum(len(s) for s in shares) == PARTITIONS
+                and set().union(*shares) == everything
+                and len(read(tag)) == PARTITIONS
+            )
+
+        return check
+
+    def state() -> object:
+        return {name: sorted(owned(m)) for name, m in members.items()}, aio and aio.owned
+
+    try:
+        for member in members.values():
+            member.subscribe([group_topic])
+        for step, (leaving, joining) in enumerate(
+            [(None, None), ("classic0", "kip848a"), ("classic1", "kip848b")]
+        ):
+            if leaving is not None and joining is not None:
+                members.pop(leaving).close()
+                members[joining] = protocol_member(group_pods[step], group, "consumer")
+                members[joining].subscribe([group_topic])
+                got[joining] = set()
+            produce(group_pods[0].bootstrap, group_topic, PARTITIONS, 1, tag=f"step{step}")
+            poll_until([poll_all], settled(f"step{step}"), timeout=45, state=state)
+        described = AdminClient({"bootstrap.servers": group_pods[2].bootstrap})
+        [group_state] = described.describe_consumer_groups([group]).values()
+        assert group_state.result(timeout=15).type == ConsumerGroupType.CONSUMER
+
+        aio = AioMember(group_pods[1].bootstrap, group, group_topic)
+        aio.start()
+        produce(group_pods[0].bootstrap, group_topic, PARTITIONS, 1, tag="step3")
+        poll_until([poll_all], settled("step3"), timeout=45, state=state)
+
+        # the rollback's end: the KIP-848 members go, the classic one forms a classic group
+        for name in list(members):
+            members.pop(name).close()
+        produce(group_pods[0].bootstrap, group_topic, PARTITIONS, 1, tag="step4")
+        poll_until([lambda: time.sleep(0.1)], settled("step4"), timeout=45, state=state)
+        listed = described.list_consumer_groups().result(timeout=15).valid
+        assert {g.group_id: g.type for g in listed}[group] == ConsumerGroupType.CLASSIC
+    finally:
+        for member in members.values():
+            member.close()
+        if aio is not None:
+            aio.leave()

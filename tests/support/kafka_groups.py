@@ -70,12 +70,21 @@ async def pods(
             await pod.client.aclose()
 
 
-def subscription(*topics: str) -> bytes:
-    """A ConsumerProtocolSubscription v0 (what Kafka consumers send as JoinGroup metadata)."""
-    body = bytearray(b"\x00\x00") + len(topics).to_bytes(4, "big")
+def subscription(*topics: str, owned: dict[str, list[int]] | None = None) -> bytes:
+    """A ConsumerProtocolSubscription (what Kafka consumers send as JoinGroup metadata): v0,
+    or v1 with the ``owned`` partitions."""
+    version = 0 if owned is None else 1
+    body = bytearray(version.to_bytes(2, "big")) + len(topics).to_bytes(4, "big")
     for topic in topics:
         body += len(topic).to_bytes(2, "big") + topic.encode()
-    return bytes(body + b"\xff\xff\xff\xff")  # no user data
+    body += b"\xff\xff\xff\xff"  # no user data
+    if owned is not None:
+        body += len(owned).to_bytes(4, "big")
+        for topic, partitions in owned.items():
+            body += len(topic).to_bytes(2, "big") + topic.encode()
+            body += len(partitions).to_bytes(4, "big")
+            body += b"".join(p.to_bytes(4, "big") for p in partitions)
+    return bytes(body)
 
 
 async def join(

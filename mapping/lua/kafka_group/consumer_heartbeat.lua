@@ -1,10 +1,10 @@
---! include lib/kconsumer.lua
+--! include lib/kmixed.lua
 -- KEYS: meta, members, member_info, protocols, joining, generation_of, assignment,
 --   static, pending_ids, events, consumer_meta, consumer_members, consumer_member,
 --   consumer_target, consumer_topics
 -- ARGV: session_timeout_ms, member_id, member_epoch, instance_id,
 --   rack_id, client_id, client_host, rebalance_timeout_ms, subscribed_topics, server_assignor,
---   owned, partition_counts, subscription
+--   owned, partition_counts, subscription, classic
 -- ConsumerGroupHeartbeat (KIP-848).  ARGV[1] session timeout (ms), ARGV[2] member id,
 -- ARGV[3] member epoch (0: join, -1: leave, -2: static member's temporary leave, else the
 -- member's epoch), ARGV[4] instance id ('': not sent), ARGV[5] rack id ('': not sent),
@@ -15,7 +15,10 @@
 -- caller knows the group uses (changes start a new epoch), ARGV[13] the member's
 -- subscription as it sent it, JSON {names = [topics], regex} ('': unchanged): ARGV[9] is
 -- what it resolves to (its names and the topics its regex matches), ARGV[13] is kept to be
--- described and matched again.
+-- described and matched again. ARGV[14] a classic member's JoinGroup (lib/kmixed.lua): JSON
+-- {session_timeout_ms, protocols = [names], version} ('': a ConsumerGroupHeartbeat); a
+-- known member rejoining keeps its place, whatever ARGV[3] says.
+-- A consumer joining a classic group upgrades it (lib/kmixed.lua's upgrade_classic).
 -- Static members (an instance id, KIP-345 under KIP-848) as in Kafka: a member that leaves
 -- with -2 stays in the group at epoch -2, its partitions kept for it and nobody else, until
 -- its session runs out; a join with its instance id meanwhile takes its place under the new
@@ -28,11 +31,18 @@ local instance_id = ARGV[4]
 local subscription, assignor_name = ARGV[9], ARGV[10]
 local owned = nil
 if ARGV[11] ~= '' then owned = cjson.decode(ARGV[11]) end
+local classic = nil
+if ARGV[14] ~= '' then classic = cjson.decode(ARGV[14]) end
 
 settle()
 settle_consumers()
--- memberships are per protocol: a classic group with members refuses this one
-if redis.call('HLEN', members) > 0 then return {K.INCONSISTENT_GROUP_PROTOCOL} end
+if redis.call('HLEN', members) > 0 then
+  -- the group went back to the classic protocol since the JoinGroup was routed here
+  if classic then return {K.REBALANCE_IN_PROGRESS} end
+  if epoch ~= 0 then return {K.INCONSISTENT_GROUP_PROTOCOL} end
+  local refusal = upgrade_classic()
+  if refusal then return {refusal} end
+end
 
 -- partition counts: a subscribed topic that grew (or appeared) starts a new epoch; and the
 -- member holding the request's instance id, if any
@@ -52,6 +62,11 @@ for topic, count in pairs(cjson.decode(ARGV[12])) do
 end
 
 local m = decode_member(member_id)
+if classic then
+  -- no member of the consumer protocol left: the classic members join as a classic group
+  if downgrade_if_classic_only() then return {K.UNKNOWN_MEMBER_ID} end
+  epoch = (m and m.epoch) or 0
+end
 if epoch ~= 0 and instance_id ~= '' then
   if not holder then return {K.UNKNOWN_MEMBER_ID} end
   if holder ~= member_id then return {K.FENCED_INSTANCE_ID} end
@@ -75,7 +90,8 @@ if epoch == 0 then
   local replaced = nil
   if holder then
     replaced = decode_member(holder)
-    if replaced.epoch ~= -2 then return {K.UNRELEASED_INSTANCE_ID} end
+    -- (a classic static member that starts again replaces its old self, as in Kafka)
+    if replaced.epoch ~= -2 and not classic then return {K.UNRELEASED_INSTANCE_ID} end
   end
   if m and member_id ~= holder then remove_consumer(member_id) end -- a member starting over
   if replaced then
@@ -98,6 +114,7 @@ elseif not m then
 elseif m.epoch == -2 or (epoch ~= m.epoch and epoch ~= m.previous_epoch) then
   return {K.FENCED_MEMBER_EPOCH}
 end
+if classic then m.classic, m.rejoin_deadline = classic, 0 end
 if instance_id ~= '' then m.instance_id = instance_id end
 if ARGV[5] ~= '' then m.rack_id = ARGV[5] end
 m.client_id, m.client_host = ARGV[6], ARGV[7]

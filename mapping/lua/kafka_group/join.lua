@@ -13,7 +13,9 @@
 -- ARGV[10] the member id to hand out if one is needed (made by the caller),
 -- ARGV[11..] protocol name, metadata, name, metadata, ... (the member's preference order).
 -- Returns join_answer (see lib/kgroup.lua), {WAIT, ms} while the barrier is open (the caller
--- waits and runs kafka_group/join_wait), {MEMBER_ID_REQUIRED, new id}, or {error code}.
+-- waits and runs kafka_group/join_wait), {MEMBER_ID_REQUIRED, new id}, {CONSUMER_GROUP} when
+-- the group is a consumer group (KIP-848) with live members (the caller joins the member to
+-- it: lib/kmixed.lua), or {error code}.
 local delay_ms, member_id, instance_id = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local client_id, client_host = ARGV[4], ARGV[5]
 local session_timeout, rebalance_timeout = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -121,9 +123,11 @@ local function replace_static(old_id)
   return after_join(id)
 end
 
-if not compatible(member_id) or consumer_members_live() > 0 then
+if consumer_members_live() > 0 then
+  if protocol_type == 'consumer' then return {K.CONSUMER_GROUP} end
   return {K.INCONSISTENT_GROUP_PROTOCOL}
 end
+if not compatible(member_id) then return {K.INCONSISTENT_GROUP_PROTOCOL} end
 
 if member_id == '' then
   if instance_id ~= '' then

@@ -1,18 +1,21 @@
---! include lib/kgroup.lua
+--! include lib/kmixed.lua
 -- KEYS: meta, members, member_info, protocols, joining, generation_of, assignment,
 --   static, pending_ids, events, consumer_meta, consumer_members, consumer_member,
 --   consumer_target, consumer_topics
 -- ARGV: ...
 -- LeaveGroup, also in batches (v3+: members named by member id and/or group.instance.id).
 -- ARGV = member id, instance id, member id, instance id, ... ('' for absent).
--- Returns one error code per member, in order.
+-- Returns one error code per member, in order; classic members of a consumer group leave
+-- it (lib/kmixed.lua).
 settle()
 local codes, removed = {}, false
 local exists = redis.call('EXISTS', meta) == 1
 for i = 1, #ARGV, 2 do
   local member_id, instance_id = ARGV[i], ARGV[i + 1]
-  local code = K.NONE
-  if not exists then
+  local mixed = classic_leave(member_id, instance_id) -- (a member of a consumer group)
+  local code = mixed or K.NONE
+  if mixed then -- (answered)
+  elseif not exists then
     code = K.UNKNOWN_MEMBER_ID
   elseif instance_id ~= '' then
     local owner = redis.call('HGET', static, instance_id)

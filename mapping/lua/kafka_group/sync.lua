@@ -1,4 +1,4 @@
---! include lib/kgroup.lua
+--! include lib/kmixed.lua
 -- KEYS: meta, members, member_info, protocols, joining, generation_of, assignment,
 --   static, pending_ids, events, consumer_meta, consumer_members, consumer_member,
 --   consumer_target, consumer_topics
@@ -8,11 +8,14 @@
 -- ARGV[3] generation, ARGV[4] protocol type ('' when the request has none), ARGV[5]
 -- protocol name (''), ARGV[6] '1' on a waiting follower's re-check (no assignments then),
 -- ARGV[7..] member id, assignment, ... (the leader's).
--- Returns {0, assignment, protocol type, protocol}, {WAIT, ms} for a follower until the leader's assignment is stored
--- (or the group rebalances), or {error code}.
+-- Returns {0, assignment, protocol type, protocol}, {WAIT, ms} for a follower until the
+-- leader's assignment is stored (or the group rebalances), {error code}, or for a classic
+-- member of a consumer group lib/kmixed.lua's classic_sync answer.
 local member_id, instance_id, gen = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local protocol_type, protocol_name, recheck = ARGV[4], ARGV[5], ARGV[6] == '1'
 settle()
+local mixed = classic_sync(member_id, instance_id, gen, protocol_type, protocol_name)
+if mixed then return mixed end
 if redis.call('EXISTS', meta) == 0 then return {K.UNKNOWN_MEMBER_ID} end
 if fenced(member_id, instance_id) then return {K.FENCED_INSTANCE_ID} end
 if redis.call('HEXISTS', members, member_id) == 0 then return {K.UNKNOWN_MEMBER_ID} end

@@ -27,7 +27,7 @@ local cmeta, cmembers, cmember, ctarget, ctopics = KEYS[11], KEYS[12], KEYS[13],
 local now = now_ms()
 
 -- Members of the group under the KIP-848 protocol whose session is still running: while
--- there are any, classic joins are refused (memberships are per protocol).
+-- there are any, classic requests are served as theirs (lib/kmixed.lua).
 local function consumer_members_live()
   local live = 0
   for _, expiry in ipairs(redis.call('HVALS', cmembers)) do
@@ -330,8 +330,10 @@ local function commit_refusal(member_id, instance_id, gen, transactional)
     if now > tonumber(redis.call('HGET', cmembers, member_id) or '0') then
       return K.UNKNOWN_MEMBER_ID
     end
-    if cjson.decode(consumer).epoch ~= gen then
-      if transactional then return K.ILLEGAL_GENERATION end
+    local state = cjson.decode(consumer)
+    if state.epoch ~= gen then
+      -- (a classic member's generation is its epoch: classic clients know no other error)
+      if transactional or state.classic then return K.ILLEGAL_GENERATION end
       return K.STALE_MEMBER_EPOCH
     end
     return nil
