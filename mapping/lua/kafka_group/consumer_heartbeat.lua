@@ -39,7 +39,9 @@ settle_consumers()
 if redis.call('HLEN', members) > 0 then
   -- the group went back to the classic protocol since the JoinGroup was routed here
   if classic then return {K.REBALANCE_IN_PROGRESS} end
-  if epoch ~= 0 then return {K.INCONSISTENT_GROUP_PROTOCOL} end
+  -- a member of the consumer group this was before (it expired, and the classic members
+  -- went back): unknown, so it joins again, which upgrades the group anew
+  if epoch ~= 0 then return {K.UNKNOWN_MEMBER_ID} end
   local refusal = upgrade_classic()
   if refusal then return {refusal} end
 end

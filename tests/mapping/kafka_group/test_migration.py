@@ -220,5 +220,8 @@ def test_classic_members_form_a_classic_group_when_the_last_consumer_leaves(
             assert again.leader == again.member_id and len(again.members) == 1
             listed = {g.group_id: g for g in await pod.groups.list_groups()}
             assert listed[group].group_type == "classic"
+            # a KIP-848 member from before (say, back from a pause) is unknown: it joins anew
+            stale = await pod.groups.consumer_heartbeat(group, consumer.member_id, consumer.epoch)
+            assert stale.error == errors.UNKNOWN_MEMBER_ID
 
     asyncio.run(body())
