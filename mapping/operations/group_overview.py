@@ -149,7 +149,7 @@ async def overview(
             members.append(
                 Member(
                     c.member_id,
-                    CONSUMER,
+                    CLASSIC if c.classic else CONSUMER,  # (a classic member of the group)
                     c.client_id,
                     c.client_host,
                     c.instance_id,

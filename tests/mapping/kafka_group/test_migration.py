@@ -13,6 +13,7 @@ from mapping.core import kafka_errors as errors
 from mapping.kafka_group import KafkaGroups
 from mapping.kafka_group.consumer_protocol import assignment
 from mapping.kafka_group.consumer_protocol import subscription as read_subscription
+from mapping.operations.group_overview import CLASSIC, CONSUMER, overview
 from tests.mapping.kafka_group.test_consumer_protocol import SETTINGS, Consumer
 from tests.support.kafka_groups import join, pods, subscription
 
@@ -123,6 +124,12 @@ def test_a_consumer_upgrades_a_stable_classic_group(redis_url: str) -> None:
             assert {m.member_id: m.classic for m in described.members} == {
                 classic.member_id: True,
                 consumer.member_id: False,
+            }
+            shown = await overview(a.groups, group, 10, offsets=False)  # the CLI's, the console's
+            assert shown is not None
+            assert {m.member_id: m.protocol for m in shown.members} == {
+                classic.member_id: CLASSIC,
+                consumer.member_id: CONSUMER,
             }
 
             assert await a.groups.leave(group, [(classic.member_id, None)]) == [errors.NONE]
