@@ -11,6 +11,7 @@ inspect   topics, groups, lag               (adapter.cli.inspect)
 user      the users AUTH checks             (adapter.cli.user)
 acl       Kafka's ACL bindings              (adapter.cli.acl)
 quota     Kafka's client quotas             (adapter.cli.quota)
+config    cluster-wide broker configs, a group's configs (adapter.cli.config)
 ping      health check of a pod             (adapter.cli.health)
 console   the web console                   (adapter.cli.console, adapter/console/)
 
@@ -38,6 +39,7 @@ from adapter.cli.errors import OneLineErrors
         "user": "adapter.cli.user:user",
         "acl": "adapter.cli.acl:acl",
         "quota": "adapter.cli.quota:quota",
+        "config": "adapter.cli.config:config",
         "ping": "adapter.cli.health:ping",
         "console": "adapter.cli.console:console",
     },

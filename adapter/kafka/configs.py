@@ -29,14 +29,19 @@ from adapter.kafka.protocol import Request
 from adapter.kafka.versions import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from mapping.core.errors import BrokerError
 from mapping.security.acls import Operation
-from mapping.topic.broker_configs import BROKER_CONFIGS, GROUP_CONFIG_BOUNDS, GROUP_CONFIGS
+from mapping.topic.broker_configs import (
+    ALL_GROUP_CONFIGS,
+    BROKER_CONFIGS,
+    GROUP_CONFIGS,
+    SHARE_GROUP_CONFIGS,
+    broker_changes,
+    check_dynamic,
+    group_changes,
+)
 from mapping.topic.config_types import (
-    ConfigDef,
     ConfigSource,
     ConfigType,
     InvalidConfig,
-    between,
-    one_of,
 )
 from mapping.topic.topic_config import config_field
 from mapping.topic.topic_configs import (
@@ -46,27 +51,6 @@ from mapping.topic.topic_configs import (
 )
 
 TOPIC, BROKER, GROUP = 2, 4, 32
-
-# Share groups' configs (KIP-932, mapping/share_group) beyond GROUP_CONFIGS' share.*
-# timings: Kafka's GroupConfig names, defaults and bounds (group.share.min/max.delivery.count.
-# limit). read_committed is accepted and stored; share groups read uncommitted records yet.
-SHARE_GROUP_CONFIGS: dict[str, ConfigDef] = {
-    d.name: d
-    for d in (
-        ConfigDef("share.delivery.count.limit", ConfigType.INT, "5",
-                  "How often a share group delivers a record before archiving it.",
-                  between(2, 10), "[2,...,10]", (("group.share.delivery.count.limit", 1),),
-                  enforced=True),
-        ConfigDef("share.auto.offset.reset", ConfigType.STRING, "latest",
-                  "Where a share group starts reading a partition.",
-                  one_of("latest", "earliest"), "[latest, earliest]", enforced=True),
-        ConfigDef("share.isolation.level", ConfigType.STRING, "read_uncommitted",
-                  "Which records a share group reads (read_committed: not enforced yet).",
-                  one_of("read_uncommitted", "read_committed"),
-                  "[read_uncommitted, read_committed]"),
-    )
-}  # fmt: skip
-ALL_GROUP_CONFIGS: dict[str, ConfigDef] = {**GROUP_CONFIGS, **SHARE_GROUP_CONFIGS}
 
 
 def _share_group_view(name: str, stored: dict[str, str]) -> ConfigView:
@@ -310,23 +294,17 @@ async def _alter_broker(
                 f"use the default cluster level (resource name ''): Set({listed})",
             )
         return
-    not_dynamic = [n for n, _, _ in ops if not getattr(BROKER_CONFIGS.get(n), "dynamic", False)]
-    if not_dynamic:
-        raise Refused(
-            errors.INVALID_REQUEST,
-            f"Cannot update these configs dynamically: Set({', '.join(not_dynamic)})",
-        )
+    try:
+        check_dynamic(n for n, _, _ in ops)
+    except InvalidConfig as exc:
+        raise Refused(errors.INVALID_REQUEST, str(exc)) from None
     store = context.pod.configs
     current = await store.load()
     updated = _updated(current, ops, replace, BROKER_CONFIGS, "Unknown config name")
-    for config, text in updated.items():
-        if current.get(config) != text:
-            try:
-                BROKER_CONFIGS[config].check(text)
-            except InvalidConfig as exc:  # Kafka: INVALID_REQUEST here (KAFKA-13609)
-                raise Refused(errors.INVALID_REQUEST, str(exc)) from None
-    changes: dict[str, str | None] = {n: v for n, v in updated.items() if current.get(n) != v}
-    changes.update({n: None for n in current if n not in updated})
+    try:
+        changes = broker_changes(current, updated)
+    except InvalidConfig as exc:  # Kafka: INVALID_REQUEST here (KAFKA-13609)
+        raise Refused(errors.INVALID_REQUEST, str(exc)) from None
     if changes and not validate_only:
         await store.alter_broker(changes)
 
@@ -341,22 +319,9 @@ async def _alter_group(
     current = await store.group(name)
     updated = _updated(current, ops, replace, ALL_GROUP_CONFIGS, "Unknown group config name")
     try:
-        for config, text in updated.items():
-            value = ALL_GROUP_CONFIGS[config].check(text)
-            if config not in GROUP_CONFIG_BOUNDS:
-                continue
-            low, high, low_name, high_name = GROUP_CONFIG_BOUNDS[config]
-            # the bounds' cluster-wide broker configs, when set
-            low = int(store.dynamic.get(low_name, low))
-            high = int(store.dynamic.get(high_name, high))
-            if value < low:
-                raise InvalidConfig(f"{config} must be greater than or equal to {low_name}")
-            if value > high:
-                raise InvalidConfig(f"{config} must be less than or equal to {high_name}")
+        changes = group_changes(current, updated, store.dynamic)
     except InvalidConfig as exc:
         raise Refused(errors.INVALID_CONFIG, str(exc)) from None
-    changes: dict[str, str | None] = {n: v for n, v in updated.items() if current.get(n) != v}
-    changes.update({n: None for n in current if n not in updated})
     if changes and not validate_only:
         await store.alter_group(name, changes)
 

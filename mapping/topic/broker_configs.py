@@ -16,12 +16,19 @@ group's own slot (``Keys.group_configs``): stored and described.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from mapping.connection.batcher import RedisBatcher
 from mapping.core.codec import to_str
 from mapping.core.keys import Keys
-from mapping.topic.config_types import ConfigDef, at_least, catalogue
+from mapping.topic.config_types import (
+    ConfigDef,
+    InvalidConfig,
+    at_least,
+    between,
+    catalogue,
+    one_of,
+)
 from mapping.topic.config_types import ConfigType as T
 from mapping.topic.topic_configs import TOPIC_CONFIGS
 
@@ -126,6 +133,68 @@ GROUP_CONFIGS: dict[str, ConfigDef] = catalogue([
               "How long a share group member holds a record it acquired.",
               at_least(1000), "[1000,...]", (("group.share.record.lock.duration.ms", 1),)),
 ])  # fmt: skip
+
+
+# Share groups' configs (KIP-932, mapping/share_group) beyond GROUP_CONFIGS' share.*
+# timings: Kafka's GroupConfig names, defaults and bounds (group.share.min/max.delivery.count.
+# limit).
+SHARE_GROUP_CONFIGS: dict[str, ConfigDef] = catalogue([
+    ConfigDef("share.delivery.count.limit", T.INT, "5",
+              "How often a share group delivers a record before archiving it.",
+              between(2, 10), "[2,...,10]", (("group.share.delivery.count.limit", 1),),
+              enforced=True),
+    ConfigDef("share.auto.offset.reset", T.STRING, "latest",
+              "Where a share group starts reading a partition.",
+              one_of("latest", "earliest"), "[latest, earliest]", enforced=True),
+    ConfigDef("share.isolation.level", T.STRING, "read_uncommitted",
+              "Which records a share group reads.",
+              one_of("read_uncommitted", "read_committed"),
+              "[read_uncommitted, read_committed]"),
+])  # fmt: skip
+ALL_GROUP_CONFIGS: dict[str, ConfigDef] = {**GROUP_CONFIGS, **SHARE_GROUP_CONFIGS}
+
+
+def check_dynamic(names: Iterable[str]) -> None:
+    """InvalidConfig unless every name is a dynamic broker config (Kafka's message)."""
+    not_dynamic = [n for n in names if not getattr(BROKER_CONFIGS.get(n), "dynamic", False)]
+    if not_dynamic:
+        raise InvalidConfig(
+            f"Cannot update these configs dynamically: Set({', '.join(not_dynamic)})"
+        )
+
+
+def _changes(current: Mapping[str, str], updated: Mapping[str, str]) -> dict[str, str | None]:
+    changes: dict[str, str | None] = {n: v for n, v in updated.items() if current.get(n) != v}
+    changes.update({n: None for n in current if n not in updated})
+    return changes
+
+
+def broker_changes(current: Mapping[str, str], updated: Mapping[str, str]) -> dict[str, str | None]:
+    """What turns the cluster-wide broker configs ``current`` into ``updated`` (None:
+    removed), every changed value checked (InvalidConfig)."""
+    changes = _changes(current, updated)
+    for name, text in changes.items():
+        if text is not None:
+            BROKER_CONFIGS[name].check(text)
+    return changes
+
+
+def group_changes(
+    current: Mapping[str, str], updated: Mapping[str, str], dynamic: Mapping[str, str]
+) -> dict[str, str | None]:
+    """What turns a group's configs ``current`` into ``updated`` (None: removed), every
+    value checked against its catalogue and its bounds, the cluster-wide broker configs
+    ``dynamic`` where they set them (InvalidConfig, Kafka's message)."""
+    for name, text in updated.items():
+        value = ALL_GROUP_CONFIGS[name].check(text)
+        if name not in GROUP_CONFIG_BOUNDS:
+            continue
+        low, high, low_name, high_name = GROUP_CONFIG_BOUNDS[name]
+        if value < int(dynamic.get(low_name, low)):
+            raise InvalidConfig(f"{name} must be greater than or equal to {low_name}")
+        if value > int(dynamic.get(high_name, high)):
+            raise InvalidConfig(f"{name} must be less than or equal to {high_name}")
+    return _changes(current, updated)
 
 
 def _hash_commands(key: str, changes: Mapping[str, str | None]) -> list[tuple]:

@@ -22,7 +22,7 @@ COMMANDS = [
     [], ["serve"], ["request"], ["ping"], ["topic"], ["topic", "create"], ["topic", "list"],
     ["topic", "tail"], ["group"], ["group", "reset-offsets"], ["inspect"],
     ["inspect", "transactions"], ["user"], ["user", "add"], ["acl"], ["acl", "add"],
-    ["quota"], ["quota", "set"], ["console"],
+    ["quota"], ["quota", "set"], ["config"], ["config", "set"], ["console"],
 ]  # fmt: skip
 
 
