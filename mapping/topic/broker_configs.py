@@ -75,6 +75,8 @@ _STATIC_BROKER_CONFIGS = [
     ConfigDef("group.initial.rebalance.delay.ms", T.INT, "300", "First rebalance's wait."),
     ConfigDef("group.consumer.session.timeout.ms", T.INT, "45000", "KIP-848 sessions."),
     ConfigDef("group.consumer.heartbeat.interval.ms", T.INT, "5000", "KIP-848 heartbeats."),
+    ConfigDef("group.consumer.migration.policy", T.STRING, "bidirectional",
+              "Classic groups of consumers become consumer groups and back, always."),
     ConfigDef("producer.id.expiration.ms", T.INT, "86400000",
               "Idle idempotent producers' state expires after this."),
     ConfigDef("transaction.max.timeout.ms", T.INT, "900000",

@@ -190,6 +190,8 @@ def test_broker_resource_defaults_reach_topics_on_every_pod(
     assert broker["broker.id"].is_read_only and not broker["log.segment.bytes"].is_read_only
     assert broker["min.insync.replicas"].value == "1"  # the test pods' --default-min-isr
     assert broker["min.insync.replicas"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    # what groups do between the protocols: Kafka's default, the pods' only way
+    assert broker["group.consumer.migration.policy"].value == "bidirectional"
     op = AlterConfigOpType
     a, b = kafka_pods
     # the default cluster level (resource name ""), which the admin clients cannot name
