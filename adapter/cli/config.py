@@ -24,18 +24,19 @@ def config() -> None:
     """The cluster-wide broker configs, or a group's (see docs/kafka.md, "Configs")."""
 
 
+def _key(target: RedisTarget, group: str | None) -> str:
+    return target.keys.group_configs(group) if group else target.keys.broker_configs
+
+
 def _stored(target: RedisTarget, group: str | None) -> dict[str, str]:
-    key = target.keys.group_configs(group) if group else target.keys.broker_configs
+    from mapping.core.codec import to_str
+
     client = target.connect()
     try:
-        fields = client.hgetall(key)
+        fields = client.hgetall(_key(target, group))
     finally:
         client.close()
-    return {_text(k): _text(v) for k, v in fields.items()}
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    return {to_str(k): to_str(v) for k, v in fields.items()}
 
 
 def _catalogue(group: str | None) -> Mapping:
@@ -69,7 +70,7 @@ def show(group: str | None, as_json: bool, target: RedisTarget) -> None:
 
 def _alter(target: RedisTarget, group: str | None, updated: dict[str, str]) -> None:
     """Store ``updated`` (the whole set) after the checks IncrementalAlterConfigs makes."""
-    from mapping.topic.broker_configs import broker_changes, group_changes
+    from mapping.topic.broker_configs import broker_changes, group_changes, hash_commands
     from mapping.topic.config_types import InvalidConfig
 
     current = _stored(target, group)
@@ -83,15 +84,10 @@ def _alter(target: RedisTarget, group: str | None, updated: dict[str, str]) -> N
     if not changes:
         click.echo("unchanged")
         return
-    key = target.keys.group_configs(group) if group else target.keys.broker_configs
     client = target.connect()
     try:
-        stored = {n: v for n, v in changes.items() if v is not None}
-        if stored:
-            client.hset(key, mapping=stored)
-        removed = [n for n, v in changes.items() if v is None]
-        if removed:
-            client.hdel(key, *removed)
+        for command in hash_commands(_key(target, group), changes):
+            client.execute_command(*command)
         if not group:  # every pod reads the broker configs again
             client.publish(target.keys.broker_configs_channel, "changed")
     finally:

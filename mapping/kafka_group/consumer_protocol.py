@@ -40,6 +40,11 @@ class _Reader:
         self.position += length
         return text.decode()
 
+    def versioned_topics(self) -> tuple[int, set[str]]:
+        """The int16 version and the topic names every version starts with."""
+        version = self.unpack(">h")
+        return version, {self.string() for _ in range(self.unpack(">i"))}
+
     def skip_bytes(self) -> None:
         length = self.unpack(">i")
         if length > 0:
@@ -57,13 +62,12 @@ def subscription(metadata: bytes) -> ClassicSubscription | None:
     """``metadata`` read as a ConsumerProtocolSubscription; None when it cannot be."""
     try:
         reader = _Reader(metadata)
-        version = reader.unpack(">h")
-        topics = sorted({reader.string() for _ in range(reader.unpack(">i"))})
+        version, topics = reader.versioned_topics()
         owned: dict[str, list[int]] = {}
         if version >= 1:
             reader.skip_bytes()
             owned = reader.topic_partitions()
-        return ClassicSubscription(version, topics, owned)
+        return ClassicSubscription(version, sorted(topics), owned)
     except (struct.error, ValueError, UnicodeDecodeError):
         return None
 
@@ -72,9 +76,7 @@ def subscribed_topics(metadata: bytes) -> set[str]:
     """The topic names in ``metadata`` (every version starts with them; what follows is not
     read); an empty set when they cannot be read."""
     try:
-        reader = _Reader(metadata)
-        reader.unpack(">h")
-        return {reader.string() for _ in range(reader.unpack(">i"))}
+        return _Reader(metadata).versioned_topics()[1]
     except (struct.error, ValueError, UnicodeDecodeError):
         return set()
 

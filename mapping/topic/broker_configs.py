@@ -199,7 +199,9 @@ def group_changes(
     return _changes(current, updated)
 
 
-def _hash_commands(key: str, changes: Mapping[str, str | None]) -> list[tuple]:
+def hash_commands(key: str, changes: Mapping[str, str | None]) -> list[tuple]:
+    """The Redis commands that apply ``changes`` (None: removed) to the configs hash
+    ``key`` (the pods' store and ``adapter config`` run them)."""
     stored = [part for name, text in changes.items() if text is not None for part in (name, text)]
     removed = [name for name, text in changes.items() if text is None]
     return ([("HSET", key, *stored)] if stored else []) + (
@@ -224,7 +226,7 @@ class ConfigStore:
 
     async def alter_broker(self, changes: Mapping[str, str | None]) -> None:
         """Set (text) or remove (None) cluster-wide broker configs, then tell every pod."""
-        for command in _hash_commands(self.keys.broker_configs, changes):
+        for command in hash_commands(self.keys.broker_configs, changes):
             await self.batcher.call(*command)
         await self.batcher.call("PUBLISH", self.keys.broker_configs_channel, "changed")
 
@@ -234,5 +236,5 @@ class ConfigStore:
         return {to_str(k): to_str(v) for k, v in fields.items()}
 
     async def alter_group(self, group: str, changes: Mapping[str, str | None]) -> None:
-        for command in _hash_commands(self.keys.group_configs(group), changes):
+        for command in hash_commands(self.keys.group_configs(group), changes):
             await self.batcher.call(*command)

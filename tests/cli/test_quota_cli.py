@@ -4,25 +4,16 @@ a bad value refused in one line with nothing stored."""
 
 from __future__ import annotations
 
-import uuid
-
 import redis
-from click.testing import CliRunner
 
-from adapter.cli import main
-from mapping.core.keys import Keys
 from mapping.security.quotas import parse_quotas
 from tests.support.cli import CliTarget
 
 ABOVE_0 = "must be greater than 0"
 
 
-def _target(redis_url: str, redis_client: redis.Redis) -> CliTarget:
-    return CliTarget(redis_url, Keys(f"quota-{uuid.uuid4().hex[:8]}"), redis_client)
-
-
 def test_set_show_and_remove(redis_url: str, redis_client: redis.Redis) -> None:
-    target = _target(redis_url, redis_client)
+    target = CliTarget.fresh(redis_url, redis_client, "quota")
     notices = redis_client.pubsub(ignore_subscribe_messages=True)
     notices.subscribe(target.keys.client_quotas_changed_channel)
     try:
@@ -62,8 +53,7 @@ def test_set_show_and_remove(redis_url: str, redis_client: redis.Redis) -> None:
 
 
 def test_bad_values_are_refused_in_one_line(redis_url: str, redis_client: redis.Redis) -> None:
-    target = _target(redis_url, redis_client)
-    base = ["--redis-url", target.url, "--key-prefix", target.keys.prefix]
+    target = CliTarget.fresh(redis_url, redis_client, "quota")
     for args, message in [
         (["--user", "bob", "--producer-byte-rate", "0"], f"Quota producer_byte_rate {ABOVE_0}"),
         (["--user", "bob", "--consumer-byte-rate", "-5"], f"Quota consumer_byte_rate {ABOVE_0}"),
@@ -73,9 +63,6 @@ def test_bad_values_are_refused_in_one_line(redis_url: str, redis_client: redis.
         (["--user", "", "--producer-byte-rate", "100"], "Empty user not supported"),
         (["--user", "bob"], "nothing to change"),
     ]:  # fmt: skip
-        result = CliRunner().invoke(main, ["quota", "set", *args, *base])
-        assert result.exit_code == 2, (args, result.output)
-        lines = result.output.splitlines()
-        assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
-        assert message in lines[0], result.output
+        error = target.refused_in_one_line("quota", "set", *args)
+        assert message in error, error
     assert not redis_client.exists(target.keys.client_quotas)

@@ -4,22 +4,13 @@ by ``topic describe``."""
 
 from __future__ import annotations
 
-import uuid
-
 import redis
-from click.testing import CliRunner
 
-from adapter.cli import main
-from mapping.core.keys import Keys
 from tests.support.cli import CliTarget
 
 
-def _target(redis_url: str, redis_client: redis.Redis) -> CliTarget:
-    return CliTarget(redis_url, Keys(f"cfg-{uuid.uuid4().hex[:8]}"), redis_client)
-
-
 def test_create_alter_and_describe_configs(redis_url: str, redis_client: redis.Redis) -> None:
-    target = _target(redis_url, redis_client)
+    target = CliTarget.fresh(redis_url, redis_client, "cfg")
     created = target.cli(
         "topic", "create", "events", "--replication-factor", "1", "--min-insync-replicas", "1",
         "--config", "cleanup.policy=compact", "--config", "max.message.bytes=2000",
@@ -39,18 +30,15 @@ def test_create_alter_and_describe_configs(redis_url: str, redis_client: redis.R
 def test_bad_configs_are_refused_with_kafka_words(
     redis_url: str, redis_client: redis.Redis
 ) -> None:
-    target = _target(redis_url, redis_client)
-    base = ["--redis-url", target.url, "--key-prefix", target.keys.prefix]
+    target = CliTarget.fresh(redis_url, redis_client, "cfg")
     for args, message in [
         (["create", "t", "--config", "retention.ms=-5"], "Value must be at least -1"),
         (["create", "t", "--config", "colour=blue"], "Unknown topic config name: colour"),
         (["create", "t", "--config", "novalue"], "is not NAME=VALUE"),
     ]:
-        result = CliRunner().invoke(main, ["topic", *args, *base])
-        assert result.exit_code == 2 and message in result.output, result.output
+        refusal = target.refused("topic", *args)
+        assert message in refusal, refusal
     assert not redis_client.exists(target.keys.topic("t"))
     target.cli("topic", "create", "t", "--replication-factor", "1", "--min-insync-replicas", "1")
-    result = CliRunner().invoke(
-        main, ["topic", "alter", "t", "--delete-config", "min.insync.replicas", *base]
-    )
-    assert result.exit_code == 2 and "always has a value" in result.output
+    refusal = target.refused("topic", "alter", "t", "--delete-config", "min.insync.replicas")
+    assert "always has a value" in refusal

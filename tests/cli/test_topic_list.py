@@ -4,20 +4,14 @@ what changed."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import redis
 
-from mapping.core.keys import Keys
 from tests.support.cli import CliTarget
 
 
-def _target(redis_url: str, redis_client: redis.Redis) -> CliTarget:
-    return CliTarget(redis_url, Keys(f"tl-{uuid.uuid4().hex[:8]}"), redis_client)
-
-
 def test_list_shows_every_topic_by_name(redis_url: str, redis_client: redis.Redis) -> None:
-    target = _target(redis_url, redis_client)
+    target = CliTarget.fresh(redis_url, redis_client, "tl")
     assert target.cli("topic", "list") == ""  # a deployment without topics
     target.cli("topic", "create", "orders", "--partitions", "4", "--replication-factor", "2",
                "--min-insync-replicas", "1")  # fmt: skip
@@ -38,7 +32,7 @@ def test_list_shows_every_topic_by_name(redis_url: str, redis_client: redis.Redi
 
 
 def test_alter_prints_only_what_changed(redis_url: str, redis_client: redis.Redis) -> None:
-    target = _target(redis_url, redis_client)
+    target = CliTarget.fresh(redis_url, redis_client, "tl")
     target.cli("topic", "create", "events", "--partitions", "2", "--replication-factor", "1",
                "--min-insync-replicas", "1")  # fmt: skip
     grown = target.cli("topic", "alter", "events", "--partitions", "3")

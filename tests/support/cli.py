@@ -3,6 +3,7 @@ prefix."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 import redis
@@ -20,8 +21,26 @@ class CliTarget:
     keys: Keys
     client: redis.Redis
 
-    def cli(self, *args: str) -> str:
+    @classmethod
+    def fresh(cls, url: str, client: redis.Redis, kind: str) -> CliTarget:
+        """A target under a key prefix of its own (``<kind>-<random>``)."""
+        return cls(url, Keys(f"{kind}-{uuid.uuid4().hex[:8]}"), client)
+
+    def _run(self, args: tuple[str, ...], exit_code: int) -> str:
         base = ["--redis-url", self.url, "--key-prefix", self.keys.prefix]
         result = CliRunner().invoke(main, [*args, *base])
-        assert result.exit_code == 0, result.output
+        assert result.exit_code == exit_code, (args, result.output)
         return result.output
+
+    def cli(self, *args: str) -> str:
+        return self._run(args, 0)
+
+    def refused(self, *args: str) -> str:
+        """The output of a command the command line refuses (exit code 2, a usage error)."""
+        return self._run(args, 2)
+
+    def refused_in_one_line(self, *args: str) -> str:
+        """A refused command's one line, ``Error: ...``."""
+        lines = self.refused(*args).splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: "), (args, lines)
+        return lines[0]

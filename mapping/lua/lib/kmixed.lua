@@ -25,12 +25,20 @@ local function read_string(bytes, pos)
   return text, pos + length
 end
 
--- ConsumerProtocolSubscription's topics (every version starts so), nil when malformed.
+-- read(pos, count) past the int16 version and the int32 count every version of both
+-- messages starts with; nil when `bytes` is malformed.
+local function decoded(bytes, read)
+  local ok, result = pcall(function()
+    local count, pos = struct.unpack('>i', bytes, 3)
+    return read(pos, count)
+  end)
+  if ok then return result end
+  return nil
+end
+
+-- ConsumerProtocolSubscription's topics, nil when malformed.
 local function subscribed_topics_of(bytes)
-  local ok, topics = pcall(function()
-    local _, pos = struct.unpack('>h', bytes, 1)
-    local count
-    count, pos = struct.unpack('>i', bytes, pos)
+  return decoded(bytes, function(pos, count)
     local list = {}
     for _ = 1, count do
       list[#list + 1], pos = read_string(bytes, pos)
@@ -38,17 +46,12 @@ local function subscribed_topics_of(bytes)
     table.sort(list)
     return list
   end)
-  if ok then return topics end
-  return nil
 end
 
 -- ConsumerProtocolAssignment's partitions {topic = [p]} ('' : none), nil when malformed.
 local function assigned_partitions_of(bytes)
   if bytes == '' then return {} end
-  local ok, assigned = pcall(function()
-    local _, pos = struct.unpack('>h', bytes, 1)
-    local count
-    count, pos = struct.unpack('>i', bytes, pos)
+  return decoded(bytes, function(pos, count)
     local map = {}
     for _ = 1, count do
       local topic, n
@@ -60,8 +63,6 @@ local function assigned_partitions_of(bytes)
     end
     return map
   end)
-  if ok then return assigned end
-  return nil
 end
 
 -- The classic group becomes a consumer group; nil, or the error code that refuses the
