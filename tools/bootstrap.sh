@@ -9,7 +9,7 @@
 #   tools/bootstrap.sh [test]  `make test`: that, and what the tests use: haproxy, valgrind,
 #                              Chromium (the console's browser tests), a Java runtime (Spark;
 #                              SKIP_JAVA=1 leaves it out), the test and Spark extras, the Quix
-#                              Streams venv
+#                              Streams venv, kafkajs (npm)
 #   --dry-run                  say the steps without doing them
 #
 # apt-get needs root or sudo. VENV and QUIX_VENV name the virtualenvs (.venv, .venv-quix).
@@ -75,7 +75,8 @@ current() {
 # install compiles it: setup.py).
 PROJECT_SOURCES=(pyproject.toml setup.py adapter/kafka/_walk.c mapping/connection/_resp_scan.c
   adapter/v1/_consume.c mapping/connection/raw_entries.h mapping/connection/append_module.c
-  mapping/connection/module_api.h mapping/connection/kafka_record.h adapter/kafka/_produce.c)
+  mapping/connection/module_api.h mapping/connection/kafka_record.h adapter/kafka/_produce.c
+  mapping/connection/produce_commands.h mapping/topic/_fnv.c)
 
 pip_install() {  # marker, then pip's arguments
   local marker=$1
@@ -86,6 +87,15 @@ pip_install() {  # marker, then pip's arguments
 }
 
 make_venv() { python3 -m venv "$1"; }
+
+# kafkajs (tests/kafka/test_kafkajs.py) from the npm registry, as its lock file pins it, into
+# build/kafkajs; without Node.js and npm its tests skip.
+kafkajs_install() {
+  mkdir -p build/kafkajs
+  cp tests/kafka/kafkajs/package.json tests/kafka/kafkajs/package-lock.json build/kafkajs/
+  (cd build/kafkajs && npm ci --no-audit --no-fund --loglevel=error)
+  touch build/kafkajs/.installed
+}
 
 quix_venv() {
   [ -x "$QUIX_VENV/bin/python" ] || make_venv "$QUIX_VENV"
@@ -161,5 +171,12 @@ if ! current "$QUIX_VENV/.installed" tests/apps/quix-requirements.txt; then
   step "installing Quix Streams into $QUIX_VENV (pip)" quix_venv
 fi
 step "Debian's Kafka clients and Burrow (tests/kafka/test_debian_clients.py)" ./tools/bootstrap-clients.sh
+if ! current build/kafkajs/.installed tests/kafka/kafkajs/package-lock.json; then
+  if have npm; then
+    step "installing kafkajs into build/kafkajs (npm)" kafkajs_install
+  else
+    echo "bootstrap: no npm: not installing kafkajs (tests/kafka/test_kafkajs.py skips)"
+  fi
+fi
 
 finished

@@ -115,7 +115,10 @@ async def create_topics(context: KafkaContext, request: Request) -> Any:
     results = []
     refused, unseen = await _creation_refusals(context, request)
     for topic in request.body.topics or ():  # an array sent as null: none
-        result = response.CreatableTopicResult(name=topic.name, error_code=errors.NONE)
+        # a null message on success, as Kafka's controller sets it (the schema's default: "")
+        result = response.CreatableTopicResult(
+            name=topic.name, error_code=errors.NONE, error_message=None
+        )
         try:
             if topic.name in refused and not is_internal_topic(topic.name):
                 raise _Invalid(errors.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")

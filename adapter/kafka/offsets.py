@@ -24,6 +24,7 @@ from adapter.kafka.context import KafkaContext
 from adapter.kafka.coordinator import coordinator_call
 from adapter.kafka.protocol import Request
 from adapter.kafka.versions import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
+from mapping.core.errors import BrokerError
 from mapping.kafka_group import NO_EPOCH, NO_OFFSET, CommittedOffset, OffsetToCommit
 from mapping.replication.acks import AckOutcome
 
@@ -54,6 +55,7 @@ async def offset_commit(context: KafkaContext, request: Request) -> Any:
             )
     refused = await commit_refusals(context, request, body.group_id or "", wanted)
     asked, wanted = wanted, {t: ps for t, ps in wanted.items() if t not in refused}
+    await _logical_to_positions(context, wanted)
     codes: dict[str, dict[int, int]] = {}
     if wanted or not refused:  # (nothing left to commit: the group is not touched)
         committing = context.pod.kafka_groups.commit_offsets(
@@ -92,6 +94,36 @@ async def offset_commit(context: KafkaContext, request: Request) -> Any:
             for name, parts in codes.items()
         ],
     )
+
+
+# Kafka's logical offsets, as kafkajs commits them (its admin's resetOffsets, a seek with
+# autoCommit): the latest and the earliest.
+LATEST, EARLIEST = -1, -2
+
+
+async def _logical_to_positions(
+    context: KafkaContext, wanted: dict[str, dict[int, OffsetToCommit]]
+) -> None:
+    """A committed -1 or -2 becomes the position it names now, the partition's end or its
+    log start (as ListOffsets answers them): a committed offset here is a position that
+    every reader takes (V1 OFFSET, the lag, librdkafka, the Java consumer), where Kafka
+    keeps the sentinel until a consumer resolves it; kafka-consumer-groups.sh
+    --reset-offsets commits positions too. Unknown partitions are left to the commit's
+    answer, and so is a failed lookup (the commit fails alike)."""
+    for name, parts in wanted.items():
+        logical = [p for p, value in parts.items() if value[0] in (LATEST, EARLIEST)]
+        if not logical:
+            continue
+        try:
+            config = await context.find_topic(name)
+            if config is None:
+                continue
+            for p in logical:
+                if 0 <= p < config.partitions:
+                    start, end = await context.pod.kafka.first_offset(config, p)
+                    parts[p] = (end if parts[p][0] == LATEST else start, *parts[p][1:])
+        except BrokerError:
+            continue
 
 
 async def _fetch_one(

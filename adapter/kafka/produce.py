@@ -67,16 +67,18 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     for (name, index, _), outcome in zip(jobs, outcomes, strict=True):
         refused = outcome if isinstance(outcome, Refused) else None
         if refused is not None:
-            code, base, append_time = refused.code, -1, -1
+            code, base, append_time, log_start = refused.code, -1, -1, -1
+        elif isinstance(outcome, int):
+            code, base, append_time, log_start = outcome, -1, -1, -1
         else:
-            code, base, append_time = (outcome, -1, -1) if isinstance(outcome, int) else outcome
+            code, base, append_time, log_start = outcome
         answers.setdefault(name, []).append(
             PartitionAnswer(
                 index,
                 code,
                 base,
                 append_time,
-                -1,
+                log_start,
                 [RecordError(i, m) for i, m in (refused.record_errors if refused else ())],
                 refused.message if refused else None,
             )
@@ -86,8 +88,9 @@ async def handle(context: KafkaContext, request: Request) -> Any:
     return ProduceAnswer([TopicAnswer(name, parts) for name, parts in answers.items()])
 
 
-# A partition's answer: (error code, base offset, log append time; -1 where none).
-Outcome = tuple[int, int, int]
+# A partition's answer: (error code, base offset, log append time, log start offset; -1
+# where none).
+Outcome = tuple[int, int, int, int]
 
 
 def _start(context: KafkaContext, request: Request, name: str, part: Any) -> Any:
@@ -187,9 +190,9 @@ async def _append(
     try:
         config = await context.find_topic(name)
     except BrokerError as exc:
-        return error_of(exc), -1, -1
+        return error_of(exc), -1, -1, -1
     if config is None or not 0 <= index < config.partitions:
-        return errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+        return errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
     refused = _refusal(config, name, index, batches)
     if refused is not None:
         return refused
@@ -214,8 +217,13 @@ async def _finish(
             # the script may have written some records before it failed
             failures.append(OutcomeUnknown(f"redis error: {exc}"))
     if failures:
-        return _failed_append(failures, some_written=bool(results)), -1, -1
+        return _failed_append(failures, some_written=bool(results)), -1, -1, -1
     first = results[0]
+    # Kafka answers the log start whatever the status: a Java producer told
+    # UNKNOWN_PRODUCER_ID with -1 there retries the same batch until its delivery timeout.
+    # A log that lost nothing starts at 0, as Fetch answers (positions below its first
+    # record read from there).
+    log_start = max(results[-1].log_start, 0)
     for result in results:
         if result.status in (
             errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -224,14 +232,14 @@ async def _finish(
             errors.INVALID_PRODUCER_EPOCH,
             errors.INVALID_TXN_STATE,
         ):
-            return result.status, -1, -1
+            return result.status, -1, -1, log_start
     if body.acks == -1:
         code = await _acks_all(context, config, index, results[-1], body.timeout_ms)
         if code:
-            return code, -1, -1
+            return code, -1, -1, log_start
     # Kafka's log_append_time_ms: the append time on a LogAppendTime topic, else -1
     append_time = first.append_time if rules_of(config).log_append_time else -1
-    return errors.NONE, first.base_offset, append_time
+    return errors.NONE, first.base_offset, append_time, log_start
 
 
 def _failed_append(failures: list[BrokerError], some_written: bool) -> int:

@@ -64,9 +64,11 @@ static long long floor_mod(long long a, long long b) { return ((a % b) + b) % b;
 
 /* The state hash's field names, made once (a name given as C text is a new string each
  * time): the fixed ones, size.<k>, and replica.<r>.acked_offset and .caught_up_ms. */
-enum { S_DELETED, S_ROLE, S_SIZE_FROM, S_APPENDED, S_LOG_END, S_HW, S_ISR, STATE_FIELDS };
-static const char *const state_texts[STATE_FIELDS] = {"deleted", "role",    "size.from", "appended",
-                                                      "log_end", "hw",      "isr"};
+enum {
+    S_DELETED, S_ROLE, S_SIZE_FROM, S_APPENDED, S_LOG_END, S_HW, S_ISR, S_LOG_START, STATE_FIELDS
+};
+static const char *const state_texts[STATE_FIELDS] = {"deleted", "role", "size.from", "appended",
+                                                      "log_end", "hw",   "isr",       "log_start"};
 static RedisModuleString *state_fields[STATE_FIELDS];
 static RedisModuleString *size_fields[SIZE_MAX_BITS + 1];
 static RedisModuleString *acked_fields[MOST_REPLICAS], *caught_up_fields[MOST_REPLICAS];
@@ -116,6 +118,7 @@ static long long hash_number(RedisModuleKey *hash, RedisModuleString *field, lon
 typedef struct {
     int deleted, follower, marked; /* marked: size.from present, the size marks are kept */
     long long log_end, hw, numbered; /* numbered: 'appended' (ABSENT: not kept) */
+    long long log_start; /* -1: nothing was ever removed (Kafka's Produce answer reports it) */
     int isr_known;                   /* the ISR field is present: isr[0..isr_len) as stored */
     char isr[ISR_TEXT];
     size_t isr_len;
@@ -140,6 +143,7 @@ static void read_state(RedisModuleKey *state, int rf, PartitionState *s) {
     s->numbered = hash_number(state, state_fields[S_APPENDED], ABSENT);
     s->log_end = hash_number(state, state_fields[S_LOG_END], -1);
     s->hw = hash_number(state, state_fields[S_HW], -1);
+    s->log_start = hash_number(state, state_fields[S_LOG_START], -1);
     RedisModuleString *isr = hash_text(state, state_fields[S_ISR]);
     if (isr != NULL) {
         const char *text = RedisModule_StringPtrLen(isr, &s->isr_len);
@@ -724,18 +728,22 @@ static Outcome produce_batch(Produce *p, PartitionState *s, const Batch *b, long
     return out;
 }
 
-static void reply_outcome(RedisModuleCtx *ctx, const Outcome *o, long long now) {
+/* kafka/produce.lua's reply: status, hw, ISR size, base and last offset, the append time
+ * (-1 unless appended now) and the log start. */
+static void reply_outcome(RedisModuleCtx *ctx, const Outcome *o, long long now,
+                          long long log_start) {
     if (o->error != NULL) {
         RedisModule_ReplyWithError(ctx, o->error);
         return;
     }
-    RedisModule_ReplyWithArray(ctx, o->status == 0 ? 6 : 5);
+    RedisModule_ReplyWithArray(ctx, 7);
     RedisModule_ReplyWithLongLong(ctx, o->status);
     RedisModule_ReplyWithLongLong(ctx, o->settled.hw);
     RedisModule_ReplyWithLongLong(ctx, o->settled.isr_size);
     RedisModule_ReplyWithLongLong(ctx, o->base_offset);
     RedisModule_ReplyWithLongLong(ctx, o->last_offset);
-    if (o->status == 0) RedisModule_ReplyWithLongLong(ctx, now);
+    RedisModule_ReplyWithLongLong(ctx, o->status == 0 ? now : -1);
+    RedisModule_ReplyWithLongLong(ctx, log_start);
 }
 
 static const int kafka_key_types[PRODUCE_KEYS] = {
@@ -758,7 +766,7 @@ static int produce_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     }
     Outcome outcome = produce_batch(&p, &s, &b, bits, (int)rf, lag_max_ms);
     produce_finish(&p, &s);
-    reply_outcome(ctx, &outcome, p.now);
+    reply_outcome(ctx, &outcome, p.now, s.log_start);
     return REDISMODULE_OK;
 }
 
@@ -790,7 +798,7 @@ static int produce_many_command(RedisModuleCtx *ctx, RedisModuleString **argv, i
         Outcome outcome = refused(0);
         outcome.error = parse_sent_batch(ctx, argv[at], &b);
         if (outcome.error == NULL) outcome = produce_batch(&p, &s, &b, bits, (int)rf, lag_max_ms);
-        reply_outcome(ctx, &outcome, p.now);
+        reply_outcome(ctx, &outcome, p.now, s.log_start);
     }
     produce_finish(&p, &s);
     return REDISMODULE_OK;

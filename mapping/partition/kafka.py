@@ -52,10 +52,11 @@ class AppendResult:
     base_offset: int
     last_offset: int
     append_time: int = -1  # the records' append time (ms; -1: not appended now, a retry)
+    log_start: int = -1  # one past what retention or DeleteRecords removed (-1: nothing was)
 
 
 def _append_result(reply: list[Any]) -> AppendResult:
-    return AppendResult(*(int(v) for v in reply[:6]))
+    return AppendResult(*(int(v) for v in reply[:7]))
 
 
 def _own_reply(index: int, reply: list[Any]) -> list[Any]:

@@ -10,7 +10,15 @@ import pytest
 import redis
 
 from adapter.kafka import errors, protocol
-from adapter.kafka.versions import API_VERSIONS, FETCH, INIT_PRODUCER_ID, METADATA, PRODUCE
+from adapter.kafka.versions import (
+    API_VERSIONS,
+    CREATE_TOPICS,
+    DELETE_RECORDS,
+    FETCH,
+    INIT_PRODUCER_ID,
+    METADATA,
+    PRODUCE,
+)
 from mapping.core.keys import Keys
 from tests.support.kafka import RawKafka, batch, fetch_body, fetched, partition_reply, produce_body
 from tests.support.pods import RF1, Pod
@@ -134,6 +142,54 @@ def test_idempotent_retries_are_stored_once(kafka_pods: tuple[Pod, Pod], topic: 
         assert send(3, [b"old epoch"], epoch=0).error_code == errors.INVALID_PRODUCER_EPOCH
         _, got = fetched(other.call(FETCH, 12, fetch_body(topic, 0, 0)))
         assert [r.value for r in got] == [b"a", b"b", b"c", b"d"]
+
+
+def test_produce_answers_the_log_start_offset(kafka_pods: tuple[Pod, Pod], topic: str) -> None:
+    """Kafka's Produce answer carries the partition's log start offset whatever its status
+    (a Java producer told UNKNOWN_PRODUCER_ID with -1 there sends the batch again until its
+    delivery timeout): 0 while nothing was removed, as Fetch answers, then one past what
+    DeleteRecords removed; through the module's append and the script's (a compacted topic)."""
+    a, _ = kafka_pods
+    compacted = f"{topic}-compacted"
+    make, trim = CREATE_TOPICS.request, DELETE_RECORDS.request[2]
+    with RawKafka(a.kafka_port) as raw:
+        _create(raw, topic)
+        made = raw.call(CREATE_TOPICS, 7, make[7](
+            topics=[make.CreatableTopic(
+                name=compacted, num_partitions=1, replication_factor=1, assignments=[],
+                configs=[make.CreatableTopic.CreatableTopicConfig(
+                    name="cleanup.policy", value="compact")],
+            )],
+            timeout_ms=5000, validate_only=False,
+        ))  # fmt: skip
+        # (a null message, as Kafka's controller answers a topic made; kafkajs checks it)
+        assert (made.topics[0].error_code, made.topics[0].error_message) == (errors.NONE, None)
+        pid = raw.call(INIT_PRODUCER_ID, 4, INIT_PRODUCER_ID.request[4](
+            transactional_id=None, transaction_timeout_ms=1000, producer_id=-1, producer_epoch=-1
+        )).producer_id  # fmt: skip
+        for name in (topic, compacted):
+
+            def send(seq: int, values: list[bytes], name: str = name) -> tuple[int, int, int]:
+                data = batch(values, producer_id=pid, producer_epoch=0, base_sequence=seq)
+                answer = _produce(raw, name, 0, data)
+                return answer.error_code, answer.base_offset, answer.log_start_offset
+
+            code, base, log_start = send(0, [b"a", b"b"])
+            assert (code, log_start) == (errors.NONE, 0), name
+            assert send(0, [b"a", b"b"]) == (errors.NONE, base, 0)  # a retry
+            assert send(5, [b"gap"]) == (errors.UNKNOWN_PRODUCER_ID, -1, 0)
+            cut = base + 1
+            trimmed = raw.call(DELETE_RECORDS, 2, trim(
+                topics=[trim.DeleteRecordsTopic(name=name, partitions=[
+                    trim.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=cut)
+                ])],
+                timeout_ms=5000,
+            )).topics[0].partitions[0]  # fmt: skip
+            assert (trimmed.error_code, trimmed.low_watermark) == (errors.NONE, cut)
+            code, _, log_start = send(2, [b"c"])
+            assert (code, log_start) == (errors.NONE, cut), name
+            assert send(5, [b"gap"]) == (errors.UNKNOWN_PRODUCER_ID, -1, cut)
+            assert send(1, [b"b"]) == (errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, cut)
 
 
 def test_init_producer_id_never_hands_out_an_id_it_is_told(

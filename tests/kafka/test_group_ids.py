@@ -268,3 +268,28 @@ def test_committed_leader_epoch_comes_back(id_pods: tuple[list[Pod], str], topic
         assert [(tp.offset, tp.leader_epoch) for tp in back] == [(3, 4), (5, None)]
     finally:
         consumer.close()
+
+
+def test_logical_offsets_are_committed_as_the_positions_they_name(
+    id_pods: tuple[list[Pod], str], topic: str
+) -> None:
+    """Kafka's logical offsets in an OffsetCommit (kafkajs's resetOffsets sends them: -2 the
+    earliest, -1 the latest) are stored as the positions they name at commit time, which V1
+    and every consumer read as positions; any other negative offset is refused."""
+    pods, _ = id_pods
+    _create_topic(pods[0], topic)
+    produce(pods[0].bootstrap, topic, 2, 3)  # partitions 0 and 1; partition 2 stays empty
+    group = f"reset-{topic}"
+    with pods[1].client() as v1:
+        logs = {p: [o for o, _ in v1.consume(topic, p, 0).records] for p in range(PARTITIONS)}
+        assert commit_offsets(pods[0], group, topic, {0: -2, 1: -1, 2: -2}) == [errors.NONE] * 3
+        ends = {p: log[-1] + 1 for p, log in logs.items() if log}
+        assert [v1.committed(group, topic, p) for p in range(PARTITIONS)] == [
+            logs[0][0],
+            ends[1],
+            0,  # an empty partition: its start and its end are 0
+        ]
+        assert commit_offsets(pods[0], group, topic, {0: -1, 1: -2}) == [errors.NONE] * 2
+        assert [v1.committed(group, topic, p) for p in (0, 1)] == [ends[0], logs[1][0]]
+        assert commit_offsets(pods[0], group, topic, {0: -3}) == [errors.INVALID_COMMIT_OFFSET_SIZE]
+        assert v1.committed(group, topic, 0) == ends[0]  # unchanged

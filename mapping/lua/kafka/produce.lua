@@ -26,9 +26,10 @@
 -- -1, value, create_ts (a null key) or -2, key, value, create_ts; or, with the module, a
 -- RecordBatch's plain records as sent: -3, first timestamp, count, their bytes (the module
 -- reads them: mapping/connection/append_module.c).
--- Returns {status, hw, ISR size, base offset, last offset[, append time]}: status 0
+-- Returns {status, hw, ISR size, base offset, last offset, append time, log start}: status 0
 -- (appended, with the records' append time 'ts': a LogAppendTime topic's Produce answer
--- carries it), 1 (a retry of a batch already stored: its original offsets),
+-- carries it; -1 for the other statuses), 1 (a retry of a batch already stored: its
+-- original offsets),
 -- 45 OUT_OF_ORDER_SEQUENCE_NUMBER (a sequence at or below the last one stored, not one of
 -- the batches kept), 59 UNKNOWN_PRODUCER_ID (a sequence ahead of the state stored here: a
 -- gap, or a newer epoch starting past 0; the pod answers it "not written" when the gap is a
@@ -72,6 +73,13 @@ local KEPT_BATCHES = 5
 local known = read_append_state(state, rf)
 local refusal = append_refusal(state, known)
 if refusal then return refusal end
+-- the log start as stored (-1: nothing was ever removed), which Kafka's Produce answer
+-- reports whatever the status (a producer told UNKNOWN_PRODUCER_ID compares it with its last
+-- acknowledged offset)
+local log_start = tonumber(known[KNOWN_LOG_START]) or -1
+local function answer(status, hw, isr_size, base, last, append_time)
+  return {status, hw, isr_size, base, last, append_time or -1, log_start}
+end
 
 local now = now_ms()
 -- the producer's last batches as the producers hash keeps them, each "first_seq last_seq
@@ -91,17 +99,17 @@ if idempotent then
   -- batch (a marker with a newer epoch was written here) is INVALID_PRODUCER_EPOCH
   local stored_epoch, entry = producer_epoch(producers, producer_id)
   if epoch < stored_epoch then
-    return {K.INVALID_PRODUCER_EPOCH, -1, 0, -1, -1}
+    return answer(K.INVALID_PRODUCER_EPOCH, -1, 0, -1, -1)
   end
   local open = redis.call('HGET', txn_open, producer_id)
   if transactional then
-    if not open then return {K.INVALID_TXN_STATE, -1, 0, -1, -1} end
+    if not open then return answer(K.INVALID_TXN_STATE, -1, 0, -1, -1) end
     local open_epoch, first, transaction = txn_open_parse(open)
-    if epoch < open_epoch then return {K.INVALID_PRODUCER_EPOCH, -1, 0, -1, -1} end
-    if epoch > open_epoch then return {K.INVALID_TXN_STATE, -1, 0, -1, -1} end
+    if epoch < open_epoch then return answer(K.INVALID_PRODUCER_EPOCH, -1, 0, -1, -1) end
+    if epoch > open_epoch then return answer(K.INVALID_TXN_STATE, -1, 0, -1, -1) end
     txn_first, txn_transaction = first, transaction
   elseif open then
-    return {K.INVALID_TXN_STATE, -1, 0, -1, -1}
+    return answer(K.INVALID_TXN_STATE, -1, 0, -1, -1)
   end
   if entry then
     if epoch == stored_epoch then
@@ -111,7 +119,7 @@ if idempotent then
       for j = 2, #words - 3, 4 do
         if words[j] == first_text and words[j + 1] == last_text then
           local hw, isr = refresh_hw(state, hw_channel, rf, lag_max_ms, now)
-          return {1, hw, #isr, tonumber(words[j + 2]), tonumber(words[j + 3])}
+          return answer(1, hw, #isr, tonumber(words[j + 2]), tonumber(words[j + 3]))
         end
         batches[#batches + 1] =
           words[j] .. ' ' .. words[j + 1] .. ' ' .. words[j + 2] .. ' ' .. words[j + 3]
@@ -119,15 +127,15 @@ if idempotent then
       if #batches > 0 then
         local ahead = (base_seq - tonumber(words[#words - 2]) - 1) % SEQ_LIMIT
         if ahead >= SEQ_LIMIT / 2 then  -- at or below the last sequence stored
-          return {K.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, 0, -1, -1}
+          return answer(K.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, 0, -1, -1)
         end
         if ahead > 0 and not lost_gap then
-          return {K.UNKNOWN_PRODUCER_ID, -1, 0, -1, -1}
+          return answer(K.UNKNOWN_PRODUCER_ID, -1, 0, -1, -1)
         end
       end
     elseif base_seq ~= 0 and not lost_gap then
       -- a newer epoch past its first batch: that batch was stored and taken back
-      return {K.UNKNOWN_PRODUCER_ID, -1, 0, -1, -1}
+      return answer(K.UNKNOWN_PRODUCER_ID, -1, 0, -1, -1)
     end
   end
 end
@@ -195,4 +203,4 @@ if idempotent then
   redis.call('HSET', producers, producer_id, table.concat(words, ' '))
   redis.call('ZADD', producer_times, int_text(now), producer_id)
 end
-return {0, hw, #isr, base_offset, last_offset, now}
+return answer(0, hw, #isr, base_offset, last_offset, now)

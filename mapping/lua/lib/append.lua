@@ -24,12 +24,15 @@
 -- replicator owning it (a follower still behind needs no wake-up, its replicator is busy).
 
 -- The state hash fields an append reads, in one HMGET (read_append_state): the refusal's,
--- open_append's, open_compaction's, then refresh_hw's (hw_fields) from KNOWN_HW on.
+-- open_append's, open_compaction's, the log start (Kafka's Produce answer reports it), then
+-- refresh_hw's (hw_fields) from KNOWN_HW on.
 local KNOWN_DELETED, KNOWN_ROLE, KNOWN_MARKED, KNOWN_APPENDED, KNOWN_INDEXED = 1, 2, 3, 4, 5
-local KNOWN_HW = 6  -- log_end, hw, isr, replica.<r>.acked_offset, replica.<r>.caught_up_ms
+local KNOWN_LOG_START = 6
+local KNOWN_HW = 7  -- log_end, hw, isr, replica.<r>.acked_offset, replica.<r>.caught_up_ms
 
 local function read_append_state(state, rf)
-  local fields = hw_fields({'deleted', 'role', 'size.from', 'appended', 'compact.indexed'}, rf)
+  local fields = hw_fields(
+    {'deleted', 'role', 'size.from', 'appended', 'compact.indexed', 'log_start'}, rf)
   return redis.call('HMGET', state, unpack(fields))
 end
 
