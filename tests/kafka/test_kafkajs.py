@@ -1,8 +1,9 @@
 """kafkajs 2.2.4 (npm), the pure-JavaScript client most Node.js services use, against two
 pods: ``kafkajs/client.js`` runs a scenario and prints what kafkajs was answered; the records
 are checked through V1 on the pods. kafkajs sends its own versions (Produce v7, Fetch v11,
-JoinGroup v5, its leader-side round-robin assignor over the classic protocol) and reports the
-Produce answer's log start offset to the application. ``tools/bootstrap.sh`` installs it into
+JoinGroup v5, its leader-side round-robin assignor over the classic protocol), has SASL
+clients of its own (PLAIN, SCRAM-SHA-256/512) and reports the Produce answer's log start
+offset to the application. ``tools/bootstrap.sh`` installs it into
 ``build/kafkajs``; the tests skip where Node.js or that install is missing."""
 
 from __future__ import annotations
@@ -11,17 +12,24 @@ import json
 import os
 import shutil
 import subprocess
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
+from adapter.client import Client
+from mapping.core.keys import Keys
+from mapping.security.auth import RedisUsers
 from tests.support import ROOT
-from tests.support.pods import Pod
+from tests.support.pods import RF1, Pod
 
 NODE_MODULES = ROOT / "build" / "kafkajs" / "node_modules"
 CLIENT = Path(__file__).parent / "kafkajs" / "client.js"
 KEYS = {f"value-{i}": f"key-{i}" for i in range(12)}  # the group scenario's records
+USER, PASSWORD = "node", "kafkajs's pass:word="
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +42,11 @@ def node() -> str:
     return path
 
 
-def _run(node: str, scenario: str, topic: str, pods: tuple[Pod, Pod]) -> dict[str, list[Any]]:
-    """The scenario's events, by name, in the order printed."""
+def _run(
+    node: str, scenario: str, topic: str, pods: tuple[Pod, ...], **env: str
+) -> dict[str, list[Any]]:
+    """The scenario's events, by name, in the order printed (``env``: added to its
+    environment)."""
     bootstrap = ",".join(pod.bootstrap for pod in pods)
     result = subprocess.run(
         [node, str(CLIENT), scenario, topic, bootstrap],
@@ -43,7 +54,7 @@ def _run(node: str, scenario: str, topic: str, pods: tuple[Pod, Pod]) -> dict[st
         text=True,
         timeout=120,
         check=False,
-        env={**os.environ, "NODE_PATH": str(NODE_MODULES)},
+        env={**os.environ, "NODE_PATH": str(NODE_MODULES), **env},
     )
     assert result.returncode == 0, f"{scenario}: {result.stderr}\n{result.stdout}"
     events: dict[str, list[Any]] = {}
@@ -120,3 +131,37 @@ def test_delete_records_moves_the_log_start_the_producer_is_answered(
     with kafka_pods[0].client() as client:
         offsets = [o for o, _ in client.consume(topic, 0, 0).records]
     assert offsets[0] == int(trimmed["cut"]) and len(offsets) == 2
+
+
+@pytest.fixture(scope="module")
+def sasl_pod(redis_url: str) -> Iterator[Pod]:
+    """A pod whose users are in Redis (``adapter user add``): SASL on its Kafka listener."""
+    prefix = f"kafkajs-sasl-{uuid.uuid4().hex[:8]}"
+    users = RedisUsers(redis.Redis.from_url(redis_url), Keys(prefix))
+    try:
+        users.add(USER, PASSWORD)
+    finally:
+        users.client.close()
+    pod = Pod(
+        redis_url, *RF1, "--key-prefix", prefix, "--auth-redis",
+        connect=lambda port: Client("127.0.0.1", port, timeout=10),  # up: any answer, a refusal too
+    ).start()  # fmt: skip
+    yield pod
+    pod.stop()
+
+
+@pytest.mark.parametrize("mechanism", ["plain", "scram-sha-256", "scram-sha-512"])
+def test_kafkajs_own_sasl_clients_log_in_and_a_wrong_password_is_refused(
+    node: str, sasl_pod: Pod, topic: str, mechanism: str
+) -> None:
+    events = _run(
+        node, "sasl", topic, (sasl_pod,),
+        KAFKAJS_SASL_MECHANISM=mechanism, KAFKAJS_SASL_USER=USER, KAFKAJS_SASL_PASSWORD=PASSWORD,
+    )  # fmt: skip
+    sent = events["sent"][0]["sent"]
+    assert sent["errorCode"] == 0
+    assert events["refused"][0]["error"] == "KafkaJSSASLAuthenticationError"
+    with sasl_pod.client() as client:
+        client.auth(USER, PASSWORD)
+        stored = client.consume(topic, sent["partition"], 0).records
+    assert [(str(o), v) for o, v in stored] == [(sent["baseOffset"], mechanism.encode())]

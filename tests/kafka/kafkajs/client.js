@@ -15,6 +15,8 @@
 //               (sendOffsets); a second transaction is aborted; a read-committed consumer
 //               reads <topic>-out
 // trim:         DeleteRecords through kafkajs's admin; the producer's answers before and after
+// sasl:         a record written as a user (KAFKAJS_SASL_MECHANISM, _USER, _PASSWORD) through
+//               kafkajs's own PLAIN or SCRAM client; then the same user with a wrong password
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
 
 const [scenario, topic, bootstrap] = process.argv.slice(2)
@@ -189,7 +191,30 @@ async function trim() {
   await admin.disconnect()
 }
 
-const scenarios = { group, transaction, trim }
+async function sasl() {
+  // KAFKAJS_SASL_MECHANISM, _USER, _PASSWORD: kafkajs's own PLAIN and SCRAM clients
+  const env = process.env
+  const user = { mechanism: env.KAFKAJS_SASL_MECHANISM, username: env.KAFKAJS_SASL_USER }
+  const good = new Kafka({ brokers, logLevel: logLevel.NOTHING,
+    sasl: { ...user, password: env.KAFKAJS_SASL_PASSWORD } }) // prettier-ignore
+  const producer = good.producer()
+  await producer.connect()
+  const [sent] = await producer.send({ topic, messages: [{ key: 'k', value: user.mechanism }] })
+  await producer.disconnect()
+  say('sent', { sent })
+  const wrong = new Kafka({ brokers, logLevel: logLevel.NOTHING, retry: { retries: 0 },
+    sasl: { ...user, password: `not ${env.KAFKAJS_SASL_PASSWORD}` } }) // prettier-ignore
+  const admin = wrong.admin()
+  try {
+    await admin.connect()
+    await admin.listTopics()
+    say('refused', { error: null })
+  } catch (error) {
+    say('refused', { error: error.name, message: error.message })
+  }
+}
+
+const scenarios = { group, transaction, trim, sasl }
 scenarios[scenario]()
   .then(() => process.exit(0))
   .catch(error => {
