@@ -23,7 +23,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from adapter.client import Client
 from adapter.kafka import errors
 from adapter.kafka.acls import CLUSTER_AUTHORIZATION_FAILED, SECURITY_DISABLED
 from adapter.kafka.versions import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS, DESCRIBE_GROUPS
@@ -31,9 +30,9 @@ from mapping.core.keys import Keys
 from mapping.security.acl_store import SyncAclStore
 from mapping.security.acls import SUPPORTED
 from mapping.security.acls import ResourceType as AclResourceType
-from mapping.security.auth import RedisUsers
 from tests.support.kafka import RawKafka
-from tests.support.pods import RF1, Pod, start_all
+from tests.support.pods import RF1, Pod, plain_client, start_all
+from tests.support.users import add_redis_users
 from tests.support.waiting import wait_until
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
@@ -43,24 +42,15 @@ EVERY = AclBindingFilter(
 )  # fmt: skip
 
 
-def _plain_connect(port: int) -> Client:
-    return Client("127.0.0.1", port, timeout=10)
-
-
 @pytest.fixture(scope="module")
 def acl_pods(redis_url: str) -> Iterator[tuple[Pod, Pod]]:
     """Two pods of one deployment with SASL users and the authorizer; User:admin is a super
     user."""
-    keys = Keys(f"acls-{uuid.uuid4().hex[:8]}")
-    users = RedisUsers(redis.Redis.from_url(redis_url), keys)
-    try:
-        for name, password in PASSWORDS.items():
-            users.add(name, password)
-    finally:
-        users.client.close()
-    args = (*RF1, "--key-prefix", keys.prefix, "--auth-redis", "--authorizer",
+    prefix = f"acls-{uuid.uuid4().hex[:8]}"
+    add_redis_users(redis_url, prefix, PASSWORDS)
+    args = (*RF1, "--key-prefix", prefix, "--auth-redis", "--authorizer",
             "--super-users", "User:admin")  # fmt: skip
-    pods = [Pod(redis_url, *args, connect=_plain_connect) for _ in range(2)]
+    pods = [Pod(redis_url, *args, connect=plain_client) for _ in range(2)]
     start_all(pods)
     yield pods[0], pods[1]
     for pod in pods:

@@ -21,7 +21,6 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from adapter.client import Client
 from tests.kafka.debian_tools import (
     Burrow,
     build_go_client,
@@ -30,7 +29,7 @@ from tests.kafka.debian_tools import (
     running_zookeeper,
 )
 from tests.support import ROOT
-from tests.support.pods import RF1, Pod, start_all
+from tests.support.pods import RF1, Pod, plain_client, start_all
 
 PARTITIONS = 3
 RECORDS = 12
@@ -148,7 +147,7 @@ def sasl_pods(redis_url: str) -> Iterator[tuple[Pod, Pod]]:
     pods = [
         Pod(redis_url, *RF1, "--key-prefix", prefix, "--auth-redis",
             "--default-partitions", str(PARTITIONS),
-            connect=lambda port: Client("127.0.0.1", port, timeout=10))
+            connect=plain_client)
         for _ in range(2)
     ]  # fmt: skip
     start_all(pods)

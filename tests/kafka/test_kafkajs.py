@@ -18,13 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
-from adapter.client import Client
-from mapping.core.keys import Keys
-from mapping.security.auth import RedisUsers
 from tests.support import ROOT
-from tests.support.pods import RF1, Pod
+from tests.support.pods import RF1, Pod, plain_client
+from tests.support.users import add_redis_users
 
 NODE_MODULES = ROOT / "build" / "kafkajs" / "node_modules"
 CLIENT = Path(__file__).parent / "kafkajs" / "client.js"
@@ -137,15 +134,9 @@ def test_delete_records_moves_the_log_start_the_producer_is_answered(
 def sasl_pod(redis_url: str) -> Iterator[Pod]:
     """A pod whose users are in Redis (``adapter user add``): SASL on its Kafka listener."""
     prefix = f"kafkajs-sasl-{uuid.uuid4().hex[:8]}"
-    users = RedisUsers(redis.Redis.from_url(redis_url), Keys(prefix))
-    try:
-        users.add(USER, PASSWORD)
-    finally:
-        users.client.close()
-    pod = Pod(
-        redis_url, *RF1, "--key-prefix", prefix, "--auth-redis",
-        connect=lambda port: Client("127.0.0.1", port, timeout=10),  # up: any answer, a refusal too
-    ).start()  # fmt: skip
+    add_redis_users(redis_url, prefix, {USER: PASSWORD})
+    pod = Pod(redis_url, *RF1, "--key-prefix", prefix, "--auth-redis", connect=plain_client)
+    pod.start()
     yield pod
     pod.stop()
 

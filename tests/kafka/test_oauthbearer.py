@@ -28,7 +28,7 @@ from mapping.security.auth import auth_file_line
 from tests.support.authorizing import authorizing_pod
 from tests.support.kafka import RawKafka
 from tests.support.oauth import AUDIENCE, ISSUER, TokenIssuer, write_jwks
-from tests.support.pods import RF1, Pod, scrape_metrics
+from tests.support.pods import RF1, Pod, plain_client, scrape_metrics
 from tests.support.waiting import wait_until
 
 SERVICE, OTHER, ADMIN, PASSWORD = "svc-a", "svc-b", "admin", "admin pass"
@@ -384,7 +384,7 @@ def test_max_reauth_ms_bounds_password_sessions(redis_url: str, tmp_path: Path, 
     # (a key prefix of its own: the default one's broker registry may list other tests' pods)
     pod = Pod(redis_url, *RF1, "--key-prefix", f"reauth-{uuid.uuid4().hex[:8]}",
               "--auth-file", str(users), "--max-reauth-ms", "3000",
-              connect=lambda port: Client("127.0.0.1", port, timeout=10), metrics=True)  # fmt: skip
+              connect=plain_client, metrics=True)  # fmt: skip
     pod.start()
     try:
         plain = f"\0{ADMIN}\0{PASSWORD}"
@@ -443,7 +443,7 @@ def test_tokens_alone_with_the_jwks_fetched_over_https(
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))  # the pod trusts the CA
     url = f"https://127.0.0.1:{server.server_address[1]}/jwks"
     pod = Pod(redis_url, *RF1, "--key-prefix", f"jwks-{uuid.uuid4().hex[:8]}", "--oauth-jwks", url,
-              connect=lambda port: Client("127.0.0.1", port, timeout=10))  # fmt: skip
+              connect=plain_client)  # fmt: skip
     pod.start()
     try:
         with RawKafka(pod.kafka_port) as raw:

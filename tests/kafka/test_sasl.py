@@ -29,8 +29,9 @@ from mapping.security.auth import (
     scram_password_check,
 )
 from tests.support.kafka import RawKafka
-from tests.support.pods import RF1, Pod
+from tests.support.pods import RF1, Pod, plain_client
 from tests.support.tls import tls_connect
+from tests.support.users import add_redis_users
 from tests.support.waiting import wait_until
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -38,10 +39,6 @@ FILE_USER, FILE_PASSWORD = "alice", "file pass"
 REDIS_USER, REDIS_PASSWORD = "bob", "redis:pass,=word"
 PLAIN_ONLY_USER, PLAIN_ONLY_PASSWORD = "carol", "old line"  # a line without SCRAM secrets
 AUTH_TIMEOUT_S = 2
-
-
-def _plain_connect(port: int) -> Client:
-    return Client("127.0.0.1", port, timeout=10)
 
 
 def _write_auth_file(path: Path) -> Path:
@@ -54,11 +51,7 @@ def _write_auth_file(path: Path) -> Path:
 
 def _auth_args(redis_url: str, folder: Path) -> list[str]:
     prefix = f"sasl-{uuid.uuid4().hex[:8]}"
-    users = RedisUsers(redis.Redis.from_url(redis_url), Keys(prefix))
-    try:
-        users.add(REDIS_USER, REDIS_PASSWORD)
-    finally:
-        users.client.close()
+    add_redis_users(redis_url, prefix, {REDIS_USER: REDIS_PASSWORD})
     return [
         *RF1, "--key-prefix", prefix, "--auth-redis",
         "--auth-file", str(_write_auth_file(folder / "users")),
@@ -69,7 +62,7 @@ def _auth_args(redis_url: str, folder: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def sasl_pod(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pod]:
     args = _auth_args(redis_url, tmp_path_factory.mktemp("sasl"))
-    pod = Pod(redis_url, *args, connect=_plain_connect)
+    pod = Pod(redis_url, *args, connect=plain_client)
     pod.start()
     yield pod
     pod.stop()

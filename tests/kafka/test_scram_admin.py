@@ -16,7 +16,6 @@ import redis
 from click.testing import CliRunner
 
 from adapter.cli import main
-from adapter.client import Client
 from adapter.kafka import errors
 from adapter.kafka.versions import (
     ALTER_USER_SCRAM_CREDENTIALS,
@@ -25,27 +24,20 @@ from adapter.kafka.versions import (
     SASL_HANDSHAKE,
 )
 from mapping.core.keys import Keys
-from mapping.security.auth import RedisUsers, auth_file_line
+from mapping.security.auth import auth_file_line
 from tests.support.kafka import RawKafka
-from tests.support.pods import RF1, Pod
+from tests.support.pods import RF1, Pod, plain_client
+from tests.support.users import add_redis_users
 from tests.support.waiting import wait_until
 
 ADMIN, ADMIN_PASSWORD = "admin", "admin pass"
 
 
-def _connect(port: int) -> Client:
-    return Client("127.0.0.1", port, timeout=10)  # the start check needs no AUTH
-
-
 @pytest.fixture(scope="module")
 def scram_pod(redis_url: str) -> Iterator[Pod]:
     prefix = f"scram-{uuid.uuid4().hex[:8]}"
-    users = RedisUsers(redis.Redis.from_url(redis_url), Keys(prefix))
-    try:
-        users.add(ADMIN, ADMIN_PASSWORD)
-    finally:
-        users.client.close()
-    pod = Pod(redis_url, *RF1, "--key-prefix", prefix, "--auth-redis", connect=_connect)
+    add_redis_users(redis_url, prefix, {ADMIN: ADMIN_PASSWORD})
+    pod = Pod(redis_url, *RF1, "--key-prefix", prefix, "--auth-redis", connect=plain_client)
     pod.start()
     pod.prefix = prefix  # type: ignore[attr-defined]
     yield pod
@@ -211,12 +203,7 @@ def test_deleting_credentials_stops_their_logins(
 
 
 def test_scram_changes_leave_the_plain_password(scram_pod: Pod, redis_url: str, topic: str) -> None:
-    prefix = scram_pod.prefix  # type: ignore[attr-defined]
-    users = RedisUsers(redis.Redis.from_url(redis_url), Keys(prefix))
-    try:
-        users.add("max", "old pw")
-    finally:
-        users.client.close()
+    add_redis_users(redis_url, scram_pod.prefix, {"max": "old pw"})  # type: ignore[attr-defined]
     assert _alter(scram_pod, _upsert("max", "SCRAM-SHA-256", "new pw")) == {"max": 0}
     assert _produces(scram_pod, "SCRAM-SHA-256", "max", "new pw", topic)
     assert _produces(scram_pod, "SCRAM-SHA-512", "max", "old pw", topic)  # untouched
@@ -295,7 +282,7 @@ def test_users_from_a_file_are_read_only(redis_url: str, tmp_path: Path, start_p
     users.write_text(auth_file_line(ADMIN, ADMIN_PASSWORD) + "\n")
     prefix = f"scram-file-{uuid.uuid4().hex[:8]}"
     pod = start_pod(
-        redis_url, *RF1, "--key-prefix", prefix, "--auth-file", str(users), connect=_connect
+        redis_url, *RF1, "--key-prefix", prefix, "--auth-file", str(users), connect=plain_client
     )
     assert _alter(pod, _upsert("quinn", "SCRAM-SHA-256", "pw")) == {
         "quinn": errors.POLICY_VIOLATION

@@ -16,7 +16,7 @@ from mapping.core.keys import Keys
 from mapping.security.acl_store import SyncAclStore
 from mapping.security.acls import AclBinding
 from mapping.security.auth import auth_file_line
-from tests.support.pods import RF1, Pod
+from tests.support.pods import RF1, Pod, plain_client
 
 
 @contextmanager
@@ -43,7 +43,7 @@ def authorizing_pod(
     pod = Pod(
         redis_url,
         *args,
-        connect=lambda port: Client("127.0.0.1", port, timeout=10),
+        connect=plain_client,
         metrics=metrics,
     )
     pod.start()

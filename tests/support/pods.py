@@ -31,6 +31,12 @@ PORT_ATTEMPTS = 5
 _PORT_TAKEN = re.compile(r"cannot listen for \w+ on \S+ \((--[\w-]+) \d+\): the port is in use")
 
 
+def plain_client(port: int) -> Client:
+    """A V1 client that does not AUTH: a pod's ``connect`` where its users must log in (the
+    start check takes any answer, a refusal too)."""
+    return Client("127.0.0.1", port, timeout=10)
+
+
 def stop_process(process: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
     """A child process stopped: SIGTERM, then SIGKILL after ``timeout`` seconds."""
     if process is not None and process.poll() is None:
