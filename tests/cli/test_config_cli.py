@@ -6,7 +6,6 @@ with nothing stored."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import redis
@@ -22,6 +21,7 @@ from mapping.core.keys import Keys
 from tests.support.cli import CliTarget
 from tests.support.kafka import KAFKA_PODS_PREFIX
 from tests.support.pods import Pod
+from tests.support.waiting import retried
 
 MIN_LOCK = "group.share.min.record.lock.duration.ms"
 LOCK = "share.record.lock.duration.ms"
@@ -29,16 +29,11 @@ LOCK = "share.record.lock.duration.ms"
 
 def test_set_show_and_delete(redis_url: str, redis_client: redis.Redis) -> None:
     target = CliTarget.fresh(redis_url, redis_client, "config")
-    notices = redis_client.pubsub(ignore_subscribe_messages=True)
-    notices.subscribe(target.keys.broker_configs_channel)
-    try:
-        notices.get_message(timeout=5)  # the subscription's confirmation
-        changed = target.cli("config", "set", f"{MIN_LOCK}=1000", "message.max.bytes=2000000")
-        assert changed.splitlines() == [f"{MIN_LOCK}=1000", "message.max.bytes=2000000"]
-        notice = notices.get_message(timeout=5)
-        assert notice is not None and notice["data"] == b"changed"
-    finally:
-        notices.close()
+    changed = target.announced(
+        target.keys.broker_configs_channel,
+        "config", "set", f"{MIN_LOCK}=1000", "message.max.bytes=2000000",
+    )  # fmt: skip
+    assert changed.splitlines() == [f"{MIN_LOCK}=1000", "message.max.bytes=2000000"]
     assert redis_client.hgetall(target.keys.broker_configs) == {
         MIN_LOCK.encode(): b"1000",
         b"message.max.bytes": b"2000000",
@@ -95,15 +90,8 @@ def test_a_pod_takes_a_bound_set_here(
         ConfigEntry(LOCK, "3000", incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
     try:
         target.cli("config", "set", f"{MIN_LOCK}=1000")
-        deadline = time.monotonic() + 10
-        while True:  # until the pod read the change notice
-            try:
-                list(admin.incremental_alter_configs([short]).values())[0].result(10)
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        # until the pod read the change notice
+        retried(lambda: list(admin.incremental_alter_configs([short]).values())[0].result(10))
         assert redis_client.hget(keys.group_configs(group), LOCK) == b"3000"
     finally:
         target.cli("config", "delete", MIN_LOCK)

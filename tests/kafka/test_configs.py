@@ -5,7 +5,6 @@ a change made through one pod seen by the other without a restart."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -25,7 +24,7 @@ from mapping.core.keys import Keys
 from mapping.topic.topic_configs import TOPIC_CONFIGS
 from tests.support.kafka import KAFKA_PODS_PREFIX, RawKafka
 from tests.support.pods import Pod
-from tests.support.waiting import wait_until
+from tests.support.waiting import retried, wait_until
 
 
 @pytest.fixture
@@ -269,15 +268,11 @@ def test_group_config_bounds_are_cluster_wide_broker_configs(
             reply = raw.call(INCREMENTAL_ALTER_CONFIGS, 1, _raw_alter(
                 BROKER, "", "group.share.min.record.lock.duration.ms", "1000"))  # fmt: skip
         assert [r.error_code for r in reply.responses] == [0]
-        deadline = time.monotonic() + 10
-        while True:  # until the other pod read the change notice
-            try:
-                list(other.incremental_alter_configs([short]).values())[0].result(10)
-                break
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        # until the other pod read the change notice
+        retried(
+            lambda: list(other.incremental_alter_configs([short]).values())[0].result(10),
+            KafkaException,
+        )
         described = _describe(other, ConfigResource(ResourceType.GROUP, f"g-{topic}"))
         assert described[lock].value == "3000"
     finally:

@@ -35,6 +35,19 @@ class CliTarget:
     def cli(self, *args: str) -> str:
         return self._run(args, 0)
 
+    def announced(self, channel: str, *args: str) -> str:
+        """``cli(*args)``, which must tell the pods on ``channel`` ("changed"): its output."""
+        notices = self.client.pubsub(ignore_subscribe_messages=True)
+        notices.subscribe(channel)
+        try:
+            notices.get_message(timeout=5)  # the subscription's confirmation
+            output = self.cli(*args)
+            notice = notices.get_message(timeout=5)
+            assert notice is not None and notice["data"] == b"changed", (args, notice)
+        finally:
+            notices.close()
+        return output
+
     def refused(self, *args: str) -> str:
         """The output of a command the command line refuses (exit code 2, a usage error)."""
         return self._run(args, 2)

@@ -1,5 +1,5 @@
 """Waiting in tests: poll a condition until it holds, bounded (an AssertionError after
-``timeout``)."""
+``timeout``); or try an action again until it stops failing."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import asyncio
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
@@ -34,6 +36,24 @@ async def wait_until_async(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(interval)
+
+
+def retried(
+    action: Callable[[], T],
+    errors: type[BaseException] | tuple[type[BaseException], ...] = Exception,
+    timeout: float = 10.0,
+    interval: float = 0.2,
+) -> T:
+    """``action()``, tried again while it raises ``errors``: its result; past ``timeout`` its
+    last error is raised as it is (where ``wait_until`` would lose its text)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return action()
+        except errors:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(interval)
 
 
 def port_open(port: int) -> bool:
