@@ -48,7 +48,7 @@ from mapping.connection.raw_replies import RawReply, listed
 from mapping.core import codec
 from mapping.core.codec import entry_offset
 from mapping.core.errors import BrokerError
-from mapping.partition.kafka import FetchRead, last_entry_id
+from mapping.partition.kafka import FetchRead, answered_log_start, last_entry_id
 from mapping.partition.record_walk import is_control, walk_entries
 from mapping.replication.leader_epochs import LeaderEpochs
 from mapping.topic.topic_config import TopicConfig
@@ -354,7 +354,7 @@ def _answer_of(w: Wanted, read: FetchRead, committed: bool) -> Answer:
     stable offset ``read`` found, OFFSET_OUT_OF_RANGE for a position outside the log."""
     high_watermark = read.high_watermark  # V1's
     bound = read.stable_bound if committed else high_watermark
-    log_start = read.log_start if read.log_start >= 0 else 0
+    log_start = answered_log_start(read.log_start)
     answer = Answer(errors.NONE, high_watermark + 1, log_start, None, read.stable_bound + 1, bound)
     if w.offset > high_watermark + 1 or (read.log_start >= 0 and w.offset < read.log_start):
         answer.error = errors.OFFSET_OUT_OF_RANGE

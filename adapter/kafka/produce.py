@@ -38,7 +38,7 @@ from adapter.kafka.records import (
 )
 from mapping.connection.batcher import Pending
 from mapping.core.errors import BrokerError, OutcomeUnknown
-from mapping.partition.kafka import AppendResult
+from mapping.partition.kafka import AppendResult, answered_log_start
 from mapping.replication.acks import AckOutcome
 from mapping.topic.topic_config import TopicConfig, is_internal_topic
 from mapping.topic.topic_rules import rules_of
@@ -221,9 +221,7 @@ async def _finish(
     first = results[0]
     # Kafka answers the log start whatever the status: a Java producer told
     # UNKNOWN_PRODUCER_ID with -1 there retries the same batch until its delivery timeout.
-    # A log that lost nothing starts at 0, as Fetch answers (positions below its first
-    # record read from there).
-    log_start = max(results[-1].log_start, 0)
+    log_start = answered_log_start(results[-1].log_start)
     for result in results:
         if result.status in (
             errors.OUT_OF_ORDER_SEQUENCE_NUMBER,

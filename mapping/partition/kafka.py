@@ -191,6 +191,13 @@ def kafka_log_start(first: list[Any], log_start: Any, end: int, bits: int) -> in
     return min(start, end)
 
 
+def answered_log_start(stored: int) -> int:
+    """The log start a Fetch or Produce answer carries for the state hash's ``log_start``
+    (-1: nothing was ever removed): a log that lost nothing starts at 0, since positions
+    below its first record read from there."""
+    return max(stored, 0)
+
+
 def last_entry_id(entries: list[Any] | RawReply) -> bytes:
     """The id of the last of XRANGE ``entries`` (not empty), whichever form they came in."""
     if not isinstance(entries, RawReply):
