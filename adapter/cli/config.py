@@ -68,12 +68,14 @@ def show(group: str | None, as_json: bool, target: RedisTarget) -> None:
         click.echo(f"{name}={row['value']} ({row['source']})")
 
 
-def _alter(target: RedisTarget, group: str | None, updated: dict[str, str]) -> None:
-    """Store ``updated`` (the whole set) after the checks IncrementalAlterConfigs makes."""
+def _alter(
+    target: RedisTarget, group: str | None, current: dict[str, str], updated: dict[str, str]
+) -> None:
+    """Store ``updated`` (the whole set, where ``current`` is stored) after the checks
+    IncrementalAlterConfigs makes."""
     from mapping.topic.broker_configs import broker_changes, group_changes, hash_commands
     from mapping.topic.config_types import InvalidConfig
 
-    current = _stored(target, group)
     try:
         if group:
             changes = group_changes(current, updated, _stored(target, None))
@@ -118,7 +120,8 @@ def set_configs(group: str | None, settings: tuple[str, ...], target: RedisTarge
         raise click.UsageError(f"expected NAME=VALUE: {', '.join(malformed)}")
     wanted = {name: value for name, _, value in pairs}
     _known(list(wanted), group)
-    _alter(target, group, {**_stored(target, group), **wanted})
+    current = _stored(target, group)
+    _alter(target, group, current, {**current, **wanted})
 
 
 @config.command()
@@ -128,4 +131,5 @@ def set_configs(group: str | None, settings: tuple[str, ...], target: RedisTarge
 def delete(group: str | None, names: tuple[str, ...], target: RedisTarget) -> None:
     """Set configs back to their default."""
     _known(list(names), group)
-    _alter(target, group, {n: v for n, v in _stored(target, group).items() if n not in names})
+    current = _stored(target, group)
+    _alter(target, group, current, {n: v for n, v in current.items() if n not in names})
